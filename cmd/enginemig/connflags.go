@@ -1,0 +1,92 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"database/sql"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+	"golang.org/x/term"
+
+	"github.com/enginemig/enginemig/dbconn"
+	"github.com/enginemig/enginemig/outcome"
+)
+
+// connectionFlags are shared by every command that talks to a server, named as in the mysql client.
+func connectionFlags() []cli.Flag {
+	const cat = "Connection"
+	return []cli.Flag{
+		&cli.StringFlag{Name: "host", Aliases: []string{"H"}, Usage: "server host (default localhost; with --socket, localhost means the socket)", Category: cat},
+		&cli.IntFlag{Name: "port", Aliases: []string{"P"}, Usage: "server TCP port (default 3306)", Category: cat},
+		&cli.StringFlag{Name: "socket", Aliases: []string{"S"}, Usage: "unix socket path", Category: cat},
+		&cli.StringFlag{Name: "user", Aliases: []string{"u"}, Usage: "user name (default: option file, then $USER)", Category: cat},
+		&cli.StringFlag{Name: "password", Usage: "password; prefer ENGINEMIG_PASSWORD, MYSQL_PWD, an option file or --ask-password, since a flag is visible in the process list", Category: cat},
+		&cli.BoolFlag{Name: "ask-password", Aliases: []string{"p"}, Usage: "prompt for the password on the terminal", Category: cat},
+		&cli.StringFlag{Name: "defaults-file", Usage: "read [client], [mysql] and [enginemig] groups of this option file instead of ~/.my.cnf", Category: cat},
+		&cli.StringFlag{Name: "ssl-mode", Usage: "DISABLED, PREFERRED (default: TLS when the server offers it), REQUIRED, VERIFY_CA or VERIFY_IDENTITY", Category: cat},
+		&cli.StringFlag{Name: "ssl-ca", Usage: "CA certificate file (PEM) to verify the server with", Category: cat},
+		&cli.StringFlag{Name: "ssl-cert", Usage: "client certificate file (PEM)", Category: cat},
+		&cli.StringFlag{Name: "ssl-key", Usage: "client key file (PEM)", Category: cat},
+	}
+}
+
+// connectionConfig resolves the connection flags, option files and environment into one Config.
+func connectionConfig(c *cli.Context) (dbconn.Config, error) {
+	flags := dbconn.Config{
+		Host:    c.String("host"),
+		Port:    c.Int("port"),
+		Socket:  c.String("socket"),
+		User:    c.String("user"),
+		SSLMode: c.String("ssl-mode"),
+		SSLCA:   c.String("ssl-ca"),
+		SSLCert: c.String("ssl-cert"),
+		SSLKey:  c.String("ssl-key"),
+	}
+	if c.IsSet("password") {
+		flags.Password, flags.PasswordSet = dbconn.Secret(c.String("password")), true
+		hidePasswordArg()
+	}
+	if c.Bool("ask-password") {
+		pw, err := promptPassword()
+		if err != nil {
+			return dbconn.Config{}, outcome.New(outcome.Usage, err, "")
+		}
+		flags.Password, flags.PasswordSet = dbconn.Secret(pw), true
+	}
+	cfg, err := dbconn.Resolve(flags, c.String("defaults-file"), os.Getenv)
+	if err != nil {
+		return dbconn.Config{}, outcome.New(outcome.Usage, err, "")
+	}
+	return cfg, nil
+}
+
+// openDB resolves the settings and connects.
+func openDB(ctx context.Context, c *cli.Context, database string, maxConns int) (*sql.DB, dbconn.Config, error) {
+	cfg, err := connectionConfig(c)
+	if err != nil {
+		return nil, cfg, err
+	}
+	db, err := dbconn.Open(ctx, cfg, database, maxConns)
+	return db, cfg, err
+}
+
+func promptPassword() (string, error) {
+	fmt.Fprint(os.Stderr, "Enter password: ")
+	defer fmt.Fprintln(os.Stderr)
+	if term.IsTerminal(int(os.Stdin.Fd())) {
+		b, err := term.ReadPassword(int(os.Stdin.Fd()))
+		return string(b), err
+	}
+	line, err := bufio.NewReader(os.Stdin).ReadString('\n')
+	if err != nil && line == "" {
+		return "", fmt.Errorf("--ask-password: no password on standard input")
+	}
+	return strings.TrimRight(line, "\r\n"), nil
+}
+
+// hidePasswordArg overwrites a --password value in the process arguments where the platform
+// allows it (Linux), like the mysql client, so `ps` shows "x" instead of the secret.
+func hidePasswordArg() { overwritePasswordArgs() }

@@ -1,0 +1,67 @@
+// Command enginemig converts MySQL/MariaDB tables from MyISAM to InnoDB online. This package only
+// wires flags to the packages that do the work; see README.md.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/enginemig/enginemig/outcome"
+)
+
+// version is set at build time with -ldflags "-X main.version=..."; "dev" otherwise.
+var version = "dev"
+
+func main() {
+	os.Exit(run(os.Args))
+}
+
+func run(args []string) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	app := newApp()
+	err := app.RunContext(ctx, args)
+	if err == nil {
+		return 0
+	}
+	code := outcome.CodeOf(err)
+	var exitErr cli.ExitCoder
+	if errors.As(err, &exitErr) && outcome.CodeOf(err) == outcome.Internal {
+		code = outcome.Code(exitErr.ExitCode())
+	}
+	if isUsageError(err) {
+		code = outcome.Usage
+	}
+	fmt.Fprintf(os.Stderr, "enginemig: %v\n", err)
+	return int(code)
+}
+
+func newApp() *cli.App {
+	app := &cli.App{
+		Name:                 "enginemig",
+		Usage:                "convert MySQL/MariaDB tables from MyISAM to InnoDB online",
+		Version:              version,
+		EnableBashCompletion: true,
+		HideHelpCommand:      true,
+		Description: "enginemig finds MyISAM tables (plan), converts them to InnoDB while the application keeps\n" +
+			"reading and writing (apply), and benchmarks both engines with the production query mix (bench).\n" +
+			"Exit codes: 0 ok, 1 internal error, 2 usage, 3 connection, 4 refused (blocker; nothing changed),\n" +
+			"5 gate failed, 6 migration failed (original table in place), 7 needs attention.",
+		Commands: commands(),
+		// Flag parse errors are usage errors: exit 2, not 1.
+		OnUsageError: func(cCtx *cli.Context, err error, isSubcommand bool) error {
+			return outcome.New(outcome.Usage, err, "see --help")
+		},
+	}
+	return app
+}
+
+func isUsageError(err error) bool {
+	return outcome.CodeOf(err) == outcome.Usage
+}

@@ -1,0 +1,32 @@
+package sandbox
+
+import "testing"
+
+func TestStartAnswersWithBinlogRow(t *testing.T) {
+	s := ForTest(t, Options{})
+	db, err := s.Open("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var format, image, meta, logBin string
+	if err := db.QueryRow("SELECT @@binlog_format, @@binlog_row_image, @@binlog_row_metadata, @@log_bin").Scan(&format, &image, &meta, &logBin); err != nil {
+		t.Fatal(err)
+	}
+	if format != "ROW" || image != "FULL" || meta != "FULL" || logBin != "1" {
+		t.Fatalf("got format=%s image=%s metadata=%s log_bin=%s", format, image, meta, logBin)
+	}
+}
+
+func TestBinlogOff(t *testing.T) {
+	s := ForTest(t, Options{BinlogFormat: "OFF"})
+	db, _ := s.Open("")
+	defer db.Close()
+	var logBin string
+	if err := db.QueryRow("SELECT @@log_bin").Scan(&logBin); err != nil {
+		t.Fatal(err)
+	}
+	if logBin != "0" {
+		t.Fatalf("log_bin=%s, want 0", logBin)
+	}
+}
