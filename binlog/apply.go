@@ -1,0 +1,178 @@
+package binlog
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"reflect"
+	"strings"
+
+	"github.com/enginemig/enginemig/dbconn"
+	"github.com/enginemig/enginemig/table"
+)
+
+// Applier writes changes to the shadow table. Every operation is idempotent: inserts and updates
+// become REPLACE of the whole row by key (the shadow has no other unique key while changes are
+// replayed, so REPLACE is an upsert by key), deletes delete by key. Applying a change twice, or a
+// change to a row the copy has not reached yet, therefore converges to the source's state.
+type Applier struct {
+	db         *sql.DB
+	shadow     string
+	columns    []table.Column
+	keyPos     []int
+	replaceSQL string
+	deleteSQL  string
+	singleKey  bool
+}
+
+// NewApplier prepares statements for the shadow named shadowName of the source table ti. db must
+// use a binary-charset session (dbconn/session.go) so values replay byte for byte.
+func NewApplier(db *sql.DB, ti *table.Info, shadowName string) (*Applier, error) {
+	key, ok := ti.CopyKey()
+	if !ok {
+		return nil, fmt.Errorf("%s has no usable key", ti.QuotedName())
+	}
+	cols := ti.CopyColumns()
+	a := &Applier{db: db, shadow: dbconn.QualifiedName(ti.Schema, shadowName), columns: cols}
+	for _, kc := range key.ColumnNames() {
+		found := false
+		for i, c := range cols {
+			if strings.EqualFold(c.Name, kc) {
+				a.keyPos = append(a.keyPos, i)
+				found = true
+			}
+		}
+		if !found {
+			return nil, fmt.Errorf("key column %q is not copied", kc)
+		}
+	}
+	names := make([]string, len(cols))
+	for i, c := range cols {
+		names[i] = dbconn.QuoteIdent(c.Name)
+	}
+	a.replaceSQL = "REPLACE INTO " + a.shadow + " (" + strings.Join(names, ",") + ") VALUES "
+	a.deleteSQL = "DELETE FROM " + a.shadow + " WHERE "
+	a.singleKey = len(a.keyPos) == 1
+	return a, nil
+}
+
+// Key extracts the key values of a row image.
+func (a *Applier) Key(row []any) []any {
+	k := make([]any, len(a.keyPos))
+	for i, p := range a.keyPos {
+		k[i] = row[p]
+	}
+	return k
+}
+
+type opKind int
+
+const (
+	opUpsert opKind = iota
+	opDelete
+)
+
+type op struct {
+	kind opKind
+	row  []any // whole row for upsert, key values for delete
+}
+
+// Plan turns changes into primitive operations, dropping those skip says the copy will cover
+// (keys the copy has not reached yet: it reads them later, after the change).
+func (a *Applier) plan(changes []Change, skip func(key []any) bool) []op {
+	ops := make([]op, 0, len(changes))
+	keep := func(k []any) bool { return skip == nil || !skip(k) }
+	for _, c := range changes {
+		switch c.Kind {
+		case Insert:
+			if k := a.Key(c.After); keep(k) {
+				ops = append(ops, op{opUpsert, c.After})
+			}
+		case Delete:
+			if k := a.Key(c.Before); keep(k) {
+				ops = append(ops, op{opDelete, k})
+			}
+		case Update:
+			kb, ka := a.Key(c.Before), a.Key(c.After)
+			if !reflect.DeepEqual(kb, ka) && keep(kb) {
+				ops = append(ops, op{opDelete, kb})
+			}
+			if keep(ka) {
+				ops = append(ops, op{opUpsert, c.After})
+			}
+		}
+	}
+	return ops
+}
+
+// maxStatementRows bounds one multi-row statement (placeholders and packet size).
+const maxStatementRows = 500
+
+// Apply writes changes in order in one transaction and returns how many operations ran. Runs of
+// the same kind are merged into one multi-row statement; order between runs is kept, so the result
+// is the same as applying the changes one by one, whatever the key's collation.
+func (a *Applier) Apply(ctx context.Context, changes []Change, skip func(key []any) bool) (int, error) {
+	ops := a.plan(changes, skip)
+	if len(ops) == 0 {
+		return 0, nil
+	}
+	tx, err := a.db.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, fmt.Errorf("replay: begin: %w", err)
+	}
+	defer tx.Rollback()
+	for start := 0; start < len(ops); {
+		end := start + 1
+		for end < len(ops) && ops[end].kind == ops[start].kind && end-start < maxStatementRows {
+			end++
+		}
+		if err := a.exec(ctx, tx, ops[start:end]); err != nil {
+			return 0, err
+		}
+		start = end
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, fmt.Errorf("replay: commit: %w", err)
+	}
+	return len(ops), nil
+}
+
+func (a *Applier) exec(ctx context.Context, tx *sql.Tx, run []op) error {
+	var b strings.Builder
+	var args []any
+	if run[0].kind == opUpsert {
+		b.WriteString(a.replaceSQL)
+		row := "(" + strings.TrimSuffix(strings.Repeat("?,", len(a.columns)), ",") + ")"
+		for i, o := range run {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteString(row)
+			args = append(args, o.row...)
+		}
+	} else {
+		b.WriteString(a.deleteSQL)
+		b.WriteString(a.keyPredicate(len(run)))
+		for _, o := range run {
+			args = append(args, o.row...)
+		}
+	}
+	if _, err := tx.ExecContext(ctx, b.String(), args...); err != nil {
+		return fmt.Errorf("replay: %d %s(s) into %s: %w", len(run), map[opKind]string{opUpsert: "upsert", opDelete: "delete"}[run[0].kind], a.shadow, err)
+	}
+	return nil
+}
+
+// keyPredicate matches n keys: `k` IN (?,...) for one column, OR-ed equalities otherwise (which
+// the range optimizer handles on every supported server version).
+func (a *Applier) keyPredicate(n int) string {
+	if a.singleKey {
+		return dbconn.QuoteIdent(a.columns[a.keyPos[0]].Name) + " IN (" + strings.TrimSuffix(strings.Repeat("?,", n), ",") + ")"
+	}
+	parts := make([]string, len(a.keyPos))
+	for i, p := range a.keyPos {
+		parts[i] = dbconn.QuoteIdent(a.columns[p].Name) + "=?"
+	}
+	one := "(" + strings.Join(parts, " AND ") + ")"
+	return strings.TrimSuffix(strings.Repeat(one+" OR ", n), " OR ")
+}

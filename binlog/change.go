@@ -1,0 +1,120 @@
+package binlog
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/go-mysql-org/go-mysql/replication"
+
+	"github.com/enginemig/enginemig/table"
+)
+
+// Kind is what a change does to a row.
+type Kind int
+
+const (
+	Insert Kind = iota + 1
+	Update
+	Delete
+)
+
+func (k Kind) String() string {
+	switch k {
+	case Insert:
+		return "insert"
+	case Update:
+		return "update"
+	case Delete:
+		return "delete"
+	}
+	return "unknown"
+}
+
+// Change is one row change of the migrated table. Before and After hold the copy columns' values
+// (table.Info.CopyColumns order); Before is nil for inserts, After nil for deletes.
+type Change struct {
+	Kind   Kind
+	Before []any
+	After  []any
+}
+
+// rowMapper maps binlog row images (all table columns, in the server's order) to copy columns.
+type rowMapper struct {
+	// source[i] is the binlog column index of copy column i.
+	source   []int
+	unsigned []bool
+	types    []string
+	nColumns int
+}
+
+// newRowMapper resolves columns by name when the event carries names (binlog_row_metadata=FULL),
+// else by ordinal position, which is only safe because DDL on the table stops the migration.
+func newRowMapper(ti *table.Info, tm *replication.TableMapEvent) (*rowMapper, error) {
+	cols := ti.CopyColumns()
+	m := &rowMapper{source: make([]int, len(cols)), unsigned: make([]bool, len(cols)), types: make([]string, len(cols)), nColumns: int(tm.ColumnCount)}
+	names := tm.ColumnNameString()
+	if len(names) > 0 {
+		byName := make(map[string]int, len(names))
+		for i, n := range names {
+			byName[strings.ToLower(n)] = i
+		}
+		for i, c := range cols {
+			idx, ok := byName[strings.ToLower(c.Name)]
+			if !ok {
+				return nil, fmt.Errorf("binlog row for %s has no column %q: was the table altered during the migration?", ti.QuotedName(), c.Name)
+			}
+			m.source[i] = idx
+		}
+	} else {
+		if int(tm.ColumnCount) != len(ti.Columns) {
+			return nil, fmt.Errorf("binlog row for %s has %d columns, the table has %d: was the table altered during the migration?", ti.QuotedName(), tm.ColumnCount, len(ti.Columns))
+		}
+		pos := map[string]int{}
+		for i, c := range ti.Columns {
+			pos[c.Name] = i
+		}
+		for i, c := range cols {
+			m.source[i] = pos[c.Name]
+		}
+	}
+	for i, c := range cols {
+		m.unsigned[i] = strings.Contains(strings.ToLower(c.ColumnType), "unsigned")
+		m.types[i] = strings.ToLower(c.DataType)
+	}
+	return m, nil
+}
+
+func (m *rowMapper) mapRow(row []any) ([]any, error) {
+	if len(row) != m.nColumns {
+		return nil, fmt.Errorf("binlog row has %d values, table map says %d", len(row), m.nColumns)
+	}
+	out := make([]any, len(m.source))
+	for i, src := range m.source {
+		v := row[src]
+		if m.unsigned[i] {
+			v = toUnsigned(v, m.types[i])
+		}
+		out[i] = v
+	}
+	return out, nil
+}
+
+// toUnsigned reinterprets signed integers from events without signedness metadata (go-mysql
+// converts them itself when binlog_row_metadata=FULL provides it).
+func toUnsigned(v any, dataType string) any {
+	switch x := v.(type) {
+	case int8:
+		return uint8(x)
+	case int16:
+		return uint16(x)
+	case int32:
+		if dataType == "mediumint" {
+			// MEDIUMINT is decoded as a sign-extended 24-bit value.
+			return uint32(x) & 0xFFFFFF
+		}
+		return uint32(x)
+	case int64:
+		return uint64(x)
+	}
+	return v
+}

@@ -1,0 +1,97 @@
+// Package binlog streams a server's binary log with go-mysql's BinlogSyncer, turns row events of
+// one table into typed changes, and replays them onto the shadow table in order.
+package binlog
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/go-mysql-org/go-mysql/mysql"
+)
+
+// Position is a binlog file and offset; offsets are the end of an event, as SHOW MASTER STATUS
+// and event headers report them.
+type Position = mysql.Position
+
+// ErrBinlogOff means the server writes no binary log, so changes cannot be captured.
+var ErrBinlogOff = errors.New("binary logging is off (log_bin=OFF)")
+
+// CurrentPosition reads where the server is writing its binlog now.
+func CurrentPosition(ctx context.Context, db interface {
+	QueryContext(context.Context, string, ...any) (*sql.Rows, error)
+}) (Position, error) {
+	rows, err := db.QueryContext(ctx, "SHOW MASTER STATUS")
+	if err != nil {
+		return Position{}, fmt.Errorf("read binlog position (needs BINLOG MONITOR or REPLICATION CLIENT): %w", err)
+	}
+	defer rows.Close()
+	cols, _ := rows.Columns()
+	if !rows.Next() {
+		if err := rows.Err(); err != nil {
+			return Position{}, err
+		}
+		return Position{}, ErrBinlogOff
+	}
+	vals := make([]sql.RawBytes, len(cols))
+	ptrs := make([]any, len(cols))
+	for i := range vals {
+		ptrs[i] = &vals[i]
+	}
+	if err := rows.Scan(ptrs...); err != nil {
+		return Position{}, err
+	}
+	var p Position
+	p.Name = string(vals[0])
+	if _, err := fmt.Sscan(string(vals[1]), &p.Pos); err != nil {
+		return Position{}, fmt.Errorf("binlog position %q: %w", vals[1], err)
+	}
+	return p, rows.Err()
+}
+
+// Flavor guesses the replication flavor from VERSION(): "mariadb" or "mysql".
+func Flavor(version string) string {
+	if strings.Contains(strings.ToLower(version), "mariadb") {
+		return mysql.MariaDBFlavor
+	}
+	return mysql.MySQLFlavor
+}
+
+// Available lists the binlog files the server still has, oldest first.
+func Available(ctx context.Context, db *sql.DB) ([]string, error) {
+	rows, err := db.QueryContext(ctx, "SHOW BINARY LOGS")
+	if err != nil {
+		return nil, fmt.Errorf("list binlogs: %w", err)
+	}
+	defer rows.Close()
+	cols, _ := rows.Columns()
+	var files []string
+	for rows.Next() {
+		vals := make([]sql.RawBytes, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			return nil, err
+		}
+		files = append(files, string(vals[0]))
+	}
+	return files, rows.Err()
+}
+
+// StillAvailable reports whether replay from p is possible: its file must still exist.
+func StillAvailable(ctx context.Context, db *sql.DB, p Position) (bool, error) {
+	files, err := Available(ctx, db)
+	if err != nil {
+		return false, err
+	}
+	for _, f := range files {
+		if f == p.Name {
+			return true, nil
+		}
+	}
+	return false, nil
+}

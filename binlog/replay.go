@@ -1,0 +1,153 @@
+package binlog
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Batch limits: a batch is applied in one transaction, so larger batches mean fewer commits;
+// the delay bounds how long a change waits to be applied when the stream is quiet.
+const (
+	maxBatchChanges = 2000
+	maxBatchDelay   = 20 * time.Millisecond
+)
+
+// Replayer applies the stream's changes to the shadow, batch by batch, and tracks how far it got.
+type Replayer struct {
+	stream  *Stream
+	applier *Applier
+	// Gate is taken exclusively while a batch is applied. The copier holds it shared from reading a
+	// chunk until that chunk is written, so a change made after a chunk was read can never be
+	// applied before the chunk's (older) rows are written: that would resurrect deleted rows.
+	Gate sync.Locker
+	// Skip, when set, drops changes to keys the copy has not reached (called under Gate).
+	Skip func(key []any) bool
+
+	mu      sync.Mutex
+	applied Position
+	waiters []chan struct{}
+	events  atomic.Int64
+	ops     atomic.Int64
+	behind  atomic.Bool
+}
+
+// NewReplayer replays stream through applier, starting from the stream's current position.
+func NewReplayer(stream *Stream, applier *Applier, gate sync.Locker) *Replayer {
+	return &Replayer{stream: stream, applier: applier, Gate: gate, applied: stream.Position()}
+}
+
+// Run applies changes until ctx ends or an error occurs.
+func (r *Replayer) Run(ctx context.Context) error {
+	for {
+		batch, pos, err := r.collect(ctx)
+		if err != nil {
+			if errors.Is(err, context.Canceled) && ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		if len(batch) > 0 {
+			r.Gate.Lock()
+			n, err := r.applier.Apply(ctx, batch, r.Skip)
+			r.Gate.Unlock()
+			if err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				return err
+			}
+			r.events.Add(int64(len(batch)))
+			r.ops.Add(int64(n))
+		}
+		r.setApplied(pos)
+	}
+}
+
+// collect blocks for one event, then takes whatever else arrives within maxBatchDelay.
+func (r *Replayer) collect(ctx context.Context) ([]Change, Position, error) {
+	item, err := r.stream.Next(ctx)
+	if err != nil {
+		return nil, Position{}, err
+	}
+	batch := item.Changes
+	pos := item.Pos
+	deadline := time.Now().Add(maxBatchDelay)
+	for len(batch) < maxBatchChanges {
+		wait := time.Until(deadline)
+		if wait <= 0 {
+			r.behind.Store(true)
+			break
+		}
+		waitCtx, cancel := context.WithTimeout(ctx, wait)
+		item, err := r.stream.Next(waitCtx)
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, Position{}, ctx.Err()
+			}
+			if errors.Is(err, context.DeadlineExceeded) {
+				r.behind.Store(false) // drained: nothing else was waiting
+				break
+			}
+			return nil, Position{}, err
+		}
+		batch = append(batch, item.Changes...)
+		pos = item.Pos
+	}
+	return batch, pos, nil
+}
+
+func (r *Replayer) setApplied(p Position) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if p.Name == "" || p.Compare(r.applied) <= 0 {
+		return
+	}
+	r.applied = p
+	for _, w := range r.waiters {
+		close(w)
+	}
+	r.waiters = nil
+}
+
+// Applied is the position up to which every change has been applied.
+func (r *Replayer) Applied() Position {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.applied
+}
+
+// Stats are counters for progress and reports.
+type Stats struct {
+	Events   int64  `json:"row_events"`  // row changes read for the table
+	Applied  int64  `json:"applied_ops"` // operations written to the shadow (after skipping)
+	Position string `json:"position"`    // applied binlog position
+	Behind   bool   `json:"catching_up"` // more events were waiting at the last batch
+}
+
+// Stats returns the current counters.
+func (r *Replayer) Stats() Stats {
+	return Stats{Events: r.events.Load(), Applied: r.ops.Load(), Position: r.Applied().String(), Behind: r.behind.Load()}
+}
+
+// WaitFor blocks until every change up to p is applied, or ctx ends.
+func (r *Replayer) WaitFor(ctx context.Context, p Position) error {
+	for {
+		r.mu.Lock()
+		if r.applied.Compare(p) >= 0 {
+			r.mu.Unlock()
+			return nil
+		}
+		w := make(chan struct{})
+		r.waiters = append(r.waiters, w)
+		r.mu.Unlock()
+		select {
+		case <-w:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}

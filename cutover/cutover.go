@@ -1,0 +1,311 @@
+// Package cutover swaps the shadow table in for the original atomically (the sentry method), with
+// a bounded lock budget and retries, and swaps back the same way for a rollback.
+package cutover
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/enginemig/enginemig/binlog"
+	"github.com/enginemig/enginemig/dbconn"
+)
+
+// SentryComment marks the placeholder table so cleanup only ever drops a table enginemig made.
+const SentryComment = "enginemig cut-over sentry"
+
+// Config bounds how much the application may feel the cut-over.
+type Config struct {
+	// LockWait is how long LOCK TABLES may queue. While it queues, the application's new queries
+	// on the table queue behind it, so this is the stall budget of a failed attempt.
+	LockWait time.Duration
+	// CatchUp is how long the lock may be held while replay applies the last changes.
+	CatchUp time.Duration
+	// Attempts and Backoff bound retries; the backoff doubles up to 8× its start.
+	Attempts int
+	Backoff  time.Duration
+	// LongQuery: queries on the table running longer than this make an attempt wait, because a
+	// lock request queued behind them would block every new query until they finish.
+	LongQuery time.Duration
+	// Log, when set, receives one line per notable event (attempt failed, waiting for a query).
+	Log func(format string, args ...any)
+}
+
+// DefaultConfig keeps each attempt's stall to a few hundred milliseconds.
+func DefaultConfig() Config {
+	return Config{LockWait: 300 * time.Millisecond, CatchUp: 500 * time.Millisecond, Attempts: 30,
+		Backoff: 500 * time.Millisecond, LongQuery: 200 * time.Millisecond}
+}
+
+// Replay is what the swap needs from the binlog replayer.
+type Replay interface {
+	WaitFor(ctx context.Context, p binlog.Position) error
+}
+
+// Swap describes one rename: From becomes Aside, To becomes From. For a migration From is the
+// original table, To the shadow `_t_new`, Aside `_t_old`; for a rollback To is `_t_old` and Aside
+// a name for the InnoDB table.
+type Swap struct {
+	Schema string
+	From   string
+	To     string
+	Aside  string
+}
+
+// Result reports what the swap cost.
+type Result struct {
+	Position binlog.Position `json:"position"` // binlog position read under the lock: nothing of From is after it
+	Attempts int             `json:"attempts"`
+	LockHeld time.Duration   `json:"lock_held_ns"` // the longest the application was blocked by the final attempt
+}
+
+// ErrGaveUp means every attempt failed; the original table is untouched.
+var ErrGaveUp = errors.New("cut-over gave up")
+
+// Run performs the swap. beforeRename runs while the tables are locked and replay has caught up
+// (e.g. to carry AUTO_INCREMENT over); it must not touch From or Aside.
+func Run(ctx context.Context, db *sql.DB, sw Swap, replay Replay, cfg Config, beforeRename func(context.Context) error) (Result, error) {
+	if cfg.Log == nil {
+		cfg.Log = func(string, ...any) {}
+	}
+	var res Result
+	backoff := cfg.Backoff
+	var lastErr error
+	for res.Attempts < cfg.Attempts {
+		res.Attempts++
+		if err := waitForLongQueries(ctx, db, sw, cfg); err != nil {
+			return res, err
+		}
+		held, pos, err := attempt(ctx, db, sw, replay, cfg, beforeRename)
+		if err == nil {
+			res.Position, res.LockHeld = pos, held
+			return res, nil
+		}
+		if ctx.Err() != nil {
+			return res, ctx.Err()
+		}
+		var fatal *fatalError
+		if errors.As(err, &fatal) {
+			return res, fatal.err
+		}
+		lastErr = err
+		cfg.Log("cut-over attempt %d/%d failed, original table left in place: %v", res.Attempts, cfg.Attempts, err)
+		select {
+		case <-time.After(backoff):
+		case <-ctx.Done():
+			return res, ctx.Err()
+		}
+		backoff = min(backoff*2, cfg.Backoff*8)
+	}
+	return res, fmt.Errorf("%w after %d attempts (last: %v); the original table is in place", ErrGaveUp, res.Attempts, lastErr)
+}
+
+// fatalError stops retrying (e.g. a table that should not exist does).
+type fatalError struct{ err error }
+
+func (f *fatalError) Error() string { return f.err.Error() }
+
+func attempt(ctx context.Context, db *sql.DB, sw Swap, replay Replay, cfg Config, beforeRename func(context.Context) error) (time.Duration, binlog.Position, error) {
+	from := dbconn.QualifiedName(sw.Schema, sw.From)
+	aside := dbconn.QualifiedName(sw.Schema, sw.Aside)
+	to := dbconn.QualifiedName(sw.Schema, sw.To)
+
+	connA, err := db.Conn(ctx)
+	if err != nil {
+		return 0, binlog.Position{}, err
+	}
+	defer connA.Close()
+	var idA int64
+	if err := connA.QueryRowContext(ctx, "SELECT CONNECTION_ID()").Scan(&idA); err != nil {
+		return 0, binlog.Position{}, err
+	}
+	// The sentry occupies the name the original will be renamed to. Should this connection die
+	// while the rename waits, the rename then fails on "table exists" and nothing changes.
+	if _, err := connA.ExecContext(ctx, fmt.Sprintf("CREATE TABLE %s (id INT) ENGINE=MyISAM COMMENT=%s", aside, dbconn.QuoteString(SentryComment))); err != nil {
+		return 0, binlog.Position{}, &fatalError{fmt.Errorf("create sentry %s: %w (a leftover from an earlier run? see `enginemig cleanup`)", aside, err)}
+	}
+	sentryDropped := false
+	defer func() {
+		if !sentryDropped {
+			dropSentry(context.WithoutCancel(ctx), db, sw.Schema, sw.Aside)
+		}
+	}()
+	connA.ExecContext(ctx, "SET SESSION lock_wait_timeout = 1")
+
+	if err := lockWithDeadline(ctx, db, connA, idA, fmt.Sprintf("LOCK TABLES %s WRITE, %s WRITE", from, aside), cfg.LockWait); err != nil {
+		return 0, binlog.Position{}, fmt.Errorf("lock %s within %s: %w", from, cfg.LockWait, err)
+	}
+	locked := time.Now()
+	unlocked := false
+	unlock := func() {
+		if !unlocked {
+			connA.ExecContext(context.WithoutCancel(ctx), "UNLOCK TABLES")
+			unlocked = true
+		}
+	}
+	defer unlock()
+
+	pos, err := binlog.CurrentPosition(ctx, connA)
+	if err != nil {
+		return 0, pos, err
+	}
+	catchCtx, cancel := context.WithTimeout(ctx, cfg.CatchUp)
+	err = replay.WaitFor(catchCtx, pos)
+	cancel()
+	if err != nil {
+		return 0, pos, fmt.Errorf("replay did not reach %s within %s while the table was locked", pos, cfg.CatchUp)
+	}
+	if beforeRename != nil {
+		if err := beforeRename(ctx); err != nil {
+			return 0, pos, fmt.Errorf("before rename: %w", err)
+		}
+	}
+
+	connB, err := db.Conn(ctx)
+	if err != nil {
+		return 0, pos, err
+	}
+	defer connB.Close()
+	var idB int64
+	if err := connB.QueryRowContext(ctx, "SELECT CONNECTION_ID()").Scan(&idB); err != nil {
+		return 0, pos, err
+	}
+	renameDone := make(chan error, 1)
+	go func() {
+		_, err := connB.ExecContext(context.WithoutCancel(ctx), fmt.Sprintf("RENAME TABLE %s TO %s, %s TO %s", from, aside, to, from))
+		renameDone <- err
+	}()
+	// The rename must be queued behind our lock before the sentry goes: its exclusive metadata
+	// lock request then takes precedence over the application statements queued on the table,
+	// so none of them can write to the original between UNLOCK and the rename.
+	if err := waitUntilBlocked(ctx, db, idB, renameDone, cfg.LockWait); err != nil {
+		killQuery(db, idB)
+		<-renameDone
+		return 0, pos, err
+	}
+	if _, err := connA.ExecContext(ctx, "DROP TABLE "+aside); err != nil {
+		killQuery(db, idB)
+		<-renameDone
+		return 0, pos, fmt.Errorf("drop sentry under lock: %w", err)
+	}
+	sentryDropped = true
+	unlock()
+	held := time.Since(locked)
+	if err := <-renameDone; err != nil {
+		// Nothing was renamed (RENAME is atomic); the sentry is gone, the original in place.
+		return 0, pos, fmt.Errorf("rename: %w", err)
+	}
+	return held, pos, nil
+}
+
+// lockWithDeadline runs stmt on conn and kills it if it has not got its lock within d, because
+// lock_wait_timeout has a resolution of seconds and we need a budget of milliseconds.
+func lockWithDeadline(ctx context.Context, db *sql.DB, conn *sql.Conn, connID int64, stmt string, d time.Duration) error {
+	timer := time.AfterFunc(d, func() { killQuery(db, connID) })
+	_, err := conn.ExecContext(ctx, stmt)
+	if !timer.Stop() && err != nil {
+		return fmt.Errorf("timed out (the table is in use): %w", err)
+	}
+	return err
+}
+
+func killQuery(db *sql.DB, id int64) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	db.ExecContext(ctx, fmt.Sprintf("KILL QUERY %d", id))
+}
+
+// waitUntilBlocked polls the process list until connection id is waiting for a lock.
+func waitUntilBlocked(ctx context.Context, db *sql.DB, id int64, done <-chan error, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	for {
+		select {
+		case err := <-done:
+			if err == nil {
+				return errors.New("rename finished while the tables were locked: lock was not effective")
+			}
+			return fmt.Errorf("rename failed before queueing: %w", err)
+		default:
+		}
+		var state sql.NullString
+		err := db.QueryRowContext(ctx, "SELECT STATE FROM information_schema.PROCESSLIST WHERE ID = ?", id).Scan(&state)
+		if err == nil && strings.Contains(strings.ToLower(state.String), "lock") {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("rename did not queue on the lock within %s (state %q)", limit, state.String)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// waitForLongQueries waits (bounded by the attempts' backoff budget) while a query that mentions
+// the table has been running longer than cfg.LongQuery.
+func waitForLongQueries(ctx context.Context, db *sql.DB, sw Swap, cfg Config) error {
+	waited := time.Duration(0)
+	limit := cfg.Backoff * time.Duration(max(cfg.Attempts, 1))
+	for {
+		ids, err := LongQueries(ctx, db, sw.Schema, sw.From, cfg.LongQuery)
+		if err != nil || len(ids) == 0 {
+			return nil // the process list is advisory; the lock budget still protects the application
+		}
+		if waited >= limit {
+			return fmt.Errorf("%w: queries %v on %s keep running longer than %s; the original table is in place", ErrGaveUp, ids, sw.From, cfg.LongQuery)
+		}
+		cfg.Log("waiting for %d long-running quer(ies) on %s before locking: %v", len(ids), sw.From, ids)
+		step := min(cfg.Backoff, 500*time.Millisecond)
+		select {
+		case <-time.After(step):
+			waited += step
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// LongQueries lists connections whose current statement mentions the table and has run longer
+// than age. A mention is a text match: it may over-report (a column with the same name), which
+// only delays the cut-over.
+func LongQueries(ctx context.Context, db *sql.DB, schema, name string, age time.Duration) ([]int64, error) {
+	rows, err := db.QueryContext(ctx, `SELECT ID, COALESCE(INFO, '') FROM information_schema.PROCESSLIST
+		WHERE ID <> CONNECTION_ID() AND COMMAND NOT IN ('Sleep', 'Binlog Dump', 'Daemon') AND TIME_MS >= ?`, age.Milliseconds())
+	if err != nil {
+		// MySQL has no TIME_MS; fall back to whole seconds.
+		rows, err = db.QueryContext(ctx, `SELECT ID, COALESCE(INFO, '') FROM information_schema.PROCESSLIST
+			WHERE ID <> CONNECTION_ID() AND COMMAND NOT IN ('Sleep', 'Binlog Dump', 'Daemon') AND TIME >= ?`, int(age.Seconds()))
+		if err != nil {
+			return nil, err
+		}
+	}
+	defer rows.Close()
+	var ids []int64
+	needle := strings.ToLower(name)
+	for rows.Next() {
+		var id int64
+		var info string
+		if err := rows.Scan(&id, &info); err != nil {
+			return nil, err
+		}
+		if strings.Contains(strings.ToLower(info), needle) {
+			ids = append(ids, id)
+		}
+	}
+	return ids, rows.Err()
+}
+
+// dropSentry removes the sentry, but only when it is recognisably ours.
+func dropSentry(ctx context.Context, db *sql.DB, schema, name string) {
+	if IsSentry(ctx, db, schema, name) {
+		db.ExecContext(ctx, "DROP TABLE IF EXISTS "+dbconn.QualifiedName(schema, name))
+	}
+}
+
+// IsSentry reports whether schema.name is a cut-over sentry left by enginemig.
+func IsSentry(ctx context.Context, db *sql.DB, schema, name string) bool {
+	var comment string
+	err := db.QueryRowContext(ctx, "SELECT TABLE_COMMENT FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?", schema, name).Scan(&comment)
+	return err == nil && comment == SentryComment
+}

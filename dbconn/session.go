@@ -1,0 +1,40 @@
+package dbconn
+
+import (
+	"context"
+	"database/sql"
+)
+
+// Session kinds for the connections that move row data.
+//
+// Both use charset binary so bytes of any column charset travel unchanged (no conversion on read
+// or write), UTC so TIMESTAMP values do not shift or collide at DST changes, and an sql_mode
+// without strictness but with NO_AUTO_VALUE_ON_ZERO, so a stored 0 in an AUTO_INCREMENT column
+// stays 0 and zero dates that MyISAM accepted are written back as they are.
+const rowSQLMode = "'NO_AUTO_VALUE_ON_ZERO,NO_ENGINE_SUBSTITUTION'"
+
+// OpenRowReader opens a pool whose queries use the binary protocol (server-side prepared
+// statements), which returns FLOAT/DOUBLE exactly; the text protocol prints FLOAT with 6 digits.
+func OpenRowReader(ctx context.Context, c Config, database string, maxConns int) (*sql.DB, error) {
+	return openRowSession(ctx, c, database, maxConns, false)
+}
+
+// OpenRowWriter opens a pool that interpolates parameters client-side (one round trip per
+// multi-row statement, no placeholder limit).
+func OpenRowWriter(ctx context.Context, c Config, database string, maxConns int) (*sql.DB, error) {
+	return openRowSession(ctx, c, database, maxConns, true)
+}
+
+func openRowSession(ctx context.Context, c Config, database string, maxConns int, interpolate bool) (*sql.DB, error) {
+	dc, err := c.DriverConfig(database)
+	if err != nil {
+		return nil, err
+	}
+	dc.Collation = "binary"
+	dc.InterpolateParams = interpolate
+	dc.Params = map[string]string{
+		"time_zone": "'+00:00'",
+		"sql_mode":  rowSQLMode,
+	}
+	return OpenDriverConfig(ctx, dc, c.Address(), maxConns)
+}

@@ -1,0 +1,475 @@
+// Package migration sequences the online conversion of one table (preflight, shadow, capture,
+// copy, replay, indexes, cut-over) and records each migration in the state table.
+package migration
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/enginemig/enginemig/binlog"
+	"github.com/enginemig/enginemig/copier"
+	"github.com/enginemig/enginemig/cutover"
+	"github.com/enginemig/enginemig/dbconn"
+	"github.com/enginemig/enginemig/outcome"
+	"github.com/enginemig/enginemig/table"
+)
+
+// Options configure one migration.
+type Options struct {
+	Conn        dbconn.Config
+	Schema      string
+	Table       string
+	DryRun      bool
+	ChunkTime   time.Duration
+	Cutover     cutover.Config
+	StateSchema string
+	// PostponeFile: while this file exists after the copy, the cut-over waits (replay continues).
+	PostponeFile string
+	// PostponeUntil releases a postponed cut-over at this time even if the file still exists.
+	PostponeUntil time.Time
+	// ServerID for the binlog connection; random in [1<<30, 1<<31) when zero.
+	ServerID uint32
+	// Progress is called about every ProgressEvery with a snapshot; Log with notable events.
+	Progress      func(Progress)
+	ProgressEvery time.Duration
+	Log           func(format string, args ...any)
+	// Hooks run at stage boundaries (nil: none). An error from a before-* hook stops the migration.
+	Hook func(ctx context.Context, stage string, st *State) error
+}
+
+// Progress is a snapshot for progress displays.
+type Progress struct {
+	Stage        string        `json:"stage"`
+	RowsCopied   int64         `json:"rows_copied"`
+	RowsTotal    int64         `json:"rows_total"`
+	ChunkSize    int64         `json:"chunk_size"`
+	ReplayEvents int64         `json:"replay_events"`
+	CatchingUp   bool          `json:"replay_catching_up"`
+	Elapsed      time.Duration `json:"elapsed_ns"`
+}
+
+// Result summarises a finished migration.
+type Result struct {
+	Schema        string          `json:"schema"`
+	Table         string          `json:"table"`
+	DryRun        bool            `json:"dry_run"`
+	ID            int64           `json:"migration_id"`
+	RowsCopied    int64           `json:"rows_copied"`
+	ReplayEvents  int64           `json:"replay_events"`
+	CopyTime      time.Duration   `json:"copy_ns"`
+	CopyLockTime  time.Duration   `json:"copy_source_read_ns"`
+	IndexTime     time.Duration   `json:"index_build_ns"`
+	TotalTime     time.Duration   `json:"total_ns"`
+	Cutover       *cutover.Result `json:"cutover,omitempty"`
+	OldTable      string          `json:"old_table,omitempty"`
+	DeferredIndex int             `json:"deferred_indexes"`
+	ShadowChanges []string        `json:"shadow_changes,omitempty"`
+}
+
+// Run migrates one table. Errors carry an outcome code: Refused before anything was created,
+// FailedSafe when the migration stopped and the original table is in place, NeedsAttention
+// otherwise.
+func Run(ctx context.Context, db *sql.DB, opts Options) (*Result, error) {
+	m := &migrator{db: db, opts: opts, start: time.Now()}
+	if m.opts.Log == nil {
+		m.opts.Log = func(string, ...any) {}
+	}
+	if m.opts.ChunkTime == 0 {
+		m.opts.ChunkTime = copier.DefaultChunkTime
+	}
+	if m.opts.Cutover.Attempts == 0 {
+		m.opts.Cutover = cutover.DefaultConfig()
+	}
+	if m.opts.Cutover.Log == nil {
+		m.opts.Cutover.Log = m.opts.Log
+	}
+	if m.opts.ProgressEvery == 0 {
+		m.opts.ProgressEvery = 500 * time.Millisecond
+	}
+	if m.opts.ServerID == 0 {
+		m.opts.ServerID = 1<<30 + rand.Uint32N(1<<30)
+	}
+	return m.run(ctx)
+}
+
+type migrator struct {
+	db      *sql.DB
+	opts    Options
+	start   time.Time
+	ti      *table.Info
+	state   State
+	store   *Store
+	reader  *sql.DB
+	writer  *sql.DB
+	stream  *binlog.Stream
+	replay  *binlog.Replayer
+	copy    *copier.Copier
+	stage   string
+	stageMu sync.Mutex
+}
+
+func (m *migrator) run(ctx context.Context) (*Result, error) {
+	if _, err := checkServer(ctx, m.db); err != nil {
+		return nil, err
+	}
+	ti, err := loadTable(ctx, m.db, m.opts.Schema, m.opts.Table)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkTable(ctx, m.db, ti); err != nil {
+		return nil, err
+	}
+	m.ti = ti
+	ddl, err := ti.Shadow(table.ShadowName(ti.Name), true)
+	if err != nil {
+		return nil, outcome.New(outcome.Refused, err, "")
+	}
+	m.store = NewStore(m.db, m.opts.StateSchema)
+	if err := m.store.Ensure(ctx); err != nil {
+		return nil, outcome.New(outcome.Refused, err, "")
+	}
+	m.state = State{Schema: ti.Schema, Table: ti.Name, Stage: StagePreflight, DryRun: m.opts.DryRun, RowsTotal: ti.Rows}
+	if err := m.store.Begin(ctx, &m.state); err != nil {
+		return nil, outcome.New(outcome.Refused, err, "")
+	}
+	if err := m.hook(ctx, "start"); err != nil {
+		return nil, m.fail(ctx, outcome.New(outcome.FailedSafe, err, ""), false)
+	}
+
+	res, err := m.migrate(ctx, ddl)
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+func (m *migrator) migrate(ctx context.Context, ddl table.ShadowDDL) (*Result, error) {
+	res := &Result{Schema: m.ti.Schema, Table: m.ti.Name, DryRun: m.opts.DryRun, ID: m.state.ID,
+		DeferredIndex: len(ddl.Deferred), ShadowChanges: ddl.Changes}
+	var err error
+	if m.reader, err = dbconn.OpenRowReader(ctx, m.opts.Conn, "", 2); err != nil {
+		return nil, m.fail(ctx, err, false)
+	}
+	defer m.reader.Close()
+	if m.writer, err = dbconn.OpenRowWriter(ctx, m.opts.Conn, "", 4); err != nil {
+		return nil, m.fail(ctx, err, false)
+	}
+	defer m.writer.Close()
+
+	if _, err := m.db.ExecContext(ctx, ddl.Create); err != nil {
+		return nil, m.fail(ctx, outcome.New(outcome.Refused, fmt.Errorf("create shadow table: %w", err), "run `enginemig plan` for this table"), false)
+	}
+	shadowCreated := true
+	// From here on, failures must drop the shadow so a retry starts clean.
+	fail := func(err error) (*Result, error) { return nil, m.fail(ctx, err, shadowCreated) }
+
+	// Capture starts before the first row is read: every change after this point is replayed.
+	startPos, err := binlog.CurrentPosition(ctx, m.db)
+	if err != nil {
+		return fail(err)
+	}
+	m.saveState(ctx, func(st *State) { st.StartFile, st.StartPos = startPos.Name, startPos.Pos })
+	version := ""
+	m.db.QueryRowContext(ctx, "SELECT VERSION()").Scan(&version)
+	m.stream, err = binlog.OpenStream(ctx, binlog.StreamConfig{Conn: m.opts.Conn, Flavor: binlog.Flavor(version),
+		ServerID: m.opts.ServerID, Table: m.ti}, startPos)
+	if err != nil {
+		return fail(outcome.New(outcome.FailedSafe, err, "the user needs REPLICATION SLAVE (and BINLOG MONITOR or REPLICATION CLIENT)"))
+	}
+	defer m.stream.Close()
+	applier, err := binlog.NewApplier(m.writer, m.ti, table.ShadowName(m.ti.Name))
+	if err != nil {
+		return fail(err)
+	}
+	gate := &sync.RWMutex{}
+	m.copy, err = copier.New(m.reader, m.writer, m.ti, table.ShadowName(m.ti.Name), gate, copier.Config{ChunkTime: m.opts.ChunkTime})
+	if err != nil {
+		return fail(err)
+	}
+	m.replay = binlog.NewReplayer(m.stream, applier, gate)
+	m.replay.Skip = m.copy.Skip
+
+	replayCtx, stopReplay := context.WithCancel(ctx)
+	defer stopReplay()
+	replayErr := make(chan error, 1)
+	go func() { replayErr <- m.replay.Run(replayCtx) }()
+	stopProgress := m.reportProgress(ctx)
+	defer stopProgress()
+
+	// Copy, stopping early if replay fails (e.g. DDL on the source).
+	m.setStage(ctx, StageCopy)
+	if err := m.hook(ctx, "before-copy"); err != nil {
+		return fail(outcome.New(outcome.FailedSafe, err, ""))
+	}
+	copyCtx, stopCopy := context.WithCancel(ctx)
+	copyDone := make(chan error, 1)
+	copyStart := time.Now()
+	go func() { copyDone <- m.copy.Run(copyCtx, nil) }()
+	select {
+	case err = <-copyDone:
+	case err = <-replayErr:
+		stopCopy()
+		<-copyDone
+		if err == nil {
+			err = errors.New("binlog replay stopped unexpectedly")
+		}
+		return fail(outcome.New(outcome.FailedSafe, fmt.Errorf("replay: %w", err), ""))
+	}
+	stopCopy()
+	if err != nil {
+		return fail(outcome.New(outcome.FailedSafe, err, ""))
+	}
+	res.CopyTime, res.CopyLockTime, res.RowsCopied = time.Since(copyStart), m.copy.LockTime(), m.copy.Copied()
+	m.opts.Log("copied %d rows in %s (source reads %s)", res.RowsCopied, res.CopyTime.Round(time.Millisecond), res.CopyLockTime.Round(time.Millisecond))
+	if err := m.hook(ctx, "after-copy"); err != nil {
+		return fail(outcome.New(outcome.FailedSafe, err, ""))
+	}
+
+	// Secondary indexes are built once the shadow has caught up with everything read by the copy:
+	// only then does it hold one consistent source state, so a UNIQUE index cannot trip over a
+	// mix of old and new row versions.
+	m.setStage(ctx, StageIndexes)
+	if err := m.catchUp(ctx, replayErr); err != nil {
+		return fail(err)
+	}
+	if len(ddl.Deferred) > 0 {
+		idxStart := time.Now()
+		if err := m.execWatching(ctx, replayErr, table.AddIndexesDDL(m.ti.Schema, table.ShadowName(m.ti.Name), ddl.Deferred)); err != nil {
+			return fail(outcome.New(outcome.FailedSafe, fmt.Errorf("build secondary indexes on the shadow: %w", err), ""))
+		}
+		res.IndexTime = time.Since(idxStart)
+		m.opts.Log("built %d secondary index(es) in %s", len(ddl.Deferred), res.IndexTime.Round(time.Millisecond))
+	}
+	if err := m.postpone(ctx, replayErr); err != nil {
+		return fail(err)
+	}
+
+	if m.opts.DryRun {
+		stopReplay()
+		res.ReplayEvents = m.replay.Stats().Events
+		m.dropShadow(ctx)
+		shadowCreated = false
+		m.finish(ctx, StageDryRun, "")
+		res.TotalTime = time.Since(m.start)
+		m.opts.Log("dry run complete: shadow dropped, %s unchanged", m.ti.QuotedName())
+		return res, nil
+	}
+
+	m.setStage(ctx, StageCutover)
+	if err := m.hook(ctx, "before-cutover"); err != nil {
+		return fail(outcome.New(outcome.FailedSafe, err, ""))
+	}
+	sw := cutover.Swap{Schema: m.ti.Schema, From: m.ti.Name, To: table.ShadowName(m.ti.Name), Aside: table.OldName(m.ti.Name)}
+	cut, err := cutover.Run(ctx, m.db, sw, m.replay, m.opts.Cutover, m.carryAutoIncrement)
+	if err != nil {
+		if ctx.Err() == nil && !m.originalInPlace(context.WithoutCancel(ctx)) {
+			return nil, m.fail(ctx, outcome.New(outcome.NeedsAttention, err, "check the tables named in this message by hand"), false)
+		}
+		return fail(outcome.New(outcome.FailedSafe, fmt.Errorf("cut-over: %w", err), "retry when the table is less busy, or raise --cutover-lock-wait"))
+	}
+	shadowCreated = false
+	stopReplay()
+	res.Cutover = &cut
+	res.ReplayEvents = m.replay.Stats().Events
+	res.OldTable = table.OldName(m.ti.Name)
+	m.saveState(ctx, func(st *State) { st.CutoverFile, st.CutoverPos = cut.Position.Name, cut.Position.Pos })
+	m.finish(ctx, StageDone, "")
+	m.hook(ctx, "success")
+	res.TotalTime = time.Since(m.start)
+	m.opts.Log("cut-over done in %d attempt(s), table locked %s; original kept as %s", cut.Attempts,
+		cut.LockHeld.Round(time.Millisecond), dbconn.QualifiedName(m.ti.Schema, res.OldTable))
+	return res, nil
+}
+
+// catchUp waits until replay has applied everything written up to now.
+func (m *migrator) catchUp(ctx context.Context, replayErr <-chan error) error {
+	pos, err := binlog.CurrentPosition(ctx, m.db)
+	if err != nil {
+		return err
+	}
+	waitCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- m.replay.WaitFor(waitCtx, pos) }()
+	select {
+	case err := <-done:
+		return err
+	case err := <-replayErr:
+		return outcome.New(outcome.FailedSafe, fmt.Errorf("replay: %w", err), "")
+	}
+}
+
+// execWatching runs a statement while watching for replay failure.
+func (m *migrator) execWatching(ctx context.Context, replayErr <-chan error, stmt string) error {
+	done := make(chan error, 1)
+	execCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		_, err := m.db.ExecContext(execCtx, stmt)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		return err
+	case err := <-replayErr:
+		cancel()
+		<-done
+		return outcome.New(outcome.FailedSafe, fmt.Errorf("replay: %w", err), "")
+	}
+}
+
+// postpone holds the cut-over while the flag file exists (replay keeps the shadow current).
+func (m *migrator) postpone(ctx context.Context, replayErr <-chan error) error {
+	if m.opts.PostponeFile == "" {
+		return nil
+	}
+	if _, err := os.Stat(m.opts.PostponeFile); err != nil {
+		return nil
+	}
+	m.setStage(ctx, StagePostponed)
+	m.opts.Log("cut-over postponed: remove %s to proceed", m.opts.PostponeFile)
+	for {
+		if _, err := os.Stat(m.opts.PostponeFile); err != nil {
+			m.opts.Log("postpone file removed: proceeding")
+			return nil
+		}
+		if !m.opts.PostponeUntil.IsZero() && time.Now().After(m.opts.PostponeUntil) {
+			m.opts.Log("postpone deadline reached: proceeding")
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case err := <-replayErr:
+			return outcome.New(outcome.FailedSafe, fmt.Errorf("replay while postponed: %w", err), "")
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// carryAutoIncrement runs under the cut-over lock: the source's next AUTO_INCREMENT value can be
+// above MAX(id)+1 (deleted top rows), and ids must not be reused after the swap.
+func (m *migrator) carryAutoIncrement(ctx context.Context) error {
+	var next sql.NullInt64
+	qctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	if err := m.db.QueryRowContext(qctx, "SELECT AUTO_INCREMENT FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?",
+		m.ti.Schema, m.ti.Name).Scan(&next); err != nil || !next.Valid {
+		return nil
+	}
+	_, err := m.db.ExecContext(qctx, fmt.Sprintf("ALTER TABLE %s AUTO_INCREMENT = %d", dbconn.QualifiedName(m.ti.Schema, table.ShadowName(m.ti.Name)), next.Int64))
+	if err != nil {
+		m.opts.Log("could not carry AUTO_INCREMENT=%d over (InnoDB continues from MAX+1): %v", next.Int64, err)
+	}
+	return nil
+}
+
+// originalInPlace checks that the original table still exists under its name as MyISAM.
+func (m *migrator) originalInPlace(ctx context.Context) bool {
+	ti, err := table.Load(ctx, m.db, m.ti.Schema, m.ti.Name)
+	return err == nil && ti.Engine == m.ti.Engine
+}
+
+func (m *migrator) dropShadow(ctx context.Context) {
+	m.db.ExecContext(context.WithoutCancel(ctx), "DROP TABLE IF EXISTS "+dbconn.QualifiedName(m.ti.Schema, table.ShadowName(m.ti.Name)))
+}
+
+// fail records the failure, drops the shadow when asked and returns err (coded FailedSafe if it
+// had no code).
+func (m *migrator) fail(ctx context.Context, err error, dropShadow bool) error {
+	bg := context.WithoutCancel(ctx)
+	if dropShadow {
+		m.dropShadow(bg)
+	}
+	if outcome.CodeOf(err) == outcome.Internal {
+		err = outcome.New(outcome.FailedSafe, err, "")
+	}
+	if errors.Is(err, context.Canceled) {
+		err = outcome.New(outcome.FailedSafe, errors.New("interrupted; the shadow table was dropped and the original is unchanged"), "")
+	}
+	m.finish(bg, StageFailed, err.Error())
+	m.hook(bg, "failure")
+	return err
+}
+
+func (m *migrator) finish(ctx context.Context, stage, errText string) {
+	if m.store == nil || m.state.ID == 0 {
+		return
+	}
+	now := time.Now().UTC()
+	m.saveState(context.WithoutCancel(ctx), func(st *State) {
+		st.Stage, st.Error, st.FinishedAt = stage, errText, &now
+	})
+}
+
+func (m *migrator) setStage(ctx context.Context, stage string) {
+	m.saveState(ctx, func(st *State) { st.Stage = stage })
+}
+
+// saveState updates the state row with the current counters after mutate; the progress goroutine
+// saves too, so all access to m.state goes through here.
+func (m *migrator) saveState(ctx context.Context, mutate func(*State)) {
+	m.stageMu.Lock()
+	defer m.stageMu.Unlock()
+	mutate(&m.state)
+	m.stage = m.state.Stage
+	if m.copy != nil {
+		m.state.RowsCopied = m.copy.Copied()
+		m.state.Watermark = encodeKey(m.copy.Watermark())
+	}
+	if m.replay != nil {
+		m.state.EventsApplied = m.replay.Stats().Events
+	}
+	if m.store != nil && m.state.ID != 0 {
+		m.store.Save(ctx, &m.state)
+	}
+}
+
+func (m *migrator) hook(ctx context.Context, stage string) error {
+	if m.opts.Hook == nil {
+		return nil
+	}
+	return m.opts.Hook(ctx, stage, &m.state)
+}
+
+// reportProgress calls Options.Progress periodically and saves the copy watermark to the state
+// table, until the returned stop is called.
+func (m *migrator) reportProgress(ctx context.Context) func() {
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(m.opts.ProgressEvery)
+		defer tick.Stop()
+		lastSave := time.Now()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			m.stageMu.Lock()
+			stage := m.stage
+			m.stageMu.Unlock()
+			st := m.replay.Stats()
+			p := Progress{Stage: stage, RowsCopied: m.copy.Copied(), RowsTotal: m.ti.Rows, ChunkSize: m.copy.ChunkSize(),
+				ReplayEvents: st.Events, CatchingUp: st.Behind, Elapsed: time.Since(m.start)}
+			if m.opts.Progress != nil {
+				m.opts.Progress(p)
+			}
+			if time.Since(lastSave) > 5*time.Second {
+				lastSave = time.Now()
+				m.saveState(ctx, func(*State) {})
+			}
+		}
+	}()
+	return func() { close(stop); <-done }
+}

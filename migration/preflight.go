@@ -1,0 +1,96 @@
+package migration
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/enginemig/enginemig/dbconn"
+	"github.com/enginemig/enginemig/outcome"
+	"github.com/enginemig/enginemig/table"
+)
+
+// refuse builds a preflight refusal: nothing has been changed when it is returned.
+func refuse(remedy, format string, args ...any) error {
+	return outcome.New(outcome.Refused, fmt.Errorf(format, args...), remedy)
+}
+
+// checkServer verifies the binlog settings the capture depends on.
+func checkServer(ctx context.Context, db *sql.DB) (version string, err error) {
+	var logBin, format, image string
+	if err := db.QueryRowContext(ctx, "SELECT VERSION(), @@log_bin, @@binlog_format, @@binlog_row_image").Scan(&version, &logBin, &format, &image); err != nil {
+		return "", fmt.Errorf("read server settings: %w", err)
+	}
+	if logBin != "1" {
+		return version, refuse("enable the binary log (log_bin in the server configuration, needs a restart) with binlog_format=ROW and binlog_row_image=FULL",
+			"binary logging is off: enginemig captures concurrent changes from the binlog")
+	}
+	if !strings.EqualFold(format, "ROW") {
+		return version, refuse("SET GLOBAL binlog_format='ROW' (and in the config file); new sessions pick it up, so restart long-lived application connections or wait for them to cycle",
+			"binlog_format is %s, not ROW: row changes cannot be captured", format)
+	}
+	if !strings.EqualFold(image, "FULL") {
+		return version, refuse("SET GLOBAL binlog_row_image='FULL' (and in the config file)",
+			"binlog_row_image is %s, not FULL: changes would not carry whole rows", image)
+	}
+	return version, nil
+}
+
+// checkTable verifies that ti can be migrated online and that no leftovers are in the way.
+func checkTable(ctx context.Context, db *sql.DB, ti *table.Info) error {
+	name := ti.QuotedName()
+	switch {
+	case ti.Type != "BASE TABLE":
+		return refuse("only base tables can be converted", "%s is a %s, not a table", name, strings.ToLower(ti.Type))
+	case strings.EqualFold(ti.Engine, "InnoDB"):
+		return refuse("nothing to do", "%s is already InnoDB", name)
+	case !strings.EqualFold(ti.Engine, "MyISAM"):
+		return refuse("enginemig converts MyISAM tables only", "%s uses engine %s, not MyISAM", name, ti.Engine)
+	}
+	if _, ok := ti.CopyKey(); !ok {
+		return refuse("add a PRIMARY KEY (or a UNIQUE key over NOT NULL columns) first; without one, rows cannot be addressed while they change",
+			"%s has no PRIMARY KEY and no UNIQUE key on NOT NULL columns", name)
+	}
+	if !table.NamesFit(ti.Name) {
+		return refuse("rename the table to at most 59 characters", "%s: the names %s and %s would exceed 64 characters",
+			name, table.ShadowName(ti.Name), table.OldName(ti.Name))
+	}
+	var triggers int
+	if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.TRIGGERS WHERE EVENT_OBJECT_SCHEMA = ? AND EVENT_OBJECT_TABLE = ?",
+		ti.Schema, ti.Name).Scan(&triggers); err != nil {
+		return fmt.Errorf("read triggers: %w", err)
+	}
+	if triggers > 0 {
+		return refuse("triggers stay with the renamed original at cut-over; drop them, convert, then recreate them on the new table",
+			"%s has %d trigger(s)", name, triggers)
+	}
+	for _, leftover := range []string{table.ShadowName(ti.Name), table.OldName(ti.Name)} {
+		_, err := table.Load(ctx, db, ti.Schema, leftover)
+		if errors.Is(err, table.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		return refuse(fmt.Sprintf("if no enginemig is running on it, inspect and drop it: DROP TABLE %s (a %s is the kept original of an earlier conversion: drop it only when you no longer need to roll back)",
+			dbconn.QualifiedName(ti.Schema, leftover), table.OldName(ti.Name)),
+			"%s exists: a leftover of an earlier or running migration", dbconn.QualifiedName(ti.Schema, leftover))
+	}
+	return nil
+}
+
+// loadTable reads the table, mapping "not found" to a usage error.
+func loadTable(ctx context.Context, db *sql.DB, schema, name string) (*table.Info, error) {
+	ti, err := table.Load(ctx, db, schema, name)
+	if errors.Is(err, table.ErrNotFound) {
+		var exists int
+		db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = ?", schema).Scan(&exists)
+		if exists == 0 {
+			return nil, outcome.New(outcome.Usage, fmt.Errorf("database %s does not exist", dbconn.QuoteIdent(schema)), "check --database")
+		}
+		return nil, outcome.New(outcome.Usage, fmt.Errorf("table %s does not exist", dbconn.QualifiedName(schema, name)), "check --table")
+	}
+	return ti, err
+}

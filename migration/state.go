@@ -1,0 +1,186 @@
+package migration
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/enginemig/enginemig/dbconn"
+)
+
+// DefaultStateSchema holds enginemig's own bookkeeping, apart from application tables.
+const DefaultStateSchema = "_enginemig"
+
+// Stages recorded in the state table.
+const (
+	StagePreflight = "preflight"
+	StageCopy      = "copy"
+	StageIndexes   = "indexes"
+	StagePostponed = "postponed"
+	StageCutover   = "cutover"
+	StageDone      = "done"
+	StageDryRun    = "dry-run-done"
+	StageFailed    = "failed"
+)
+
+// State is one migration's row in the state table.
+type State struct {
+	ID            int64      `json:"id"`
+	Schema        string     `json:"schema"`
+	Table         string     `json:"table"`
+	Stage         string     `json:"stage"`
+	DryRun        bool       `json:"dry_run"`
+	StartFile     string     `json:"binlog_start_file"`
+	StartPos      uint32     `json:"binlog_start_pos"`
+	CutoverFile   string     `json:"binlog_cutover_file,omitempty"`
+	CutoverPos    uint32     `json:"binlog_cutover_pos,omitempty"`
+	Watermark     string     `json:"copy_watermark,omitempty"` // JSON array of the last copied key
+	RowsTotal     int64      `json:"rows_total"`
+	RowsCopied    int64      `json:"rows_copied"`
+	EventsApplied int64      `json:"events_applied"`
+	Error         string     `json:"error,omitempty"`
+	StartedAt     time.Time  `json:"started_at"`
+	UpdatedAt     time.Time  `json:"updated_at"`
+	FinishedAt    *time.Time `json:"finished_at,omitempty"`
+}
+
+const stateDDL = `CREATE TABLE IF NOT EXISTS %s (
+  id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT PRIMARY KEY,
+  schema_name VARCHAR(64) NOT NULL,
+  table_name VARCHAR(64) NOT NULL,
+  stage VARCHAR(32) NOT NULL,
+  dry_run TINYINT(1) NOT NULL DEFAULT 0,
+  binlog_start_file VARCHAR(255) NOT NULL DEFAULT '',
+  binlog_start_pos BIGINT UNSIGNED NOT NULL DEFAULT 0,
+  binlog_cutover_file VARCHAR(255) NOT NULL DEFAULT '',
+  binlog_cutover_pos BIGINT UNSIGNED NOT NULL DEFAULT 0,
+  copy_watermark TEXT NULL,
+  rows_total BIGINT NOT NULL DEFAULT 0,
+  rows_copied BIGINT NOT NULL DEFAULT 0,
+  events_applied BIGINT NOT NULL DEFAULT 0,
+  error TEXT NULL,
+  started_at DATETIME(3) NOT NULL,
+  updated_at DATETIME(3) NOT NULL,
+  finished_at DATETIME(3) NULL,
+  KEY by_table (schema_name, table_name)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4`
+
+// Store reads and writes the state table.
+type Store struct {
+	db     *sql.DB
+	schema string
+}
+
+// NewStore uses schema (DefaultStateSchema when empty) for the state table.
+func NewStore(db *sql.DB, schema string) *Store {
+	if schema == "" {
+		schema = DefaultStateSchema
+	}
+	return &Store{db: db, schema: schema}
+}
+
+func (s *Store) table() string { return dbconn.QualifiedName(s.schema, "migrations") }
+
+// Ensure creates the state schema and table if missing (InnoDB, so a record survives a crash).
+func (s *Store) Ensure(ctx context.Context) error {
+	if _, err := s.db.ExecContext(ctx, "CREATE DATABASE IF NOT EXISTS "+dbconn.QuoteIdent(s.schema)); err != nil {
+		return fmt.Errorf("create state schema %s (needs CREATE on it, or pass --state-schema): %w", s.schema, err)
+	}
+	if _, err := s.db.ExecContext(ctx, fmt.Sprintf(stateDDL, s.table())); err != nil {
+		return fmt.Errorf("create state table %s: %w", s.table(), err)
+	}
+	return nil
+}
+
+// Begin records a new migration and returns its id.
+func (s *Store) Begin(ctx context.Context, st *State) error {
+	now := time.Now().UTC()
+	st.StartedAt, st.UpdatedAt = now, now
+	res, err := s.db.ExecContext(ctx, "INSERT INTO "+s.table()+` (schema_name, table_name, stage, dry_run, binlog_start_file,
+		binlog_start_pos, rows_total, started_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?)`,
+		st.Schema, st.Table, st.Stage, st.DryRun, st.StartFile, st.StartPos, st.RowsTotal, now, now)
+	if err != nil {
+		return fmt.Errorf("record migration: %w", err)
+	}
+	st.ID, err = res.LastInsertId()
+	return err
+}
+
+// Save writes the mutable fields of st.
+func (s *Store) Save(ctx context.Context, st *State) error {
+	st.UpdatedAt = time.Now().UTC()
+	_, err := s.db.ExecContext(ctx, "UPDATE "+s.table()+` SET stage=?, binlog_start_file=?, binlog_start_pos=?,
+		binlog_cutover_file=?, binlog_cutover_pos=?, copy_watermark=?, rows_total=?, rows_copied=?, events_applied=?,
+		error=?, updated_at=?, finished_at=? WHERE id=?`,
+		st.Stage, st.StartFile, st.StartPos, st.CutoverFile, st.CutoverPos, nullIfEmpty(st.Watermark), st.RowsTotal,
+		st.RowsCopied, st.EventsApplied, nullIfEmpty(st.Error), st.UpdatedAt, st.FinishedAt, st.ID)
+	if err != nil {
+		return fmt.Errorf("update migration state: %w", err)
+	}
+	return nil
+}
+
+// List returns recorded migrations, newest first, optionally for one table.
+func (s *Store) List(ctx context.Context, schema, table string) ([]State, error) {
+	q := "SELECT id, schema_name, table_name, stage, dry_run, binlog_start_file, binlog_start_pos, binlog_cutover_file, " +
+		"binlog_cutover_pos, COALESCE(copy_watermark,''), rows_total, rows_copied, events_applied, COALESCE(error,''), " +
+		"started_at, updated_at, finished_at FROM " + s.table()
+	var args []any
+	if schema != "" {
+		q += " WHERE schema_name = ?"
+		args = append(args, schema)
+		if table != "" {
+			q += " AND table_name = ?"
+			args = append(args, table)
+		}
+	}
+	rows, err := s.db.QueryContext(ctx, q+" ORDER BY id DESC", args...)
+	if err != nil {
+		return nil, fmt.Errorf("read migration state: %w", err)
+	}
+	defer rows.Close()
+	var out []State
+	for rows.Next() {
+		var st State
+		var started, updated []byte
+		var finished sql.NullString
+		if err := rows.Scan(&st.ID, &st.Schema, &st.Table, &st.Stage, &st.DryRun, &st.StartFile, &st.StartPos, &st.CutoverFile,
+			&st.CutoverPos, &st.Watermark, &st.RowsTotal, &st.RowsCopied, &st.EventsApplied, &st.Error, &started, &updated, &finished); err != nil {
+			return nil, err
+		}
+		st.StartedAt, _ = time.Parse("2006-01-02 15:04:05.000", string(started))
+		st.UpdatedAt, _ = time.Parse("2006-01-02 15:04:05.000", string(updated))
+		if finished.Valid {
+			t, _ := time.Parse("2006-01-02 15:04:05.000", finished.String)
+			st.FinishedAt = &t
+		}
+		out = append(out, st)
+	}
+	return out, rows.Err()
+}
+
+func nullIfEmpty(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+// encodeKey stores a key as JSON text for the state table.
+func encodeKey(key []any) string {
+	if key == nil {
+		return ""
+	}
+	out := make([]any, len(key))
+	for i, v := range key {
+		if b, ok := v.([]byte); ok {
+			out[i] = string(b)
+		} else {
+			out[i] = v
+		}
+	}
+	b, _ := json.Marshal(out)
+	return string(b)
+}
