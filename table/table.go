@@ -38,7 +38,9 @@ type Column struct {
 }
 
 // AutoIncrement reports whether the column is the table's AUTO_INCREMENT column.
-func (c Column) AutoIncrement() bool { return strings.Contains(strings.ToLower(c.Extra), "auto_increment") }
+func (c Column) AutoIncrement() bool {
+	return strings.Contains(strings.ToLower(c.Extra), "auto_increment")
+}
 
 // IndexColumn is one key part.
 type IndexColumn struct {
