@@ -1,0 +1,94 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/enginemig/enginemig/outcome"
+	"github.com/enginemig/enginemig/plan"
+)
+
+func init() { register(planCommand) }
+
+func planCommand() *cli.Command {
+	flags := append(connectionFlags(),
+		&cli.StringSliceFlag{Name: "database", Aliases: []string{"d"}, Required: true,
+			Usage: "database(s) whose MyISAM tables to plan; repeat or separate with commas (mysql, sys, performance_schema and information_schema are refused)"},
+		&cli.StringSliceFlag{Name: "tables", Aliases: []string{"t"},
+			Usage: "only these tables: names or shell patterns (orders, log_*, shop.cart_?), repeat or separate with commas; default all MyISAM tables"},
+		&cli.BoolFlag{Name: "no-test-compile",
+			Usage: "do not create each proposed InnoDB table under a scratch name (_enginemig_plan_<hash>) and drop it again; the static checks still run, but InnoDB does not confirm them. With it, plan writes nothing at all"},
+		&cli.Int64Flag{Name: "sample-rows", Value: plan.DefaultSampleRows,
+			Usage: "rows read per table, by key, to measure the copy rate for the time estimate (MyISAM holds a read lock for the few milliseconds this takes)"},
+		&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "text",
+			Usage: "what to print: text (a readable report) or json (the plan file's content, for scripts)"},
+		&cli.StringFlag{Name: "out",
+			Usage: "also write the plan file (JSON, versioned) to this path, for apply --plan"},
+	)
+	return &cli.Command{
+		Name:  "plan",
+		Usage: "find MyISAM tables, check them for InnoDB, estimate size and time, rank by lock contention (read-only)",
+		Description: "plan reads the server and never changes it, except that it creates each proposed InnoDB table\n" +
+			"empty under a scratch name and drops it again (--no-test-compile turns that off).\n" +
+			"Exit codes: 0 no blockers, 4 a table or the server has a blocker, 2 usage (bad flags, unknown\n" +
+			"database), 3 cannot connect. See docs/plan.md.",
+		Flags:  flags,
+		Action: runPlan,
+	}
+}
+
+func runPlan(c *cli.Context) error {
+	output := c.String("output")
+	if output != "text" && output != "json" {
+		return outcome.New(outcome.Usage, fmt.Errorf("--output %q: want text or json", output), "")
+	}
+	if c.Args().Len() > 0 {
+		return outcome.New(outcome.Usage, fmt.Errorf("unexpected arguments %v", c.Args().Slice()), "use --database and --tables")
+	}
+	db, _, err := openDB(c.Context, c, "", 4)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	p, err := plan.Inspect(c.Context, db, plan.Options{
+		Databases:   c.StringSlice("database"),
+		Tables:      c.StringSlice("tables"),
+		TestCompile: !c.Bool("no-test-compile"),
+		SampleRows:  c.Int64("sample-rows"),
+		Tool:        version,
+	})
+	if err != nil {
+		if errors.Is(err, plan.ErrUnknownDatabase) || errors.Is(err, plan.ErrSystemSchema) || errors.Is(err, plan.ErrNoMatch) {
+			return outcome.New(outcome.Usage, err, "check --database and --tables")
+		}
+		return fmt.Errorf("plan: %w", err)
+	}
+	if path := c.String("out"); path != "" {
+		if err := plan.WriteFile(path, p); err != nil {
+			return err
+		}
+	}
+	w := c.App.Writer
+	if w == nil {
+		w = os.Stdout
+	}
+	if output == "json" {
+		b, err := plan.Marshal(p)
+		if err != nil {
+			return err
+		}
+		if _, err := w.Write(b); err != nil {
+			return err
+		}
+	} else if err := plan.WriteText(w, p); err != nil {
+		return err
+	}
+	if p.HasBlockers() {
+		return outcome.New(outcome.Refused, fmt.Errorf("plan found %d blocker(s)", p.Summary.Blockers),
+			"fix them (see each remedy) and run plan again")
+	}
+	return nil
+}

@@ -1,0 +1,62 @@
+package plan
+
+import (
+	"fmt"
+	"strings"
+)
+
+func init() {
+	registerTable("fulltext", Warning,
+		"FULLTEXT index: InnoDB adds FTS_DOC_ID, uses different token sizes and stopwords and has no 50% threshold, so search results change",
+		checkFulltext)
+	registerTable("spatial", Info, "SPATIAL index: supported by InnoDB (columns must be NOT NULL; MySQL 8 needs an SRID for the index to be used)", checkSpatial)
+}
+
+func indexesOfType(in *TableInput, typ string) []string {
+	if in.Info == nil {
+		return nil
+	}
+	var out []string
+	for _, ix := range in.Info.Indexes {
+		if ix.Type == typ {
+			out = append(out, ix.Name)
+		}
+	}
+	return out
+}
+
+func checkFulltext(in *TableInput) []Finding {
+	ix := indexesOfType(in, "FULLTEXT")
+	if len(ix) == 0 {
+		return nil
+	}
+	settings := "ft_min_word_len / innodb_ft_min_token_size unknown"
+	if s := in.Server; s != nil {
+		settings = fmt.Sprintf("MyISAM ft_min_word_len=%s ft_max_word_len=%s ft_stopword_file=%s vs InnoDB innodb_ft_min_token_size=%s innodb_ft_max_token_size=%s innodb_ft_enable_stopword=%s",
+			orDash(s.Var("ft_min_word_len")), orDash(s.Var("ft_max_word_len")), orDash(s.Var("ft_stopword_file")),
+			orDash(s.Var("innodb_ft_min_token_size")), orDash(s.Var("innodb_ft_max_token_size")), orDash(s.Var("innodb_ft_enable_stopword")))
+	}
+	return []Finding{newFinding("fulltext", Warning,
+		fmt.Sprintf("FULLTEXT index %s: InnoDB full-text search returns different results (no 50%% threshold, different stopwords and token sizes: %s) and adds a hidden FTS_DOC_ID column",
+			strings.Join(ix, ", "), settings),
+		"compare the application's MATCH ... AGAINST results on a converted copy first; align innodb_ft_min_token_size/innodb_ft_server_stopword_table with the MyISAM settings if results must stay the same")}
+}
+
+func checkSpatial(in *TableInput) []Finding {
+	ix := indexesOfType(in, "SPATIAL")
+	if len(ix) == 0 {
+		return nil
+	}
+	msg := fmt.Sprintf("SPATIAL index %s: InnoDB supports it", strings.Join(ix, ", "))
+	if in.Server != nil && !in.Server.MariaDB() && in.Server.AtLeast(8, 0, 0) {
+		msg += "; MySQL 8 ignores a spatial index for queries unless the column has an SRID attribute"
+	}
+	return []Finding{newFinding("spatial", Info, msg, "check spatial queries' plans (EXPLAIN) on a converted copy")}
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

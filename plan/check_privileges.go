@@ -1,0 +1,75 @@
+package plan
+
+import (
+	"fmt"
+	"strings"
+)
+
+func init() {
+	register(Check{ID: "privileges", Severity: Blocker, Scope: ScopeTable,
+		What:   "the account lacks a privilege apply needs: SELECT, INSERT, UPDATE, DELETE, CREATE, DROP, ALTER, INDEX, LOCK TABLES, TRIGGER (with triggers) on the table's database; REPLICATION SLAVE and REPLICATION CLIENT/BINLOG MONITOR globally",
+		table:  checkTablePrivileges,
+		server: checkServerPrivileges})
+}
+
+// tablePrivileges are needed on the table and, for the working tables apply creates next to it
+// (_<t>_new, _<t>_old), on its database.
+var (
+	tablePrivileges    = []string{"SELECT", "INSERT", "UPDATE", "DELETE", "ALTER", "INDEX"}
+	databasePrivileges = []string{"CREATE", "DROP", "LOCK TABLES"}
+	globalPrivileges   = []string{"REPLICATION SLAVE", "REPLICATION CLIENT"}
+)
+
+func checkTablePrivileges(in *TableInput) []Finding {
+	if in.Server == nil || in.Server.Grants == nil || in.Info == nil {
+		return nil
+	}
+	g, schema, name := in.Server.Grants, in.Info.Schema, in.Info.Name
+	var missing []string
+	for _, p := range tablePrivileges {
+		if !g.Has(p, schema, name) {
+			missing = append(missing, p)
+		}
+	}
+	for _, p := range databasePrivileges {
+		if !g.Has(p, schema, "") {
+			missing = append(missing, p)
+		}
+	}
+	if len(in.Triggers) > 0 && !g.Has("TRIGGER", schema, name) {
+		missing = append(missing, "TRIGGER")
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	return []Finding{newFinding("privileges", Blocker,
+		fmt.Sprintf("account %s lacks %s on %s", in.Server.User, strings.Join(missing, ", "), in.Info.QuotedName()),
+		fmt.Sprintf("GRANT %s ON %s.* TO <enginemig account>", strings.Join(missing, ", "), quoteIdentForGrant(schema)))}
+}
+
+func checkServerPrivileges(s *ServerInfo) []Finding {
+	if s.Grants == nil {
+		if s.GrantsErr == "" {
+			return nil
+		}
+		return []Finding{newFinding("privileges", Warning, "could not read the account's privileges: "+s.GrantsErr,
+			"check the privileges by hand against docs/plan.md")}
+	}
+	var missing []string
+	for _, p := range globalPrivileges {
+		if !s.Grants.Has(p, "", "") {
+			if p == "REPLICATION CLIENT" && s.MariaDB() && s.AtLeast(10, 5, 2) {
+				p = "BINLOG MONITOR"
+			}
+			missing = append(missing, p)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	return []Finding{newFinding("privileges", Blocker,
+		fmt.Sprintf("account %s lacks %s: apply reads the binlog as a replica would", s.User, strings.Join(missing, ", ")),
+		fmt.Sprintf("GRANT %s ON *.* TO <enginemig account>", strings.Join(missing, ", ")))}
+}
+
+func quoteIdentForGrant(s string) string { return "`" + strings.ReplaceAll(s, "`", "``") + "`" }

@@ -1,0 +1,147 @@
+package plan
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/enginemig/enginemig/dbconn"
+	"github.com/enginemig/enginemig/table"
+)
+
+// TableInput is everything the table checks look at, gathered before any check runs so that
+// each check is a pure function (and table-driven tests can build one by hand).
+type TableInput struct {
+	Info   *table.Info
+	Server *ServerInfo
+	// Crashed is the server's complaint when the table cannot be opened (ENGINE is NULL).
+	Crashed  string
+	Triggers []string
+	// Partitions is the number of partitions, 0 when not partitioned.
+	Partitions int
+	// MergeParents are MERGE tables that list this table in their UNION.
+	MergeParents []string
+	// MergeUnion are the members when this table is itself a MERGE table.
+	MergeUnion []string
+	// ReferencedBy are foreign keys of other tables that point at this table.
+	ReferencedBy []string
+	// Compile is the test-compile result, nil when it was not run.
+	Compile *CompileResult
+	// Estimate is the size projection (for the disk check), nil when unknown.
+	Estimate *Estimate
+}
+
+// SchemaInput is what database-scoped checks look at.
+type SchemaInput struct {
+	Schema string
+	Server *ServerInfo
+}
+
+// catalog caches server-wide lookups that every table needs (which MERGE tables list whom).
+type catalog struct {
+	// mergeMembers maps "db.table" of a member to the MERGE tables that list it.
+	mergeMembers map[string][]string
+	// mergeUnions maps "db.table" of a MERGE table to its members.
+	mergeUnions map[string][]string
+}
+
+var unionRe = regexp.MustCompile(`UNION=\((.*)\)`)
+
+func loadCatalog(ctx context.Context, q Querier) (*catalog, error) {
+	c := &catalog{mergeMembers: map[string][]string{}, mergeUnions: map[string][]string{}}
+	rows, err := q.QueryContext(ctx, "SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES WHERE ENGINE = 'MRG_MYISAM'")
+	if err != nil {
+		return nil, fmt.Errorf("list MERGE tables: %w", err)
+	}
+	var merges [][2]string
+	for rows.Next() {
+		var s, n string
+		if err := rows.Scan(&s, &n); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		merges = append(merges, [2]string{s, n})
+	}
+	rows.Close()
+	for _, m := range merges {
+		var name, create string
+		if err := q.QueryRowContext(ctx, "SHOW CREATE TABLE "+dbconn.QualifiedName(m[0], m[1])).Scan(&name, &create); err != nil {
+			continue // a broken MERGE table cannot be opened by the application either
+		}
+		parent := m[0] + "." + m[1]
+		for _, member := range parseUnion(create, m[0]) {
+			c.mergeMembers[member] = append(c.mergeMembers[member], parent)
+			c.mergeUnions[parent] = append(c.mergeUnions[parent], member)
+		}
+	}
+	return c, nil
+}
+
+// parseUnion reads UNION=(`a`,`db`.`b`) from SHOW CREATE TABLE; unqualified members live in the
+// MERGE table's own database.
+func parseUnion(create, schema string) []string {
+	m := unionRe.FindStringSubmatch(create)
+	if m == nil {
+		return nil
+	}
+	var out []string
+	// SHOW CREATE TABLE writes `db`.`t` without the spaces that digest text has around the dot.
+	rest := strings.ReplaceAll(m[1], "`.`", "` . `")
+	for rest != "" {
+		ix := tableRefRe.FindStringSubmatchIndex(rest)
+		if ix == nil {
+			break
+		}
+		first := unquoteIdent(rest[ix[2]:ix[3]])
+		s, n := schema, first
+		if ix[4] >= 0 {
+			s, n = first, unquoteIdent(rest[ix[4]:ix[5]])
+		}
+		out = append(out, s+"."+n)
+		rest = strings.TrimLeft(rest[ix[1]:], ", ")
+	}
+	return out
+}
+
+// gatherTable collects the facts about one table. info may describe a crashed table only by name.
+func gatherTable(ctx context.Context, q Querier, srv *ServerInfo, cat *catalog, info *table.Info, crashed string) (*TableInput, error) {
+	in := &TableInput{Info: info, Server: srv, Crashed: crashed}
+	key := info.Schema + "." + info.Name
+	in.MergeParents = cat.mergeMembers[key]
+	in.MergeUnion = cat.mergeUnions[key]
+	var err error
+	in.Triggers, err = strings1(ctx, q, `SELECT TRIGGER_NAME FROM information_schema.TRIGGERS
+		WHERE EVENT_OBJECT_SCHEMA = ? AND EVENT_OBJECT_TABLE = ? ORDER BY TRIGGER_NAME`, info.Schema, info.Name)
+	if err != nil {
+		return nil, fmt.Errorf("read triggers of %s: %w", info.QuotedName(), err)
+	}
+	if err := q.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.PARTITIONS
+		WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? AND PARTITION_NAME IS NOT NULL`, info.Schema, info.Name).Scan(&in.Partitions); err != nil {
+		return nil, fmt.Errorf("read partitions of %s: %w", info.QuotedName(), err)
+	}
+	in.ReferencedBy, err = strings1(ctx, q, `SELECT CONCAT(CONSTRAINT_SCHEMA, '.', TABLE_NAME, ' (', CONSTRAINT_NAME, ')')
+		FROM information_schema.REFERENTIAL_CONSTRAINTS
+		WHERE UNIQUE_CONSTRAINT_SCHEMA = ? AND REFERENCED_TABLE_NAME = ? ORDER BY 1`, info.Schema, info.Name)
+	if err != nil {
+		return nil, fmt.Errorf("read foreign keys to %s: %w", info.QuotedName(), err)
+	}
+	return in, nil
+}
+
+func strings1(ctx context.Context, q Querier, query string, args ...any) ([]string, error) {
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, rows.Err()
+}

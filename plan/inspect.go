@@ -1,0 +1,366 @@
+package plan
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"path"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/enginemig/enginemig/table"
+)
+
+// Errors the CLI turns into usage errors.
+var (
+	ErrUnknownDatabase = errors.New("unknown database")
+	ErrSystemSchema    = errors.New("system schemas are never planned")
+	ErrNoMatch         = errors.New("no table matches")
+)
+
+// systemSchemas hold the server's own tables; converting them breaks the server.
+var systemSchemas = map[string]bool{"mysql": true, "sys": true, "performance_schema": true, "information_schema": true}
+
+// Options choose what Inspect looks at.
+type Options struct {
+	// Databases to plan (at least one).
+	Databases []string
+	// Tables are names or shell patterns (*, ?, [..]), optionally qualified as db.table; empty
+	// means every MyISAM table of the databases.
+	Tables []string
+	// TestCompile creates each proposed InnoDB table under a scratch name and drops it again.
+	TestCompile bool
+	// SampleRows is how many rows to read per table to measure the copy rate (0: DefaultSampleRows).
+	SampleRows int64
+	// Tool is recorded in the plan (enginemig's version).
+	Tool string
+}
+
+// Inspect plans the conversion of the MyISAM tables that opts select. It reads only, except for
+// the test-compile's scratch table when opts.TestCompile is set.
+func Inspect(ctx context.Context, db *sql.DB, opts Options) (*Plan, error) {
+	if len(opts.Databases) == 0 {
+		return nil, fmt.Errorf("plan: no database given")
+	}
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("plan: connect: %w", err)
+	}
+	defer discard(conn)
+	freshStatistics(ctx, conn)
+	srv, err := LoadServer(ctx, conn)
+	if err != nil {
+		return nil, err
+	}
+	p := &Plan{Version: FormatVersion, GeneratedAt: time.Now().UTC(), Tool: opts.Tool, Server: srv,
+		Databases: opts.Databases, TestCompile: opts.TestCompile, Findings: []Finding{}, Tables: []TablePlan{}}
+	cands, skipped, err := discover(ctx, conn, opts)
+	if err != nil {
+		return nil, err
+	}
+	p.Skipped = skipped
+	cat, err := loadCatalog(ctx, conn)
+	if err != nil {
+		return nil, err
+	}
+	contention := loadContention(ctx, conn, opts.Databases)
+	var compileConn *sql.Conn
+	if opts.TestCompile {
+		if compileConn, err = db.Conn(ctx); err != nil {
+			return nil, fmt.Errorf("plan: connect for test-compile: %w", err)
+		}
+		defer discard(compileConn)
+		if srv.TestCompileBinlogged, err = compileSession(ctx, compileConn); err != nil {
+			return nil, err
+		}
+	}
+	var largestBinlog int64
+	for _, c := range cands {
+		tp, err := planTable(ctx, conn, compileConn, srv, cat, c, opts.SampleRows)
+		if err != nil {
+			return nil, err
+		}
+		if ct := contention[c.schema+"."+c.name]; ct != nil {
+			tp.Contention = *ct
+		}
+		p.Tables = append(p.Tables, *tp)
+		p.Totals.add(tp.Estimate)
+		largestBinlog = max(largestBinlog, tp.Estimate.BinlogBytes)
+	}
+	// Old MyISAM tables are kept for rollback, so every shadow stays; the binlog of one copy at
+	// a time may be purged before the next, so only the largest counts.
+	p.Totals.ExtraDiskBytes += largestBinlog
+	srv.Totals = &p.Totals
+	p.RankedBy = rankTables(p.Tables)
+	p.Findings = append(p.Findings, runServerChecks(srv)...)
+	if srv.TestCompileBinlogged && opts.TestCompile && len(p.Tables) > 0 {
+		p.Findings = append(p.Findings, newFinding("shadow-compile", Info,
+			"the account may not set sql_log_bin=0, so the test-compile's CREATE/DROP of scratch tables went to the binlog (replicas replayed them)",
+			"grant BINLOG ADMIN (MariaDB) / SYSTEM_VARIABLES_ADMIN (MySQL) or use --no-test-compile"))
+	}
+	for _, schema := range opts.Databases {
+		p.Findings = append(p.Findings, runSchemaChecks(&SchemaInput{Schema: schema, Server: srv})...)
+	}
+	sortFindings(p.Findings)
+	p.Summary.add(p.Findings)
+	for _, t := range p.Tables {
+		p.Summary.add(t.Findings)
+	}
+	return p, nil
+}
+
+func (t *Totals) add(e Estimate) {
+	t.Tables++
+	t.Rows += e.Rows
+	t.DataBytes += e.DataBytes
+	t.IndexBytes += e.IndexBytes
+	t.ProjectedBytes += e.ProjectedBytes
+	t.ExtraDiskBytes += e.ProjectedBytes
+}
+
+// candidate is a table discover selected.
+type candidate struct {
+	schema, name, engine string
+	// crashed holds the server's comment when the table cannot be opened.
+	crashed string
+}
+
+// discover lists MyISAM (and MERGE, and unopenable) base tables of the selected databases.
+func discover(ctx context.Context, q Querier, opts Options) ([]candidate, []Skipped, error) {
+	var out []candidate
+	var skipped []Skipped
+	for _, schema := range opts.Databases {
+		if systemSchemas[strings.ToLower(schema)] {
+			return nil, nil, fmt.Errorf("%w: %s", ErrSystemSchema, schema)
+		}
+		var n int
+		if err := q.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = ?", schema).Scan(&n); err != nil {
+			return nil, nil, fmt.Errorf("look up database %s: %w", schema, err)
+		}
+		if n == 0 {
+			return nil, nil, fmt.Errorf("%w %q", ErrUnknownDatabase, schema)
+		}
+		rows, err := q.QueryContext(ctx, `SELECT TABLE_NAME, COALESCE(ENGINE, ''), COALESCE(TABLE_COMMENT, '')
+			FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_TYPE = 'BASE TABLE' ORDER BY TABLE_NAME`, schema)
+		if err != nil {
+			return nil, nil, fmt.Errorf("list tables of %s: %w", schema, err)
+		}
+		all := map[string]bool{}
+		var found []candidate
+		for rows.Next() {
+			var c candidate
+			if err := rows.Scan(&c.name, &c.engine, &c.crashed); err != nil {
+				rows.Close()
+				return nil, nil, err
+			}
+			c.schema = schema
+			all[c.name] = true
+			found = append(found, c)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, nil, err
+		}
+		for _, c := range found {
+			if !selected(opts.Tables, schema, c.name) {
+				continue
+			}
+			switch {
+			case isWorkingTable(c.name, all):
+				skipped = append(skipped, Skipped{schema, c.name, "enginemig working table (shadow, kept old table or test-compile scratch)"})
+			case c.engine == "":
+				// The server cannot open it: the crashed check reports the server's comment.
+				if c.crashed == "" {
+					c.crashed = "information_schema shows no engine for it"
+				}
+				out = append(out, c)
+			case strings.EqualFold(c.engine, "MyISAM") || strings.EqualFold(c.engine, "MRG_MyISAM"):
+				c.crashed = ""
+				out = append(out, c)
+			case len(opts.Tables) > 0:
+				skipped = append(skipped, Skipped{schema, c.name, "engine is " + c.engine + ", not MyISAM"})
+			}
+		}
+	}
+	if len(opts.Tables) > 0 && len(out) == 0 && len(skipped) == 0 {
+		return nil, nil, fmt.Errorf("%w %s in %s", ErrNoMatch, strings.Join(opts.Tables, ", "), strings.Join(opts.Databases, ", "))
+	}
+	return out, skipped, nil
+}
+
+var workingRe = regexp.MustCompile(`^_(.+)_(new|old)$`)
+
+// isWorkingTable recognises apply's _<t>_new/_<t>_old next to <t>, and plan's scratch tables.
+func isWorkingTable(name string, all map[string]bool) bool {
+	if strings.HasPrefix(name, "_enginemig_plan_") {
+		return true
+	}
+	m := workingRe.FindStringSubmatch(name)
+	return m != nil && all[m[1]]
+}
+
+// selected matches a table against the --tables names/patterns (all when none are given).
+func selected(patterns []string, schema, name string) bool {
+	if len(patterns) == 0 {
+		return true
+	}
+	for _, p := range patterns {
+		s, t, qualified := strings.Cut(p, ".")
+		if !qualified {
+			s, t = "*", p
+		}
+		okSchema, _ := path.Match(s, schema)
+		okName, _ := path.Match(t, name)
+		if okSchema && okName {
+			return true
+		}
+	}
+	return false
+}
+
+// planTable loads one table, gathers its facts, test-compiles and estimates it, runs the checks.
+func planTable(ctx context.Context, q Querier, compileQ Querier, srv *ServerInfo, cat *catalog, c candidate, sample int64) (*TablePlan, error) {
+	info, err := loadInfo(ctx, q, c)
+	if msg, broken := tableOpenError(err); broken {
+		// information_schema may still show ENGINE=MyISAM for a damaged table until something
+		// tries to open its files; SHOW CREATE TABLE does.
+		c.crashed = msg
+		info, err = loadInfo(ctx, q, c)
+	}
+	if err != nil {
+		return nil, err
+	}
+	in, err := gatherTable(ctx, q, srv, cat, info, c.crashed)
+	if err != nil {
+		return nil, err
+	}
+	tp := &TablePlan{Schema: c.schema, Table: c.name, Engine: info.Engine, Rows: info.Rows}
+	if key, ok := info.CopyKey(); ok {
+		tp.CopyKey = key.Name
+	}
+	usable := c.crashed == "" && strings.EqualFold(info.Engine, "MyISAM")
+	if usable {
+		tp.Estimate = estimateSizes(info, srv.VarOn("log_bin"))
+		if err := measureCopy(ctx, q, info, sample, &tp.Estimate); err != nil {
+			msg, broken := tableOpenError(err)
+			if !broken {
+				return nil, err
+			}
+			in.Crashed = msg
+		}
+		in.Estimate = &tp.Estimate
+		if compileQ != nil {
+			if in.Compile, err = testCompile(ctx, compileQ, info); err != nil {
+				return nil, err
+			}
+		}
+	}
+	tp.Findings = runTableChecks(in)
+	tp.Blocked = len(Blockers(tp.Findings)) > 0
+	if tp.Findings == nil {
+		tp.Findings = []Finding{}
+	}
+	return tp, nil
+}
+
+// loadInfo reads the table; a table the server cannot open gets a description by name only.
+func loadInfo(ctx context.Context, q Querier, c candidate) (*table.Info, error) {
+	if c.crashed != "" {
+		return &table.Info{Schema: c.schema, Name: c.name, Type: "BASE TABLE"}, nil
+	}
+	info, err := table.Load(ctx, q, c.schema, c.name)
+	if err != nil {
+		return nil, fmt.Errorf("plan: %w", err)
+	}
+	return info, nil
+}
+
+// tableOpenError recognises the errors MyISAM gives for a damaged table (crashed, bad file
+// format, unreadable key file), which are findings, not failures of plan.
+func tableOpenError(err error) (string, bool) {
+	var me *mysql.MySQLError
+	if !errors.As(err, &me) {
+		return "", false
+	}
+	switch me.Number {
+	case 126, 127, 130, 132, 134, 135, 136, 137, 141, 144, 145, 1016, 1017, 1030, 1034, 1035, 1194, 1195:
+		return fmt.Sprintf("Error %d: %s", me.Number, me.Message), true
+	}
+	return "", false
+}
+
+// freshStatistics asks MySQL 8.0+ for current sizes and AUTO_INCREMENT values (information_schema
+// caches them for a day by default). MariaDB has no such cache and no such variable.
+func freshStatistics(ctx context.Context, q Querier) {
+	q.ExecContext(ctx, "SET SESSION information_schema_stats_expiry = 0")
+}
+
+// discard closes a connection instead of returning it to the pool, so session settings made for
+// plan (sql_log_bin=0 above all) can never leak into a caller's later statements.
+func discard(conn *sql.Conn) {
+	conn.Raw(func(any) error { return driver.ErrBadConn })
+	conn.Close()
+}
+
+// CheckTable runs every table-level and database-level check on one table, test-compile
+// included, as apply's preflight does. The table need not be MyISAM (apply may call it on a
+// table that was converted meanwhile; the caller decides what that means).
+func CheckTable(ctx context.Context, db *sql.DB, schema, name string) ([]Finding, error) {
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("check %s.%s: connect: %w", schema, name, err)
+	}
+	defer discard(conn)
+	freshStatistics(ctx, conn)
+	srv, err := LoadServer(ctx, conn)
+	if err != nil {
+		return nil, err
+	}
+	cat, err := loadCatalog(ctx, conn)
+	if err != nil {
+		return nil, err
+	}
+	c := candidate{schema: schema, name: name}
+	var engine, comment sql.NullString
+	err = conn.QueryRowContext(ctx, `SELECT ENGINE, TABLE_COMMENT FROM information_schema.TABLES
+		WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?`, schema, name).Scan(&engine, &comment)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("check %s.%s: %w", schema, name, table.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("check %s.%s: %w", schema, name, err)
+	}
+	if !engine.Valid {
+		c.crashed = comment.String
+	}
+	compileConn, err := db.Conn(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("check %s.%s: connect for test-compile: %w", schema, name, err)
+	}
+	defer discard(compileConn)
+	if srv.TestCompileBinlogged, err = compileSession(ctx, compileConn); err != nil {
+		return nil, err
+	}
+	tp, err := planTable(ctx, conn, compileConn, srv, cat, c, 0)
+	if err != nil {
+		return nil, err
+	}
+	fs := append(tp.Findings, runSchemaChecks(&SchemaInput{Schema: schema, Server: srv})...)
+	sortFindings(fs)
+	return fs, nil
+}
+
+// CheckServer runs the server-level checks (binlog, configuration, global privileges). The
+// capacity checks that need all planned tables' totals are left to Inspect.
+func CheckServer(ctx context.Context, db *sql.DB) ([]Finding, error) {
+	srv, err := LoadServer(ctx, db)
+	if err != nil {
+		return nil, err
+	}
+	return runServerChecks(srv), nil
+}

@@ -1,0 +1,189 @@
+package plan
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// Querier is what plan reads through: a *sql.DB or a *sql.Conn.
+type Querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+// ServerInfo is what plan knows about the server; server-level checks read it, table checks too.
+type ServerInfo struct {
+	Version  string `json:"version"`
+	Flavor   string `json:"flavor"` // mariadb or mysql
+	Hostname string `json:"hostname"`
+	User     string `json:"user"` // CURRENT_USER(), whose privileges were checked
+	// Variables holds the global variables the checks read (absent when the server lacks one).
+	Variables map[string]string `json:"variables"`
+	// Status holds the global status counters the application checks read.
+	Status map[string]int64 `json:"status"`
+	// PerformanceSchema is on, and which of its tables plan could use.
+	PerformanceSchema bool `json:"performance_schema"`
+	DigestsAvailable  bool `json:"digests_available"`
+	// FreeDiskBytes is free space on the datadir's file system, -1 when unknown (remote server).
+	FreeDiskBytes int64 `json:"free_disk_bytes"`
+	// TestCompileBinlogged says the test-compile CREATE/DROP went to the binlog (no privilege to
+	// set sql_log_bin=0 in the session), so replicas saw the scratch table come and go.
+	TestCompileBinlogged bool `json:"test_compile_binlogged,omitempty"`
+
+	Grants    *Grants  `json:"-"`
+	GrantsErr string   `json:"-"`
+	Digests   []Digest `json:"-"`
+	// Totals over the planned tables, for the capacity checks; nil outside Inspect.
+	Totals *Totals `json:"-"`
+
+	major, minor, patch int
+}
+
+// Totals sums the estimates of all planned tables.
+type Totals struct {
+	Tables         int   `json:"tables"`
+	Rows           int64 `json:"rows"`
+	DataBytes      int64 `json:"data_bytes"`
+	IndexBytes     int64 `json:"index_bytes"`
+	ProjectedBytes int64 `json:"projected_innodb_bytes"`
+	// ExtraDiskBytes is the peak extra space: the old MyISAM copies are kept for rollback, so the
+	// shadows of all tables add up, plus the binlog written by the largest copy.
+	ExtraDiskBytes int64 `json:"extra_disk_bytes"`
+}
+
+// Var returns a global variable ("" when absent).
+func (s *ServerInfo) Var(name string) string { return s.Variables[name] }
+
+// VarOn reports whether a boolean variable is ON/1.
+func (s *ServerInfo) VarOn(name string) bool {
+	v := strings.ToUpper(s.Variables[name])
+	return v == "ON" || v == "1" || v == "YES" || v == "TRUE"
+}
+
+// VarInt returns a numeric variable, or def when absent or not a number.
+func (s *ServerInfo) VarInt(name string, def int64) int64 {
+	n, err := strconv.ParseInt(s.Variables[name], 10, 64)
+	if err != nil {
+		return def
+	}
+	return n
+}
+
+// MariaDB reports the flavor.
+func (s *ServerInfo) MariaDB() bool { return s.Flavor == "mariadb" }
+
+// AtLeast compares the server version with major.minor.patch.
+func (s *ServerInfo) AtLeast(major, minor, patch int) bool {
+	if s.major != major {
+		return s.major > major
+	}
+	if s.minor != minor {
+		return s.minor > minor
+	}
+	return s.patch >= patch
+}
+
+var versionRe = regexp.MustCompile(`^(\d+)\.(\d+)\.(\d+)`)
+
+// setVersion parses "10.11.19-MariaDB-0+deb12u1-log" or "8.0.36".
+func (s *ServerInfo) setVersion(v string) {
+	s.Version = v
+	s.Flavor = "mysql"
+	if strings.Contains(strings.ToLower(v), "mariadb") {
+		s.Flavor = "mariadb"
+	}
+	if m := versionRe.FindStringSubmatch(v); m != nil {
+		s.major, _ = strconv.Atoi(m[1])
+		s.minor, _ = strconv.Atoi(m[2])
+		s.patch, _ = strconv.Atoi(m[3])
+	}
+}
+
+// serverVariables are the globals the checks read.
+var serverVariables = []string{
+	"version", "hostname", "datadir", "log_bin", "binlog_format", "binlog_row_image", "binlog_row_metadata",
+	"innodb_buffer_pool_size", "key_buffer_size", "innodb_file_per_table", "innodb_strict_mode",
+	"enforce_gtid_consistency", "gtid_mode", "innodb_flush_log_at_trx_commit", "sync_binlog",
+	"innodb_page_size", "innodb_default_row_format", "sql_require_primary_key", "innodb_force_primary_key",
+	"sql_generate_invisible_primary_key", "ft_min_word_len", "ft_max_word_len", "ft_stopword_file",
+	"innodb_ft_min_token_size", "innodb_ft_max_token_size", "innodb_ft_enable_stopword",
+	"performance_schema", "lower_case_table_names", "read_only",
+}
+
+var serverStatus = []string{"Com_lock_tables", "Com_rollback", "Com_begin", "Com_commit",
+	"Delayed_writes", "Table_locks_waited", "Table_locks_immediate", "Uptime"}
+
+// LoadServer reads the server facts every check needs. It only reads.
+func LoadServer(ctx context.Context, q Querier) (*ServerInfo, error) {
+	s := &ServerInfo{Variables: map[string]string{}, Status: map[string]int64{}, FreeDiskBytes: -1}
+	if err := readNameValues(ctx, q, "SHOW GLOBAL VARIABLES WHERE Variable_name IN "+inList(serverVariables), func(k, v string) {
+		s.Variables[strings.ToLower(k)] = v
+	}); err != nil {
+		return nil, fmt.Errorf("read server variables: %w", err)
+	}
+	if err := readNameValues(ctx, q, "SHOW GLOBAL STATUS WHERE Variable_name IN "+inList(serverStatus), func(k, v string) {
+		if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+			s.Status[k] = n
+		}
+	}); err != nil {
+		return nil, fmt.Errorf("read server status: %w", err)
+	}
+	s.setVersion(s.Variables["version"])
+	s.Hostname = s.Variables["hostname"]
+	if err := q.QueryRowContext(ctx, "SELECT CURRENT_USER()").Scan(&s.User); err != nil {
+		return nil, fmt.Errorf("read current user: %w", err)
+	}
+	s.PerformanceSchema = s.VarOn("performance_schema")
+	if s.PerformanceSchema {
+		s.loadDigests(ctx, q)
+	}
+	s.Grants, s.GrantsErr = loadGrants(ctx, q)
+	s.FreeDiskBytes = localFreeBytes(s.Hostname, s.Variables["datadir"])
+	return s, nil
+}
+
+func readNameValues(ctx context.Context, q Querier, query string, f func(k, v string)) error {
+	rows, err := q.QueryContext(ctx, query)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var k, v string
+		if err := rows.Scan(&k, &v); err != nil {
+			return err
+		}
+		f(k, v)
+	}
+	return rows.Err()
+}
+
+func inList(names []string) string {
+	q := make([]string, len(names))
+	for i, n := range names {
+		q[i] = "'" + n + "'"
+	}
+	return "(" + strings.Join(q, ",") + ")"
+}
+
+// localFreeBytes measures free space on the datadir's file system when plan runs on the database
+// host (same host name and the datadir exists here). A remote server's disk cannot be seen from
+// SQL on MariaDB without the DISKS plugin, so the figure is then unknown rather than guessed.
+func localFreeBytes(serverHost, datadir string) int64 {
+	host, err := os.Hostname()
+	if err != nil || datadir == "" || !strings.EqualFold(host, serverHost) {
+		return -1
+	}
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(datadir, &st); err != nil {
+		return -1
+	}
+	return int64(st.Bavail) * int64(st.Bsize)
+}
