@@ -1,0 +1,207 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"github.com/urfave/cli/v2"
+	"golang.org/x/term"
+
+	"github.com/enginemig/enginemig/copier"
+	"github.com/enginemig/enginemig/cutover"
+	"github.com/enginemig/enginemig/migration"
+	"github.com/enginemig/enginemig/outcome"
+)
+
+func init() { register(applyCommand) }
+
+func applyCommand() *cli.Command {
+	def := cutover.DefaultConfig()
+	return &cli.Command{
+		Name:      "apply",
+		Usage:     "convert a MyISAM table to InnoDB online (shadow copy, binlog replay, atomic cut-over)",
+		UsageText: "enginemig apply --database DB --table T [--dry-run] [flags]\n   enginemig apply --plan plan.json [--dry-run] [flags]",
+		Description: "Copies the table into an InnoDB shadow `_T_new` in short chunks while replaying concurrent\n" +
+			"changes from the binlog, builds secondary indexes, then swaps the tables atomically. The original\n" +
+			"is kept as `_T_old` (MyISAM) for rollback. --dry-run does everything but the swap and drops the shadow.",
+		Flags: append(connectionFlags(),
+			&cli.StringFlag{Name: "database", Aliases: []string{"D"}, Usage: "database (schema) of the table"},
+			&cli.StringFlag{Name: "table", Aliases: []string{"t"}, Usage: "table to convert"},
+			&cli.StringFlag{Name: "plan", Usage: "plan file written by `enginemig plan --out`: convert its tables in plan order, stopping at the first failure (tables with blockers are skipped and reported)"},
+			&cli.BoolFlag{Name: "dry-run", Usage: "do everything except the swap, then drop the shadow; reports how long the copy took"},
+			&cli.DurationFlag{Name: "chunk-time", Value: copier.DefaultChunkTime, Usage: "target duration of one chunk's source read; MyISAM blocks writers for this long per chunk"},
+			&cli.DurationFlag{Name: "cutover-lock-wait", Value: def.LockWait, Usage: "how long one cut-over attempt may wait for the table lock (the application's worst stall for a failed attempt)"},
+			&cli.DurationFlag{Name: "cutover-catch-up", Value: def.CatchUp, Usage: "how long the table may stay locked while replay applies the last changes"},
+			&cli.IntFlag{Name: "cutover-attempts", Value: def.Attempts, Usage: "cut-over attempts before giving up (the original table stays in place)"},
+			&cli.DurationFlag{Name: "cutover-backoff", Value: def.Backoff, Usage: "pause after a failed cut-over attempt; doubles up to 8x"},
+			&cli.DurationFlag{Name: "long-query", Value: def.LongQuery, Usage: "queries on the table running longer than this delay the cut-over (a lock queued behind them would block the application)"},
+			&cli.StringFlag{Name: "postpone-cutover-file", Usage: "while this file exists after the copy, keep replaying and do not cut over; `touch` it before starting, remove it to release"},
+			&cli.DurationFlag{Name: "postpone-max", Usage: "release a postponed cut-over after this long even if the file still exists (0: wait for the file)"},
+			&cli.StringFlag{Name: "state-schema", Value: migration.DefaultStateSchema, Usage: "schema holding enginemig's state table (created if missing)"},
+			&cli.UintFlag{Name: "server-id", Usage: "server_id for the binlog connection (default: random; must not clash with replicas)"},
+			&cli.StringFlag{Name: "output", Value: "text", Usage: "text or json (a JSON summary on stdout at the end)"},
+			&cli.BoolFlag{Name: "no-progress", Usage: "no progress bar; periodic log lines instead"},
+		),
+		Action: runApply,
+	}
+}
+
+func runApply(c *cli.Context) error {
+	if c.String("output") != "text" && c.String("output") != "json" {
+		return outcome.Errorf(outcome.Usage, "--output must be text or json")
+	}
+	targets, err := applyTargets(c)
+	if err != nil {
+		return err
+	}
+	ctx := c.Context
+	db, conn, err := openDB(ctx, c, "", 8)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+
+	var results []*migration.Result
+	for _, tg := range targets {
+		opts := migration.Options{
+			Conn: conn, Schema: tg.schema, Table: tg.table, DryRun: c.Bool("dry-run"),
+			ChunkTime:   c.Duration("chunk-time"),
+			StateSchema: c.String("state-schema"),
+			ServerID:    uint32(c.Uint("server-id")),
+			Cutover: cutover.Config{LockWait: c.Duration("cutover-lock-wait"), CatchUp: c.Duration("cutover-catch-up"),
+				Attempts: c.Int("cutover-attempts"), Backoff: c.Duration("cutover-backoff"), LongQuery: c.Duration("long-query")},
+			PostponeFile: c.String("postpone-cutover-file"),
+		}
+		if d := c.Duration("postpone-max"); d > 0 {
+			opts.PostponeUntil = time.Now().Add(d)
+		}
+		display := newProgressDisplay(os.Stderr, !c.Bool("no-progress"), fmt.Sprintf("%s.%s", tg.schema, tg.table))
+		opts.Progress = display.update
+		opts.Log = display.log
+		res, err := migration.Run(ctx, db, opts)
+		display.finish()
+		if err != nil {
+			if c.String("output") == "json" {
+				writeJSON(os.Stdout, map[string]any{"results": results, "error": err.Error(), "exit_code": int(outcome.CodeOf(err)),
+					"status": outcome.CodeOf(err).Name(), "failed_table": tg.schema + "." + tg.table})
+			}
+			return fmt.Errorf("%s.%s: %w", tg.schema, tg.table, err)
+		}
+		results = append(results, res)
+		if c.String("output") == "text" {
+			printApplyResult(os.Stdout, res)
+		}
+	}
+	if c.String("output") == "json" {
+		writeJSON(os.Stdout, map[string]any{"results": results, "exit_code": 0, "status": "ok"})
+	}
+	return nil
+}
+
+type target struct{ schema, table string }
+
+func applyTargets(c *cli.Context) ([]target, error) {
+	switch {
+	case c.String("plan") != "" && (c.String("table") != ""):
+		return nil, outcome.Errorf(outcome.Usage, "give either --plan or --table, not both")
+	case c.String("plan") != "":
+		return planTargets(c.String("plan"))
+	case c.String("database") == "" || c.String("table") == "":
+		return nil, outcome.Errorf(outcome.Usage, "--database and --table are required (or --plan)")
+	}
+	return []target{{c.String("database"), c.String("table")}}, nil
+}
+
+func printApplyResult(w io.Writer, r *migration.Result) {
+	verb := "converted"
+	if r.DryRun {
+		verb = "dry run of"
+	}
+	fmt.Fprintf(w, "%s %s.%s: %d rows copied in %s (source reads %s), %d changes replayed, %d secondary index(es) built in %s, total %s\n",
+		verb, r.Schema, r.Table, r.RowsCopied, r.CopyTime.Round(time.Millisecond), r.CopyLockTime.Round(time.Millisecond),
+		r.ReplayEvents, r.DeferredIndex, r.IndexTime.Round(time.Millisecond), r.TotalTime.Round(time.Millisecond))
+	for _, ch := range r.ShadowChanges {
+		fmt.Fprintf(w, "  note: %s\n", ch)
+	}
+	if r.Cutover != nil {
+		fmt.Fprintf(w, "  cut-over: %d attempt(s), table locked %s, at binlog %s; original kept as %s.%s (MyISAM)\n",
+			r.Cutover.Attempts, r.Cutover.LockHeld.Round(time.Millisecond), r.Cutover.Position, r.Schema, r.OldTable)
+	} else if r.DryRun {
+		fmt.Fprintf(w, "  the table is unchanged; the shadow was dropped\n")
+	}
+}
+
+func writeJSON(w io.Writer, v any) {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(v)
+}
+
+// progressDisplay shows a progress bar on a terminal, plain periodic lines otherwise.
+type progressDisplay struct {
+	w        io.Writer
+	bar      *progressbar.ProgressBar
+	label    string
+	lastLine time.Time
+	started  time.Time
+}
+
+func newProgressDisplay(w *os.File, allowBar bool, label string) *progressDisplay {
+	d := &progressDisplay{w: w, label: label, started: time.Now()}
+	if allowBar && term.IsTerminal(int(w.Fd())) {
+		d.bar = progressbar.NewOptions64(-1, progressbar.OptionSetWriter(w), progressbar.OptionSetDescription(label+" copy"),
+			progressbar.OptionShowCount(), progressbar.OptionShowIts(), progressbar.OptionSetItsString("rows"),
+			progressbar.OptionSetPredictTime(true), progressbar.OptionThrottle(200*time.Millisecond),
+			progressbar.OptionSetWidth(30), progressbar.OptionClearOnFinish())
+	}
+	return d
+}
+
+func (d *progressDisplay) update(p migration.Progress) {
+	lag := "replay caught up"
+	if p.CatchingUp {
+		lag = "replay catching up"
+	}
+	if d.bar != nil {
+		if p.RowsTotal > 0 && d.bar.GetMax64() != max(p.RowsTotal, p.RowsCopied) {
+			d.bar.ChangeMax64(max(p.RowsTotal, p.RowsCopied))
+		}
+		d.bar.Describe(fmt.Sprintf("%s %s (chunk %d, %d changes, %s)", d.label, p.Stage, p.ChunkSize, p.ReplayEvents, lag))
+		d.bar.Set64(p.RowsCopied)
+		return
+	}
+	if time.Since(d.lastLine) < 10*time.Second {
+		return
+	}
+	d.lastLine = time.Now()
+	eta := "?"
+	if p.RowsCopied > 0 && p.RowsTotal > p.RowsCopied {
+		rate := float64(p.RowsCopied) / p.Elapsed.Seconds()
+		eta = (time.Duration(float64(p.RowsTotal-p.RowsCopied)/rate) * time.Second / time.Second).Round(time.Second).String()
+	}
+	pct := 0.0
+	if p.RowsTotal > 0 {
+		pct = 100 * float64(p.RowsCopied) / float64(p.RowsTotal)
+	}
+	fmt.Fprintf(d.w, "%s %s %s: %d/%d rows (%.1f%%), %.0f rows/s, ETA %s, %d changes replayed, %s\n",
+		time.Now().Format("15:04:05"), d.label, p.Stage, p.RowsCopied, p.RowsTotal, pct,
+		float64(p.RowsCopied)/max(p.Elapsed.Seconds(), 0.001), eta, p.ReplayEvents, lag)
+}
+
+func (d *progressDisplay) log(format string, args ...any) {
+	if d.bar != nil {
+		d.bar.Clear()
+	}
+	fmt.Fprintf(d.w, "%s %s: %s\n", time.Now().Format("15:04:05"), d.label, fmt.Sprintf(format, args...))
+}
+
+func (d *progressDisplay) finish() {
+	if d.bar != nil {
+		d.bar.Finish()
+	}
+}
+
