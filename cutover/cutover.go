@@ -32,6 +32,9 @@ type Config struct {
 	LongQuery time.Duration
 	// Log, when set, receives one line per notable event (attempt failed, waiting for a query).
 	Log func(format string, args ...any)
+	// OnRenameQueued is a fault-injection point for tests: called with the lock-holding
+	// connection's id once the rename waits behind the lock.
+	OnRenameQueued func(lockConnID int64)
 }
 
 // DefaultConfig keeps each attempt's stall to a few hundred milliseconds.
@@ -185,6 +188,9 @@ func attempt(ctx context.Context, db *sql.DB, sw Swap, replay Replay, cfg Config
 		killQuery(db, idB)
 		<-renameDone
 		return 0, pos, err
+	}
+	if cfg.OnRenameQueued != nil {
+		cfg.OnRenameQueued(idA)
 	}
 	if _, err := connA.ExecContext(ctx, "DROP TABLE "+aside); err != nil {
 		killQuery(db, idB)

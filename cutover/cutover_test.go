@@ -1,0 +1,184 @@
+package cutover
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/enginemig/enginemig/binlog"
+	"github.com/enginemig/enginemig/sandbox"
+)
+
+var srv *sandbox.Server
+
+func TestMain(m *testing.M) {
+	s, err := sandbox.Start(context.Background(), sandbox.Options{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	srv = s
+	code := m.Run()
+	s.Stop()
+	os.Exit(code)
+}
+
+// caughtUp stands in for the replayer: these tests write nothing during the swap.
+type caughtUp struct{}
+
+func (caughtUp) WaitFor(context.Context, binlog.Position) error { return nil }
+
+func setup(t *testing.T) (string, *sql.DB) {
+	schema, db := srv.FreshDatabase(t)
+	db.SetMaxOpenConns(20)
+	sandbox.MustExec(t, db,
+		"CREATE TABLE t (id INT PRIMARY KEY, v INT) ENGINE=MyISAM",
+		"INSERT INTO t SELECT seq, seq FROM seq_1_to_4000",
+		"CREATE TABLE _t_new (id INT PRIMARY KEY, v INT) ENGINE=InnoDB",
+		"INSERT INTO _t_new SELECT * FROM t")
+	return schema, db
+}
+
+func engine(db *sql.DB, name string) string {
+	var e sql.NullString
+	db.QueryRow("SELECT ENGINE FROM information_schema.TABLES WHERE TABLE_SCHEMA=DATABASE() AND TABLE_NAME=?", name).Scan(&e)
+	return e.String
+}
+
+// readers run primary-key SELECTs and record the longest one: the stall the application saw.
+func readers(ctx context.Context, db *sql.DB, n int) (wait func() (time.Duration, int64)) {
+	var wg sync.WaitGroup
+	var longest atomic.Int64
+	var errs atomic.Int64
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				start := time.Now()
+				var v int
+				if err := db.QueryRow("SELECT v FROM t WHERE id = ?", 1+i).Scan(&v); err != nil {
+					errs.Add(1)
+				}
+				if d := int64(time.Since(start)); d > longest.Load() {
+					longest.Store(d)
+				}
+				time.Sleep(2 * time.Millisecond)
+			}
+		}()
+	}
+	return func() (time.Duration, int64) { wg.Wait(); return time.Duration(longest.Load()), errs.Load() }
+}
+
+func fastConfig() Config {
+	return Config{LockWait: 200 * time.Millisecond, CatchUp: 500 * time.Millisecond, Attempts: 40,
+		Backoff: 100 * time.Millisecond, LongQuery: 100 * time.Millisecond, Log: func(string, ...any) {}}
+}
+
+func swapOf(schema string) Swap { return Swap{Schema: schema, From: "t", To: "_t_new", Aside: "_t_old"} }
+
+func TestSwapWaitsForLongSelectWithoutStallingReaders(t *testing.T) {
+	schema, db := setup(t)
+	// A report query holding MyISAM's read lock for about 2 s.
+	longDone := make(chan error, 1)
+	go func() {
+		_, err := db.Exec("SELECT COUNT(*) FROM t WHERE SLEEP(0.0005) = 0")
+		longDone <- err
+	}()
+	time.Sleep(150 * time.Millisecond)
+	ctx, stop := context.WithCancel(context.Background())
+	wait := readers(ctx, db, 4)
+	res, err := Run(context.Background(), db, swapOf(schema), caughtUp{}, fastConfig(), nil)
+	if e := <-longDone; e != nil {
+		t.Fatalf("long select: %v", e)
+	}
+	time.Sleep(100 * time.Millisecond)
+	stop()
+	longest, errs := wait()
+	if err != nil {
+		t.Fatalf("swap: %v", err)
+	}
+	if engine(db, "t") != "InnoDB" || engine(db, "_t_old") != "MyISAM" || engine(db, "_t_new") != "" {
+		t.Fatal("tables not swapped")
+	}
+	t.Logf("attempts %d, lock held %s, longest reader %s", res.Attempts, res.LockHeld, longest)
+	if errs > 0 {
+		t.Fatalf("%d reader errors", errs)
+	}
+	// The budget is LockWait per attempt; allow scheduling noise on a loaded 2-core machine.
+	if longest > 700*time.Millisecond {
+		t.Fatalf("a reader waited %s: the cut-over queued behind the long query", longest)
+	}
+}
+
+func TestSwapUnderHeldReadLockKeepsStallsWithinBudgetAndGivesUpCleanly(t *testing.T) {
+	schema, db := setup(t)
+	// LOCK TABLES ... READ is invisible as a query in the process list: only the lock budget
+	// protects the application here.
+	holder, err := db.Conn(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close()
+	if _, err := holder.ExecContext(context.Background(), "LOCK TABLES t READ"); err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	wait := readers(ctx, db, 4)
+	cfg := fastConfig()
+	cfg.Attempts = 3
+	_, err = Run(context.Background(), db, swapOf(schema), caughtUp{}, cfg, nil)
+	stop()
+	longest, errs := wait()
+	holder.ExecContext(context.Background(), "UNLOCK TABLES")
+	if !errors.Is(err, ErrGaveUp) {
+		t.Fatalf("want ErrGaveUp, got %v", err)
+	}
+	if engine(db, "t") != "MyISAM" || engine(db, "_t_new") != "InnoDB" || engine(db, "_t_old") != "" {
+		t.Fatal("tables changed by a failed cut-over (or sentry left behind)")
+	}
+	if errs > 0 {
+		t.Fatalf("%d reader errors", errs)
+	}
+	t.Logf("longest reader stall %s with lock wait budget %s", longest, cfg.LockWait)
+	if longest > cfg.LockWait+400*time.Millisecond {
+		t.Fatalf("a reader waited %s, budget %s", longest, cfg.LockWait)
+	}
+}
+
+func TestKillingLockHolderMidSwapLeavesOriginal(t *testing.T) {
+	schema, db := setup(t)
+	cfg := fastConfig()
+	cfg.Attempts = 1
+	cfg.OnRenameQueued = func(id int64) {
+		if _, err := db.Exec(fmt.Sprintf("KILL %d", id)); err != nil {
+			t.Errorf("kill: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond) // let the rename run into the sentry
+	}
+	_, err := Run(context.Background(), db, swapOf(schema), caughtUp{}, cfg, nil)
+	if !errors.Is(err, ErrGaveUp) {
+		t.Fatalf("want ErrGaveUp, got %v", err)
+	}
+	if engine(db, "t") != "MyISAM" || engine(db, "_t_new") != "InnoDB" || engine(db, "_t_old") != "" {
+		t.Fatalf("after killed swap: t=%s _t_new=%s _t_old=%s", engine(db, "t"), engine(db, "_t_new"), engine(db, "_t_old"))
+	}
+	var n, sum int
+	if err := db.QueryRow("SELECT COUNT(*), SUM(v) FROM t").Scan(&n, &sum); err != nil || n != 4000 || sum != 4000*4001/2 {
+		t.Fatalf("original changed: %d rows, sum %d, %v", n, sum, err)
+	}
+	// And a later attempt still works.
+	cfg.OnRenameQueued = nil
+	if _, err := Run(context.Background(), db, swapOf(schema), caughtUp{}, cfg, nil); err != nil {
+		t.Fatalf("retry after kill: %v", err)
+	}
+	if engine(db, "t") != "InnoDB" {
+		t.Fatal("retry did not swap")
+	}
+}

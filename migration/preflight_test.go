@@ -1,0 +1,121 @@
+package migration
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/enginemig/enginemig/outcome"
+	"github.com/enginemig/enginemig/sandbox"
+)
+
+// Every refusal must explain itself, carry its exit code and leave no trace: no shadow, no
+// sentry, no state table.
+func TestPreflightRefusalsChangeNothing(t *testing.T) {
+	schema, _ := srv.FreshDatabase(t)
+	db := openControl(t, srv)
+	sandbox.MustExec(t, db,
+		"USE `"+schema+"`",
+		"CREATE TABLE inno (id INT PRIMARY KEY) ENGINE=InnoDB",
+		"CREATE TABLE nokey (a INT, b INT NULL, UNIQUE KEY b (b)) ENGINE=MyISAM",
+		"CREATE TABLE aria (id INT PRIMARY KEY) ENGINE=Aria",
+		"CREATE TABLE base (id INT PRIMARY KEY) ENGINE=MyISAM",
+		"CREATE VIEW v AS SELECT * FROM base",
+		"CREATE TABLE trig (id INT PRIMARY KEY, n INT) ENGINE=MyISAM",
+		"CREATE TRIGGER trig_bi BEFORE INSERT ON trig FOR EACH ROW SET NEW.n = 1",
+		"CREATE TABLE left1 (id INT PRIMARY KEY) ENGINE=MyISAM",
+		"CREATE TABLE _left1_new (id INT PRIMARY KEY) ENGINE=InnoDB",
+		"CREATE TABLE left2 (id INT PRIMARY KEY) ENGINE=MyISAM",
+		"CREATE TABLE _left2_old (id INT PRIMARY KEY) ENGINE=MyISAM",
+	)
+	cases := []struct {
+		table string
+		code  outcome.Code
+		want  string
+	}{
+		{"inno", outcome.Refused, "already InnoDB"},
+		{"nokey", outcome.Refused, "no PRIMARY KEY"},
+		{"aria", outcome.Refused, "not MyISAM"},
+		{"v", outcome.Refused, "is a view"},
+		{"trig", outcome.Refused, "trigger"},
+		{"left1", outcome.Refused, "_left1_new` exists"},
+		{"left2", outcome.Refused, "_left2_old` exists"},
+		{"missing", outcome.Usage, "does not exist"},
+	}
+	for _, c := range cases {
+		t.Run(c.table, func(t *testing.T) {
+			opts := testOptions(srv, schema, c.table)
+			opts.StateSchema = "_state_" + c.table
+			_, err := Run(context.Background(), db, opts)
+			if err == nil {
+				t.Fatal("migration was not refused")
+			}
+			if outcome.CodeOf(err) != c.code || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("got code %d %q, want code %d containing %q", outcome.CodeOf(err), err, c.code, c.want)
+			}
+			if !strings.Contains(err.Error(), ";") {
+				t.Errorf("no remedy in %q", err)
+			}
+			if tableExists(t, db, schema, "_"+c.table+"_new") && c.table != "left1" {
+				t.Error("shadow created")
+			}
+			var n int
+			db.QueryRow("SELECT COUNT(*) FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = ?", opts.StateSchema).Scan(&n)
+			if n != 0 {
+				t.Error("state schema created by a refused migration")
+			}
+		})
+	}
+	_, err := Run(context.Background(), db, testOptions(srv, "no_such_db", "t"))
+	if outcome.CodeOf(err) != outcome.Usage || !strings.Contains(err.Error(), "database `no_such_db` does not exist") {
+		t.Fatalf("unknown database: %v", err)
+	}
+}
+
+func TestPreflightRefusesWithoutRowBinlog(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		opts sandbox.Options
+		want string
+	}{
+		{"off", sandbox.Options{BinlogFormat: "OFF"}, "binary logging is off"},
+		{"statement", sandbox.Options{BinlogFormat: "STATEMENT"}, "binlog_format is STATEMENT"},
+		{"minimal", sandbox.Options{RowImage: "MINIMAL"}, "binlog_row_image is MINIMAL"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := sandbox.ForTest(t, c.opts)
+			schema, db := s.FreshDatabase(t)
+			sandbox.MustExec(t, db, "CREATE TABLE t (id INT PRIMARY KEY) ENGINE=MyISAM")
+			_, err := Run(context.Background(), db, testOptions(s, schema, "t"))
+			if outcome.CodeOf(err) != outcome.Refused || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("got %d %v", outcome.CodeOf(err), err)
+			}
+			if tableExists(t, db, schema, "_t_new") || engineOf(t, db, schema, "t") != "MyISAM" {
+				t.Fatal("something changed")
+			}
+		})
+	}
+}
+
+func TestDryRunLeavesTableAndDropsShadow(t *testing.T) {
+	schema, sdb := srv.FreshDatabase(t)
+	db := openControl(t, srv)
+	sandbox.MustExec(t, sdb, "CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(20), KEY v (v)) ENGINE=MyISAM",
+		"INSERT INTO t SELECT seq, CONCAT('v', seq) FROM seq_1_to_5000")
+	opts := testOptions(srv, schema, "t")
+	opts.DryRun = true
+	res, err := Run(context.Background(), db, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.RowsCopied != 5000 || res.Cutover != nil || !res.DryRun {
+		t.Fatalf("result %+v", res)
+	}
+	if tableExists(t, db, schema, "_t_new") || tableExists(t, db, schema, "_t_old") || engineOf(t, db, schema, "t") != "MyISAM" {
+		t.Fatal("dry run changed tables")
+	}
+	states, err := NewStore(db, opts.StateSchema).List(context.Background(), schema, "t")
+	if err != nil || len(states) != 1 || states[0].Stage != StageDryRun || states[0].RowsCopied != 5000 {
+		t.Fatalf("state %+v %v", states, err)
+	}
+}
