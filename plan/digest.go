@@ -38,6 +38,8 @@ func (s *ServerInfo) loadDigests(ctx context.Context, q Querier) {
 			return
 		}
 		d.Schema = schema.String
+		// A statement sent in a multi-statement batch keeps its ";" in the digest.
+		d.Text = strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(d.Text), ";"))
 		out = append(out, d)
 	}
 	if rows.Err() == nil {

@@ -1,0 +1,4 @@
+CREATE TABLE hit_counted (id INT PRIMARY KEY) ENGINE=MyISAM;
+CREATE TABLE ok_filtered (id INT PRIMARY KEY) ENGINE=MyISAM;
+SELECT COUNT(*) FROM hit_counted;
+SELECT COUNT(*) FROM ok_filtered WHERE id > 10;

@@ -1,0 +1,2 @@
+CREATE TABLE hit_search (id INT PRIMARY KEY, body TEXT, FULLTEXT KEY body (body)) ENGINE=MyISAM;
+CREATE TABLE ok_plain (id INT PRIMARY KEY, body TEXT, KEY body (body(20))) ENGINE=MyISAM;

@@ -1,0 +1,4 @@
+CREATE TABLE hit_delayed (id INT PRIMARY KEY) ENGINE=MyISAM;
+CREATE TABLE ok_plain_insert (id INT PRIMARY KEY) ENGINE=MyISAM;
+INSERT DELAYED INTO hit_delayed VALUES (1);
+INSERT INTO ok_plain_insert VALUES (1);

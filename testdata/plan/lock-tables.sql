@@ -1,0 +1,6 @@
+CREATE TABLE hit_locked (id INT PRIMARY KEY) ENGINE=MyISAM;
+CREATE TABLE hit_locked_too (id INT PRIMARY KEY) ENGINE=MyISAM;
+CREATE TABLE ok_never_locked (id INT PRIMARY KEY) ENGINE=MyISAM;
+LOCK TABLES hit_locked WRITE, hit_locked_too AS x READ;
+UNLOCK TABLES;
+SELECT id FROM ok_never_locked;

@@ -1,0 +1,11 @@
+-- 40 x VARCHAR(250) latin1 stay inline (<= 255 bytes each): over 8126 bytes. VARCHAR(300) may go off-page.
+SET @cols = (SELECT GROUP_CONCAT(CONCAT('c', seq, ' VARCHAR(250)') SEPARATOR ', ') FROM seq_1_to_40);
+SET @sql = CONCAT('CREATE TABLE hit_wide (id INT PRIMARY KEY, ', @cols, ') ENGINE=MyISAM DEFAULT CHARSET=latin1');
+PREPARE s FROM @sql; EXECUTE s; DEALLOCATE PREPARE s;
+SET @cols = (SELECT GROUP_CONCAT(CONCAT('c', seq, ' CHAR(255)') SEPARATOR ', ') FROM seq_1_to_40);
+SET @sql = CONCAT('CREATE TABLE hit_fixed_chars (id INT PRIMARY KEY, ', @cols, ') ENGINE=MyISAM DEFAULT CHARSET=latin1');
+PREPARE s FROM @sql; EXECUTE s; DEALLOCATE PREPARE s;
+SET @cols = (SELECT GROUP_CONCAT(CONCAT('c', seq, ' VARCHAR(300)') SEPARATOR ', ') FROM seq_1_to_40);
+SET @sql = CONCAT('CREATE TABLE ok_offpage (id INT PRIMARY KEY, ', @cols, ') ENGINE=MyISAM DEFAULT CHARSET=latin1');
+PREPARE s FROM @sql; EXECUTE s; DEALLOCATE PREPARE s;
+CREATE TABLE ok_narrow (id INT PRIMARY KEY, a VARCHAR(200), b TEXT) ENGINE=MyISAM;
