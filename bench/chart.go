@@ -96,6 +96,12 @@ func plots(rep Report) ([]*plot.Plot, error) {
 			pair.p.Legend.Add(label, line, points)
 		}
 	}
+	// Headroom above the highest point keeps the legend (top left) off the lines.
+	for _, p := range []*plot.Plot{qps, p99} {
+		if p.Y.Max > 0 {
+			p.Y.Max *= 1.3
+		}
+	}
 	return []*plot.Plot{qps, p99}, nil
 }
 
