@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
 )
 
 // TestFixtures runs every testdata/plan/<check-id>.sql: each hit_* table must get a finding of

@@ -69,19 +69,22 @@ func Inspect(ctx context.Context, db *sql.DB, opts Options) (*Plan, error) {
 		return nil, err
 	}
 	contention := loadContention(ctx, conn, opts.Databases)
-	var compileConn *sql.Conn
+	// compileQ stays a nil interface (not a typed nil) when the test-compile is off.
+	var compileQ Querier
 	if opts.TestCompile {
-		if compileConn, err = db.Conn(ctx); err != nil {
+		compileConn, err := db.Conn(ctx)
+		if err != nil {
 			return nil, fmt.Errorf("plan: connect for test-compile: %w", err)
 		}
 		defer discard(compileConn)
+		compileQ = compileConn
 		if srv.TestCompileBinlogged, err = compileSession(ctx, compileConn); err != nil {
 			return nil, err
 		}
 	}
 	var largestBinlog int64
 	for _, c := range cands {
-		tp, err := planTable(ctx, conn, compileConn, srv, cat, c, opts.SampleRows)
+		tp, err := planTable(ctx, conn, compileQ, srv, cat, c, opts.SampleRows)
 		if err != nil {
 			return nil, err
 		}

@@ -1,0 +1,66 @@
+package plan
+
+import (
+	"database/sql"
+	"strings"
+	"testing"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/enginemig/enginemig/sandbox"
+)
+
+func TestPrivilegesOfALimitedAccount(t *testing.T) {
+	schema, db := srv.FreshDatabase(t)
+	sandbox.MustExec(t, db,
+		"CREATE TABLE hit_t (id INT PRIMARY KEY) ENGINE=MyISAM",
+		"CREATE TRIGGER hit_t_bi BEFORE INSERT ON hit_t FOR EACH ROW SET NEW.id = NEW.id",
+		"CREATE USER IF NOT EXISTS 'planner'@'%' IDENTIFIED BY 'pw'",
+		"CREATE ROLE IF NOT EXISTS plan_writer",
+		"GRANT SELECT, PROCESS ON *.* TO 'planner'@'%'",
+		"GRANT INSERT, UPDATE, DELETE ON `"+schema+"`.* TO plan_writer",
+		"GRANT plan_writer TO 'planner'@'%'",
+		"SET DEFAULT ROLE plan_writer FOR 'planner'@'%'")
+	t.Cleanup(func() { db.Exec("DROP USER IF EXISTS 'planner'@'%'"); db.Exec("DROP ROLE IF EXISTS plan_writer") })
+	cfg := srv.Config(schema)
+	cfg.User, cfg.Passwd = "planner", "pw"
+	connector, err := mysql.NewConnector(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	limited := sql.OpenDB(connector)
+	defer limited.Close()
+
+	p := inspect(t, limited, Options{Databases: []string{schema}, TestCompile: true})
+	tp, _ := p.Table(schema, "hit_t")
+	f, found := hasCheck(tp.Findings, "privileges")
+	if !found || f.Severity != Blocker {
+		t.Fatalf("want privileges blocker, got %+v", tp.Findings)
+	}
+	for _, want := range []string{"CREATE", "DROP", "ALTER", "INDEX", "LOCK TABLES", "TRIGGER"} {
+		if !strings.Contains(f.Message, want) {
+			t.Errorf("missing %s not reported: %s", want, f.Message)
+		}
+	}
+	for _, granted := range []string{"SELECT", "INSERT", "UPDATE", "DELETE"} {
+		if strings.Contains(f.Message, " "+granted+",") || strings.Contains(f.Message, "lacks "+granted) {
+			t.Errorf("%s is granted (directly or through the role) but reported missing: %s", granted, f.Message)
+		}
+	}
+	if sf, ok := hasCheck(p.Findings, "privileges"); !ok || !strings.Contains(sf.Message, "REPLICATION SLAVE") {
+		t.Errorf("want server-level privileges finding for replication, got %+v", p.Findings)
+	}
+	// Without CREATE the test-compile cannot run: reported, not fatal.
+	if f, ok := hasCheck(tp.Findings, "shadow-compile"); !ok || f.Severity != Info {
+		t.Errorf("want a skipped test-compile note, got %+v", tp.Findings)
+	}
+
+	rootPlan := inspect(t, db, Options{Databases: []string{schema}})
+	rt, _ := rootPlan.Table(schema, "hit_t")
+	if _, found := hasCheck(rt.Findings, "privileges"); found {
+		t.Errorf("root has every privilege: %+v", rt.Findings)
+	}
+	if _, found := hasCheck(rootPlan.Findings, "privileges"); found {
+		t.Errorf("root has every privilege: %+v", rootPlan.Findings)
+	}
+}

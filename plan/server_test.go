@@ -1,0 +1,79 @@
+package plan
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/enginemig/enginemig/sandbox"
+)
+
+// TestMisconfiguredServer plans against a second server with every setting the server checks
+// look for set the wrong way; the shared server (set up as enginemig needs) is the negative case.
+func TestMisconfiguredServer(t *testing.T) {
+	bad := sandbox.ForTest(t, sandbox.Options{BinlogFormat: "STATEMENT", BufferPool: "8M", ExtraArgs: []string{
+		"--binlog-row-metadata=MINIMAL", "--innodb-file-per-table=OFF", "--innodb-strict-mode=OFF",
+		"--innodb-force-primary-key=ON", "--innodb-flush-log-at-trx-commit=2",
+	}})
+	badSchema, badDB := bad.FreshDatabase(t)
+	sandbox.MustExec(t, badDB,
+		"CREATE TABLE hit_keyless (a INT, b INT) ENGINE=MyISAM",
+		"CREATE TABLE ok_unique (a INT NOT NULL, UNIQUE KEY (a)) ENGINE=MyISAM",
+		// ~10 MiB projected InnoDB size: more than the 8 MiB buffer pool.
+		"CREATE TABLE ok_big (id INT PRIMARY KEY, pad CHAR(60) NOT NULL) ENGINE=MyISAM",
+		"INSERT INTO ok_big SELECT seq, 'x' FROM seq_1_to_120000")
+	goodSchema, goodDB := srv.FreshDatabase(t)
+	sandbox.MustExec(t, goodDB, "CREATE TABLE ok_big (id INT PRIMARY KEY, pad CHAR(60) NOT NULL) ENGINE=MyISAM",
+		"INSERT INTO ok_big SELECT seq, 'x' FROM seq_1_to_120000")
+
+	badPlan := inspect(t, badDB, Options{Databases: []string{badSchema}, TestCompile: true})
+	goodPlan := inspect(t, goodDB, Options{Databases: []string{goodSchema}, TestCompile: true})
+
+	for _, tc := range []struct {
+		id       string
+		sev      Severity
+		onBad    bool
+		onGood   bool
+		contains string
+	}{
+		{"binlog", Blocker, true, false, "binlog_format=STATEMENT"},
+		{"binlog-metadata", Info, true, false, "MINIMAL"},
+		{"file-per-table", Warning, true, false, "ibdata1"},
+		{"strict-mode", Info, true, false, "innodb_strict_mode=OFF"},
+		{"buffer-pool", Warning, true, false, "innodb_buffer_pool_size"},
+		{"durability", Info, false, true, "innodb_flush_log_at_trx_commit=1"},
+	} {
+		f, found := hasCheck(badPlan.Findings, tc.id)
+		if found != tc.onBad {
+			t.Errorf("%s on misconfigured server: found=%v want %v (%+v)", tc.id, found, tc.onBad, badPlan.Findings)
+		}
+		if g, gfound := hasCheck(goodPlan.Findings, tc.id); gfound != tc.onGood {
+			t.Errorf("%s on good server: found=%v want %v (%+v)", tc.id, gfound, tc.onGood, g)
+		} else if gfound {
+			f = g
+		}
+		if (found || tc.onGood) && (f.Severity != tc.sev || !strings.Contains(f.Message, tc.contains)) {
+			t.Errorf("%s: got %+v, want severity %s and %q in the message", tc.id, f, tc.sev, tc.contains)
+		}
+	}
+	if !badPlan.HasBlockers() {
+		t.Error("binlog blocker must make the plan blocked")
+	}
+	keyless, _ := badPlan.Table(badSchema, "hit_keyless")
+	if f, found := hasCheck(keyless.Findings, "require-pk-setting"); !found || f.Severity != Blocker || !strings.Contains(f.Message, "confirmed by test-compile") {
+		t.Errorf("hit_keyless: want require-pk-setting blocker confirmed by the test-compile, got %+v", keyless.Findings)
+	}
+	unique, _ := badPlan.Table(badSchema, "ok_unique")
+	if _, found := hasCheck(unique.Findings, "require-pk-setting"); found {
+		t.Errorf("ok_unique: MariaDB promotes a unique NOT NULL key, no require-pk-setting expected: %+v", unique.Findings)
+	}
+
+	// CheckServer is what apply's preflight calls: same server findings, without the capacity ones.
+	fs, err := CheckServer(context.Background(), badDB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f, ok := hasCheck(fs, "binlog"); !ok || len(Blockers(fs)) == 0 {
+		t.Errorf("CheckServer: want binlog blocker, got %+v %+v", f, fs)
+	}
+}
