@@ -1,0 +1,57 @@
+package plan
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/enginemig/enginemig/sandbox"
+	"github.com/enginemig/enginemig/table"
+)
+
+func TestCheckTableForApply(t *testing.T) {
+	schema, db := srv.FreshDatabase(t)
+	runScript(t, db, `CREATE TABLE good (id INT PRIMARY KEY, v INT) ENGINE=MyISAM;
+		CREATE TABLE bad (a INT NOT NULL, b INT NOT NULL AUTO_INCREMENT, PRIMARY KEY (a, b)) ENGINE=MyISAM;
+		BEGIN; ROLLBACK;`)
+	ctx := context.Background()
+	fs, err := CheckTable(ctx, db, schema, "good")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := Blockers(fs); len(b) != 0 {
+		t.Fatalf("good table has blockers %+v", b)
+	}
+	if f, ok := hasCheck(fs, "transactions"); !ok || f.Schema != schema {
+		t.Fatalf("database-level transactions finding missing from CheckTable: %+v", fs)
+	}
+	fs, err = CheckTable(ctx, db, schema, "bad")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := Blockers(fs); len(b) != 1 || b[0].Check != "autoinc-not-leading" || !strings.Contains(b[0].Message, "test-compile") {
+		t.Fatalf("bad table: want one confirmed autoinc-not-leading blocker, got %+v", fs)
+	}
+	if _, err := CheckTable(ctx, db, schema, "missing"); !errors.Is(err, table.ErrNotFound) {
+		t.Fatalf("missing table: %v", err)
+	}
+}
+
+func TestTransactionsAreAttributedToTheirDatabase(t *testing.T) {
+	used, db := srv.FreshDatabase(t)
+	quiet, qdb := srv.FreshDatabase(t)
+	sandbox.MustExec(t, db, "CREATE TABLE t (id INT PRIMARY KEY) ENGINE=MyISAM")
+	sandbox.MustExec(t, qdb, "CREATE TABLE t (id INT PRIMARY KEY) ENGINE=MyISAM")
+	runScript(t, db, "SET autocommit = 0; INSERT INTO t VALUES (1); ROLLBACK; SET autocommit = 1; START TRANSACTION; COMMIT")
+	p := inspect(t, db, Options{Databases: []string{used, quiet}})
+	var got []Finding
+	for _, f := range p.Findings {
+		if f.Check == "transactions" {
+			got = append(got, f)
+		}
+	}
+	if len(got) != 1 || got[0].Schema != used || !strings.Contains(got[0].Message, "ROLLBACK x1") || !strings.Contains(got[0].Message, "SET autocommit x2") {
+		t.Fatalf("want one transactions warning for %s only, got %+v", used, got)
+	}
+}
