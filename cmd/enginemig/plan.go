@@ -15,7 +15,7 @@ func init() { register(planCommand) }
 
 func planCommand() *cli.Command {
 	flags := append(connectionFlags(),
-		&cli.StringSliceFlag{Name: "database", Aliases: []string{"d"}, Required: true,
+		&cli.StringSliceFlag{Name: "database", Aliases: []string{"d"},
 			Usage: "database(s) whose MyISAM tables to plan; repeat or separate with commas (mysql, sys, performance_schema and information_schema are refused)"},
 		&cli.StringSliceFlag{Name: "tables", Aliases: []string{"t"},
 			Usage: "only these tables: names or shell patterns (orders, log_*, shop.cart_?), repeat or separate with commas; default all MyISAM tables"},
@@ -44,6 +44,10 @@ func runPlan(c *cli.Context) error {
 	output := c.String("output")
 	if output != "text" && output != "json" {
 		return outcome.New(outcome.Usage, fmt.Errorf("--output %q: want text or json", output), "")
+	}
+	// Checked here rather than with Required: urfave's missing-flag error carries no exit code.
+	if len(c.StringSlice("database")) == 0 {
+		return outcome.New(outcome.Usage, fmt.Errorf("plan needs --database"), "name the database(s) whose MyISAM tables to plan")
 	}
 	if c.Args().Len() > 0 {
 		return outcome.New(outcome.Usage, fmt.Errorf("unexpected arguments %v", c.Args().Slice()), "use --database and --tables")

@@ -1,0 +1,207 @@
+package plan
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/enginemig/enginemig/table"
+)
+
+// These tests drive the decision functions with hand-built inputs, for behaviour a MariaDB 10.11
+// server cannot produce: MySQL-only variables and versions, and limits MyISAM shares with InnoDB
+// on MariaDB (64 indexes, 32 key parts).
+
+func server(version string, vars map[string]string) *ServerInfo {
+	s := &ServerInfo{Variables: vars, Status: map[string]int64{}, FreeDiskBytes: -1}
+	if s.Variables == nil {
+		s.Variables = map[string]string{}
+	}
+	s.setVersion(version)
+	return s
+}
+
+func severities(fs []Finding) string {
+	var out []string
+	for _, f := range fs {
+		out = append(out, f.Check+":"+string(f.Severity))
+	}
+	return strings.Join(out, ",")
+}
+
+func intCol(name string) table.Column {
+	return table.Column{Name: name, DataType: "int", ColumnType: "int(11)"}
+}
+
+func TestTableDecisions(t *testing.T) {
+	pk := table.Index{Name: "PRIMARY", Unique: true, Type: "BTREE", Columns: []table.IndexColumn{{Name: "id"}}}
+	withAuto := table.Column{Name: "id", DataType: "int", ColumnType: "int(11)", Extra: "auto_increment"}
+	manyIndexes := []table.Index{pk}
+	for i := 0; i < 65; i++ {
+		manyIndexes = append(manyIndexes, table.Index{Name: "k" + string(rune('a'+i%26)) + string(rune('a'+i/26)), Type: "BTREE", Columns: []table.IndexColumn{{Name: "id"}}})
+	}
+	wideKey := table.Index{Name: "wide", Type: "BTREE"}
+	for i := 0; i < 20; i++ {
+		wideKey.Columns = append(wideKey.Columns, table.IndexColumn{Name: "id"})
+	}
+	noKey := &table.Info{Schema: "s", Name: "t", Columns: []table.Column{intCol("a")}}
+	uniqueNotNull := &table.Info{Schema: "s", Name: "t", Columns: []table.Column{intCol("a")},
+		Indexes: []table.Index{{Name: "a", Unique: true, Type: "BTREE", Columns: []table.IndexColumn{{Name: "a"}}}}}
+	withPK := &table.Info{Schema: "s", Name: "t", Columns: []table.Column{withAuto}, Indexes: []table.Index{pk}}
+	for _, tc := range []struct {
+		name  string
+		check func(*TableInput) []Finding
+		in    TableInput
+		want  string
+	}{
+		{"partitioned on MariaDB warns", checkPartitioned, TableInput{Partitions: 2, Server: server("10.11.6-MariaDB", nil)}, "partitioned:warning"},
+		{"partitioned on MySQL 5.7 warns", checkPartitioned, TableInput{Partitions: 2, Server: server("5.7.44-log", nil)}, "partitioned:warning"},
+		{"partitioned on MySQL 8.0 blocks", checkPartitioned, TableInput{Partitions: 2, Server: server("8.0.36", nil)}, "partitioned:blocker"},
+		{"sql_require_primary_key refuses a unique-key table", checkRequirePK, TableInput{Info: uniqueNotNull, Server: server("8.0.36", map[string]string{"sql_require_primary_key": "ON"})}, "require-pk-setting:blocker"},
+		{"innodb_force_primary_key accepts a unique NOT NULL key", checkRequirePK, TableInput{Info: uniqueNotNull, Server: server("10.11.6-MariaDB", map[string]string{"innodb_force_primary_key": "ON"})}, ""},
+		{"innodb_force_primary_key refuses a keyless table", checkRequirePK, TableInput{Info: noKey, Server: server("10.11.6-MariaDB", map[string]string{"innodb_force_primary_key": "ON"})}, "require-pk-setting:blocker"},
+		{"generated invisible primary key warns", checkRequirePK, TableInput{Info: uniqueNotNull, Server: server("8.0.36", map[string]string{"sql_generate_invisible_primary_key": "ON"})}, "require-pk-setting:warning"},
+		{"a primary key satisfies every setting", checkRequirePK, TableInput{Info: withPK, Server: server("8.0.36", map[string]string{"sql_require_primary_key": "ON", "sql_generate_invisible_primary_key": "ON"})}, ""},
+		{"autoinc reuse before MariaDB 10.2.4", checkAutoincReuse, TableInput{Info: withPK, Server: server("10.1.48-MariaDB", nil)}, "autoinc-reuse:warning"},
+		{"no autoinc reuse on MariaDB 10.2.4", checkAutoincReuse, TableInput{Info: withPK, Server: server("10.2.4-MariaDB", nil)}, ""},
+		{"autoinc reuse on MySQL 5.7", checkAutoincReuse, TableInput{Info: withPK, Server: server("5.7.44", nil)}, "autoinc-reuse:warning"},
+		{"no autoinc reuse on MySQL 8.0", checkAutoincReuse, TableInput{Info: withPK, Server: server("8.0.0", nil)}, ""},
+		{"65 secondary indexes", checkTooManyIndexes, TableInput{Info: &table.Info{Columns: []table.Column{withAuto}, Indexes: manyIndexes}, Server: server("10.11.6-MariaDB", nil)}, "too-many-indexes:blocker"},
+		{"20 key parts fit MariaDB", checkTooManyIndexes, TableInput{Info: &table.Info{Columns: []table.Column{withAuto}, Indexes: []table.Index{pk, wideKey}}, Server: server("10.11.6-MariaDB", nil)}, ""},
+		{"20 key parts exceed MySQL", checkTooManyIndexes, TableInput{Info: &table.Info{Columns: []table.Column{withAuto}, Indexes: []table.Index{pk, wideKey}}, Server: server("8.0.36", nil)}, "too-many-indexes:blocker"},
+		{"insert delayed on MySQL is info", checkInsertDelayed, TableInput{Info: withPK, Server: withDigests(server("5.7.44", nil), Digest{Schema: "s", Text: "INSERT DELAYED INTO `t` VALUES (...)", Count: 3})}, "insert-delayed:info"},
+		{"insert delayed on MariaDB blocks", checkInsertDelayed, TableInput{Info: withPK, Server: withDigests(server("10.11.6-MariaDB", nil), Digest{Schema: "x", Text: "INSERT DELAYED INTO `s` . `t` VALUES (...)", Count: 1})}, "insert-delayed:blocker"},
+		{"insert delayed into another database's t", checkInsertDelayed, TableInput{Info: withPK, Server: withDigests(server("10.11.6-MariaDB", nil), Digest{Schema: "other", Text: "INSERT DELAYED INTO `t` VALUES (...)", Count: 1})}, ""},
+		{"count star with join is not count star", checkCountStar, TableInput{Info: withPK, Server: withDigests(server("10.11.6-MariaDB", nil), Digest{Schema: "s", Text: "SELECT COUNT ( * ) FROM `t` JOIN `u` USING ( `id` )", Count: 1})}, ""},
+		{"count star of a qualified table", checkCountStar, TableInput{Info: withPK, Server: withDigests(server("10.11.6-MariaDB", nil), Digest{Text: "SELECT COUNT ( * ) FROM `s` . `t`", Count: 1})}, "count-star:warning"},
+		{"lock tables lists the table second", checkLockTables, TableInput{Info: withPK, Server: withDigests(server("10.11.6-MariaDB", nil), Digest{Schema: "s", Text: "LOCK TABLES `u` READ , `t` AS `x` WRITE", Count: 1})}, "lock-tables:warning"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.in.Info == nil {
+				tc.in.Info = withPK
+			}
+			if got := severities(tc.check(&tc.in)); got != tc.want {
+				t.Fatalf("got %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func withDigests(s *ServerInfo, ds ...Digest) *ServerInfo {
+	s.Digests, s.DigestsAvailable = ds, true
+	return s
+}
+
+func TestServerDecisions(t *testing.T) {
+	rowOK := map[string]string{"log_bin": "ON", "binlog_format": "ROW", "binlog_row_image": "FULL"}
+	for _, tc := range []struct {
+		name  string
+		check func(*ServerInfo) []Finding
+		s     *ServerInfo
+		want  string
+	}{
+		{"binlog off", checkBinlog, server("10.11.6-MariaDB", map[string]string{"log_bin": "OFF", "binlog_format": "ROW"}), "binlog:blocker"},
+		{"binlog minimal image", checkBinlog, server("8.0.36", map[string]string{"log_bin": "ON", "binlog_format": "ROW", "binlog_row_image": "MINIMAL"}), "binlog:blocker"},
+		{"binlog mixed", checkBinlog, server("8.0.36", map[string]string{"log_bin": "ON", "binlog_format": "MIXED", "binlog_row_image": "FULL"}), "binlog:blocker"},
+		{"binlog fine", checkBinlog, server("8.0.36", rowOK), ""},
+		{"gtid consistency on", checkGTIDConsistency, server("8.0.36", map[string]string{"enforce_gtid_consistency": "ON"}), "gtid-consistency:warning"},
+		{"gtid consistency warn", checkGTIDConsistency, server("8.0.36", map[string]string{"enforce_gtid_consistency": "WARN"}), "gtid-consistency:warning"},
+		{"gtid consistency off", checkGTIDConsistency, server("8.0.36", map[string]string{"enforce_gtid_consistency": "OFF"}), ""},
+		{"MariaDB has no gtid consistency", checkGTIDConsistency, server("10.11.6-MariaDB", nil), ""},
+		{"disk clearly short", checkServerDisk, withTotals(server("10.11.6-MariaDB", nil), 100<<20, 50<<20), "disk:warning"},
+		{"disk tight", checkServerDisk, withTotals(server("10.11.6-MariaDB", nil), 100<<20, 120<<20), "disk:warning"},
+		{"disk fine", checkServerDisk, withTotals(server("10.11.6-MariaDB", nil), 100<<20, 1<<40), "disk:info"},
+		{"disk unknown", checkServerDisk, withTotals(server("10.11.6-MariaDB", nil), 100<<20, -1), "disk:info"},
+		{"lock tables without digests", fallbackStatus("lock-tables", "Com_lock_tables", Warning, "x"), withStatus(server("5.7.44", nil), "Com_lock_tables", 5), "lock-tables:warning"},
+		{"status ignored when digests name tables", fallbackStatus("lock-tables", "Com_lock_tables", Warning, "x"), withDigests(withStatus(server("5.7.44", nil), "Com_lock_tables", 5)), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := severities(tc.check(tc.s)); got != tc.want {
+				t.Fatalf("got %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func withTotals(s *ServerInfo, need, free int64) *ServerInfo {
+	s.Totals = &Totals{Tables: 1, ExtraDiskBytes: need}
+	s.FreeDiskBytes = free
+	return s
+}
+
+func withStatus(s *ServerInfo, k string, v int64) *ServerInfo {
+	s.Status[k] = v
+	return s
+}
+
+func TestTableDiskBlocksWhenClearlyShort(t *testing.T) {
+	s := server("10.11.6-MariaDB", nil)
+	s.FreeDiskBytes = 10 << 20
+	in := &TableInput{Info: &table.Info{Schema: "s", Name: "t"}, Server: s, Estimate: &Estimate{ExtraDiskBytes: 20 << 20}}
+	if got := severities(checkTableDisk(in)); got != "disk:blocker" {
+		t.Fatalf("got %q", got)
+	}
+	in.Estimate.ExtraDiskBytes = 5 << 20
+	if got := severities(checkTableDisk(in)); got != "" {
+		t.Fatalf("got %q", got)
+	}
+}
+
+func TestMergeCompile(t *testing.T) {
+	static := []Finding{newFinding("row-too-large", Blocker, "estimated 9000 bytes", "r")}
+	// InnoDB accepted what the estimate refused: the server wins, the estimate stays visible.
+	got := mergeCompile(append([]Finding(nil), static...), &CompileResult{Ran: true})
+	if severities(got) != "row-too-large:info" {
+		t.Fatalf("accepted: %v", got)
+	}
+	// A refusal nobody predicted becomes a blocker under the mapped id, or shadow-compile.
+	got = mergeCompile(nil, &CompileResult{Ran: true, ErrNumber: 1118, ErrMessage: "Row size too large"})
+	if severities(got) != "row-too-large:blocker" {
+		t.Fatalf("unpredicted 1118: %v", got)
+	}
+	got = mergeCompile(nil, &CompileResult{Ran: true, ErrNumber: 1286, ErrMessage: "Unknown storage engine"})
+	if severities(got) != "shadow-compile:blocker" {
+		t.Fatalf("unmapped: %v", got)
+	}
+	got = mergeCompile(append([]Finding(nil), static...), &CompileResult{Ran: true, ErrNumber: 1118, ErrMessage: "Row size too large"})
+	if severities(got) != "row-too-large:blocker" || !strings.Contains(got[0].Message, "confirmed by test-compile") {
+		t.Fatalf("confirmed: %v", got)
+	}
+}
+
+func TestInlineRowBytes(t *testing.T) {
+	latin1 := func(n int64, typ string) table.Column {
+		return table.Column{Name: "c", DataType: typ, ColumnType: typ + "(" + strconv.FormatInt(n, 10) + ")", OctetLength: n, Charset: "latin1"}
+	}
+	utf8 := table.Column{Name: "c", DataType: "char", ColumnType: "char(50)", OctetLength: 200, Charset: "utf8mb4"}
+	many := func(c table.Column, n int) []table.Column {
+		out := make([]table.Column, n)
+		for i := range out {
+			out[i] = c
+		}
+		return out
+	}
+	limit := maxRecordBytes(16384)
+	if limit != 8126 {
+		t.Fatalf("limit %d, want 8126 (InnoDB's documented figure)", limit)
+	}
+	for _, tc := range []struct {
+		name string
+		cols []table.Column
+		over bool
+	}{
+		// The boundaries measured with CREATE TABLE on MariaDB 10.11 (see row-too-large.sql).
+		{"40 varchar(250) latin1", many(latin1(250, "varchar"), 40), true},
+		{"40 varchar(300) latin1", many(latin1(300, "varchar"), 40), false},
+		{"40 char(255) latin1", many(latin1(255, "char"), 40), true},
+		{"40 char(50) utf8mb4", many(utf8, 40), false},
+	} {
+		if got := inlineRowBytes(tc.cols, "DYNAMIC") > limit; got != tc.over {
+			t.Errorf("%s: over=%v (%d bytes)", tc.name, got, inlineRowBytes(tc.cols, "DYNAMIC"))
+		}
+	}
+	if got := decimalBytes(18, 9); got != 8 {
+		t.Errorf("DECIMAL(18,9) = %d bytes, want 8", got)
+	}
+}
+
