@@ -204,4 +204,3 @@ func TestInlineRowBytes(t *testing.T) {
 		t.Errorf("DECIMAL(18,9) = %d bytes, want 8", got)
 	}
 }
-

@@ -37,6 +37,10 @@ func planCommand() *cli.Command {
 			"database), 3 cannot connect. See docs/plan.md.",
 		Flags:  flags,
 		Action: runPlan,
+		// The app's OnUsageError covers only its own flags; a subcommand's bad flag is a usage error too.
+		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
+			return outcome.New(outcome.Usage, err, "see enginemig plan --help")
+		},
 	}
 }
 
