@@ -24,17 +24,24 @@ const (
 	DefaultChunkTime = 15 * time.Millisecond
 	initialChunk     = 1000
 	minChunk         = 50
-	maxChunk         = 50000
+	maxChunk         = 200000
 	// maxWriteBytes bounds one multi-row REPLACE so it stays well under max_allowed_packet.
 	maxWriteBytes = 4 << 20
 )
 
 // Config tunes the copy.
 type Config struct {
-	// ChunkTime is the target duration of one source read (the lock hold).
+	// ChunkTime is the target duration of one chunk's hold on the source lock while other
+	// clients wait for the table.
 	ChunkTime time.Duration
+	// IdleChunkTime is the target while no client waits (see DefaultIdleChunkTime); set it equal
+	// to ChunkTime to keep chunks short regardless.
+	IdleChunkTime time.Duration
 	// Throttle, when set, is called before each chunk and may wait (e.g. while the server is busy).
 	Throttle func(ctx context.Context) error
+	// ClientSide reads rows into enginemig and writes them back instead of one REPLACE ... SELECT
+	// per chunk: the source lock is then held only for the read, at a much higher total cost.
+	ClientSide bool
 }
 
 // Copier copies one table.
@@ -51,6 +58,9 @@ type Copier struct {
 	nextSQL        string
 	replaceSQL     string
 	intKey         bool
+	ss             serverSide
+	waits          lockWaits
+	target         time.Duration
 
 	copied    atomic.Int64
 	chunkSize atomic.Int64
@@ -72,7 +82,11 @@ func New(reader, writer *sql.DB, ti *table.Info, shadowName string, gate *sync.R
 	if cfg.ChunkTime <= 0 {
 		cfg.ChunkTime = DefaultChunkTime
 	}
-	c := &Copier{reader: reader, writer: writer, ti: ti, shadow: shadowName, cfg: cfg, gate: gate, keyCols: key.ColumnNames()}
+	if cfg.IdleChunkTime == 0 {
+		cfg.IdleChunkTime = DefaultIdleChunkTime
+	}
+	c := &Copier{reader: reader, writer: writer, ti: ti, shadow: shadowName, cfg: cfg, gate: gate, keyCols: key.ColumnNames(),
+		waits: lockWaits{db: writer}}
 	cols := ti.CopyColumns()
 	c.ncols = len(cols)
 	names := make([]string, len(cols))
@@ -103,6 +117,7 @@ func New(reader, writer *sql.DB, ti *table.Info, shadowName string, gate *sync.R
 	c.firstSQL = base + order
 	c.nextSQL = base + " WHERE " + afterPredicate(quotedKey) + order
 	c.replaceSQL = "REPLACE INTO " + dbconn.QualifiedName(ti.Schema, shadowName) + " (" + strings.Join(names, ",") + ") VALUES "
+	c.prepareServerSide(names, quotedKey, key.Name)
 	c.chunkSize.Store(initialChunk)
 	return c, nil
 }
@@ -147,6 +162,9 @@ func (c *Copier) Run(ctx context.Context, resumeAfter []any) error {
 		c.mu.Lock()
 		c.watermark = resumeAfter
 		c.mu.Unlock()
+	}
+	if !c.cfg.ClientSide {
+		return c.runServerSide(ctx, resumeAfter)
 	}
 	chunks := make(chan chunk, 1)
 	readErr := make(chan error, 1)
@@ -213,7 +231,7 @@ func (c *Copier) readLoop(ctx context.Context, after []any, out chan<- chunk) er
 			return fmt.Errorf("copy: read chunk after %v: %w", after, err)
 		}
 		c.lockTime.Add(int64(elapsed))
-		c.adapt(len(ch.rows), limit, elapsed)
+		c.adapt(len(ch.rows), limit, elapsed, c.cfg.ChunkTime)
 		if len(ch.rows) == 0 {
 			// End of table. Mark done while still holding the gate, so that from here on replay
 			// applies every change (nothing is left for the copy to pick up).
@@ -269,11 +287,11 @@ func (c *Copier) scan(rows *sql.Rows, limit int) (chunk, error) {
 
 // adapt moves the chunk size toward the row count that a read of ChunkTime returns, at most
 // doubling or halving per step so one slow read (a disk hiccup) does not swing it wildly.
-func (c *Copier) adapt(got, limit int, took time.Duration) {
+func (c *Copier) adapt(got, limit int, took, target time.Duration) {
 	if got < limit || took <= 0 {
 		return // a short last chunk says nothing about speed
 	}
-	ideal := int(float64(limit) * float64(c.cfg.ChunkTime) / float64(took))
+	ideal := int(float64(limit) * float64(target) / float64(took))
 	ideal = max(min(ideal, limit*2, maxChunk), limit/2, minChunk)
 	c.chunkSize.Store(int64(ideal))
 }

@@ -27,6 +27,7 @@ type Options struct {
 	Table       string
 	DryRun      bool
 	ChunkTime   time.Duration
+	ClientSide  bool // see copier.Config.ClientSide
 	Cutover     cutover.Config
 	StateSchema string
 	// PostponeFile: while this file exists after the copy, the cut-over waits (replay continues).
@@ -188,7 +189,7 @@ func (m *migrator) migrate(ctx context.Context, ddl table.ShadowDDL) (*Result, e
 		return fail(err)
 	}
 	gate := &sync.RWMutex{}
-	m.copy, err = copier.New(m.reader, m.writer, m.ti, table.ShadowName(m.ti.Name), gate, copier.Config{ChunkTime: m.opts.ChunkTime})
+	m.copy, err = copier.New(m.reader, m.writer, m.ti, table.ShadowName(m.ti.Name), gate, copier.Config{ChunkTime: m.opts.ChunkTime, ClientSide: m.opts.ClientSide})
 	if err != nil {
 		return fail(err)
 	}

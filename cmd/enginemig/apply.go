@@ -34,6 +34,7 @@ func applyCommand() *cli.Command {
 			&cli.StringFlag{Name: "plan", Usage: "plan file written by `enginemig plan --out`: convert its tables in plan order, stopping at the first failure (tables with blockers are skipped and reported)"},
 			&cli.BoolFlag{Name: "dry-run", Usage: "do everything except the swap, then drop the shadow; reports how long the copy took"},
 			&cli.DurationFlag{Name: "chunk-time", Value: copier.DefaultChunkTime, Usage: "target duration of one chunk's source read; MyISAM blocks writers for this long per chunk"},
+			&cli.BoolFlag{Name: "client-side-copy", Usage: "copy by reading rows into enginemig and writing them back (holds the source lock only for reads, but is several times slower) instead of one REPLACE ... SELECT per chunk"},
 			&cli.DurationFlag{Name: "cutover-lock-wait", Value: def.LockWait, Usage: "how long one cut-over attempt may wait for the table lock (the application's worst stall for a failed attempt)"},
 			&cli.DurationFlag{Name: "cutover-catch-up", Value: def.CatchUp, Usage: "how long the table may stay locked while replay applies the last changes"},
 			&cli.IntFlag{Name: "cutover-attempts", Value: def.Attempts, Usage: "cut-over attempts before giving up (the original table stays in place)"},
@@ -70,6 +71,7 @@ func runApply(c *cli.Context) error {
 		opts := migration.Options{
 			Conn: conn, Schema: tg.schema, Table: tg.table, DryRun: c.Bool("dry-run"),
 			ChunkTime:   c.Duration("chunk-time"),
+			ClientSide:  c.Bool("client-side-copy"),
 			StateSchema: c.String("state-schema"),
 			ServerID:    uint32(c.Uint("server-id")),
 			Cutover: cutover.Config{LockWait: c.Duration("cutover-lock-wait"), CatchUp: c.Duration("cutover-catch-up"),
@@ -204,4 +206,3 @@ func (d *progressDisplay) finish() {
 		d.bar.Finish()
 	}
 }
-

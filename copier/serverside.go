@@ -1,0 +1,114 @@
+package copier
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/enginemig/enginemig/dbconn"
+)
+
+// Server-side chunks: one REPLACE ... SELECT per chunk, bounded by a key range found first with an
+// index-only query. Measured on MariaDB 10.11 (README, "Performance"): no row data crosses the
+// network and the server skips parsing and formatting every value, which makes the whole copy
+// several times faster than reading rows into the client and writing them back. The source read
+// lock is held while the chunk is written, so chunks are sized by the whole statement's duration.
+// The copy is also atomic per chunk: no change can land between a chunk's read and its write.
+
+type serverSide struct {
+	boundFirst, boundNext       string
+	copyFirst, copyNext         string
+	copyFirstOpen, copyNextOpen string
+}
+
+func (c *Copier) prepareServerSide(names, quotedKey []string, keyIndex string) {
+	src := fmt.Sprintf("%s FORCE INDEX (%s)", c.ti.QuotedName(), dbconn.QuoteIdent(keyIndex))
+	keyList := strings.Join(quotedKey, ",")
+	order := " ORDER BY " + keyList
+	c.ss.boundFirst = "SELECT " + keyList + " FROM " + src + order + " LIMIT 1 OFFSET ?"
+	c.ss.boundNext = "SELECT " + keyList + " FROM " + src + " WHERE " + afterPredicate(quotedKey) + order + " LIMIT 1 OFFSET ?"
+	head := "REPLACE INTO " + dbconn.QualifiedName(c.ti.Schema, c.shadow) + " (" + strings.Join(names, ",") + ") SELECT " +
+		strings.Join(names, ",") + " FROM " + src + " WHERE "
+	c.ss.copyFirst = head + "NOT " + afterPredicate(quotedKey)
+	c.ss.copyNext = head + afterPredicate(quotedKey) + " AND NOT " + afterPredicate(quotedKey)
+	c.ss.copyFirstOpen = "REPLACE INTO " + dbconn.QualifiedName(c.ti.Schema, c.shadow) + " (" + strings.Join(names, ",") + ") SELECT " +
+		strings.Join(names, ",") + " FROM " + src
+	c.ss.copyNextOpen = head + afterPredicate(quotedKey)
+}
+
+// runServerSide copies chunk by chunk with REPLACE ... SELECT.
+func (c *Copier) runServerSide(ctx context.Context, after []any) error {
+	for {
+		if c.cfg.Throttle != nil {
+			if err := c.cfg.Throttle(ctx); err != nil {
+				return err
+			}
+		}
+		target := c.chunkTarget(ctx)
+		limit := int(c.chunkSize.Load())
+		c.gate.RLock()
+		start := time.Now()
+		upper, err := c.boundary(ctx, after, limit)
+		if err != nil {
+			c.gate.RUnlock()
+			return fmt.Errorf("copy: find chunk end after %v: %w", after, err)
+		}
+		var res sql.Result
+		switch {
+		case after == nil && upper == nil:
+			res, err = c.writer.ExecContext(ctx, c.ss.copyFirstOpen)
+		case after == nil:
+			res, err = c.writer.ExecContext(ctx, c.ss.copyFirst, afterArgs(upper)...)
+		case upper == nil:
+			res, err = c.writer.ExecContext(ctx, c.ss.copyNextOpen, afterArgs(after)...)
+		default:
+			res, err = c.writer.ExecContext(ctx, c.ss.copyNext, append(afterArgs(after), afterArgs(upper)...)...)
+		}
+		elapsed := time.Since(start)
+		if err != nil {
+			c.gate.RUnlock()
+			return fmt.Errorf("copy: chunk after %v: %w", after, err)
+		}
+		c.lockTime.Add(int64(elapsed))
+		n, _ := res.RowsAffected() // REPLACE counts a replaced row twice; fine for progress
+		if upper == nil {
+			// Last chunk: everything after `after` was copied in one statement.
+			c.mu.Lock()
+			c.done = true
+			c.mu.Unlock()
+			c.copied.Add(n)
+			c.gate.RUnlock()
+			return nil
+		}
+		c.mu.Lock()
+		c.watermark = upper
+		c.mu.Unlock()
+		c.copied.Add(int64(limit))
+		c.gate.RUnlock()
+		c.adapt(limit, limit, elapsed, target)
+		after = upper
+	}
+}
+
+// boundary returns the key of the limit-th row after `after`, or nil when fewer rows remain.
+func (c *Copier) boundary(ctx context.Context, after []any, limit int) ([]any, error) {
+	var row *sql.Row
+	if after == nil {
+		row = c.writer.QueryRowContext(ctx, c.ss.boundFirst, limit-1)
+	} else {
+		row = c.writer.QueryRowContext(ctx, c.ss.boundNext, append(afterArgs(after), limit-1)...)
+	}
+	vals := make([]any, len(c.keyCols))
+	ptrs := make([]any, len(vals))
+	for i := range vals {
+		ptrs[i] = &vals[i]
+	}
+	if err := row.Scan(ptrs...); err == sql.ErrNoRows {
+		return nil, nil
+	} else if err != nil {
+		return nil, err
+	}
+	return vals, nil
+}

@@ -1,0 +1,277 @@
+// Command applybench measures enginemig apply against native ALTER TABLE ... ENGINE=InnoDB on the
+// same game-state table in one run, idle and under the 16:7:1 query mix, and prints the figures.
+//
+//	go run ./migration/applybench -rows 2000000
+//
+// It starts its own sandbox server and builds enginemig; nothing else is touched.
+package main
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/enginemig/enginemig/sandbox"
+)
+
+func main() {
+	rows := flag.Int("rows", 2_000_000, "rows in the game-state table")
+	threads := flag.Int("threads", 16, "application threads for the loaded run")
+	loadShare := flag.Float64("load", 0.5, "application load as a share of measured capacity")
+	window := flag.Duration("window", 10*time.Second, "baseline measurement window")
+	skipLoad := flag.Bool("idle-only", false, "skip the runs under load")
+	flag.StringVar(&extraApplyArgs, "apply-args", "", "extra arguments for enginemig apply, space separated (e.g. \"--chunk-time 50ms\")")
+	flag.Parse()
+	ctx := context.Background()
+	if err := run(ctx, *rows, *threads, *loadShare, *window, *skipLoad); err != nil {
+		fmt.Fprintln(os.Stderr, "applybench:", err)
+		os.Exit(1)
+	}
+}
+
+const ddl = `CREATE TABLE %s (
+  id INT UNSIGNED NOT NULL AUTO_INCREMENT,
+  player INT NOT NULL, coins INT NOT NULL, level SMALLINT NOT NULL, score INT NOT NULL,
+  name CHAR(40) NOT NULL,
+  PRIMARY KEY (id), KEY player (player)
+) ENGINE=MyISAM`
+
+func seed(db *sql.DB, name string, rows int) error {
+	if _, err := db.Exec("DROP TABLE IF EXISTS " + name + ", _" + name + "_old, _" + name + "_new"); err != nil {
+		return err
+	}
+	if _, err := db.Exec(fmt.Sprintf(ddl, name)); err != nil {
+		return err
+	}
+	_, err := db.Exec(fmt.Sprintf(`INSERT INTO %s (id, player, coins, level, score, name)
+		SELECT seq, seq %% 100000, seq %% 977, seq %% 60, seq * 7 %% 100003, SHA1(seq) FROM seq_1_to_%d`, name, rows))
+	return err
+}
+
+func run(ctx context.Context, rows, threads int, share float64, window time.Duration, idleOnly bool) error {
+	bin := filepath.Join(os.TempDir(), "enginemig-applybench")
+	if out, err := exec.Command("go", "build", "-o", bin, "./cmd/enginemig").CombinedOutput(); err != nil {
+		return fmt.Errorf("build: %v\n%s", err, out)
+	}
+	srv, err := sandbox.Start(ctx, sandbox.Options{BufferPool: "2G", ExtraArgs: []string{"--key-buffer-size=512M", "--max-binlog-size=1G"}})
+	if err != nil {
+		return err
+	}
+	defer srv.Stop()
+	db, err := srv.Open("")
+	if err != nil {
+		return err
+	}
+	db.SetMaxOpenConns(threads + 8)
+	if _, err := db.Exec("CREATE DATABASE game"); err != nil {
+		return err
+	}
+	db.Close()
+	db, _ = srv.Open("game")
+	db.SetMaxOpenConns(threads + 8)
+	defer db.Close()
+	fmt.Printf("MariaDB sandbox, %d rows, GOMAXPROCS machine: %d CPUs\n\n", rows, numCPU())
+
+	// Idle: native ALTER vs enginemig on identical tables.
+	if err := seed(db, "native", rows); err != nil {
+		return err
+	}
+	start := time.Now()
+	if _, err := db.Exec("ALTER TABLE native ENGINE=InnoDB"); err != nil {
+		return err
+	}
+	native := time.Since(start)
+	if err := seed(db, "state", rows); err != nil {
+		return err
+	}
+	idle, err := runApply(bin, srv.Port, "state")
+	if err != nil {
+		return err
+	}
+	fmt.Printf("idle conversion: native ALTER %.2fs, enginemig apply %.2fs (copy %.2fs, index build %.2fs), ratio %.2fx, peak RSS %d MiB\n",
+		native.Seconds(), idle.wall.Seconds(), idle.copySec, idle.indexSec, idle.wall.Seconds()/native.Seconds(), idle.maxRSSKiB/1024)
+	if idleOnly {
+		return nil
+	}
+
+	// Under load: capacity, then the mix at a share of it during native ALTER and during apply.
+	for _, mode := range []string{"native", "enginemig"} {
+		if err := seed(db, "state", rows); err != nil {
+			return err
+		}
+		capacity := measure(ctx, db, threads, 0, 5*time.Second, rows)
+		rate := capacity.qps * share
+		base := measure(ctx, db, threads, rate, window, rows)
+		loadCtx, stop := context.WithCancel(ctx)
+		result := make(chan loadStats, 1)
+		go func() { result <- measure(loadCtx, db, threads, rate, 0, rows) }()
+		time.Sleep(time.Second)
+		t0 := time.Now()
+		var ar applyResult
+		if mode == "native" {
+			_, err = db.Exec("ALTER TABLE state ENGINE=InnoDB")
+		} else {
+			ar, err = runApply(bin, srv.Port, "state")
+		}
+		took := time.Since(t0)
+		time.Sleep(time.Second)
+		stop()
+		during := <-result
+		if err != nil {
+			return fmt.Errorf("%s under load: %w", mode, err)
+		}
+		fmt.Printf("\nunder load (%d threads, 16:7:1 mix, target %.0f q/s = %.0f%% of capacity %.0f q/s):\n", threads, rate, share*100, capacity.qps)
+		fmt.Printf("  %s: conversion %.2fs; baseline %.0f q/s; during %.0f q/s (%.0f%% of baseline); failed queries %d; longest time with no completed write %s; p99 %s\n",
+			mode, took.Seconds(), base.qps, during.qps, 100*during.qps/base.qps, during.errors, during.maxWriteGap.Round(time.Millisecond), during.p99.Round(time.Millisecond))
+		if mode == "enginemig" {
+			fmt.Printf("  enginemig: %d changes replayed (%.0f/s over the copy), cut-over lock %s, peak RSS %d MiB\n",
+				ar.events, float64(ar.events)/max(ar.copySec, 0.001), ar.lockHeld, ar.maxRSSKiB/1024)
+		}
+	}
+	return nil
+}
+
+type applyResult struct {
+	wall      time.Duration
+	copySec   float64
+	indexSec  float64
+	events    int64
+	lockHeld  time.Duration
+	maxRSSKiB int64
+}
+
+var extraApplyArgs string
+
+func runApply(bin string, port int, table string) (applyResult, error) {
+	args := []string{"apply", "--host", "127.0.0.1", "--port", strconv.Itoa(port), "--user", "root",
+		"--ssl-mode", "DISABLED", "--database", "game", "--table", table, "--output", "json", "--no-progress"}
+	args = append(args, strings.Fields(extraApplyArgs)...)
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), "HOME=/nonexistent")
+	cmd.Stderr = os.Stderr
+	start := time.Now()
+	out, err := cmd.Output()
+	res := applyResult{wall: time.Since(start)}
+	if err != nil {
+		return res, fmt.Errorf("enginemig apply: %v\n%s", err, out)
+	}
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		res.maxRSSKiB = ru.Maxrss
+	}
+	var summary struct {
+		Results []struct {
+			CopyNs  int64 `json:"copy_ns"`
+			IndexNs int64 `json:"index_build_ns"`
+			Events  int64 `json:"replay_events"`
+			Cutover struct {
+				LockHeld int64 `json:"lock_held_ns"`
+			} `json:"cutover"`
+		} `json:"results"`
+	}
+	if err := json.Unmarshal(out, &summary); err != nil || len(summary.Results) != 1 {
+		return res, fmt.Errorf("parse apply output: %v\n%s", err, out)
+	}
+	r := summary.Results[0]
+	res.copySec, res.indexSec, res.events = float64(r.CopyNs)/1e9, float64(r.IndexNs)/1e9, r.Events
+	res.lockHeld = time.Duration(r.Cutover.LockHeld).Round(time.Millisecond)
+	return res, nil
+}
+
+type loadStats struct {
+	qps         float64
+	errors      int64
+	maxWriteGap time.Duration
+	p99         time.Duration
+}
+
+// measure runs the 16:7:1 primary-key mix on game.state with threads clients, paced to rate
+// queries/s in total (0: as fast as possible), for d (0: until ctx ends).
+func measure(ctx context.Context, db *sql.DB, threads int, rate float64, d time.Duration, rows int) loadStats {
+	if d > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, d)
+		defer cancel()
+	}
+	var done, errs atomic.Int64
+	var lastWrite atomic.Int64
+	var gapMu sync.Mutex
+	var maxGap time.Duration
+	lastWrite.Store(time.Now().UnixNano())
+	lat := make([][]time.Duration, threads)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i := 0; i < threads; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			r := rand.New(rand.NewPCG(uint64(i), 7))
+			var interval time.Duration
+			if rate > 0 {
+				interval = time.Duration(float64(time.Second) * float64(threads) / rate)
+			}
+			next := time.Now()
+			for n := 0; ctx.Err() == nil; n++ {
+				if interval > 0 {
+					next = next.Add(interval)
+					if w := time.Until(next); w > 0 {
+						time.Sleep(w)
+					}
+				}
+				id := 1 + r.IntN(rows)
+				op := r.IntN(24)
+				t0 := time.Now()
+				var err error
+				switch {
+				case op < 16:
+					var coins, level int
+					err = db.QueryRowContext(context.WithoutCancel(ctx), "SELECT coins, level FROM state WHERE id = ?", id).Scan(&coins, &level)
+				case op < 23:
+					_, err = db.ExecContext(context.WithoutCancel(ctx), "UPDATE state SET coins = coins + 1 WHERE id = ?", id)
+				default:
+					_, err = db.ExecContext(context.WithoutCancel(ctx), "INSERT INTO state (player, coins, level, score, name) VALUES (?, 0, 1, 0, 'new')", r.IntN(100000))
+				}
+				now := time.Now()
+				lat[i] = append(lat[i], now.Sub(t0))
+				if err != nil {
+					errs.Add(1)
+					continue
+				}
+				done.Add(1)
+				if op >= 16 {
+					prev := time.Unix(0, lastWrite.Swap(now.UnixNano()))
+					if g := now.Sub(prev); g > 0 {
+						gapMu.Lock()
+						maxGap = max(maxGap, g)
+						gapMu.Unlock()
+					}
+				}
+			}
+		}(i)
+	}
+	wg.Wait()
+	var all []time.Duration
+	for _, l := range lat {
+		all = append(all, l...)
+	}
+	sort.Slice(all, func(a, b int) bool { return all[a] < all[b] })
+	st := loadStats{qps: float64(done.Load()) / time.Since(start).Seconds(), errors: errs.Load(), maxWriteGap: maxGap}
+	if len(all) > 0 {
+		st.p99 = all[len(all)*99/100]
+	}
+	return st
+}
+
+func numCPU() int { n, _ := strconv.Atoi(os.Getenv("NPROC")); return max(n, runtimeCPUs()) }
