@@ -31,6 +31,10 @@ type Contention struct {
 // picoseconds per second: performance_schema timers are in picoseconds.
 const psPerSecond = 1e12
 
+// minLockWait: below this much waiting in total, lock timings are noise (rounding of the
+// uncontended cost), not contention worth ranking by.
+const minLockWait = 0.001
+
 // loadContention reads lock waits and row operations for the tables of the given schemas.
 func loadContention(ctx context.Context, q Querier, schemas []string) map[string]*Contention {
 	out := map[string]*Contention{}
@@ -49,7 +53,11 @@ func loadContention(ctx context.Context, q Querier, schemas []string) map[string
 		}
 		return out[k]
 	}
-	if rows, err := q.QueryContext(ctx, `SELECT OBJECT_SCHEMA, OBJECT_NAME, SUM_TIMER_WAIT, COUNT_STAR
+	// The lock "wait" timer also runs for uncontended acquisitions (about a microsecond each), so
+	// a busy table that never waits would still accumulate time. COUNT_STAR x MIN_TIMER_WAIT is
+	// that uncontended cost; what is left is time spent waiting for other sessions.
+	if rows, err := q.QueryContext(ctx, `SELECT OBJECT_SCHEMA, OBJECT_NAME,
+		GREATEST(CAST(SUM_TIMER_WAIT AS DECIMAL(30)) - CAST(COUNT_STAR AS DECIMAL(30)) * MIN_TIMER_WAIT, 0), COUNT_STAR
 		FROM performance_schema.table_lock_waits_summary_by_table WHERE OBJECT_TYPE = 'TABLE' AND OBJECT_SCHEMA IN `+in, args...); err == nil {
 		for rows.Next() {
 			var s, n string
@@ -83,7 +91,7 @@ func loadContention(ctx context.Context, q Querier, schemas []string) map[string
 func rankTables(ts []TablePlan) string {
 	by := RankBySize
 	for _, t := range ts {
-		if t.Contention.Available && t.Contention.LockWaitSeconds > 0 {
+		if t.Contention.Available && t.Contention.LockWaitSeconds >= minLockWait {
 			by = RankByLockWaits
 			break
 		}
