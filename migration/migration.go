@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/enginemig/enginemig/bench"
 	"github.com/enginemig/enginemig/binlog"
 	"github.com/enginemig/enginemig/copier"
 	"github.com/enginemig/enginemig/cutover"
@@ -40,6 +41,9 @@ type Options struct {
 	Progress      func(Progress)
 	ProgressEvery time.Duration
 	Log           func(format string, args ...any)
+	// Gates to run (see ParseGates) and how they benchmark.
+	Gates      map[string]bool
+	GateConfig bench.GateConfig
 	// Hooks run at stage boundaries (nil: none). An error from a before-* hook stops the migration.
 	Hook func(ctx context.Context, stage string, st *State) error
 }
@@ -57,20 +61,21 @@ type Progress struct {
 
 // Result summarises a finished migration.
 type Result struct {
-	Schema        string          `json:"schema"`
-	Table         string          `json:"table"`
-	DryRun        bool            `json:"dry_run"`
-	ID            int64           `json:"migration_id"`
-	RowsCopied    int64           `json:"rows_copied"`
-	ReplayEvents  int64           `json:"replay_events"`
-	CopyTime      time.Duration   `json:"copy_ns"`
-	CopyLockTime  time.Duration   `json:"copy_source_read_ns"`
-	IndexTime     time.Duration   `json:"index_build_ns"`
-	TotalTime     time.Duration   `json:"total_ns"`
-	Cutover       *cutover.Result `json:"cutover,omitempty"`
-	OldTable      string          `json:"old_table,omitempty"`
-	DeferredIndex int             `json:"deferred_indexes"`
-	ShadowChanges []string        `json:"shadow_changes,omitempty"`
+	Schema        string             `json:"schema"`
+	Table         string             `json:"table"`
+	DryRun        bool               `json:"dry_run"`
+	ID            int64              `json:"migration_id"`
+	RowsCopied    int64              `json:"rows_copied"`
+	ReplayEvents  int64              `json:"replay_events"`
+	CopyTime      time.Duration      `json:"copy_ns"`
+	CopyLockTime  time.Duration      `json:"copy_source_read_ns"`
+	IndexTime     time.Duration      `json:"index_build_ns"`
+	TotalTime     time.Duration      `json:"total_ns"`
+	Cutover       *cutover.Result    `json:"cutover,omitempty"`
+	OldTable      string             `json:"old_table,omitempty"`
+	DeferredIndex int                `json:"deferred_indexes"`
+	ShadowChanges []string           `json:"shadow_changes,omitempty"`
+	Gates         []bench.GateResult `json:"gates,omitempty"`
 }
 
 // Run migrates one table. Errors carry an outcome code: Refused before anything was created,
@@ -131,6 +136,10 @@ func (m *migrator) run(ctx context.Context) (*Result, error) {
 	if err != nil {
 		return nil, outcome.New(outcome.Refused, err, "")
 	}
+	sample, err := m.sampleGate(ctx)
+	if err != nil {
+		return nil, err
+	}
 	m.store = NewStore(m.db, m.opts.StateSchema)
 	if err := m.store.Ensure(ctx); err != nil {
 		return nil, outcome.New(outcome.Refused, err, "")
@@ -146,6 +155,9 @@ func (m *migrator) run(ctx context.Context) (*Result, error) {
 	res, err := m.migrate(ctx, ddl)
 	if err != nil {
 		return nil, err
+	}
+	if sample != nil {
+		res.Gates = append([]bench.GateResult{*sample}, res.Gates...)
 	}
 	return res, nil
 }
@@ -251,6 +263,24 @@ func (m *migrator) migrate(ctx context.Context, ddl table.ShadowDDL) (*Result, e
 		return fail(err)
 	}
 
+	if g, err := m.shadowGate(ctx); g != nil || err != nil {
+		if g != nil {
+			res.Gates = append(res.Gates, *g)
+		}
+		if err != nil {
+			return fail(err)
+		}
+	}
+	var probeBefore *bench.Result
+	if m.opts.Gates[GateAfterCutover] && !m.opts.DryRun {
+		m.opts.Log("after-cutover gate: read-only probes on %s before the swap", m.ti.Name)
+		r, err := bench.ProbeReadOnly(ctx, m.db, m.ti.Schema, m.ti.Name, m.opts.GateConfig)
+		if err != nil {
+			return fail(outcome.New(outcome.FailedSafe, err, ""))
+		}
+		probeBefore = &r
+	}
+
 	if m.opts.DryRun {
 		stopReplay()
 		res.ReplayEvents = m.replay.Stats().Events
@@ -281,6 +311,26 @@ func (m *migrator) migrate(ctx context.Context, ddl table.ShadowDDL) (*Result, e
 	res.OldTable = table.OldName(m.ti.Name)
 	m.saveState(ctx, func(st *State) { st.CutoverFile, st.CutoverPos = cut.Position.Name, cut.Position.Pos })
 	m.finish(ctx, StageDone, "")
+	if probeBefore != nil {
+		m.opts.Log("after-cutover gate: read-only probes on the converted table")
+		after, err := bench.ProbeReadOnly(ctx, m.db, m.ti.Schema, m.ti.Name, m.opts.GateConfig)
+		if err != nil {
+			return res, outcome.New(outcome.NeedsAttention, fmt.Errorf("after-cutover gate could not measure: %w", err),
+				"the conversion is done; judge performance by hand")
+		}
+		g := m.opts.GateConfig.Thresholds.Judge(*probeBefore, after)
+		g.Gate = GateAfterCutover
+		res.Gates = append(res.Gates, g)
+		m.opts.Log("after-cutover gate: %s", passWord(g.Pass))
+		if !g.Pass {
+			m.hook(ctx, "failure")
+			return res, gateFailed(g, fmt.Sprintf("the table is converted and live as InnoDB; the MyISAM original is kept as %s. "+
+				"Automatic lossless rollback is not available yet: to swap back by hand (losing writes made since the cut-over) run "+
+				"RENAME TABLE %s TO %s, %s TO %s",
+				table.OldName(m.ti.Name), m.ti.QuotedName(), quotedIn(m.ti.Schema, "_"+m.ti.Name+"_failed"),
+				quotedIn(m.ti.Schema, table.OldName(m.ti.Name)), m.ti.QuotedName()))
+		}
+	}
 	m.hook(ctx, "success")
 	res.TotalTime = time.Since(m.start)
 	m.opts.Log("cut-over done in %d attempt(s), table locked %s; original kept as %s", cut.Attempts,
@@ -474,3 +524,5 @@ func (m *migrator) reportProgress(ctx context.Context) func() {
 	}()
 	return func() { close(stop); <-done }
 }
+
+func quotedIn(schema, name string) string { return dbconn.QualifiedName(schema, name) }

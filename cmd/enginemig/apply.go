@@ -11,6 +11,7 @@ import (
 	"github.com/urfave/cli/v2"
 	"golang.org/x/term"
 
+	"github.com/enginemig/enginemig/bench"
 	"github.com/enginemig/enginemig/copier"
 	"github.com/enginemig/enginemig/cutover"
 	"github.com/enginemig/enginemig/migration"
@@ -42,6 +43,12 @@ func applyCommand() *cli.Command {
 			&cli.DurationFlag{Name: "long-query", Value: def.LongQuery, Usage: "queries on the table running longer than this delay the cut-over (a lock queued behind them would block the application)"},
 			&cli.StringFlag{Name: "postpone-cutover-file", Usage: "while this file exists after the copy, keep replaying and do not cut over; `touch` it before starting, remove it to release"},
 			&cli.DurationFlag{Name: "postpone-max", Usage: "release a postponed cut-over after this long even if the file still exists (0: wait for the file)"},
+			&cli.StringFlag{Name: "gate", Usage: "benchmark gates to run: before-copy (a sample as MyISAM vs InnoDB), before-cutover (read-only probes, source vs shadow), after-cutover (probes before vs after the swap), comma-separated, or all", Category: "Gates"},
+			&cli.Float64Flag{Name: "gate-min-qps-ratio", Value: bench.DefaultMinQPSRatio, Usage: "a gate fails when the candidate's queries/s fall below this share of the baseline's", Category: "Gates"},
+			&cli.Float64Flag{Name: "gate-max-p99-ratio", Value: bench.DefaultMaxP99Ratio, Usage: "a gate fails when the candidate's p99 latency exceeds this multiple of the baseline's", Category: "Gates"},
+			&cli.IntFlag{Name: "gate-threads", Value: bench.DefaultGateThreads, Usage: "client threads a gate benchmarks with (use the application's concurrency)", Category: "Gates"},
+			&cli.DurationFlag{Name: "gate-duration", Value: bench.DefaultGateDuration, Usage: "measurement time per side of a gate", Category: "Gates"},
+			&cli.IntFlag{Name: "gate-sample-rows", Value: bench.DefaultSampleRows, Usage: "rows copied into the before-copy gate's scratch tables", Category: "Gates"},
 			&cli.StringFlag{Name: "state-schema", Value: migration.DefaultStateSchema, Usage: "schema holding enginemig's state table (created if missing)"},
 			&cli.UintFlag{Name: "server-id", Usage: "server_id for the binlog connection (default: random; must not clash with replicas)"},
 			&cli.StringFlag{Name: "output", Value: "text", Usage: "text or json (a JSON summary on stdout at the end)"},
@@ -66,6 +73,13 @@ func runApply(c *cli.Context) error {
 	}
 	defer db.Close()
 
+	gates, err := migration.ParseGates(c.String("gate"))
+	if err != nil {
+		return outcome.New(outcome.Usage, err, "")
+	}
+	gateCfg := bench.GateConfig{Threads: c.Int("gate-threads"), Duration: c.Duration("gate-duration"), SampleRows: c.Int("gate-sample-rows"),
+		Thresholds: bench.Thresholds{MinQPSRatio: c.Float64("gate-min-qps-ratio"), MaxP99Ratio: c.Float64("gate-max-p99-ratio")}}
+
 	var results []*migration.Result
 	for _, tg := range targets {
 		opts := migration.Options{
@@ -77,6 +91,7 @@ func runApply(c *cli.Context) error {
 			Cutover: cutover.Config{LockWait: c.Duration("cutover-lock-wait"), CatchUp: c.Duration("cutover-catch-up"),
 				Attempts: c.Int("cutover-attempts"), Backoff: c.Duration("cutover-backoff"), LongQuery: c.Duration("long-query")},
 			PostponeFile: c.String("postpone-cutover-file"),
+			Gates:        gates, GateConfig: gateCfg,
 		}
 		if d := c.Duration("postpone-max"); d > 0 {
 			opts.PostponeUntil = time.Now().Add(d)
@@ -86,6 +101,9 @@ func runApply(c *cli.Context) error {
 		opts.Log = display.log
 		res, err := migration.Run(ctx, db, opts)
 		display.finish()
+		if res != nil && c.String("output") == "text" {
+			printApplyResult(os.Stdout, res)
+		}
 		if err != nil {
 			if c.String("output") == "json" {
 				writeJSON(os.Stdout, map[string]any{"results": results, "error": err.Error(), "exit_code": int(outcome.CodeOf(err)),
@@ -94,9 +112,6 @@ func runApply(c *cli.Context) error {
 			return fmt.Errorf("%s.%s: %w", tg.schema, tg.table, err)
 		}
 		results = append(results, res)
-		if c.String("output") == "text" {
-			printApplyResult(os.Stdout, res)
-		}
 	}
 	if c.String("output") == "json" {
 		writeJSON(os.Stdout, map[string]any{"results": results, "exit_code": 0, "status": "ok"})
@@ -128,6 +143,9 @@ func printApplyResult(w io.Writer, r *migration.Result) {
 		r.ReplayEvents, r.DeferredIndex, r.IndexTime.Round(time.Millisecond), r.TotalTime.Round(time.Millisecond))
 	for _, ch := range r.ShadowChanges {
 		fmt.Fprintf(w, "  note: %s\n", ch)
+	}
+	for _, g := range r.Gates {
+		fmt.Fprintf(w, "  gate %s: %s\n", g.Gate, passWord(g.Pass))
 	}
 	if r.Cutover != nil {
 		fmt.Fprintf(w, "  cut-over: %d attempt(s), table locked %s, at binlog %s; original kept as %s.%s (MyISAM)\n",
@@ -205,4 +223,11 @@ func (d *progressDisplay) finish() {
 	if d.bar != nil {
 		d.bar.Finish()
 	}
+}
+
+func passWord(ok bool) string {
+	if ok {
+		return "passed"
+	}
+	return "FAILED"
 }
