@@ -81,7 +81,9 @@ func fastConfig() Config {
 		Backoff: 100 * time.Millisecond, LongQuery: 100 * time.Millisecond, Log: func(string, ...any) {}}
 }
 
-func swapOf(schema string) Swap { return Swap{Schema: schema, From: "t", To: "_t_new", Aside: "_t_old"} }
+func swapOf(schema string) Swap {
+	return Swap{Schema: schema, From: "t", To: "_t_new", Aside: "_t_old"}
+}
 
 func TestSwapWaitsForLongSelectWithoutStallingReaders(t *testing.T) {
 	schema, db := setup(t)
