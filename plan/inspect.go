@@ -42,7 +42,8 @@ type Options struct {
 }
 
 // Inspect plans the conversion of the MyISAM tables that opts select. It reads only, except for
-// the test-compile's scratch table when opts.TestCompile is set.
+// the test-compile's scratch table when opts.TestCompile is set. It holds two connections of db's
+// pool at once (reads, and the test-compile session), so the pool must allow at least two.
 func Inspect(ctx context.Context, db *sql.DB, opts Options) (*Plan, error) {
 	if len(opts.Databases) == 0 {
 		return nil, fmt.Errorf("plan: no database given")
@@ -312,7 +313,8 @@ func discard(conn *sql.Conn) {
 
 // CheckTable runs every table-level and database-level check on one table, test-compile
 // included, as apply's preflight does. The table need not be MyISAM (apply may call it on a
-// table that was converted meanwhile; the caller decides what that means).
+// table that was converted meanwhile; the caller decides what that means). Like Inspect it
+// holds two connections of db's pool at once.
 func CheckTable(ctx context.Context, db *sql.DB, schema, name string) ([]Finding, error) {
 	conn, err := db.Conn(ctx)
 	if err != nil {
