@@ -131,6 +131,9 @@ func (m *migrator) run(ctx context.Context) (*Result, error) {
 	if err := checkTable(ctx, m.db, ti); err != nil {
 		return nil, err
 	}
+	if err := planBlockers(ctx, m.db, ti, m.opts.Log); err != nil {
+		return nil, err
+	}
 	m.ti = ti
 	ddl, err := ti.Shadow(table.ShadowName(ti.Name), true)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/enginemig/enginemig/dbconn"
 	"github.com/enginemig/enginemig/outcome"
+	"github.com/enginemig/enginemig/plan"
 	"github.com/enginemig/enginemig/table"
 )
 
@@ -77,6 +78,36 @@ func checkTable(ctx context.Context, db *sql.DB, ti *table.Info) error {
 		return refuse(fmt.Sprintf("if no enginemig is running on it, inspect and drop it: DROP TABLE %s (a %s is the kept original of an earlier conversion: drop it only when you no longer need to roll back)",
 			dbconn.QualifiedName(ti.Schema, leftover), table.OldName(ti.Name)),
 			"%s exists: a leftover of an earlier or running migration", dbconn.QualifiedName(ti.Schema, leftover))
+	}
+	return nil
+}
+
+// planBlockers runs plan's server and table checks (the same ones `enginemig plan` reports) and
+// refuses when any is a blocker. Warnings are logged: the DBA has seen them in the plan.
+func planBlockers(ctx context.Context, db *sql.DB, ti *table.Info, log func(string, ...any)) error {
+	server, err := plan.CheckServer(ctx, db)
+	if err != nil {
+		return fmt.Errorf("server checks: %w", err)
+	}
+	findings, err := plan.CheckTable(ctx, db, ti.Schema, ti.Name)
+	if err != nil {
+		return fmt.Errorf("table checks: %w", err)
+	}
+	all := append(server, findings...)
+	for _, f := range all {
+		if f.Severity == plan.Warning {
+			log("warning [%s]: %s", f.Check, f.Message)
+		}
+	}
+	if b := plan.Blockers(all); len(b) > 0 {
+		var msgs, remedies []string
+		for _, f := range b {
+			msgs = append(msgs, fmt.Sprintf("[%s] %s", f.Check, f.Message))
+			if f.Remedy != "" {
+				remedies = append(remedies, f.Remedy)
+			}
+		}
+		return refuse(strings.Join(remedies, "; "), "%s has %d blocker(s): %s", ti.QuotedName(), len(b), strings.Join(msgs, "; "))
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/enginemig/enginemig/dbconn"
 	"github.com/enginemig/enginemig/outcome"
 	"github.com/enginemig/enginemig/sandbox"
 )
@@ -27,6 +28,7 @@ func TestPreflightRefusalsChangeNothing(t *testing.T) {
 		"CREATE TABLE _left1_new (id INT PRIMARY KEY) ENGINE=InnoDB",
 		"CREATE TABLE left2 (id INT PRIMARY KEY) ENGINE=MyISAM",
 		"CREATE TABLE _left2_old (id INT PRIMARY KEY) ENGINE=MyISAM",
+		"CREATE TABLE pergroup (grp INT NOT NULL, n INT NOT NULL AUTO_INCREMENT, PRIMARY KEY (grp, n)) ENGINE=MyISAM",
 	)
 	cases := []struct {
 		table string
@@ -41,6 +43,7 @@ func TestPreflightRefusalsChangeNothing(t *testing.T) {
 		{"left1", outcome.Refused, "_left1_new` exists"},
 		{"left2", outcome.Refused, "_left2_old` exists"},
 		{"missing", outcome.Usage, "does not exist"},
+		{"pergroup", outcome.Refused, "[autoinc-not-leading]"},
 	}
 	for _, c := range cases {
 		t.Run(c.table, func(t *testing.T) {
@@ -117,5 +120,27 @@ func TestDryRunLeavesTableAndDropsShadow(t *testing.T) {
 	states, err := NewStore(db, opts.StateSchema).List(context.Background(), schema, "t")
 	if err != nil || len(states) != 1 || states[0].Stage != StageDryRun || states[0].RowsCopied != 5000 {
 		t.Fatalf("state %+v %v", states, err)
+	}
+}
+
+func TestPreflightRefusesMissingPrivileges(t *testing.T) {
+	schema, sdb := srv.FreshDatabase(t)
+	sandbox.MustExec(t, sdb,
+		"CREATE TABLE t (id INT PRIMARY KEY) ENGINE=MyISAM",
+		"CREATE USER IF NOT EXISTS 'weak'@'127.0.0.1' IDENTIFIED BY 'pw'",
+		"GRANT SELECT, INSERT, UPDATE, DELETE, CREATE, DROP, ALTER, INDEX, LOCK TABLES ON *.* TO 'weak'@'127.0.0.1'")
+	opts := testOptions(srv, schema, "t")
+	opts.Conn.User, opts.Conn.Password, opts.Conn.PasswordSet = "weak", "pw", true
+	db, err := dbconn.Open(context.Background(), opts.Conn, "", 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	_, err = Run(context.Background(), db, opts)
+	if outcome.CodeOf(err) != outcome.Refused || !strings.Contains(err.Error(), "privileges") {
+		t.Fatalf("got %d %v", outcome.CodeOf(err), err)
+	}
+	if tableExists(t, sdb, schema, "_t_new") {
+		t.Fatal("shadow created")
 	}
 }

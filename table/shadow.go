@@ -145,12 +145,9 @@ func (t *Info) shadowOptions(closeLine string) (string, []string) {
 		opts = append(opts, "COLLATE="+t.Collation)
 	}
 	if m := rowFormatRe.FindStringSubmatch(closeLine); m != nil {
-		switch strings.ToUpper(m[1]) {
-		case "DYNAMIC", "COMPACT", "REDUNDANT":
-			opts = append(opts, "ROW_FORMAT="+strings.ToUpper(m[1]))
-		default:
-			changes = append(changes, fmt.Sprintf("ROW_FORMAT=%s replaced by the InnoDB default (DYNAMIC)", m[1]))
-		}
+		// MyISAM ignores COMPACT/REDUNDANT, but InnoDB would honour them and bring back its
+		// 767-byte key limit; the shadow always takes InnoDB's default (DYNAMIC).
+		changes = append(changes, fmt.Sprintf("ROW_FORMAT=%s replaced by the InnoDB default (DYNAMIC)", m[1]))
 	}
 	for _, o := range myisamOnlyOptions {
 		if strings.Contains(closeLine, " "+o+"=") {

@@ -96,17 +96,17 @@ func runApply(c *cli.Context) error {
 		if d := c.Duration("postpone-max"); d > 0 {
 			opts.PostponeUntil = time.Now().Add(d)
 		}
-		display := newProgressDisplay(os.Stderr, !c.Bool("no-progress"), fmt.Sprintf("%s.%s", tg.schema, tg.table))
+		display := newProgressDisplay(c.App.ErrWriter, !c.Bool("no-progress"), fmt.Sprintf("%s.%s", tg.schema, tg.table))
 		opts.Progress = display.update
 		opts.Log = display.log
 		res, err := migration.Run(ctx, db, opts)
 		display.finish()
 		if res != nil && c.String("output") == "text" {
-			printApplyResult(os.Stdout, res)
+			printApplyResult(c.App.Writer, res)
 		}
 		if err != nil {
 			if c.String("output") == "json" {
-				writeJSON(os.Stdout, map[string]any{"results": results, "error": err.Error(), "exit_code": int(outcome.CodeOf(err)),
+				writeJSON(c.App.Writer, map[string]any{"results": results, "error": err.Error(), "exit_code": int(outcome.CodeOf(err)),
 					"status": outcome.CodeOf(err).Name(), "failed_table": tg.schema + "." + tg.table})
 			}
 			return fmt.Errorf("%s.%s: %w", tg.schema, tg.table, err)
@@ -114,7 +114,7 @@ func runApply(c *cli.Context) error {
 		results = append(results, res)
 	}
 	if c.String("output") == "json" {
-		writeJSON(os.Stdout, map[string]any{"results": results, "exit_code": 0, "status": "ok"})
+		writeJSON(c.App.Writer, map[string]any{"results": results, "exit_code": 0, "status": "ok"})
 	}
 	return nil
 }
@@ -126,7 +126,7 @@ func applyTargets(c *cli.Context) ([]target, error) {
 	case c.String("plan") != "" && (c.String("table") != ""):
 		return nil, outcome.Errorf(outcome.Usage, "give either --plan or --table, not both")
 	case c.String("plan") != "":
-		return planTargets(c.String("plan"))
+		return planTargets(c.String("plan"), c.App.ErrWriter)
 	case c.String("database") == "" || c.String("table") == "":
 		return nil, outcome.Errorf(outcome.Usage, "--database and --table are required (or --plan)")
 	}
@@ -170,9 +170,9 @@ type progressDisplay struct {
 	started  time.Time
 }
 
-func newProgressDisplay(w *os.File, allowBar bool, label string) *progressDisplay {
+func newProgressDisplay(w io.Writer, allowBar bool, label string) *progressDisplay {
 	d := &progressDisplay{w: w, label: label, started: time.Now()}
-	if allowBar && term.IsTerminal(int(w.Fd())) {
+	if f, ok := w.(*os.File); ok && allowBar && term.IsTerminal(int(f.Fd())) {
 		d.bar = progressbar.NewOptions64(-1, progressbar.OptionSetWriter(w), progressbar.OptionSetDescription(label+" copy"),
 			progressbar.OptionShowCount(), progressbar.OptionShowIts(), progressbar.OptionSetItsString("rows"),
 			progressbar.OptionSetPredictTime(true), progressbar.OptionThrottle(200*time.Millisecond),

@@ -2,7 +2,7 @@ package main
 
 import (
 	"fmt"
-	"os"
+	"io"
 
 	"github.com/enginemig/enginemig/outcome"
 	"github.com/enginemig/enginemig/plan"
@@ -10,7 +10,7 @@ import (
 
 // planTargets reads a plan file and returns its tables in plan order, skipping (and reporting)
 // tables with blockers.
-func planTargets(path string) ([]target, error) {
+func planTargets(path string, warn io.Writer) ([]target, error) {
 	p, err := plan.ReadFile(path)
 	if err != nil {
 		return nil, outcome.New(outcome.Usage, err, "write a plan with `enginemig plan --out FILE`")
@@ -18,7 +18,7 @@ func planTargets(path string) ([]target, error) {
 	var out []target
 	for _, t := range p.Tables {
 		if b := plan.Blockers(t.Findings); len(b) > 0 {
-			fmt.Fprintf(os.Stderr, "skipping %s.%s: %d blocker(s), first: %s\n", t.Schema, t.Table, len(b), b[0].Message)
+			fmt.Fprintf(warn, "skipping %s.%s: %d blocker(s), first: %s\n", t.Schema, t.Table, len(b), b[0].Message)
 			continue
 		}
 		out = append(out, target{t.Schema, t.Table})

@@ -1,12 +1,24 @@
 package main
 
-import "github.com/urfave/cli/v2"
+import (
+	"github.com/urfave/cli/v2"
+
+	"github.com/enginemig/enginemig/outcome"
+)
 
 // commands lists the subcommands; each lives in its own file (plan.go, apply.go, bench.go, ...).
 func commands() []*cli.Command {
 	var cmds []*cli.Command
 	for _, c := range registered {
-		cmds = append(cmds, c())
+		cmd := c()
+		if cmd.OnUsageError == nil {
+			// The app's OnUsageError covers only its own flags; a subcommand's bad flag is a
+			// usage error (exit 2) too.
+			cmd.OnUsageError = func(_ *cli.Context, err error, _ bool) error {
+				return outcome.New(outcome.Usage, err, "see --help")
+			}
+		}
+		cmds = append(cmds, cmd)
 	}
 	return cmds
 }

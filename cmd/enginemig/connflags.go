@@ -46,7 +46,9 @@ func connectionConfig(c *cli.Context) (dbconn.Config, error) {
 		SSLKey:  c.String("ssl-key"),
 	}
 	if c.IsSet("password") {
-		flags.Password, flags.PasswordSet = dbconn.Secret(c.String("password")), true
+		// Clone first: the flag value shares memory with the process arguments, which
+		// hidePasswordArg overwrites.
+		flags.Password, flags.PasswordSet = dbconn.Secret(strings.Clone(c.String("password"))), true
 		hidePasswordArg()
 	}
 	if c.Bool("ask-password") {

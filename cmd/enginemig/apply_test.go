@@ -1,0 +1,150 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/enginemig/enginemig/outcome"
+	"github.com/enginemig/enginemig/sandbox"
+)
+
+func TestApplyCommand(t *testing.T) {
+	srv := sandbox.ForTest(t, sandbox.Options{})
+	schema, db := srv.FreshDatabase(t)
+	sandbox.MustExec(t, db,
+		"CREATE TABLE players (id INT UNSIGNED NOT NULL AUTO_INCREMENT PRIMARY KEY, coins INT NOT NULL, KEY (coins)) ENGINE=MyISAM",
+		"INSERT INTO players (coins) SELECT seq FROM seq_1_to_3000",
+		"CREATE TABLE sessions (id INT PRIMARY KEY) ENGINE=InnoDB")
+	empty := filepath.Join(t.TempDir(), "my.cnf")
+	os.WriteFile(empty, nil, 0o600)
+	conn := []string{"--defaults-file", empty, "--host", "127.0.0.1", "--port", strconv.Itoa(srv.Port), "--user", "root", "--ssl-mode", "DISABLED"}
+	apply := func(extra ...string) (string, outcome.Code) {
+		return runCLI(t, append(append([]string{"apply"}, conn...), extra...)...)
+	}
+
+	t.Run("json summary and exit 0", func(t *testing.T) {
+		out, code := apply("--database", schema, "--table", "players", "--output", "json", "--no-progress")
+		if code != outcome.OK {
+			t.Fatalf("exit %d\n%s", code, out)
+		}
+		var summary struct {
+			Status  string `json:"status"`
+			Results []struct {
+				RowsCopied int64 `json:"rows_copied"`
+				OldTable   string `json:"old_table"`
+			} `json:"results"`
+		}
+		if err := json.Unmarshal([]byte(out[strings.Index(out, "{"):]), &summary); err != nil {
+			t.Fatalf("not JSON: %v\n%s", err, out)
+		}
+		if summary.Status != "ok" || len(summary.Results) != 1 || summary.Results[0].RowsCopied != 3000 || summary.Results[0].OldTable != "_players_old" {
+			t.Fatalf("summary %+v", summary)
+		}
+	})
+	t.Run("already InnoDB exits 4", func(t *testing.T) {
+		out, code := apply("--database", schema, "--table", "sessions")
+		if code != outcome.Refused {
+			t.Fatalf("exit %d\n%s", code, out)
+		}
+	})
+	t.Run("conflicting flags exit 2", func(t *testing.T) {
+		if _, code := apply("--plan", "x.json", "--table", "players", "--database", schema); code != outcome.Usage {
+			t.Fatalf("exit %d", code)
+		}
+		if _, code := apply("--database", schema); code != outcome.Usage {
+			t.Fatalf("missing --table: exit %d", code)
+		}
+		if _, code := apply("--database", schema, "--table", "players", "--gate", "sometimes"); code != outcome.Usage {
+			t.Fatalf("bad gate: exit %d", code)
+		}
+	})
+	t.Run("corrupt plan file exits 2", func(t *testing.T) {
+		bad := filepath.Join(t.TempDir(), "plan.json")
+		os.WriteFile(bad, []byte(`{"version": 99, "tables": [`), 0o600)
+		if _, code := apply("--plan", bad); code != outcome.Usage {
+			t.Fatalf("exit %d", code)
+		}
+	})
+}
+
+// The password must not show in the process list, output, errors or the state table.
+func TestApplyNeverShowsPassword(t *testing.T) {
+	srv := sandbox.ForTest(t, sandbox.Options{})
+	schema, db := srv.FreshDatabase(t)
+	const secret = "S3cret-Pass-42"
+	sandbox.MustExec(t, db,
+		"CREATE TABLE t (id INT PRIMARY KEY, v INT) ENGINE=MyISAM",
+		"INSERT INTO t SELECT seq, seq FROM seq_1_to_200000",
+		"CREATE USER 'mig'@'127.0.0.1' IDENTIFIED BY '"+secret+"'",
+		"GRANT ALL ON *.* TO 'mig'@'127.0.0.1'")
+	bin := filepath.Join(t.TempDir(), "enginemig")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	empty := filepath.Join(t.TempDir(), "my.cnf")
+	os.WriteFile(empty, nil, 0o600)
+	args := []string{"apply", "--defaults-file", empty, "--host", "127.0.0.1", "--port", strconv.Itoa(srv.Port), "--user", "mig",
+		"--password", secret, "--ssl-mode", "DISABLED", "--database", schema, "--table", "t", "--chunk-time", "2ms", "--output", "json"}
+	cmd := exec.Command(bin, args...)
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Read the process's command line while it runs, as `ps` would.
+	var cmdline []byte
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(cmd.Process.Pid) + "/cmdline")
+		if err != nil {
+			break
+		}
+		cmdline = b
+		if strings.Contains(string(b), "--password") {
+			break
+		}
+	}
+	err := cmd.Wait()
+	if err != nil {
+		t.Fatalf("apply: %v\n%s", err, out.String())
+	}
+	if len(cmdline) == 0 {
+		t.Fatal("could not read the process command line")
+	}
+	if strings.Contains(string(cmdline), secret) {
+		t.Fatalf("password visible in /proc/pid/cmdline: %q", cmdline)
+	}
+	if strings.Contains(out.String(), secret) {
+		t.Fatal("password in output")
+	}
+	// A wrong password: the error names the user, not the password.
+	bad := append([]string{}, args...)
+	bad[10] = "wrong-" + secret
+	o2, err := exec.Command(bin, bad...).CombinedOutput()
+	if code := exitCode(err); code != int(outcome.Connection) || strings.Contains(string(o2), secret) {
+		t.Fatalf("wrong password: exit %d, output %s", code, o2)
+	}
+	var states string
+	db.QueryRowContext(context.Background(), "SELECT GROUP_CONCAT(CONCAT_WS('|', schema_name, table_name, stage, COALESCE(error,''))) FROM _enginemig.migrations").Scan(&states)
+	if states == "" || strings.Contains(states, secret) {
+		t.Fatalf("state table: %q", states)
+	}
+}
+
+func exitCode(err error) int {
+	if ee, ok := err.(*exec.ExitError); ok {
+		return ee.ExitCode()
+	}
+	if err == nil {
+		return 0
+	}
+	return -1
+}
