@@ -37,7 +37,7 @@ func TestApplyCommand(t *testing.T) {
 		var summary struct {
 			Status  string `json:"status"`
 			Results []struct {
-				RowsCopied int64 `json:"rows_copied"`
+				RowsCopied int64  `json:"rows_copied"`
 				OldTable   string `json:"old_table"`
 			} `json:"results"`
 		}
