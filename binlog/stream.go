@@ -27,6 +27,9 @@ type StreamConfig struct {
 	Flavor   string // mysql.MariaDBFlavor or mysql.MySQLFlavor
 	ServerID uint32 // must be unique among the server's replicas
 	Table    *table.Info
+	// IgnoreQuery, when set, exempts statements from DDL detection (rollback must step over the
+	// cut-over's own RENAME, which follows the position it starts from).
+	IgnoreQuery func(query string) bool
 }
 
 // Stream reads the binlog from a position and yields the migrated table's changes with the
@@ -86,8 +89,7 @@ func OpenStream(ctx context.Context, cfg StreamConfig, start Position) (*Stream,
 		sc.Host, sc.Port = host, uint16(p)
 	}
 	s := &Stream{cfg: cfg, file: start.Name, pos: start}
-	name := regexp.QuoteMeta(cfg.Table.Name)
-	s.ddlRe = regexp.MustCompile(`(?i)^\s*(/\*.*?\*/\s*)*(ALTER|DROP|RENAME|TRUNCATE|OPTIMIZE|REPAIR)\b[^;]*` + "`?" + name + "`?" + `(\W|$)`)
+	s.ddlRe = ddlPattern(cfg.Table.Name)
 	s.syncer = replication.NewBinlogSyncer(sc)
 	s.streamer, err = s.syncer.StartSync(start)
 	if err != nil {
@@ -151,6 +153,9 @@ func (s *Stream) ours(tm *replication.TableMapEvent) bool {
 // stopping: a false alarm costs a restart, a missed ALTER would corrupt the copy.
 func (s *Stream) touchesTable(e *replication.QueryEvent) bool {
 	q := string(e.Query)
+	if s.cfg.IgnoreQuery != nil && s.cfg.IgnoreQuery(q) {
+		return false
+	}
 	if strings.EqualFold(strings.TrimSpace(q), "BEGIN") || strings.EqualFold(strings.TrimSpace(q), "COMMIT") {
 		return false
 	}
@@ -209,4 +214,11 @@ func truncate(s string, n int) string {
 		return s
 	}
 	return s[:n] + "..."
+}
+
+// ddlPattern matches DDL statements that name the table. The name must stand alone (quoted,
+// qualified or between spaces), so `_t_old` does not match t.
+func ddlPattern(name string) *regexp.Regexp {
+	n := regexp.QuoteMeta(name)
+	return regexp.MustCompile(`(?i)^\s*(/\*.*?\*/\s*)*(ALTER|DROP|RENAME|TRUNCATE|OPTIMIZE|REPAIR)\b[^;]*(^|[\s.,(` + "`" + `])` + "`?" + n + "`?" + `([\s.,;()` + "`" + `]|$)`)
 }

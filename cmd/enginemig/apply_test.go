@@ -48,6 +48,25 @@ func TestApplyCommand(t *testing.T) {
 			t.Fatalf("summary %+v", summary)
 		}
 	})
+	t.Run("status lists it and rollback swaps back", func(t *testing.T) {
+		out, code := runCLI(t, append(append([]string{"status"}, conn...), "--database", schema, "--output", "json")...)
+		if code != outcome.OK || !strings.Contains(out, `"stage": "done"`) || !strings.Contains(out, `"binlog_cutover_file": "mysql-bin.`) {
+			t.Fatalf("status exit %d\n%s", code, out)
+		}
+		out, code = runCLI(t, append(append([]string{"rollback"}, conn...), "--database", schema, "--table", "players")...)
+		if code != outcome.OK || !strings.Contains(out, "rolled back") {
+			t.Fatalf("rollback exit %d\n%s", code, out)
+		}
+		var engine string
+		db.QueryRow("SELECT ENGINE FROM information_schema.TABLES WHERE TABLE_SCHEMA=? AND TABLE_NAME='players'", schema).Scan(&engine)
+		if engine != "MyISAM" {
+			t.Fatalf("players is %s after rollback", engine)
+		}
+		out, code = runCLI(t, append(append([]string{"status"}, conn...), "--database", schema)...)
+		if code != outcome.OK || !strings.Contains(out, "rolled-back") {
+			t.Fatalf("status after rollback: %d\n%s", code, out)
+		}
+	})
 	t.Run("already InnoDB exits 4", func(t *testing.T) {
 		out, code := apply("--database", schema, "--table", "sessions")
 		if code != outcome.Refused {

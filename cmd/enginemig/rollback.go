@@ -1,0 +1,67 @@
+package main
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/enginemig/enginemig/cutover"
+	"github.com/enginemig/enginemig/migration"
+	"github.com/enginemig/enginemig/outcome"
+)
+
+func init() { register(rollbackCommand) }
+
+func rollbackCommand() *cli.Command {
+	def := cutover.DefaultConfig()
+	return &cli.Command{
+		Name:      "rollback",
+		Usage:     "swap a converted table back to its kept MyISAM original, keeping every write made since the cut-over",
+		UsageText: "enginemig rollback --database DB --table T [--output json]",
+		Description: "Replays the binlog from the cut-over position recorded by apply onto `_T_old`, then swaps the\n" +
+			"tables back with the same sentry method. The InnoDB table is kept as `_T_new`. Refuses, changing\n" +
+			"nothing, when the binlog since the cut-over has been purged. Non-interactive; exit codes as for apply.",
+		Flags: append(connectionFlags(),
+			&cli.StringFlag{Name: "database", Aliases: []string{"D"}, Usage: "database (schema) of the table", Required: true},
+			&cli.StringFlag{Name: "table", Aliases: []string{"t"}, Usage: "the converted table", Required: true},
+			&cli.StringFlag{Name: "state-schema", Value: migration.DefaultStateSchema, Usage: "schema holding enginemig's state table"},
+			&cli.DurationFlag{Name: "cutover-lock-wait", Value: def.LockWait, Usage: "how long one swap attempt may wait for the table lock"},
+			&cli.IntFlag{Name: "cutover-attempts", Value: def.Attempts, Usage: "swap attempts before giving up (the InnoDB table stays live)"},
+			&cli.UintFlag{Name: "server-id", Usage: "server_id for the binlog connection (default: random)"},
+			&cli.StringFlag{Name: "output", Value: "text", Usage: "text or json"},
+		),
+		Action: func(c *cli.Context) error {
+			if c.String("output") != "text" && c.String("output") != "json" {
+				return outcome.Errorf(outcome.Usage, "--output must be text or json")
+			}
+			db, conn, err := openDB(c.Context, c, "", 8)
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			cfg := def
+			cfg.LockWait, cfg.Attempts = c.Duration("cutover-lock-wait"), c.Int("cutover-attempts")
+			logf := func(f string, a ...any) {
+				fmt.Fprintf(c.App.ErrWriter, "%s rollback %s.%s: %s\n", time.Now().Format("15:04:05"), c.String("database"), c.String("table"), fmt.Sprintf(f, a...))
+			}
+			res, err := migration.Rollback(c.Context, db, migration.RollbackOptions{Conn: conn, Schema: c.String("database"),
+				Table: c.String("table"), StateSchema: c.String("state-schema"), Cutover: cfg, ServerID: uint32(c.Uint("server-id")), Log: logf})
+			if c.String("output") == "json" {
+				out := map[string]any{"result": res, "exit_code": int(outcome.CodeOf(err)), "status": outcome.CodeOf(err).Name()}
+				if err != nil {
+					out["error"] = err.Error()
+				}
+				writeJSON(c.App.Writer, out)
+			}
+			if err != nil {
+				return err
+			}
+			if c.String("output") == "text" {
+				fmt.Fprintf(c.App.Writer, "rolled back %s.%s: %d changes made since the cut-over replayed onto the MyISAM table; swap took %d attempt(s), table locked %s; the InnoDB table is kept as %s.%s\n",
+					res.Schema, res.Table, res.ReplayEvents, res.Cutover.Attempts, res.Cutover.LockHeld.Round(time.Millisecond), res.Schema, res.InnoDBTable)
+			}
+			return nil
+		},
+	}
+}

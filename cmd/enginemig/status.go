@@ -1,0 +1,68 @@
+package main
+
+import (
+	"fmt"
+	"text/tabwriter"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/enginemig/enginemig/migration"
+	"github.com/enginemig/enginemig/outcome"
+)
+
+func init() { register(statusCommand) }
+
+func statusCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "status",
+		Usage:     "show running and past migrations recorded in the state table",
+		UsageText: "enginemig status [--database DB [--table T]] [--output json]",
+		Description: "Reads enginemig's state table (works from another shell while apply runs, and afterwards):\n" +
+			"stage, rows copied of total, changes replayed, binlog start and cut-over positions, timings, errors.",
+		Flags: append(connectionFlags(),
+			&cli.StringFlag{Name: "database", Aliases: []string{"D"}, Usage: "only migrations of this database"},
+			&cli.StringFlag{Name: "table", Aliases: []string{"t"}, Usage: "only migrations of this table (with --database)"},
+			&cli.StringFlag{Name: "state-schema", Value: migration.DefaultStateSchema, Usage: "schema holding enginemig's state table"},
+			&cli.StringFlag{Name: "output", Value: "text", Usage: "text or json"},
+		),
+		Action: func(c *cli.Context) error {
+			db, _, err := openDB(c.Context, c, "", 2)
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			states, err := migration.NewStore(db, c.String("state-schema")).List(c.Context, c.String("database"), c.String("table"))
+			if err != nil {
+				return outcome.New(outcome.Usage, err, "no migrations recorded yet, or a different --state-schema")
+			}
+			if c.String("output") == "json" {
+				writeJSON(c.App.Writer, map[string]any{"migrations": states})
+				return nil
+			}
+			if len(states) == 0 {
+				fmt.Fprintln(c.App.Writer, "no migrations recorded")
+				return nil
+			}
+			w := tabwriter.NewWriter(c.App.Writer, 0, 0, 2, ' ', 0)
+			fmt.Fprintln(w, "ID\tTABLE\tSTAGE\tROWS\tCHANGES\tSTARTED\tUPDATED\tCUT-OVER AT\tNOTE")
+			for _, s := range states {
+				rows := fmt.Sprintf("%d/%d", s.RowsCopied, s.RowsTotal)
+				if s.RowsTotal > 0 {
+					rows += fmt.Sprintf(" (%.0f%%)", 100*float64(s.RowsCopied)/float64(s.RowsTotal))
+				}
+				stage := s.Stage
+				if s.DryRun {
+					stage += " (dry run)"
+				}
+				cut := ""
+				if s.CutoverFile != "" {
+					cut = fmt.Sprintf("%s:%d", s.CutoverFile, s.CutoverPos)
+				}
+				fmt.Fprintf(w, "%d\t%s.%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", s.ID, s.Schema, s.Table, stage, rows, s.EventsApplied,
+					s.StartedAt.Format(time.DateTime), s.UpdatedAt.Format(time.DateTime), cut, s.Error)
+			}
+			return w.Flush()
+		},
+	}
+}

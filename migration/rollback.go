@@ -1,0 +1,185 @@
+package migration
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/enginemig/enginemig/binlog"
+	"github.com/enginemig/enginemig/cutover"
+	"github.com/enginemig/enginemig/dbconn"
+	"github.com/enginemig/enginemig/outcome"
+	"github.com/enginemig/enginemig/table"
+)
+
+// StageRolledBack marks a migration whose conversion was undone.
+const StageRolledBack = "rolled-back"
+
+// RollbackOptions configure a rollback.
+type RollbackOptions struct {
+	Conn        dbconn.Config
+	Schema      string
+	Table       string
+	StateSchema string
+	Cutover     cutover.Config
+	ServerID    uint32
+	Log         func(format string, args ...any)
+}
+
+// RollbackResult summarises a rollback.
+type RollbackResult struct {
+	Schema       string          `json:"schema"`
+	Table        string          `json:"table"`
+	MigrationID  int64           `json:"migration_id"`
+	ReplayEvents int64           `json:"replay_events"`
+	Cutover      *cutover.Result `json:"cutover"`
+	// InnoDBTable is where the converted table now is (kept, like the original was).
+	InnoDBTable string        `json:"innodb_table"`
+	TotalTime   time.Duration `json:"total_ns"`
+}
+
+// Rollback swaps a converted table back to its kept MyISAM original without losing writes made
+// since the cut-over: it replays the binlog from the recorded cut-over position onto `_t_old`,
+// then swaps the two with the same sentry method. It refuses, changing nothing, when that binlog
+// is gone.
+func Rollback(ctx context.Context, db *sql.DB, opts RollbackOptions) (*RollbackResult, error) {
+	start := time.Now()
+	if opts.Log == nil {
+		opts.Log = func(string, ...any) {}
+	}
+	if opts.Cutover.Attempts == 0 {
+		opts.Cutover = cutover.DefaultConfig()
+	}
+	if opts.Cutover.Log == nil {
+		opts.Cutover.Log = opts.Log
+	}
+	if opts.ServerID == 0 {
+		opts.ServerID = 1<<30 + rand.Uint32N(1<<30)
+	}
+	if _, err := checkServer(ctx, db); err != nil {
+		return nil, err
+	}
+	st, err := lastCutover(ctx, db, opts)
+	if err != nil {
+		return nil, err
+	}
+	cur, err := loadTable(ctx, db, opts.Schema, opts.Table)
+	if err != nil {
+		return nil, err
+	}
+	oldName, innoName := table.OldName(opts.Table), table.ShadowName(opts.Table)
+	old, err := table.Load(ctx, db, opts.Schema, oldName)
+	switch {
+	case errors.Is(err, table.ErrNotFound):
+		return nil, refuse("without it there is nothing to roll back to", "the kept original %s is gone", dbconn.QualifiedName(opts.Schema, oldName))
+	case err != nil:
+		return nil, err
+	case cutover.IsSentry(ctx, db, opts.Schema, oldName):
+		return nil, refuse("drop the sentry (DROP TABLE "+dbconn.QualifiedName(opts.Schema, oldName)+") only if no enginemig runs on this table",
+			"%s is a cut-over sentry, not the kept original", dbconn.QualifiedName(opts.Schema, oldName))
+	case !strings.EqualFold(cur.Engine, "InnoDB"):
+		return nil, refuse("nothing to roll back", "%s is %s, not the converted InnoDB table", cur.QuotedName(), cur.Engine)
+	}
+	if _, err := table.Load(ctx, db, opts.Schema, innoName); err == nil {
+		return nil, refuse("drop or rename it first", "%s exists; rollback moves the InnoDB table to that name", dbconn.QualifiedName(opts.Schema, innoName))
+	}
+	if len(old.CopyColumns()) != len(cur.CopyColumns()) {
+		return nil, refuse("the tables' columns differ (DDL since the cut-over?): roll back by hand", "%s and %s have different columns", cur.QuotedName(), old.QuotedName())
+	}
+	from := binlog.Position{Name: st.CutoverFile, Pos: st.CutoverPos}
+	ok, err := binlog.StillAvailable(ctx, db, from)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, refuse("a lossless rollback needs every binlog since the cut-over; keep binlogs longer (binlog_expire_logs_seconds) next time. Swapping back by hand would lose the writes made since then",
+			"binlog %s (the cut-over position %s) has been purged", from.Name, from)
+	}
+
+	writer, err := dbconn.OpenRowWriter(ctx, opts.Conn, "", 2)
+	if err != nil {
+		return nil, err
+	}
+	defer writer.Close()
+	version := ""
+	db.QueryRowContext(ctx, "SELECT VERSION()").Scan(&version)
+	stream, err := binlog.OpenStream(ctx, binlog.StreamConfig{Conn: opts.Conn, Flavor: binlog.Flavor(version), ServerID: opts.ServerID, Table: cur,
+		IgnoreQuery: isCutoverRename(opts.Table)}, from)
+	if err != nil {
+		return nil, outcome.New(outcome.FailedSafe, err, "")
+	}
+	defer stream.Close()
+	applier, err := binlog.NewApplier(writer, cur, oldName)
+	if err != nil {
+		return nil, err
+	}
+	replay := binlog.NewReplayer(stream, applier, &sync.Mutex{})
+	replayCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	replayErr := make(chan error, 1)
+	go func() { replayErr <- replay.Run(replayCtx) }()
+
+	opts.Log("replaying changes since the cut-over (%s) onto %s", from, oldName)
+	now, err := binlog.CurrentPosition(ctx, db)
+	if err != nil {
+		return nil, err
+	}
+	caught := make(chan error, 1)
+	go func() { caught <- replay.WaitFor(replayCtx, now) }()
+	select {
+	case err := <-caught:
+		if err != nil {
+			return nil, outcome.New(outcome.FailedSafe, err, "")
+		}
+	case err := <-replayErr:
+		return nil, outcome.New(outcome.FailedSafe, fmt.Errorf("replay onto %s: %w", oldName, err), "nothing was swapped; the InnoDB table is live")
+	}
+	opts.Log("caught up (%d changes); swapping back", replay.Stats().Events)
+	sw := cutover.Swap{Schema: opts.Schema, From: opts.Table, To: oldName, Aside: innoName}
+	cut, err := cutover.Run(ctx, db, sw, replay, opts.Cutover, nil)
+	if err != nil {
+		return nil, outcome.New(outcome.FailedSafe, fmt.Errorf("swap back: %w", err), "the InnoDB table is still live; retry the rollback")
+	}
+	stop()
+	store := NewStore(db, opts.StateSchema)
+	now2 := time.Now().UTC()
+	st.Stage, st.FinishedAt = StageRolledBack, &now2
+	st.Error = fmt.Sprintf("rolled back at %s; InnoDB table kept as %s", cut.Position, innoName)
+	store.Save(context.WithoutCancel(ctx), st)
+	return &RollbackResult{Schema: opts.Schema, Table: opts.Table, MigrationID: st.ID, ReplayEvents: replay.Stats().Events,
+		Cutover: &cut, InnoDBTable: innoName, TotalTime: time.Since(start)}, nil
+}
+
+// lastCutover finds the newest completed, not rolled-back migration of the table.
+func lastCutover(ctx context.Context, db *sql.DB, opts RollbackOptions) (*State, error) {
+	states, err := NewStore(db, opts.StateSchema).List(ctx, opts.Schema, opts.Table)
+	if err != nil {
+		return nil, refuse("rollback needs the state table written by apply (see --state-schema)", "no migration state: %v", err)
+	}
+	for i := range states {
+		switch states[i].Stage {
+		case StageDone:
+			if states[i].CutoverFile == "" {
+				break
+			}
+			return &states[i], nil
+		case StageRolledBack:
+			return nil, refuse("nothing to do", "the last conversion of %s.%s was already rolled back", opts.Schema, opts.Table)
+		}
+	}
+	return nil, refuse("rollback applies to tables converted by enginemig apply", "no completed conversion of %s.%s is recorded", opts.Schema, opts.Table)
+}
+
+// isCutoverRename recognises the migration's own swap, which the rollback stream starts just before.
+func isCutoverRename(name string) func(string) bool {
+	old, shadow := strings.ToLower(table.OldName(name)), strings.ToLower(table.ShadowName(name))
+	return func(q string) bool {
+		l := strings.ToLower(q)
+		return strings.Contains(l, "rename table") && strings.Contains(l, old) && strings.Contains(l, shadow)
+	}
+}

@@ -1,0 +1,115 @@
+package migration
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/enginemig/enginemig/binlog"
+	"github.com/enginemig/enginemig/outcome"
+)
+
+// Convert under load, keep writing to the InnoDB table, roll back while writers still run: the
+// MyISAM table that comes back must hold every acknowledged write.
+func TestRollbackKeepsWritesMadeAfterCutover(t *testing.T) {
+	schema, _ := srv.FreshDatabase(t)
+	db := openControl(t, srv)
+	ws := seedAllTypes(t, db, schema, 5000, 3, 7)
+	ctx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for _, w := range ws {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				w.step(ctx)
+				time.Sleep(time.Millisecond)
+			}
+		}()
+	}
+	opts := testOptions(srv, schema, "t")
+	if _, err := Run(context.Background(), db, opts); err != nil {
+		stop()
+		wg.Wait()
+		t.Fatal(err)
+	}
+	var before int64
+	for _, w := range ws {
+		before += w.acked.Load()
+	}
+	time.Sleep(time.Second) // writes that only the InnoDB table receives
+	res, err := Rollback(context.Background(), db, RollbackOptions{Conn: opts.Conn, Schema: schema, Table: "t", StateSchema: opts.StateSchema, Log: opts.Log})
+	time.Sleep(300 * time.Millisecond) // and writes after the swap back, to the MyISAM table
+	stop()
+	wg.Wait()
+	if err != nil {
+		t.Fatalf("rollback: %v", err)
+	}
+	var after int64
+	for _, w := range ws {
+		after += w.acked.Load()
+		if len(w.failures) > 0 {
+			t.Errorf("writer %d: %v", w.id, w.failures[0])
+		}
+	}
+	t.Logf("writes: %d before the end of the migration, %d in total; rollback replayed %d changes", before, after, res.ReplayEvents)
+	if res.ReplayEvents == 0 || after-before < 50 {
+		t.Fatalf("not enough writes after the cut-over to prove anything (%d replayed, %d written)", res.ReplayEvents, after-before)
+	}
+	if engineOf(t, db, schema, "t") != "MyISAM" || engineOf(t, db, schema, "_t_new") != "InnoDB" || tableExists(t, db, schema, "_t_old") {
+		t.Fatal("tables not swapped back")
+	}
+	if diff := sameRows(t, db, schema, "t", "ref", allTypesColumns, "id"); diff != "" {
+		t.Fatalf("rolled-back table differs: %s", diff)
+	}
+	if diff := sameRows(t, db, schema, "ref", "t", allTypesColumns, "id"); diff != "" {
+		t.Fatalf("rolled-back table differs: %s", diff)
+	}
+	_, err = Rollback(context.Background(), db, RollbackOptions{Conn: opts.Conn, Schema: schema, Table: "t", StateSchema: opts.StateSchema})
+	if outcome.CodeOf(err) != outcome.Refused || !strings.Contains(err.Error(), "already rolled back") {
+		t.Fatalf("second rollback: %v", err)
+	}
+}
+
+func TestRollbackRefusesWhenBinlogPurged(t *testing.T) {
+	schema, sdb := srv.FreshDatabase(t)
+	db := openControl(t, srv)
+	if _, err := sdb.Exec("CREATE TABLE t (id INT PRIMARY KEY, v INT) ENGINE=MyISAM"); err != nil {
+		t.Fatal(err)
+	}
+	sdb.Exec("INSERT INTO t SELECT seq, seq FROM seq_1_to_100")
+	opts := testOptions(srv, schema, "t")
+	opts.StateSchema = "_state_purge"
+	if _, err := Run(context.Background(), db, opts); err != nil {
+		t.Fatal(err)
+	}
+	db.Exec("FLUSH BINARY LOGS")
+	pos, err := binlog.CurrentPosition(context.Background(), db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A purge skips files a binlog reader still has open; earlier tests' readers may take a moment to go.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if _, err := db.Exec("PURGE BINARY LOGS TO '" + pos.Name + "'"); err != nil {
+			t.Fatal(err)
+		}
+		files, _ := binlog.Available(context.Background(), db)
+		if len(files) == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("could not purge binlogs: %v", files)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	_, err = Rollback(context.Background(), db, RollbackOptions{Conn: opts.Conn, Schema: schema, Table: "t", StateSchema: opts.StateSchema})
+	if outcome.CodeOf(err) != outcome.Refused || !strings.Contains(err.Error(), "purged") {
+		t.Fatalf("got %d %v", outcome.CodeOf(err), err)
+	}
+	if engineOf(t, db, schema, "t") != "InnoDB" || engineOf(t, db, schema, "_t_old") != "MyISAM" || tableExists(t, db, schema, "_t_new") {
+		t.Fatal("refused rollback changed tables")
+	}
+}
