@@ -19,6 +19,7 @@ import (
 	"github.com/enginemig/enginemig/dbconn"
 	"github.com/enginemig/enginemig/outcome"
 	"github.com/enginemig/enginemig/table"
+	"github.com/enginemig/enginemig/verify"
 )
 
 // Options configure one migration.
@@ -41,6 +42,8 @@ type Options struct {
 	Progress      func(Progress)
 	ProgressEvery time.Duration
 	Log           func(format string, args ...any)
+	// SkipVerify skips the chunk-by-chunk comparison of source and shadow before the cut-over.
+	SkipVerify bool
 	// Gates to run (see ParseGates) and how they benchmark.
 	Gates      map[string]bool
 	GateConfig bench.GateConfig
@@ -76,6 +79,7 @@ type Result struct {
 	DeferredIndex int                `json:"deferred_indexes"`
 	ShadowChanges []string           `json:"shadow_changes,omitempty"`
 	Gates         []bench.GateResult `json:"gates,omitempty"`
+	Verify        *verify.Result     `json:"verify,omitempty"`
 }
 
 // Run migrates one table. Errors carry an outcome code: Refused before anything was created,
@@ -266,6 +270,15 @@ func (m *migrator) migrate(ctx context.Context, ddl table.ShadowDDL) (*Result, e
 		return fail(err)
 	}
 
+	if !m.opts.SkipVerify {
+		m.setStage(ctx, StageVerify)
+		v, err := m.verifyWatching(ctx, replayErr)
+		if err != nil {
+			return fail(outcome.New(outcome.FailedSafe, err, "the shadow was dropped; report this, and re-run apply"))
+		}
+		res.Verify = &v
+		m.opts.Log("verified %d rows in %d chunks (%d recopied) in %s", v.Rows, v.Chunks, v.Repaired, v.Duration.Round(time.Millisecond))
+	}
 	if g, err := m.shadowGate(ctx); g != nil || err != nil {
 		if g != nil {
 			res.Gates = append(res.Gates, *g)
@@ -356,6 +369,29 @@ func (m *migrator) catchUp(ctx context.Context, replayErr <-chan error) error {
 		return err
 	case err := <-replayErr:
 		return outcome.New(outcome.FailedSafe, fmt.Errorf("replay: %w", err), "")
+	}
+}
+
+// verifyWatching runs verification while watching for replay failure.
+func (m *migrator) verifyWatching(ctx context.Context, replayErr <-chan error) (verify.Result, error) {
+	type out struct {
+		r   verify.Result
+		err error
+	}
+	done := make(chan out, 1)
+	vctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		r, err := verify.Run(vctx, m.db, m.ti, table.ShadowName(m.ti.Name), m.replay, verify.Config{ChunkTime: m.opts.ChunkTime, Log: m.opts.Log})
+		done <- out{r, err}
+	}()
+	select {
+	case o := <-done:
+		return o.r, o.err
+	case err := <-replayErr:
+		cancel()
+		<-done
+		return verify.Result{}, fmt.Errorf("replay: %w", err)
 	}
 }
 

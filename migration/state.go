@@ -19,6 +19,7 @@ const (
 	StageCopy      = "copy"
 	StageIndexes   = "indexes"
 	StagePostponed = "postponed"
+	StageVerify    = "verify"
 	StageCutover   = "cutover"
 	StageDone      = "done"
 	StageDryRun    = "dry-run-done"

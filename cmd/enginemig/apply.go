@@ -35,6 +35,7 @@ func applyCommand() *cli.Command {
 			&cli.StringFlag{Name: "plan", Usage: "plan file written by `enginemig plan --out`: convert its tables in plan order, stopping at the first failure (tables with blockers are skipped and reported)"},
 			&cli.BoolFlag{Name: "dry-run", Usage: "do everything except the swap, then drop the shadow; reports how long the copy took"},
 			&cli.DurationFlag{Name: "chunk-time", Value: copier.DefaultChunkTime, Usage: "target duration of one chunk's source read; MyISAM blocks writers for this long per chunk"},
+			&cli.BoolFlag{Name: "skip-verify", Usage: "skip the chunk-by-chunk checksum comparison of source and shadow before the cut-over (on by default)"},
 			&cli.BoolFlag{Name: "client-side-copy", Usage: "copy by reading rows into enginemig and writing them back (holds the source lock only for reads, but is several times slower) instead of one REPLACE ... SELECT per chunk"},
 			&cli.DurationFlag{Name: "cutover-lock-wait", Value: def.LockWait, Usage: "how long one cut-over attempt may wait for the table lock (the application's worst stall for a failed attempt)"},
 			&cli.DurationFlag{Name: "cutover-catch-up", Value: def.CatchUp, Usage: "how long the table may stay locked while replay applies the last changes"},
@@ -86,6 +87,7 @@ func runApply(c *cli.Context) error {
 			Conn: conn, Schema: tg.schema, Table: tg.table, DryRun: c.Bool("dry-run"),
 			ChunkTime:   c.Duration("chunk-time"),
 			ClientSide:  c.Bool("client-side-copy"),
+			SkipVerify:  c.Bool("skip-verify"),
 			StateSchema: c.String("state-schema"),
 			ServerID:    uint32(c.Uint("server-id")),
 			Cutover: cutover.Config{LockWait: c.Duration("cutover-lock-wait"), CatchUp: c.Duration("cutover-catch-up"),
@@ -143,6 +145,9 @@ func printApplyResult(w io.Writer, r *migration.Result) {
 		r.ReplayEvents, r.DeferredIndex, r.IndexTime.Round(time.Millisecond), r.TotalTime.Round(time.Millisecond))
 	for _, ch := range r.ShadowChanges {
 		fmt.Fprintf(w, "  note: %s\n", ch)
+	}
+	if r.Verify != nil {
+		fmt.Fprintf(w, "  verified: %d rows in %d chunks, %d chunk(s) recopied\n", r.Verify.Rows, r.Verify.Chunks, r.Verify.Repaired)
 	}
 	for _, g := range r.Gates {
 		fmt.Fprintf(w, "  gate %s: %s\n", g.Gate, passWord(g.Pass))

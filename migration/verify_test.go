@@ -1,0 +1,52 @@
+package migration
+
+import (
+	"context"
+	"testing"
+
+	"github.com/enginemig/enginemig/dbconn"
+	"github.com/enginemig/enginemig/sandbox"
+)
+
+// Rows changed behind enginemig's back in the shadow (no binlog event for the source) must be
+// found by verification and repaired before the cut-over.
+func TestVerifyFindsAndRepairsCorruptedShadow(t *testing.T) {
+	schema, sdb := srv.FreshDatabase(t)
+	db := openControl(t, srv)
+	sandbox.MustExec(t, sdb, "CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(20), f FLOAT, n INT NULL) ENGINE=MyISAM",
+		"INSERT INTO t SELECT seq, CONCAT('v', seq), seq / 7, IF(seq % 3 = 0, NULL, seq) FROM seq_1_to_20000",
+		"CREATE TABLE ref LIKE t", "INSERT INTO ref SELECT * FROM t")
+	shadow := dbconn.QualifiedName(schema, "_t_new")
+	opts := testOptions(srv, schema, "t")
+	opts.Hook = func(ctx context.Context, stage string, _ *State) error {
+		if stage != "after-copy" {
+			return nil
+		}
+		// One changed row, one missing row, one extra row, one NULL turned into a value.
+		for _, q := range []string{
+			"UPDATE " + shadow + " SET v = 'corrupted' WHERE id = 17",
+			"DELETE FROM " + shadow + " WHERE id = 9000",
+			"INSERT INTO " + shadow + " (id, v) VALUES (30000, 'ghost')",
+			"UPDATE " + shadow + " SET n = 0 WHERE id = 3",
+		} {
+			if _, err := db.ExecContext(ctx, q); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	res, err := Run(context.Background(), db, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Verify == nil || res.Verify.Repaired == 0 {
+		t.Fatalf("verification repaired nothing: %+v", res.Verify)
+	}
+	t.Logf("verify: %+v", *res.Verify)
+	if diff := sameRows(t, db, schema, "t", "ref", []string{"id", "v", "f", "n"}, "id"); diff != "" {
+		t.Fatal(diff)
+	}
+	if diff := sameRows(t, db, schema, "ref", "t", []string{"id", "v", "f", "n"}, "id"); diff != "" {
+		t.Fatal(diff)
+	}
+}

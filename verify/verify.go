@@ -1,0 +1,267 @@
+// Package verify compares a source table and its shadow chunk by chunk at consistent points
+// (MyISAM has no snapshots, so each source chunk is briefly read-locked while replay catches up),
+// and recopies chunks that differ.
+package verify
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/enginemig/enginemig/binlog"
+	"github.com/enginemig/enginemig/dbconn"
+	"github.com/enginemig/enginemig/table"
+)
+
+// Replay is what verification needs from the replayer.
+type Replay interface {
+	WaitFor(ctx context.Context, p binlog.Position) error
+}
+
+// Config tunes verification.
+type Config struct {
+	// ChunkTime is the target time one chunk keeps the source read-locked.
+	ChunkTime time.Duration
+	// CatchUp bounds the wait for replay while the lock is held; a chunk that cannot catch up in
+	// time is unlocked and tried again.
+	CatchUp time.Duration
+	Log     func(format string, args ...any)
+}
+
+// Result counts what verification saw.
+type Result struct {
+	Chunks   int           `json:"chunks"`
+	Rows     int64         `json:"rows"`
+	Repaired int           `json:"repaired_chunks"`
+	LockTime time.Duration `json:"lock_ns"`
+	Duration time.Duration `json:"duration_ns"`
+}
+
+// ErrMismatch means a chunk still differed after being recopied.
+var ErrMismatch = errors.New("source and shadow differ")
+
+type verifier struct {
+	db      *sql.DB
+	src     string
+	dst     string
+	keyCols []string
+	sum     string
+	bound   [2]string
+	copy    [2]string
+	orphans [2]string
+	replay  Replay
+	cfg     Config
+}
+
+// Run verifies ti against its shadow named shadow. db is a control pool (it needs 3 connections).
+func Run(ctx context.Context, db *sql.DB, ti *table.Info, shadow string, replay Replay, cfg Config) (Result, error) {
+	if cfg.ChunkTime <= 0 {
+		cfg.ChunkTime = 20 * time.Millisecond
+	}
+	if cfg.CatchUp <= 0 {
+		cfg.CatchUp = time.Second
+	}
+	if cfg.Log == nil {
+		cfg.Log = func(string, ...any) {}
+	}
+	key, ok := ti.CopyKey()
+	if !ok {
+		return Result{}, fmt.Errorf("%s has no usable key", ti.QuotedName())
+	}
+	v := &verifier{db: db, src: ti.QuotedName(), dst: dbconn.QualifiedName(ti.Schema, shadow), replay: replay, cfg: cfg}
+	var cols, nulls, quotedKey []string
+	for _, c := range ti.CopyColumns() {
+		q := dbconn.QuoteIdent(c.Name)
+		cols = append(cols, "CAST("+q+" AS BINARY)")
+		nulls = append(nulls, "ISNULL("+q+")")
+	}
+	for _, k := range key.ColumnNames() {
+		quotedKey = append(quotedKey, dbconn.QuoteIdent(k))
+		v.keyCols = append(v.keyCols, k)
+	}
+	// CONCAT_WS skips NULLs, so the NULL flags keep NULL and '' apart.
+	v.sum = "SELECT COUNT(*), COALESCE(BIT_XOR(CRC32(CONCAT_WS('#', CONCAT(" + strings.Join(nulls, ",") + "), " + strings.Join(cols, ",") + "))), 0) FROM %s WHERE %s"
+	keyList := strings.Join(quotedKey, ",")
+	after := predicate(quotedKey, ">")
+	v.bound[0] = "SELECT " + keyList + " FROM " + v.src + " ORDER BY " + keyList + " LIMIT 1 OFFSET ?"
+	v.bound[1] = "SELECT " + keyList + " FROM " + v.src + " WHERE " + after + " ORDER BY " + keyList + " LIMIT 1 OFFSET ?"
+	names := make([]string, 0, len(ti.CopyColumns()))
+	for _, c := range ti.CopyColumns() {
+		names = append(names, dbconn.QuoteIdent(c.Name))
+	}
+	v.copy[0] = "REPLACE INTO " + v.dst + " (" + strings.Join(names, ",") + ") SELECT " + strings.Join(names, ",") + " FROM " + v.src + " WHERE %s"
+	var join []string
+	for _, k := range quotedKey {
+		join = append(join, "s."+k+" = "+v.dst+"."+k)
+	}
+	// Single-table DELETE with NOT EXISTS: a multi-table DELETE resolves its target alias
+	// against the session's default database, which the control connection does not have.
+	v.orphans[0] = "DELETE FROM " + v.dst + " WHERE %s AND NOT EXISTS (SELECT 1 FROM " + v.src + " s WHERE " + strings.Join(join, " AND ") + ")"
+	return v.run(ctx, quotedKey)
+}
+
+// predicate builds "key OP (?,...)" as OR-ed comparisons over the key columns, prefixed with
+// alias when given.
+func predicate(key []string, op string) string {
+	var terms []string
+	for i := range key {
+		var parts []string
+		for j := 0; j < i; j++ {
+			parts = append(parts, key[j]+" = ?")
+		}
+		parts = append(parts, key[i]+" "+op+" ?")
+		terms = append(terms, "("+strings.Join(parts, " AND ")+")")
+	}
+	return "(" + strings.Join(terms, " OR ") + ")"
+}
+
+func expand(key []any) []any {
+	var args []any
+	for i := range key {
+		args = append(args, key[:i+1]...)
+	}
+	return args
+}
+
+
+func (v *verifier) run(ctx context.Context, quotedKey []string) (Result, error) {
+	start := time.Now()
+	var res Result
+	var lo []any
+	size := 2000
+	for {
+		hi, err := v.boundary(ctx, lo, size)
+		if err != nil {
+			return res, err
+		}
+		where, args := v.rangeWhere(quotedKey, lo, hi, "")
+		t0 := time.Now()
+		rows, repaired, err := v.chunk(ctx, quotedKey, lo, hi, where, args)
+		took := time.Since(t0)
+		if err != nil {
+			return res, err
+		}
+		res.Chunks++
+		res.Rows += rows
+		res.LockTime += took
+		if repaired {
+			res.Repaired++
+		}
+		if hi == nil {
+			res.Duration = time.Since(start)
+			return res, nil
+		}
+		if took > 0 {
+			size = max(100, min(size*2, int(float64(size)*float64(v.cfg.ChunkTime)/float64(took))))
+		}
+		lo = hi
+	}
+}
+
+// rangeWhere is "lo < key <= hi" (open ends when nil), with columns prefixed by alias.
+func (v *verifier) rangeWhere(quotedKey []string, lo, hi []any, alias string) (string, []any) {
+	key := quotedKey
+	if alias != "" {
+		key = make([]string, len(quotedKey))
+		for i, k := range quotedKey {
+			key[i] = alias + "." + k
+		}
+	}
+	conds := []string{"1=1"}
+	var args []any
+	if lo != nil {
+		conds = append(conds, predicate(key, ">"))
+		args = append(args, expand(lo)...)
+	}
+	if hi != nil {
+		conds = append(conds, "NOT "+predicate(key, ">"))
+		args = append(args, expand(hi)...)
+	}
+	return strings.Join(conds, " AND "), args
+}
+
+func (v *verifier) boundary(ctx context.Context, lo []any, size int) ([]any, error) {
+	var row *sql.Row
+	if lo == nil {
+		row = v.db.QueryRowContext(ctx, v.bound[0], size-1)
+	} else {
+		row = v.db.QueryRowContext(ctx, v.bound[1], append(expand(lo), size-1)...)
+	}
+	vals := make([]any, len(v.keyCols))
+	ptrs := make([]any, len(vals))
+	for i := range vals {
+		ptrs[i] = &vals[i]
+	}
+	if err := row.Scan(ptrs...); errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	} else if err != nil {
+		return nil, fmt.Errorf("verify: chunk boundary: %w", err)
+	}
+	return vals, nil
+}
+
+// chunk compares one key range under a source READ lock, recopying it once if it differs.
+func (v *verifier) chunk(ctx context.Context, quotedKey []string, lo, hi []any, where string, args []any) (int64, bool, error) {
+	lockConn, err := v.db.Conn(ctx)
+	if err != nil {
+		return 0, false, err
+	}
+	defer lockConn.Close()
+	if _, err := lockConn.ExecContext(ctx, "LOCK TABLES "+v.src+" READ"); err != nil {
+		return 0, false, fmt.Errorf("verify: lock %s: %w", v.src, err)
+	}
+	defer lockConn.ExecContext(context.WithoutCancel(ctx), "UNLOCK TABLES")
+	// Nothing can change the source now; wait until every change made before is in the shadow.
+	pos, err := binlog.CurrentPosition(ctx, lockConn)
+	if err != nil {
+		return 0, false, err
+	}
+	waitCtx, cancel := context.WithTimeout(ctx, v.cfg.CatchUp)
+	err = v.replay.WaitFor(waitCtx, pos)
+	cancel()
+	if err != nil {
+		return 0, false, fmt.Errorf("verify: replay did not reach %s within %s", pos, v.cfg.CatchUp)
+	}
+	srcN, srcSum, err := v.checksum(ctx, lockConn, v.src, where, args)
+	if err != nil {
+		return 0, false, err
+	}
+	dstN, dstSum, err := v.checksum(ctx, v.db, v.dst, where, args)
+	if err != nil {
+		return 0, false, err
+	}
+	if srcN == dstN && srcSum == dstSum {
+		return srcN, false, nil
+	}
+	v.cfg.Log("verify: chunk %v..%v differs (source %d rows, shadow %d); recopying", lo, hi, srcN, dstN)
+	if _, err := v.db.ExecContext(ctx, fmt.Sprintf(v.copy[0], where), args...); err != nil {
+		return 0, false, fmt.Errorf("verify: recopy: %w", err)
+	}
+	dWhere, dArgs := v.rangeWhere(quotedKey, lo, hi, v.dst)
+	if _, err := v.db.ExecContext(ctx, fmt.Sprintf(v.orphans[0], dWhere), dArgs...); err != nil {
+		return 0, false, fmt.Errorf("verify: remove rows missing from the source: %w", err)
+	}
+	dstN, dstSum, err = v.checksum(ctx, v.db, v.dst, where, args)
+	if err != nil {
+		return 0, false, err
+	}
+	if srcN != dstN || srcSum != dstSum {
+		return 0, true, fmt.Errorf("%w in key range %v..%v after recopying (source %d rows, shadow %d)", ErrMismatch, lo, hi, srcN, dstN)
+	}
+	return srcN, true, nil
+}
+
+type querier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+func (v *verifier) checksum(ctx context.Context, q querier, tbl, where string, args []any) (int64, int64, error) {
+	var n, sum int64
+	if err := q.QueryRowContext(ctx, fmt.Sprintf(v.sum, tbl, where), args...).Scan(&n, &sum); err != nil {
+		return 0, 0, fmt.Errorf("verify: checksum %s: %w", tbl, err)
+	}
+	return n, sum, nil
+}
