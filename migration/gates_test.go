@@ -78,3 +78,25 @@ func TestParseGates(t *testing.T) {
 		t.Fatal("unknown gate accepted")
 	}
 }
+
+// A failing after-cutover watch must roll back to the MyISAM table, losslessly.
+func TestAfterCutoverGateFailureRollsBack(t *testing.T) {
+	schema, _ := gateTable(t)
+	db := openControl(t, srv)
+	opts := testOptions(srv, schema, "t")
+	opts.StateSchema = "_state_aftergate"
+	opts.Gates, _ = ParseGates("after-cutover")
+	opts.GateConfig = quickGates(1000, 1000)
+	_, err := Run(context.Background(), db, opts)
+	if outcome.CodeOf(err) != outcome.GateFailed || !strings.Contains(err.Error(), "rolled back") {
+		t.Fatalf("got %d %v", outcome.CodeOf(err), err)
+	}
+	if engineOf(t, db, schema, "t") != "MyISAM" || engineOf(t, db, schema, "_t_new") != "InnoDB" {
+		t.Fatal("not rolled back")
+	}
+	var n int
+	db.QueryRow("SELECT COUNT(*) FROM `" + schema + "`.t").Scan(&n)
+	if n != 3000 {
+		t.Fatalf("rows %d after rollback", n)
+	}
+}

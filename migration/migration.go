@@ -340,11 +340,16 @@ func (m *migrator) migrate(ctx context.Context, ddl table.ShadowDDL) (*Result, e
 		m.opts.Log("after-cutover gate: %s", passWord(g.Pass))
 		if !g.Pass {
 			m.hook(ctx, "failure")
-			return res, gateFailed(g, fmt.Sprintf("the table is converted and live as InnoDB; the MyISAM original is kept as %s. "+
-				"Automatic lossless rollback is not available yet: to swap back by hand (losing writes made since the cut-over) run "+
-				"RENAME TABLE %s TO %s, %s TO %s",
-				table.OldName(m.ti.Name), m.ti.QuotedName(), quotedIn(m.ti.Schema, "_"+m.ti.Name+"_failed"),
-				quotedIn(m.ti.Schema, table.OldName(m.ti.Name)), m.ti.QuotedName()))
+			m.opts.Log("after-cutover gate failed: rolling back to the MyISAM table, keeping the writes made since the cut-over")
+			rb, rerr := Rollback(context.WithoutCancel(ctx), m.db, RollbackOptions{Conn: m.opts.Conn, Schema: m.ti.Schema, Table: m.ti.Name,
+				StateSchema: m.opts.StateSchema, Cutover: m.opts.Cutover, Log: m.opts.Log})
+			m.hook(ctx, "rollback")
+			if rerr != nil {
+				return res, outcome.New(outcome.NeedsAttention, fmt.Errorf("after-cutover gate failed and the rollback failed: %w\n%s", rerr, g.String()),
+					"the InnoDB table is live; run `enginemig rollback` once the cause is fixed")
+			}
+			return res, gateFailed(g, fmt.Sprintf("rolled back: %s is MyISAM again with every write made since the cut-over (%d changes replayed); the InnoDB table is kept as %s",
+				m.ti.QuotedName(), rb.ReplayEvents, quotedIn(m.ti.Schema, rb.InnoDBTable)))
 		}
 	}
 	m.hook(ctx, "success")
