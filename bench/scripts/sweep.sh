@@ -5,7 +5,9 @@
 # measures the machine it runs on (numbers vary with load; run it on an idle machine, twice).
 #
 #   bench/scripts/sweep.sh [OUTDIR]        env: ROWS (2000000), THREADS (1,4,16,64), DURATION (10s),
-#                                               SYSBENCH_THREADS ("4 16"), SYSBENCH_TIME (10)
+#                                               SYSBENCH_THREADS ("4 16"), SYSBENCH_TIME (10), ROUNDS (2),
+#                                               SKIP_SWEEP=1 (only the sysbench comparison),
+#                                               PORT (use a running benchsandbox instead of starting one)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 out=${1:-/tmp/enginemig-bench}
@@ -15,6 +17,10 @@ duration=${DURATION:-10s}
 mkdir -p "$out"
 go build -o "$out/enginemig" ./cmd/enginemig
 go build -o "$out/benchsandbox" ./bench/cmd/benchsandbox
+if [ -n "${PORT:-}" ]; then
+  # Reuse a running benchsandbox (its port) instead of starting one.
+  echo "$PORT" >"$out/info"; sandbox_pid=
+else
 rm -f "$out/info"
 "$out/benchsandbox" -rows "$rows" -info "$out/info" 2>"$out/sandbox.log" &
 sandbox_pid=$!
@@ -23,6 +29,7 @@ while [ ! -s "$out/info" ]; do
   kill -0 $sandbox_pid 2>/dev/null || { cat "$out/sandbox.log"; exit 1; }
   sleep 1
 done
+fi
 port=$(head -1 "$out/info")
 empty="$out/empty.cnf"; : >"$empty"
 conn=(--defaults-file "$empty" --host 127.0.0.1 --port "$port" --user root --ssl-mode DISABLED --database game)
@@ -30,6 +37,7 @@ conn=(--defaults-file "$empty" --host 127.0.0.1 --port "$port" --user root --ssl
 bench=("$out/enginemig" bench "${conn[@]}" --on-live-table --table players_myisam --compare players_innodb
   --threads "$threads" --duration "$duration" --warmup 2s --seed 42)
 
+if [ -z "${SKIP_SWEEP:-}" ]; then
 echo "== PK mix 16:7:1 =="
 "${bench[@]}" --chart "$out/pk-mix.html" --output json >"$out/pk-mix.json"
 python3 - "$out/pk-mix.json" <<'PY' || true
@@ -52,14 +60,25 @@ for res in r["results"]:
         print(f'{res["engine"]:7} threads={s["threads"]:3} qps={t["qps"]:9.0f} p50={t["p50_ms"]:7.2f} p99={t["p99_ms"]:8.2f} max={t["max_ms"]:8.1f} reports={b["count"]} report_p50={b["p50_ms"]:.0f}ms')
 PY
 
-echo "== sysbench, same mix (bench/scripts/enginemig_mix.lua) =="
+fi
+
+echo "== sysbench vs enginemig bench, same mix, same table, alternating runs =="
+# Alternating the two tools, several rounds, spreads machine noise over both. client-cpu/query is
+# the load generator's own CPU (user+sys) per statement: the measure of its overhead that noise
+# from other processes disturbs least. (enginemig's includes its few setup queries and start-up.)
 for t in ${SYSBENCH_THREADS:-4 16}; do
   for table in players_myisam players_innodb; do
-    printf '%s threads=%s: ' "$table" "$t"
-    sysbench bench/scripts/enginemig_mix.lua --db-driver=mysql --mysql-host=127.0.0.1 --mysql-port="$port" --mysql-user=root \
-      --mysql-db=game --table="$table" --max_id="$rows" --threads="$t" --time="${SYSBENCH_TIME:-10}" \
-      --percentile=99 --rand-type=uniform --report-interval=0 run >"$out/sysbench-$table-$t.txt"
-    awk '/queries:/ && /per sec/ {gsub(/[()]/,""); q=$3} /99th percentile/ {p=$3} /ignored errors/ {e=$3} END {printf "qps=%s p99=%sms errors=%s\n", q, p, e}' "$out/sysbench-$table-$t.txt"
+    for round in $(seq "${ROUNDS:-2}"); do
+      /usr/bin/time -f "%U %S" -o "$out/cpu-sb" sysbench bench/scripts/enginemig_mix.lua --db-driver=mysql --mysql-host=127.0.0.1 --mysql-port="$port" --mysql-user=root \
+        --mysql-db=game --table="$table" --max_id="$rows" --threads="$t" --time="${SYSBENCH_TIME:-10}" \
+        --percentile=99 --rand-type=uniform --report-interval=0 run >"$out/sysbench-$table-$t-$round.txt"
+      sb=$(awk '/queries:/ && /per sec/ {gsub(/[()]/,""); q=$3} /99th percentile/ {p=$3} /ignored errors/ {e=$3} END {printf "qps=%.0f p99=%sms errors=%s", q, p, e}' "$out/sysbench-$table-$t-$round.txt")
+      sb="$sb client-cpu/query=$(awk -v n="$(awk '/queries:/ && /per sec/ {print $2}' "$out/sysbench-$table-$t-$round.txt")" '{printf "%.0fus", ($1+$2)/n*1e6}' "$out/cpu-sb")"
+      /usr/bin/time -f "%U %S" -o "$out/cpu-em" "$out/enginemig" bench "${conn[@]}" --on-live-table --table "$table" --threads "$t" --duration "${SYSBENCH_TIME:-10}s" \
+        --warmup 0s --output json 2>/dev/null >"$out/enginemig-$table-$t-$round.json"
+      em=$(python3 -c 'import json,sys; t=json.load(open(sys.argv[1]))["results"][0]["steps"][0]["total"]; u,s=map(float,open(sys.argv[2]).read().split()); print("qps=%.0f p99=%.2fms errors=%d client-cpu/query=%.0fus" % (t["qps"], t["p99_ms"], t["errors"], (u+s)/t["count"]*1e6))' "$out/enginemig-$table-$t-$round.json" "$out/cpu-em")
+      echo "$table threads=$t round=$round  sysbench: $sb  enginemig: $em"
+    done
   done
 done
 echo "charts: $out/pk-mix.html $out/report-scan.html"
