@@ -526,11 +526,16 @@ func (m *migrator) saveState(ctx context.Context, mutate func(*State)) {
 	}
 }
 
+// hook runs the user's hook with a fresh snapshot of the state.
 func (m *migrator) hook(ctx context.Context, stage string) error {
 	if m.opts.Hook == nil {
 		return nil
 	}
-	return m.opts.Hook(ctx, stage, &m.state)
+	m.saveState(ctx, func(*State) {})
+	m.stageMu.Lock()
+	snapshot := m.state
+	m.stageMu.Unlock()
+	return m.opts.Hook(ctx, stage, &snapshot)
 }
 
 // reportProgress calls Options.Progress periodically and saves the copy watermark to the state

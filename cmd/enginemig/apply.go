@@ -50,6 +50,8 @@ func applyCommand() *cli.Command {
 			&cli.IntFlag{Name: "gate-threads", Value: bench.DefaultGateThreads, Usage: "client threads a gate benchmarks with (use the application's concurrency)", Category: "Gates"},
 			&cli.DurationFlag{Name: "gate-duration", Value: bench.DefaultGateDuration, Usage: "measurement time per side of a gate", Category: "Gates"},
 			&cli.IntFlag{Name: "gate-sample-rows", Value: bench.DefaultSampleRows, Usage: "rows copied into the before-copy gate's scratch tables", Category: "Gates"},
+			&cli.StringFlag{Name: "hook", Usage: "shell command run at each stage (start, before-copy, after-copy, before-cutover, success, failure, rollback) with ENGINEMIG_STAGE, ENGINEMIG_SCHEMA, ENGINEMIG_TABLE, ENGINEMIG_ROWS_COPIED, ENGINEMIG_BINLOG_* in its environment; a failing start/before-* hook stops the migration cleanly"},
+			&cli.DurationFlag{Name: "hook-timeout", Value: time.Minute, Usage: "how long a hook may run"},
 			&cli.StringFlag{Name: "state-schema", Value: migration.DefaultStateSchema, Usage: "schema holding enginemig's state table (created if missing)"},
 			&cli.UintFlag{Name: "server-id", Usage: "server_id for the binlog connection (default: random; must not clash with replicas)"},
 			&cli.StringFlag{Name: "output", Value: "text", Usage: "text or json (a JSON summary on stdout at the end)"},
@@ -101,6 +103,9 @@ func runApply(c *cli.Context) error {
 		display := newProgressDisplay(c.App.ErrWriter, !c.Bool("no-progress"), fmt.Sprintf("%s.%s", tg.schema, tg.table))
 		opts.Progress = display.update
 		opts.Log = display.log
+		if h := c.String("hook"); h != "" {
+			opts.Hook = migration.CommandHook(h, c.Duration("hook-timeout"), display.log)
+		}
 		res, err := migration.Run(ctx, db, opts)
 		display.finish()
 		if res != nil && c.String("output") == "text" {
