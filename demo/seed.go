@@ -2,7 +2,11 @@ package demo
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
+
+	"github.com/go-sql-driver/mysql"
 
 	"github.com/enginemig/enginemig/dbconn"
 )
@@ -78,6 +82,10 @@ SELECT seq DIV 2 + 1, CONCAT('baby-', seq), 1 + seq %% 3, '2025-01-01' + INTERVA
 func seed(ctx context.Context, db execer, schema string, rows int64) error {
 	for _, stmt := range seedStatements(schema, rows) {
 		if _, err := db.ExecContext(ctx, stmt); err != nil {
+			var me *mysql.MySQLError
+			if errors.As(err, &me) && me.Number == 1146 && strings.Contains(stmt, "seq_1_to_") {
+				return fmt.Errorf("seed %s: %w; the demo seeds with MariaDB's sequence engine, which this server lacks (MySQL?): run the demo without connection flags to use its own MariaDB sandbox", schema, err)
+			}
 			return fmt.Errorf("seed %s: %w", schema, err)
 		}
 	}
