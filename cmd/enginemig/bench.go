@@ -85,6 +85,9 @@ func runBench(c *cli.Context) error {
 		if opts.Mix, err = bench.AutoMix(c.Context, db, opts.Schema, opts.Table); err != nil {
 			return outcome.New(outcome.Usage, err, "")
 		}
+		if err := opts.Config.Validate(); err != nil {
+			return outcome.New(outcome.Usage, err, "the table's observed mix writes; drop --read-only or give a SELECT-only --mix")
+		}
 	}
 	opts.Progress = func(line string) { fmt.Fprintln(os.Stderr, "bench:", line) }
 	rep, err := bench.Run(c.Context, db, opts)
