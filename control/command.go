@@ -33,26 +33,36 @@ type Command struct {
 // commandHelp lists every command with what it does; help and error replies are built from it.
 var commandHelp = []struct{ syntax, what string }{
 	{"status", "JSON snapshot of the migration"},
-	{"pause", "pause the copy (binlog replay continues)"},
+	{"pause", "pause the copy; binlog replay continues"},
 	{"resume", "resume the copy"},
 	{"abort", "stop the migration cleanly; the original table stays in place"},
 	{"release-cutover", "let a postponed cut-over proceed"},
 	{"chunk-time=DURATION", "target lock time per copy chunk, e.g. 20ms"},
 	{"max-lag=DURATION", "pause the copy while a replica lags more, e.g. 2s"},
-	{"max-threads-running=N", "pause the copy while Threads_running exceeds N (0: off)"},
+	{"max-threads-running=N", "pause the copy while Threads_running exceeds N; 0 turns it off"},
 	{"help", "this list"},
 }
 
-// HelpText is the one-line list of commands.
+// HelpText is the one-line list of commands with what each does (the reply to help).
 func HelpText() string {
 	parts := make([]string, len(commandHelp))
 	for i, c := range commandHelp {
-		parts[i] = c.syntax + " (" + c.what + ")"
+		parts[i] = c.syntax + " - " + c.what
 	}
-	return "commands: " + strings.Join(parts, ", ")
+	return strings.Join(parts, " | ")
 }
 
-func commandNames() string {
+// HelpLines lists the commands one per entry, for multi-line help.
+func HelpLines() []string {
+	lines := make([]string, len(commandHelp))
+	for i, c := range commandHelp {
+		lines[i] = fmt.Sprintf("%-22s %s", c.syntax, c.what)
+	}
+	return lines
+}
+
+// CommandNames lists the command syntaxes, for short error messages.
+func CommandNames() string {
 	names := make([]string, len(commandHelp))
 	for i, c := range commandHelp {
 		names[i] = c.syntax
@@ -92,9 +102,9 @@ func Parse(line string) (Command, error) {
 		}
 		return Command{Name: name, Int: n}, nil
 	case "":
-		return Command{}, fmt.Errorf("empty command; commands: %s", commandNames())
+		return Command{}, fmt.Errorf("empty command; commands: %s", CommandNames())
 	}
-	return Command{}, fmt.Errorf("unknown command %q; commands: %s", line, commandNames())
+	return Command{}, fmt.Errorf("unknown command %q; commands: %s", line, CommandNames())
 }
 
 func example(name string) string {
