@@ -131,8 +131,8 @@ func (g GateResult) String() string {
 	if name == "" {
 		name = "benchmark"
 	}
-	fmt.Fprintf(&b, "gate %s: %s — %s (%s) vs %s (%s), mix %s; thresholds: qps ratio >= %.2f, p99 ratio <= %.2f\n",
-		name, verdict, g.After.Label, g.After.Engine, g.Before.Label, g.Before.Engine, g.Mix, g.Thresholds.MinQPSRatio, g.Thresholds.MaxP99Ratio)
+	fmt.Fprintf(&b, "gate %s: %s — %s vs %s, mix %s; thresholds: qps ratio >= %.2f, p99 ratio <= %.2f\n",
+		name, verdict, sideName(g.After), sideName(g.Before), g.Mix, g.Thresholds.MinQPSRatio, g.Thresholds.MaxP99Ratio)
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "threads\tside\tqps\tp50 ms\tp95 ms\tp99 ms\tmax ms\terrors\t")
 	for _, s := range g.Steps {
@@ -262,4 +262,12 @@ func ProbeReadOnly(ctx context.Context, db *sql.DB, schema, table string, cfg Ga
 		return Result{}, fmt.Errorf("probe %s.%s: %w", schema, table, err)
 	}
 	return results[0], nil
+}
+
+// sideName is the label, with the engine when the label does not already say it.
+func sideName(r Result) string {
+	if r.Engine == "" || r.Engine == r.Label {
+		return r.Label
+	}
+	return r.Label + " (" + r.Engine + ")"
 }
