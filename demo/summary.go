@@ -116,6 +116,14 @@ func (s *Summary) WriteText(w io.Writer) {
 	fmt.Fprintf(w, "  application: %d queries (%.0f/s), %d errors (expected 0), longest stall %s\n",
 		l.Queries, l.QPS, l.Errors, l.MaxStall.Round(time.Millisecond))
 	c := s.Check
+	if c.RowsChecked == 0 {
+		// The check runs only at the end; an interrupted or failed demo has nothing to show there.
+		fmt.Fprintf(w, "  total time %s\n\nNOT OK:\n", s.TotalTime.Round(time.Second))
+		for _, p := range s.Problems {
+			fmt.Fprintf(w, "  - %s\n", p)
+		}
+		return
+	}
 	fmt.Fprintf(w, "  acknowledged writes: %d; all %d rows of the final table checked against them and the seed:\n", c.Acknowledged, c.RowsChecked)
 	fmt.Fprintf(w, "    %d missing, %d with a wrong value, %d unexpected, %d stale reads, %d undecidable (a write failed)\n",
 		c.Missing, c.Wrong, c.Unexpected, l.StaleRead, c.Unsure)
