@@ -10,9 +10,12 @@ import (
 
 // Batch limits: a batch is applied in one transaction, so larger batches mean fewer commits;
 // the delay bounds how long a change waits to be applied when the stream is quiet.
+// A batch also ends when the stream is idle for batchIdleGap: waiting the whole maxBatchDelay
+// for events that are not coming would add that delay to every catch-up (cut-over, verify).
 const (
 	maxBatchChanges = 2000
 	maxBatchDelay   = 20 * time.Millisecond
+	batchIdleGap    = time.Millisecond
 )
 
 // Replayer applies the stream's changes to the shadow, batch by batch, and tracks how far it got.
@@ -26,23 +29,25 @@ type Replayer struct {
 	// Skip, when set, drops changes to keys the copy has not reached (called under Gate).
 	Skip func(key []any) bool
 
-	mu      sync.Mutex
-	applied Position
-	waiters []chan struct{}
-	events  atomic.Int64
-	ops     atomic.Int64
-	behind  atomic.Bool
+	mu       sync.Mutex
+	applied  Position
+	resumeAt Position // last group boundary at or before applied
+	waiters  []chan struct{}
+	events   atomic.Int64
+	ops      atomic.Int64
+	behind   atomic.Bool
 }
 
 // NewReplayer replays stream through applier, starting from the stream's current position.
 func NewReplayer(stream *Stream, applier *Applier, gate sync.Locker) *Replayer {
-	return &Replayer{stream: stream, applier: applier, Gate: gate, applied: stream.Position()}
+	p := stream.Position()
+	return &Replayer{stream: stream, applier: applier, Gate: gate, applied: p, resumeAt: p}
 }
 
 // Run applies changes until ctx ends or an error occurs.
 func (r *Replayer) Run(ctx context.Context) error {
 	for {
-		batch, pos, err := r.collect(ctx)
+		batch, pos, boundary, err := r.collect(ctx)
 		if err != nil {
 			if errors.Is(err, context.Canceled) && ctx.Err() != nil {
 				return nil
@@ -62,18 +67,23 @@ func (r *Replayer) Run(ctx context.Context) error {
 			r.events.Add(int64(len(batch)))
 			r.ops.Add(int64(n))
 		}
-		r.setApplied(pos)
+		r.setApplied(pos, boundary)
 	}
 }
 
-// collect blocks for one event, then takes whatever else arrives within maxBatchDelay.
-func (r *Replayer) collect(ctx context.Context) ([]Change, Position, error) {
+// collect blocks for one event, then takes whatever else arrives within maxBatchDelay. It
+// returns the position after the batch and the last group boundary within it (zero if none).
+func (r *Replayer) collect(ctx context.Context) ([]Change, Position, Position, error) {
 	item, err := r.stream.Next(ctx)
 	if err != nil {
-		return nil, Position{}, err
+		return nil, Position{}, Position{}, err
 	}
 	batch := item.Changes
 	pos := item.Pos
+	var boundary Position
+	if item.Boundary {
+		boundary = item.Pos
+	}
 	deadline := time.Now().Add(maxBatchDelay)
 	for len(batch) < maxBatchChanges {
 		wait := time.Until(deadline)
@@ -81,28 +91,35 @@ func (r *Replayer) collect(ctx context.Context) ([]Change, Position, error) {
 			r.behind.Store(true)
 			break
 		}
+		wait = min(wait, batchIdleGap)
 		waitCtx, cancel := context.WithTimeout(ctx, wait)
 		item, err := r.stream.Next(waitCtx)
 		cancel()
 		if err != nil {
 			if ctx.Err() != nil {
-				return nil, Position{}, ctx.Err()
+				return nil, Position{}, Position{}, ctx.Err()
 			}
 			if errors.Is(err, context.DeadlineExceeded) {
 				r.behind.Store(false) // drained: nothing else was waiting
 				break
 			}
-			return nil, Position{}, err
+			return nil, Position{}, Position{}, err
 		}
 		batch = append(batch, item.Changes...)
 		pos = item.Pos
+		if item.Boundary {
+			boundary = item.Pos
+		}
 	}
-	return batch, pos, nil
+	return batch, pos, boundary, nil
 }
 
-func (r *Replayer) setApplied(p Position) {
+func (r *Replayer) setApplied(p, boundary Position) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if boundary.Name != "" && boundary.Compare(r.resumeAt) > 0 {
+		r.resumeAt = boundary
+	}
 	if p.Name == "" || p.Compare(r.applied) <= 0 {
 		return
 	}
@@ -111,6 +128,14 @@ func (r *Replayer) setApplied(p Position) {
 		close(w)
 	}
 	r.waiters = nil
+}
+
+// ResumeAt is the newest position at a transaction boundary up to which every change has been
+// applied: where a resumed stream may restart.
+func (r *Replayer) ResumeAt() Position {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.resumeAt
 }
 
 // Applied is the position up to which every change has been applied.

@@ -50,6 +50,9 @@ type Stream struct {
 type Item struct {
 	Changes []Change
 	Pos     Position
+	// Boundary is true when Pos ends a transaction or statement group, so a stream can be
+	// restarted there (mid-group, the table map a rows event refers to would be missing).
+	Boundary bool
 }
 
 // OpenStream connects as a replica and starts streaming at start.
@@ -118,7 +121,10 @@ func (s *Stream) Next(ctx context.Context) (Item, error) {
 	case *replication.RotateEvent:
 		s.file = string(e.NextLogName)
 		s.pos = Position{Name: s.file, Pos: uint32(e.Position)}
-		return Item{Pos: s.pos}, nil
+		return Item{Pos: s.pos, Boundary: true}, nil
+	case *replication.XIDEvent:
+		s.advance(ev.Header)
+		return Item{Pos: s.pos, Boundary: true}, nil
 	case *replication.RowsEvent:
 		s.advance(ev.Header)
 		if !s.ours(e.Table) {
@@ -131,7 +137,8 @@ func (s *Stream) Next(ctx context.Context) (Item, error) {
 		if s.touchesTable(e) {
 			return Item{Pos: s.pos}, fmt.Errorf("%w: %q at %s", ErrTableChanged, truncate(string(e.Query), 200), s.pos)
 		}
-		return Item{Pos: s.pos}, nil
+		// COMMIT ends a group; BEGIN starts one; any other statement (DDL) is a group of its own.
+		return Item{Pos: s.pos, Boundary: !strings.EqualFold(strings.TrimSpace(string(e.Query)), "BEGIN")}, nil
 	default:
 		s.advance(ev.Header)
 		return Item{Pos: s.pos}, nil

@@ -93,12 +93,14 @@ func (c *Copier) runServerSide(ctx context.Context, after []any) error {
 }
 
 // boundary returns the key of the limit-th row after `after`, or nil when fewer rows remain.
+// It uses the binary protocol so integer keys come back as integers: compared as text, a key
+// above 2^53 would be compared as an inexact double.
 func (c *Copier) boundary(ctx context.Context, after []any, limit int) ([]any, error) {
 	var row *sql.Row
 	if after == nil {
-		row = c.writer.QueryRowContext(ctx, c.ss.boundFirst, limit-1)
+		row = c.reader.QueryRowContext(ctx, c.ss.boundFirst, limit-1)
 	} else {
-		row = c.writer.QueryRowContext(ctx, c.ss.boundNext, append(afterArgs(after), limit-1)...)
+		row = c.reader.QueryRowContext(ctx, c.ss.boundNext, append(afterArgs(after), limit-1)...)
 	}
 	vals := make([]any, len(c.keyCols))
 	ptrs := make([]any, len(vals))

@@ -50,12 +50,14 @@ type Replay interface {
 
 // Swap describes one rename: From becomes Aside, To becomes From. For a migration From is the
 // original table, To the shadow `_t_new`, Aside `_t_old`; for a rollback To is `_t_old` and Aside
-// a name for the InnoDB table.
+// a name for the InnoDB table. Sentry is the placeholder (see table.SwapName): the swap renames
+// From to Sentry, then Sentry to Aside.
 type Swap struct {
 	Schema string
 	From   string
 	To     string
 	Aside  string
+	Sentry string
 }
 
 // Result reports what the swap cost.
@@ -69,8 +71,8 @@ type Result struct {
 var ErrGaveUp = errors.New("cut-over gave up")
 
 // Run performs the swap. beforeRename runs while the tables are locked and replay has caught up
-// (e.g. to carry AUTO_INCREMENT over); it must not touch From or Aside.
-func Run(ctx context.Context, db *sql.DB, sw Swap, replay Replay, cfg Config, beforeRename func(context.Context) error) (Result, error) {
+// to pos (e.g. to carry AUTO_INCREMENT over and record pos); it must not touch From or Aside.
+func Run(ctx context.Context, db *sql.DB, sw Swap, replay Replay, cfg Config, beforeRename func(ctx context.Context, pos binlog.Position) error) (Result, error) {
 	if cfg.Log == nil {
 		cfg.Log = func(string, ...any) {}
 	}
@@ -85,7 +87,17 @@ func Run(ctx context.Context, db *sql.DB, sw Swap, replay Replay, cfg Config, be
 		held, pos, err := attempt(ctx, db, sw, replay, cfg, beforeRename)
 		if err == nil {
 			res.Position, res.LockHeld = pos, held
-			return res, nil
+			// Out of the application's way now: move the original from the sentry's name to
+			// its kept name. Retried, because failing here leaves it under the sentry name.
+			var rerr error
+			for i := 0; i < 5; i++ {
+				if _, rerr = db.ExecContext(context.WithoutCancel(ctx), fmt.Sprintf("RENAME TABLE %s TO %s",
+					dbconn.QualifiedName(sw.Schema, sw.Sentry), dbconn.QualifiedName(sw.Schema, sw.Aside))); rerr == nil {
+					return res, nil
+				}
+				time.Sleep(200 * time.Millisecond)
+			}
+			return res, &SwappedError{Err: fmt.Errorf("swap done, but the original stays as %s: rename to %s failed: %w", sw.Sentry, sw.Aside, rerr)}
 		}
 		if ctx.Err() != nil {
 			return res, ctx.Err()
@@ -106,14 +118,20 @@ func Run(ctx context.Context, db *sql.DB, sw Swap, replay Replay, cfg Config, be
 	return res, fmt.Errorf("%w after %d attempts (last: %v); the original table is in place", ErrGaveUp, res.Attempts, lastErr)
 }
 
+// SwappedError means the swap itself succeeded but a follow-up step failed.
+type SwappedError struct{ Err error }
+
+func (e *SwappedError) Error() string { return e.Err.Error() }
+func (e *SwappedError) Unwrap() error { return e.Err }
+
 // fatalError stops retrying (e.g. a table that should not exist does).
 type fatalError struct{ err error }
 
 func (f *fatalError) Error() string { return f.err.Error() }
 
-func attempt(ctx context.Context, db *sql.DB, sw Swap, replay Replay, cfg Config, beforeRename func(context.Context) error) (time.Duration, binlog.Position, error) {
+func attempt(ctx context.Context, db *sql.DB, sw Swap, replay Replay, cfg Config, beforeRename func(context.Context, binlog.Position) error) (time.Duration, binlog.Position, error) {
 	from := dbconn.QualifiedName(sw.Schema, sw.From)
-	aside := dbconn.QualifiedName(sw.Schema, sw.Aside)
+	aside := dbconn.QualifiedName(sw.Schema, sw.Sentry)
 	to := dbconn.QualifiedName(sw.Schema, sw.To)
 
 	connA, err := db.Conn(ctx)
@@ -133,7 +151,7 @@ func attempt(ctx context.Context, db *sql.DB, sw Swap, replay Replay, cfg Config
 	sentryDropped := false
 	defer func() {
 		if !sentryDropped {
-			dropSentry(context.WithoutCancel(ctx), db, sw.Schema, sw.Aside)
+			dropSentry(context.WithoutCancel(ctx), db, sw.Schema, sw.Sentry)
 		}
 	}()
 	connA.ExecContext(ctx, "SET SESSION lock_wait_timeout = 1")
@@ -162,7 +180,7 @@ func attempt(ctx context.Context, db *sql.DB, sw Swap, replay Replay, cfg Config
 		return 0, pos, fmt.Errorf("replay did not reach %s within %s while the table was locked", pos, cfg.CatchUp)
 	}
 	if beforeRename != nil {
-		if err := beforeRename(ctx); err != nil {
+		if err := beforeRename(ctx, pos); err != nil {
 			return 0, pos, fmt.Errorf("before rename: %w", err)
 		}
 	}

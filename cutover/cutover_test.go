@@ -82,7 +82,7 @@ func fastConfig() Config {
 }
 
 func swapOf(schema string) Swap {
-	return Swap{Schema: schema, From: "t", To: "_t_new", Aside: "_t_old"}
+	return Swap{Schema: schema, From: "t", To: "_t_new", Aside: "_t_old", Sentry: "t_emswap"}
 }
 
 func TestSwapWaitsForLongSelectWithoutStallingReaders(t *testing.T) {
@@ -142,7 +142,7 @@ func TestSwapUnderHeldReadLockKeepsStallsWithinBudgetAndGivesUpCleanly(t *testin
 	if !errors.Is(err, ErrGaveUp) {
 		t.Fatalf("want ErrGaveUp, got %v", err)
 	}
-	if engine(db, "t") != "MyISAM" || engine(db, "_t_new") != "InnoDB" || engine(db, "_t_old") != "" {
+	if engine(db, "t") != "MyISAM" || engine(db, "_t_new") != "InnoDB" || engine(db, "_t_old") != "" || engine(db, "t_emswap") != "" {
 		t.Fatal("tables changed by a failed cut-over (or sentry left behind)")
 	}
 	if errs > 0 {
@@ -168,7 +168,7 @@ func TestKillingLockHolderMidSwapLeavesOriginal(t *testing.T) {
 	if !errors.Is(err, ErrGaveUp) {
 		t.Fatalf("want ErrGaveUp, got %v", err)
 	}
-	if engine(db, "t") != "MyISAM" || engine(db, "_t_new") != "InnoDB" || engine(db, "_t_old") != "" {
+	if engine(db, "t") != "MyISAM" || engine(db, "_t_new") != "InnoDB" || engine(db, "_t_old") != "" || engine(db, "t_emswap") != "" {
 		t.Fatalf("after killed swap: t=%s _t_new=%s _t_old=%s", engine(db, "t"), engine(db, "_t_new"), engine(db, "_t_old"))
 	}
 	var n, sum int
@@ -182,5 +182,51 @@ func TestKillingLockHolderMidSwapLeavesOriginal(t *testing.T) {
 	}
 	if engine(db, "t") != "InnoDB" {
 		t.Fatal("retry did not swap")
+	}
+}
+
+// No application write may land in the old table once the cut-over holds the lock: such a write
+// would be acknowledged but missing from the new table. The rename must be queued on the table
+// itself (not on the sentry) when the lock is released, so it goes before the queued writes.
+func TestNoWriteLandsInOldTableAfterLock(t *testing.T) {
+	for round := 0; round < 5; round++ {
+		schema, db := srv.FreshDatabase(t)
+		db.SetMaxOpenConns(30)
+		sandbox.MustExec(t, db,
+			"CREATE TABLE t (id INT PRIMARY KEY, at BIGINT NOT NULL) ENGINE=MyISAM",
+			"CREATE TABLE _t_new (id INT PRIMARY KEY, at BIGINT NOT NULL) ENGINE=InnoDB")
+		ctx, stop := context.WithCancel(context.Background())
+		var next atomic.Int64
+		var wg sync.WaitGroup
+		for w := 0; w < 12; w++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for ctx.Err() == nil {
+					id := next.Add(1)
+					// at = when the statement started, in ns: a write that started after the
+					// lock was granted and still went to the old table is the bug.
+					db.Exec("INSERT INTO t VALUES (?, ?)", id, time.Now().UnixNano())
+				}
+			}()
+		}
+		time.Sleep(100 * time.Millisecond)
+		var lockedAt atomic.Int64
+		cfg := fastConfig()
+		res, err := Run(context.Background(), db, swapOf(schema), caughtUp{}, cfg, func(context.Context, binlog.Position) error {
+			lockedAt.Store(time.Now().UnixNano())
+			return nil
+		})
+		time.Sleep(50 * time.Millisecond)
+		stop()
+		wg.Wait()
+		if err != nil {
+			t.Fatalf("swap: %v", err)
+		}
+		var late int
+		db.QueryRow("SELECT COUNT(*) FROM _t_old WHERE at > ?", lockedAt.Load()).Scan(&late)
+		if late > 0 {
+			t.Fatalf("round %d: %d writes that started after the table was locked went to the old table (lock held %s)", round, late, res.LockHeld)
+		}
 	}
 }

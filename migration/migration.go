@@ -49,6 +49,12 @@ type Options struct {
 	GateConfig bench.GateConfig
 	// Hooks run at stage boundaries (nil: none). An error from a before-* hook stops the migration.
 	Hook func(ctx context.Context, stage string, st *State) error
+
+	// Test seams: simulate the process dying (no cleanup) after this many copied rows or on
+	// entering a stage; save progress this often (default 2 s).
+	crashAfterRows int64
+	crashAtStage   string
+	saveEvery      time.Duration
 }
 
 // Progress is a snapshot for progress displays.
@@ -102,6 +108,9 @@ func Run(ctx context.Context, db *sql.DB, opts Options) (*Result, error) {
 	if m.opts.ProgressEvery == 0 {
 		m.opts.ProgressEvery = 500 * time.Millisecond
 	}
+	if m.opts.saveEvery == 0 {
+		m.opts.saveEvery = 2 * time.Second
+	}
 	if m.opts.ServerID == 0 {
 		m.opts.ServerID = 1<<30 + rand.Uint32N(1<<30)
 	}
@@ -132,34 +141,67 @@ func (m *migrator) run(ctx context.Context) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := checkTable(ctx, m.db, ti); err != nil {
+	lock, err := lockTable(ctx, m.opts.Conn, ti.Schema, ti.Name)
+	if err != nil {
 		return nil, err
+	}
+	defer lock.Close()
+
+	// An earlier run that died leaves its record in progress: resume it, or settle it first.
+	m.store = NewStore(m.db, m.opts.StateSchema)
+	var resume *State
+	if prev, err := m.unfinished(ctx); err != nil {
+		return nil, err
+	} else if prev != nil {
+		var done bool
+		resume, done, err = m.settleInterrupted(ctx, prev)
+		if err != nil {
+			return nil, outcome.New(outcome.NeedsAttention, fmt.Errorf("settle interrupted migration #%d: %w", prev.ID, err), "")
+		}
+		if done {
+			return &Result{Schema: ti.Schema, Table: ti.Name, ID: prev.ID, OldTable: table.OldName(ti.Name)}, nil
+		}
+		if ti, err = loadTable(ctx, m.db, m.opts.Schema, m.opts.Table); err != nil {
+			return nil, err
+		}
+	}
+	m.ti = ti
+	if resume == nil {
+		if err := checkTable(ctx, m.db, ti); err != nil {
+			return nil, err
+		}
 	}
 	if err := planBlockers(ctx, m.db, ti, m.opts.Log); err != nil {
 		return nil, err
 	}
-	m.ti = ti
 	ddl, err := ti.Shadow(table.ShadowName(ti.Name), true)
 	if err != nil {
 		return nil, outcome.New(outcome.Refused, err, "")
 	}
-	sample, err := m.sampleGate(ctx)
-	if err != nil {
-		return nil, err
+	var sample *bench.GateResult
+	if resume == nil {
+		if sample, err = m.sampleGate(ctx); err != nil {
+			return nil, err
+		}
 	}
-	m.store = NewStore(m.db, m.opts.StateSchema)
 	if err := m.store.Ensure(ctx); err != nil {
 		return nil, outcome.New(outcome.Refused, err, "")
 	}
-	m.state = State{Schema: ti.Schema, Table: ti.Name, Stage: StagePreflight, DryRun: m.opts.DryRun, RowsTotal: ti.Rows}
-	if err := m.store.Begin(ctx, &m.state); err != nil {
-		return nil, outcome.New(outcome.Refused, err, "")
+	if resume != nil {
+		m.state = *resume
+		m.opts.Log("resuming migration #%d from %s (copy watermark %s, binlog %s:%d)", resume.ID, resume.Stage,
+			orNone(resume.Watermark), resume.AppliedFile, resume.AppliedPos)
+	} else {
+		m.state = State{Schema: ti.Schema, Table: ti.Name, Stage: StagePreflight, DryRun: m.opts.DryRun, RowsTotal: ti.Rows}
+		if err := m.store.Begin(ctx, &m.state); err != nil {
+			return nil, outcome.New(outcome.Refused, err, "")
+		}
 	}
 	if err := m.hook(ctx, "start"); err != nil {
-		return nil, m.fail(ctx, outcome.New(outcome.FailedSafe, err, ""), false)
+		return nil, m.fail(ctx, outcome.New(outcome.FailedSafe, err, ""), resume != nil)
 	}
 
-	res, err := m.migrate(ctx, ddl)
+	res, err := m.migrate(ctx, ddl, resume)
 	if err != nil {
 		return nil, err
 	}
@@ -169,7 +211,7 @@ func (m *migrator) run(ctx context.Context) (*Result, error) {
 	return res, nil
 }
 
-func (m *migrator) migrate(ctx context.Context, ddl table.ShadowDDL) (*Result, error) {
+func (m *migrator) migrate(ctx context.Context, ddl table.ShadowDDL, resume *State) (*Result, error) {
 	res := &Result{Schema: m.ti.Schema, Table: m.ti.Name, DryRun: m.opts.DryRun, ID: m.state.ID,
 		DeferredIndex: len(ddl.Deferred), ShadowChanges: ddl.Changes}
 	var err error
@@ -182,19 +224,43 @@ func (m *migrator) migrate(ctx context.Context, ddl table.ShadowDDL) (*Result, e
 	}
 	defer m.writer.Close()
 
-	if _, err := m.db.ExecContext(ctx, ddl.Create); err != nil {
-		return nil, m.fail(ctx, outcome.New(outcome.Refused, fmt.Errorf("create shadow table: %w", err), "run `enginemig plan` for this table"), false)
+	var startPos binlog.Position
+	var resumeAfter []any
+	deferred := ddl.Deferred
+	if resume == nil {
+		if _, err := m.db.ExecContext(ctx, ddl.Create); err != nil {
+			return nil, m.fail(ctx, outcome.New(outcome.Refused, fmt.Errorf("create shadow table: %w", err), "run `enginemig plan` for this table"), false)
+		}
 	}
 	shadowCreated := true
-	// From here on, failures must drop the shadow so a retry starts clean.
-	fail := func(err error) (*Result, error) { return nil, m.fail(ctx, err, shadowCreated) }
-
-	// Capture starts before the first row is read: every change after this point is replayed.
-	startPos, err := binlog.CurrentPosition(ctx, m.db)
-	if err != nil {
-		return fail(err)
+	// From here on, failures drop the shadow so a retry starts clean, except when the connection
+	// to the server was lost: then the next run resumes from the state table.
+	fail := func(err error) (*Result, error) {
+		if errors.Is(err, errSimulatedCrash) {
+			return nil, err
+		}
+		if isConnectionLoss(err) && ctx.Err() == nil {
+			return nil, m.suspend(ctx, err)
+		}
+		return nil, m.fail(ctx, err, shadowCreated)
 	}
-	m.saveState(ctx, func(st *State) { st.StartFile, st.StartPos = startPos.Name, startPos.Pos })
+	if resume != nil {
+		var err error
+		if resumeAfter, deferred, err = m.prepareResume(ctx, resume, ddl.Deferred); err != nil {
+			return fail(err)
+		}
+		startPos = binlog.Position{Name: resume.AppliedFile, Pos: resume.AppliedPos}
+	} else {
+		// Capture starts before the first row is read: every change after this point is replayed.
+		var err error
+		if startPos, err = binlog.CurrentPosition(ctx, m.db); err != nil {
+			return fail(err)
+		}
+		m.saveState(ctx, func(st *State) {
+			st.StartFile, st.StartPos = startPos.Name, startPos.Pos
+			st.AppliedFile, st.AppliedPos = startPos.Name, startPos.Pos
+		})
+	}
 	version := ""
 	m.db.QueryRowContext(ctx, "SELECT VERSION()").Scan(&version)
 	m.stream, err = binlog.OpenStream(ctx, binlog.StreamConfig{Conn: m.opts.Conn, Flavor: binlog.Flavor(version),
@@ -208,7 +274,8 @@ func (m *migrator) migrate(ctx context.Context, ddl table.ShadowDDL) (*Result, e
 		return fail(err)
 	}
 	gate := &sync.RWMutex{}
-	m.copy, err = copier.New(m.reader, m.writer, m.ti, table.ShadowName(m.ti.Name), gate, copier.Config{ChunkTime: m.opts.ChunkTime, ClientSide: m.opts.ClientSide})
+	m.copy, err = copier.New(m.reader, m.writer, m.ti, table.ShadowName(m.ti.Name), gate, copier.Config{ChunkTime: m.opts.ChunkTime,
+		ClientSide: m.opts.ClientSide, Throttle: m.beforeChunk})
 	if err != nil {
 		return fail(err)
 	}
@@ -218,19 +285,35 @@ func (m *migrator) migrate(ctx context.Context, ddl table.ShadowDDL) (*Result, e
 	replayCtx, stopReplay := context.WithCancel(ctx)
 	defer stopReplay()
 	replayErr := make(chan error, 1)
-	go func() { replayErr <- m.replay.Run(replayCtx) }()
+	replayDone := make(chan struct{})
+	go func() {
+		defer close(replayDone)
+		err := m.replay.Run(replayCtx)
+		if err == nil && ctx.Err() == nil && replayCtx.Err() == nil {
+			err = errors.New("binlog replay stopped unexpectedly")
+		}
+		if err == nil {
+			err = context.Canceled
+		}
+		replayErr <- err
+	}()
+	// Never return while a replay batch may still be writing: a late write of an old batch
+	// would land after whatever runs next (a resumed run, a cleanup).
+	defer func() { stopReplay(); <-replayDone }()
 	stopProgress := m.reportProgress(ctx)
 	defer stopProgress()
 
 	// Copy, stopping early if replay fails (e.g. DDL on the source).
-	m.setStage(ctx, StageCopy)
+	if err := m.setStage(ctx, StageCopy); err != nil {
+		return fail(err)
+	}
 	if err := m.hook(ctx, "before-copy"); err != nil {
 		return fail(outcome.New(outcome.FailedSafe, err, ""))
 	}
 	copyCtx, stopCopy := context.WithCancel(ctx)
 	copyDone := make(chan error, 1)
 	copyStart := time.Now()
-	go func() { copyDone <- m.copy.Run(copyCtx, nil) }()
+	go func() { copyDone <- m.copy.Run(copyCtx, resumeAfter) }()
 	select {
 	case err = <-copyDone:
 	case err = <-replayErr:
@@ -254,24 +337,28 @@ func (m *migrator) migrate(ctx context.Context, ddl table.ShadowDDL) (*Result, e
 	// Secondary indexes are built once the shadow has caught up with everything read by the copy:
 	// only then does it hold one consistent source state, so a UNIQUE index cannot trip over a
 	// mix of old and new row versions.
-	m.setStage(ctx, StageIndexes)
+	if err := m.setStage(ctx, StageIndexes); err != nil {
+		return fail(err)
+	}
 	if err := m.catchUp(ctx, replayErr); err != nil {
 		return fail(err)
 	}
-	if len(ddl.Deferred) > 0 {
+	if len(deferred) > 0 {
 		idxStart := time.Now()
-		if err := m.execWatching(ctx, replayErr, table.AddIndexesDDL(m.ti.Schema, table.ShadowName(m.ti.Name), ddl.Deferred)); err != nil {
+		if err := m.execWatching(ctx, replayErr, table.AddIndexesDDL(m.ti.Schema, table.ShadowName(m.ti.Name), deferred)); err != nil {
 			return fail(outcome.New(outcome.FailedSafe, fmt.Errorf("build secondary indexes on the shadow: %w", err), ""))
 		}
 		res.IndexTime = time.Since(idxStart)
-		m.opts.Log("built %d secondary index(es) in %s", len(ddl.Deferred), res.IndexTime.Round(time.Millisecond))
+		m.opts.Log("built %d secondary index(es) in %s", len(deferred), res.IndexTime.Round(time.Millisecond))
 	}
 	if err := m.postpone(ctx, replayErr); err != nil {
 		return fail(err)
 	}
 
 	if !m.opts.SkipVerify {
-		m.setStage(ctx, StageVerify)
+		if err := m.setStage(ctx, StageVerify); err != nil {
+			return fail(err)
+		}
 		v, err := m.verifyWatching(ctx, replayErr)
 		if err != nil {
 			return fail(outcome.New(outcome.FailedSafe, err, "the shadow was dropped; report this, and re-run apply"))
@@ -308,12 +395,21 @@ func (m *migrator) migrate(ctx context.Context, ddl table.ShadowDDL) (*Result, e
 		return res, nil
 	}
 
-	m.setStage(ctx, StageCutover)
+	if err := m.setStage(ctx, StageCutover); err != nil {
+		return fail(err)
+	}
 	if err := m.hook(ctx, "before-cutover"); err != nil {
 		return fail(outcome.New(outcome.FailedSafe, err, ""))
 	}
-	sw := cutover.Swap{Schema: m.ti.Schema, From: m.ti.Name, To: table.ShadowName(m.ti.Name), Aside: table.OldName(m.ti.Name)}
+	sw := cutover.Swap{Schema: m.ti.Schema, From: m.ti.Name, To: table.ShadowName(m.ti.Name), Aside: table.OldName(m.ti.Name),
+		Sentry: table.SwapName(m.ti.Name)}
 	cut, err := cutover.Run(ctx, m.db, sw, m.replay, m.opts.Cutover, m.carryAutoIncrement)
+	var swapped *cutover.SwappedError
+	if errors.As(err, &swapped) {
+		m.saveState(ctx, func(st *State) { st.CutoverFile, st.CutoverPos = cut.Position.Name, cut.Position.Pos })
+		m.finish(ctx, StageDone, err.Error())
+		return nil, outcome.New(outcome.NeedsAttention, err, fmt.Sprintf("the table is converted; rename %s to %s by hand", sw.Sentry, sw.Aside))
+	}
 	if err != nil {
 		if ctx.Err() == nil && !m.originalInPlace(context.WithoutCancel(ctx)) {
 			return nil, m.fail(ctx, outcome.New(outcome.NeedsAttention, err, "check the tables named in this message by hand"), false)
@@ -450,7 +546,10 @@ func (m *migrator) postpone(ctx context.Context, replayErr <-chan error) error {
 
 // carryAutoIncrement runs under the cut-over lock: the source's next AUTO_INCREMENT value can be
 // above MAX(id)+1 (deleted top rows), and ids must not be reused after the swap.
-func (m *migrator) carryAutoIncrement(ctx context.Context) error {
+func (m *migrator) carryAutoIncrement(ctx context.Context, pos binlog.Position) error {
+	// Recorded before the rename: should this process die right after it, the next run finds the
+	// swap done and still knows the position a rollback must replay from.
+	m.saveState(ctx, func(st *State) { st.CutoverFile, st.CutoverPos = pos.Name, pos.Pos })
 	var next sql.NullInt64
 	qctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
@@ -503,8 +602,21 @@ func (m *migrator) finish(ctx context.Context, stage, errText string) {
 	})
 }
 
-func (m *migrator) setStage(ctx context.Context, stage string) {
+func (m *migrator) setStage(ctx context.Context, stage string) error {
 	m.saveState(ctx, func(st *State) { st.Stage = stage })
+	if m.opts.crashAtStage == stage {
+		return errSimulatedCrash
+	}
+	return nil
+}
+
+// beforeChunk runs before every copy chunk.
+func (m *migrator) beforeChunk(ctx context.Context) error {
+	if m.opts.crashAfterRows > 0 && m.copy.Copied() >= m.opts.crashAfterRows {
+		m.saveState(ctx, func(*State) {})
+		return errSimulatedCrash
+	}
+	return nil
 }
 
 // saveState updates the state row with the current counters after mutate; the progress goroutine
@@ -520,6 +632,11 @@ func (m *migrator) saveState(ctx context.Context, mutate func(*State)) {
 	}
 	if m.replay != nil {
 		m.state.EventsApplied = m.replay.Stats().Events
+		// The copy watermark is read first: both only move forward, and a resume needs every
+		// chunk up to the saved watermark written and every change up to the saved position applied.
+		if p := m.replay.ResumeAt(); p.Name != "" {
+			m.state.AppliedFile, m.state.AppliedPos = p.Name, p.Pos
+		}
 	}
 	if m.store != nil && m.state.ID != 0 {
 		m.store.Save(ctx, &m.state)
@@ -565,7 +682,7 @@ func (m *migrator) reportProgress(ctx context.Context) func() {
 			if m.opts.Progress != nil {
 				m.opts.Progress(p)
 			}
-			if time.Since(lastSave) > 5*time.Second {
+			if time.Since(lastSave) > m.opts.saveEvery {
 				lastSave = time.Now()
 				m.saveState(ctx, func(*State) {})
 			}
@@ -575,3 +692,18 @@ func (m *migrator) reportProgress(ctx context.Context) func() {
 }
 
 func quotedIn(schema, name string) string { return dbconn.QualifiedName(schema, name) }
+
+// suspend records a migration interrupted by a lost connection: the shadow and the state stay so
+// that running the same apply again resumes it.
+func (m *migrator) suspend(ctx context.Context, err error) error {
+	m.saveState(context.WithoutCancel(ctx), func(st *State) { st.Error = "connection lost: " + err.Error() })
+	return outcome.New(outcome.NeedsAttention, fmt.Errorf("lost the connection to the server: %w", err),
+		"the shadow table and the progress are kept: run the same apply again to resume")
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(none)"
+	}
+	return s
+}

@@ -55,8 +55,8 @@ func checkTable(ctx context.Context, db *sql.DB, ti *table.Info) error {
 			"%s has no PRIMARY KEY and no UNIQUE key on NOT NULL columns", name)
 	}
 	if !table.NamesFit(ti.Name) {
-		return refuse("rename the table to at most 59 characters", "%s: the names %s and %s would exceed 64 characters",
-			name, table.ShadowName(ti.Name), table.OldName(ti.Name))
+		return refuse("rename the table to at most 57 characters", "%s: the names %s, %s and %s would exceed 64 characters",
+			name, table.ShadowName(ti.Name), table.OldName(ti.Name), table.SwapName(ti.Name))
 	}
 	var triggers int
 	if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.TRIGGERS WHERE EVENT_OBJECT_SCHEMA = ? AND EVENT_OBJECT_TABLE = ?",
@@ -67,7 +67,7 @@ func checkTable(ctx context.Context, db *sql.DB, ti *table.Info) error {
 		return refuse("triggers stay with the renamed original at cut-over; drop them, convert, then recreate them on the new table",
 			"%s has %d trigger(s)", name, triggers)
 	}
-	for _, leftover := range []string{table.ShadowName(ti.Name), table.OldName(ti.Name)} {
+	for _, leftover := range []string{table.ShadowName(ti.Name), table.OldName(ti.Name), table.SwapName(ti.Name)} {
 		_, err := table.Load(ctx, db, ti.Schema, leftover)
 		if errors.Is(err, table.ErrNotFound) {
 			continue

@@ -140,7 +140,7 @@ func Rollback(ctx context.Context, db *sql.DB, opts RollbackOptions) (*RollbackR
 		return nil, outcome.New(outcome.FailedSafe, fmt.Errorf("replay onto %s: %w", oldName, err), "nothing was swapped; the InnoDB table is live")
 	}
 	opts.Log("caught up (%d changes); swapping back", replay.Stats().Events)
-	sw := cutover.Swap{Schema: opts.Schema, From: opts.Table, To: oldName, Aside: innoName}
+	sw := cutover.Swap{Schema: opts.Schema, From: opts.Table, To: oldName, Aside: innoName, Sentry: table.SwapName(opts.Table)}
 	cut, err := cutover.Run(ctx, db, sw, replay, opts.Cutover, nil)
 	if err != nil {
 		return nil, outcome.New(outcome.FailedSafe, fmt.Errorf("swap back: %w", err), "the InnoDB table is still live; retry the rollback")
@@ -180,6 +180,8 @@ func isCutoverRename(name string) func(string) bool {
 	old, shadow := strings.ToLower(table.OldName(name)), strings.ToLower(table.ShadowName(name))
 	return func(q string) bool {
 		l := strings.ToLower(q)
-		return strings.Contains(l, "rename table") && strings.Contains(l, old) && strings.Contains(l, shadow)
+		swap := strings.ToLower(table.SwapName(name))
+		return strings.Contains(l, "rename table") && (strings.Contains(l, shadow) || strings.Contains(l, old)) &&
+			(strings.Contains(l, swap) || strings.Contains(l, old))
 	}
 }

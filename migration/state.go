@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/enginemig/enginemig/dbconn"
@@ -37,7 +38,9 @@ type State struct {
 	StartPos      uint32     `json:"binlog_start_pos"`
 	CutoverFile   string     `json:"binlog_cutover_file,omitempty"`
 	CutoverPos    uint32     `json:"binlog_cutover_pos,omitempty"`
-	Watermark     string     `json:"copy_watermark,omitempty"` // JSON array of the last copied key
+	Watermark     string     `json:"copy_watermark,omitempty"` // the last copied key, see encodeKey
+	AppliedFile   string     `json:"binlog_applied_file,omitempty"`
+	AppliedPos    uint32     `json:"binlog_applied_pos,omitempty"` // every change before this is in the shadow
 	RowsTotal     int64      `json:"rows_total"`
 	RowsCopied    int64      `json:"rows_copied"`
 	EventsApplied int64      `json:"events_applied"`
@@ -58,6 +61,8 @@ const stateDDL = `CREATE TABLE IF NOT EXISTS %s (
   binlog_cutover_file VARCHAR(255) NOT NULL DEFAULT '',
   binlog_cutover_pos BIGINT UNSIGNED NOT NULL DEFAULT 0,
   copy_watermark TEXT NULL,
+  binlog_applied_file VARCHAR(255) NOT NULL DEFAULT '',
+  binlog_applied_pos BIGINT UNSIGNED NOT NULL DEFAULT 0,
   rows_total BIGINT NOT NULL DEFAULT 0,
   rows_copied BIGINT NOT NULL DEFAULT 0,
   events_applied BIGINT NOT NULL DEFAULT 0,
@@ -113,9 +118,9 @@ func (s *Store) Begin(ctx context.Context, st *State) error {
 func (s *Store) Save(ctx context.Context, st *State) error {
 	st.UpdatedAt = time.Now().UTC()
 	_, err := s.db.ExecContext(ctx, "UPDATE "+s.table()+` SET stage=?, binlog_start_file=?, binlog_start_pos=?,
-		binlog_cutover_file=?, binlog_cutover_pos=?, copy_watermark=?, rows_total=?, rows_copied=?, events_applied=?,
+		binlog_cutover_file=?, binlog_cutover_pos=?, copy_watermark=?, binlog_applied_file=?, binlog_applied_pos=?, rows_total=?, rows_copied=?, events_applied=?,
 		error=?, updated_at=?, finished_at=? WHERE id=?`,
-		st.Stage, st.StartFile, st.StartPos, st.CutoverFile, st.CutoverPos, nullIfEmpty(st.Watermark), st.RowsTotal,
+		st.Stage, st.StartFile, st.StartPos, st.CutoverFile, st.CutoverPos, nullIfEmpty(st.Watermark), st.AppliedFile, st.AppliedPos, st.RowsTotal,
 		st.RowsCopied, st.EventsApplied, nullIfEmpty(st.Error), st.UpdatedAt, st.FinishedAt, st.ID)
 	if err != nil {
 		return fmt.Errorf("update migration state: %w", err)
@@ -126,7 +131,7 @@ func (s *Store) Save(ctx context.Context, st *State) error {
 // List returns recorded migrations, newest first, optionally for one table.
 func (s *Store) List(ctx context.Context, schema, table string) ([]State, error) {
 	q := "SELECT id, schema_name, table_name, stage, dry_run, binlog_start_file, binlog_start_pos, binlog_cutover_file, " +
-		"binlog_cutover_pos, COALESCE(copy_watermark,''), rows_total, rows_copied, events_applied, COALESCE(error,''), " +
+		"binlog_cutover_pos, COALESCE(copy_watermark,''), binlog_applied_file, binlog_applied_pos, rows_total, rows_copied, events_applied, COALESCE(error,''), " +
 		"started_at, updated_at, finished_at FROM " + s.table()
 	var args []any
 	if schema != "" {
@@ -148,7 +153,7 @@ func (s *Store) List(ctx context.Context, schema, table string) ([]State, error)
 		var started, updated []byte
 		var finished sql.NullString
 		if err := rows.Scan(&st.ID, &st.Schema, &st.Table, &st.Stage, &st.DryRun, &st.StartFile, &st.StartPos, &st.CutoverFile,
-			&st.CutoverPos, &st.Watermark, &st.RowsTotal, &st.RowsCopied, &st.EventsApplied, &st.Error, &started, &updated, &finished); err != nil {
+			&st.CutoverPos, &st.Watermark, &st.AppliedFile, &st.AppliedPos, &st.RowsTotal, &st.RowsCopied, &st.EventsApplied, &st.Error, &started, &updated, &finished); err != nil {
 			return nil, err
 		}
 		st.StartedAt, _ = time.Parse("2006-01-02 15:04:05.000", string(started))
@@ -169,19 +174,61 @@ func nullIfEmpty(s string) any {
 	return s
 }
 
-// encodeKey stores a key as JSON text for the state table.
+// keyPart is one key value in the state table: integers and decimals as text, everything else
+// as base64 bytes, so binary keys survive JSON unchanged.
+type keyPart struct {
+	Text  string `json:"n,omitempty"`
+	Bytes []byte `json:"b,omitempty"`
+	IsNum bool   `json:"i,omitempty"`
+}
+
+// encodeKey stores a key as JSON text for the state table ("" for none).
 func encodeKey(key []any) string {
 	if key == nil {
 		return ""
 	}
-	out := make([]any, len(key))
+	parts := make([]keyPart, len(key))
 	for i, v := range key {
-		if b, ok := v.([]byte); ok {
-			out[i] = string(b)
-		} else {
-			out[i] = v
+		switch x := v.(type) {
+		case []byte:
+			parts[i] = keyPart{Bytes: x}
+		case string:
+			parts[i] = keyPart{Bytes: []byte(x)}
+		default:
+			parts[i] = keyPart{Text: fmt.Sprint(x), IsNum: true}
 		}
 	}
-	b, _ := json.Marshal(out)
+	b, _ := json.Marshal(parts)
 	return string(b)
+}
+
+// decodeKey reverses encodeKey.
+func decodeKey(s string) ([]any, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var parts []keyPart
+	if err := json.Unmarshal([]byte(s), &parts); err != nil {
+		return nil, fmt.Errorf("copy watermark %q: %w", s, err)
+	}
+	out := make([]any, len(parts))
+	for i, p := range parts {
+		if p.IsNum {
+			// Integers as integers: a string compared with an integer column is compared as a
+			// double, which is inexact above 2^53.
+			if n, err := strconv.ParseInt(p.Text, 10, 64); err == nil {
+				out[i] = n
+			} else if u, err := strconv.ParseUint(p.Text, 10, 64); err == nil {
+				out[i] = u
+			} else {
+				out[i] = p.Text
+			}
+		} else {
+			out[i] = p.Bytes
+			if p.Bytes == nil {
+				out[i] = []byte{}
+			}
+		}
+	}
+	return out, nil
 }

@@ -171,3 +171,10 @@ func AddIndexesDDL(schema, name string, defs []string) string {
 	}
 	return fmt.Sprintf("ALTER TABLE %s %s, ALGORITHM=INPLACE, LOCK=NONE", dbconn.QualifiedName(schema, name), strings.Join(adds, ", "))
 }
+
+// IndexDefinitionName returns the index name of a definition line such as "UNIQUE KEY `u` (`a`)".
+func IndexDefinitionName(def string) (string, bool) {
+	rest := strings.TrimPrefix(def, "UNIQUE ")
+	rest = strings.TrimPrefix(rest, "KEY ")
+	return leadingIdent(rest)
+}

@@ -247,10 +247,19 @@ const MaxNameLength = 64
 // ShadowName is the InnoDB copy built during the migration.
 func ShadowName(name string) string { return "_" + name + "_new" }
 
-// OldName is what the original table is renamed to at cut-over (and the cut-over sentry's name).
+// OldName is where the original table is kept after the cut-over.
 func OldName(name string) string { return "_" + name + "_old" }
+
+// SwapName is the cut-over sentry's name and the rename target of the swap itself (the original
+// is renamed on to OldName right after). It must sort after name: RENAME takes its metadata
+// locks in name order, so with the sentry sorting first (as `_t_old` does for lowercase names)
+// the rename would wait on the sentry instead of the table, and application writes queued on the
+// table could slip into the old table between UNLOCK and RENAME. name + suffix always sorts after
+// name, whatever its characters.
+func SwapName(name string) string { return name + "_emswap" }
 
 // NamesFit reports whether the shadow and old names fit MySQL's 64-character identifier limit.
 func NamesFit(name string) bool {
-	return len([]rune(ShadowName(name))) <= MaxNameLength && len([]rune(OldName(name))) <= MaxNameLength
+	return len([]rune(ShadowName(name))) <= MaxNameLength && len([]rune(OldName(name))) <= MaxNameLength &&
+		len([]rune(SwapName(name))) <= MaxNameLength
 }

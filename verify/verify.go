@@ -8,6 +8,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -48,6 +49,7 @@ type verifier struct {
 	src     string
 	dst     string
 	keyCols []string
+	intKey  []bool
 	sum     string
 	bound   [2]string
 	copy    [2]string
@@ -81,6 +83,13 @@ func Run(ctx context.Context, db *sql.DB, ti *table.Info, shadow string, replay 
 	for _, k := range key.ColumnNames() {
 		quotedKey = append(quotedKey, dbconn.QuoteIdent(k))
 		v.keyCols = append(v.keyCols, k)
+		col, _ := ti.Column(k)
+		switch strings.ToLower(col.DataType) {
+		case "tinyint", "smallint", "mediumint", "int", "bigint":
+			v.intKey = append(v.intKey, true)
+		default:
+			v.intKey = append(v.intKey, false)
+		}
 	}
 	// CONCAT_WS skips NULLs, so the NULL flags keep NULL and '' apart.
 	v.sum = "SELECT COUNT(*), COALESCE(BIT_XOR(CRC32(CONCAT_WS('#', CONCAT(" + strings.Join(nulls, ",") + "), " + strings.Join(cols, ",") + "))), 0) FROM %s WHERE %s"
@@ -126,7 +135,6 @@ func expand(key []any) []any {
 	return args
 }
 
-
 func (v *verifier) run(ctx context.Context, quotedKey []string) (Result, error) {
 	start := time.Now()
 	var res Result
@@ -138,15 +146,13 @@ func (v *verifier) run(ctx context.Context, quotedKey []string) (Result, error) 
 			return res, err
 		}
 		where, args := v.rangeWhere(quotedKey, lo, hi, "")
-		t0 := time.Now()
-		rows, repaired, err := v.chunk(ctx, quotedKey, lo, hi, where, args)
-		took := time.Since(t0)
+		rows, repaired, took, lockHeld, err := v.chunk(ctx, quotedKey, lo, hi, where, args)
 		if err != nil {
 			return res, err
 		}
 		res.Chunks++
 		res.Rows += rows
-		res.LockTime += took
+		res.LockTime += lockHeld
 		if repaired {
 			res.Repaired++
 		}
@@ -154,8 +160,10 @@ func (v *verifier) run(ctx context.Context, quotedKey []string) (Result, error) 
 			res.Duration = time.Since(start)
 			return res, nil
 		}
-		if took > 0 {
-			size = max(100, min(size*2, int(float64(size)*float64(v.cfg.ChunkTime)/float64(took))))
+		// Size by the checksum time only: the lock and catch-up cost per chunk is fixed, so
+		// counting it would shrink chunks toward that overhead and make verification crawl.
+		if took > 0 && !repaired {
+			size = max(500, min(size*2, int(float64(size)*float64(v.cfg.ChunkTime)/float64(took))))
 		}
 		lo = hi
 	}
@@ -200,58 +208,106 @@ func (v *verifier) boundary(ctx context.Context, lo []any, size int) ([]any, err
 	} else if err != nil {
 		return nil, fmt.Errorf("verify: chunk boundary: %w", err)
 	}
+	// Integer keys travel as integers: compared as text they would be compared as doubles.
+	for i, val := range vals {
+		if b, ok := val.([]byte); ok && v.intKey[i] {
+			if n, err := strconv.ParseInt(string(b), 10, 64); err == nil {
+				vals[i] = n
+			} else if u, err := strconv.ParseUint(string(b), 10, 64); err == nil {
+				vals[i] = u
+			}
+		}
+	}
 	return vals, nil
 }
 
-// chunk compares one key range under a source READ lock, recopying it once if it differs.
-func (v *verifier) chunk(ctx context.Context, quotedKey []string, lo, hi []any, where string, args []any) (int64, bool, error) {
-	lockConn, err := v.db.Conn(ctx)
-	if err != nil {
-		return 0, false, err
+// maxRepairs bounds how often one chunk is recopied before verification gives up.
+const maxRepairs = 3
+
+// chunk verifies one key range, recopying it while it differs. It returns the rows compared,
+// whether it recopied, the checksum time of the last comparison and the total lock hold time.
+func (v *verifier) chunk(ctx context.Context, quotedKey []string, lo, hi []any, where string, args []any) (int64, bool, time.Duration, time.Duration, error) {
+	var held time.Duration
+	for attempt := 0; ; attempt++ {
+		n, same, sumTime, h, err := v.compare(ctx, where, args)
+		held += h
+		if err != nil || same {
+			return n, attempt > 0, sumTime, held, err
+		}
+		if attempt == maxRepairs {
+			return 0, true, 0, held, fmt.Errorf("%w in key range %v..%v after %d recopies", ErrMismatch, lo, hi, maxRepairs)
+		}
+		v.cfg.Log("verify: key range %v..%v differs; recopying it", lo, hi)
+		h, err = v.repair(ctx, quotedKey, lo, hi, where, args)
+		held += h
+		if err != nil {
+			return 0, true, 0, held, err
+		}
 	}
-	defer lockConn.Close()
-	if _, err := lockConn.ExecContext(ctx, "LOCK TABLES "+v.src+" READ"); err != nil {
-		return 0, false, fmt.Errorf("verify: lock %s: %w", v.src, err)
-	}
-	defer lockConn.ExecContext(context.WithoutCancel(ctx), "UNLOCK TABLES")
-	// Nothing can change the source now; wait until every change made before is in the shadow.
-	pos, err := binlog.CurrentPosition(ctx, lockConn)
+}
+
+// compare checksums the range in source and shadow at one consistent point: the source is
+// read-locked (MyISAM has no snapshots), and replay is given time to apply every change made
+// before the lock, so both sides show the same moment.
+func (v *verifier) compare(ctx context.Context, where string, args []any) (n int64, same bool, sumTime, held time.Duration, err error) {
+	conn, err := v.db.Conn(ctx)
 	if err != nil {
-		return 0, false, err
+		return 0, false, 0, 0, err
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "LOCK TABLES "+v.src+" READ"); err != nil {
+		return 0, false, 0, 0, fmt.Errorf("verify: lock %s: %w", v.src, err)
+	}
+	locked := time.Now()
+	defer func() {
+		conn.ExecContext(context.WithoutCancel(ctx), "UNLOCK TABLES")
+		held = time.Since(locked)
+	}()
+	pos, err := binlog.CurrentPosition(ctx, conn)
+	if err != nil {
+		return 0, false, 0, 0, err
 	}
 	waitCtx, cancel := context.WithTimeout(ctx, v.cfg.CatchUp)
 	err = v.replay.WaitFor(waitCtx, pos)
 	cancel()
 	if err != nil {
-		return 0, false, fmt.Errorf("verify: replay did not reach %s within %s", pos, v.cfg.CatchUp)
+		return 0, false, 0, 0, fmt.Errorf("verify: replay did not reach %s within %s", pos, v.cfg.CatchUp)
 	}
-	srcN, srcSum, err := v.checksum(ctx, lockConn, v.src, where, args)
+	t0 := time.Now()
+	srcN, srcSum, err := v.checksum(ctx, conn, v.src, where, args)
 	if err != nil {
-		return 0, false, err
+		return 0, false, 0, 0, err
 	}
 	dstN, dstSum, err := v.checksum(ctx, v.db, v.dst, where, args)
 	if err != nil {
-		return 0, false, err
+		return 0, false, 0, 0, err
 	}
-	if srcN == dstN && srcSum == dstSum {
-		return srcN, false, nil
+	return srcN, srcN == dstN && srcSum == dstSum, time.Since(t0), 0, nil
+}
+
+// repair recopies the range from the source in one locked session. It cannot run beside
+// compare's READ lock from another connection: MyISAM queues a new read behind waiting writers,
+// which wait for that lock. The shadow is write-locked too, so replay pauses; the changes it then
+// applies are the ones made up to this moment, in order, which leave each row as copied here.
+func (v *verifier) repair(ctx context.Context, quotedKey []string, lo, hi []any, where string, args []any) (time.Duration, error) {
+	conn, err := v.db.Conn(ctx)
+	if err != nil {
+		return 0, err
 	}
-	v.cfg.Log("verify: chunk %v..%v differs (source %d rows, shadow %d); recopying", lo, hi, srcN, dstN)
-	if _, err := v.db.ExecContext(ctx, fmt.Sprintf(v.copy[0], where), args...); err != nil {
-		return 0, false, fmt.Errorf("verify: recopy: %w", err)
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "LOCK TABLES "+v.src+" READ, "+v.src+" AS s READ, "+v.dst+" WRITE"); err != nil {
+		return 0, fmt.Errorf("verify: lock for recopy: %w", err)
+	}
+	locked := time.Now()
+	defer conn.ExecContext(context.WithoutCancel(ctx), "UNLOCK TABLES")
+	if _, err := conn.ExecContext(ctx, fmt.Sprintf(v.copy[0], where), args...); err != nil {
+		return time.Since(locked), fmt.Errorf("verify: recopy: %w", err)
 	}
 	dWhere, dArgs := v.rangeWhere(quotedKey, lo, hi, v.dst)
-	if _, err := v.db.ExecContext(ctx, fmt.Sprintf(v.orphans[0], dWhere), dArgs...); err != nil {
-		return 0, false, fmt.Errorf("verify: remove rows missing from the source: %w", err)
+	if _, err := conn.ExecContext(ctx, fmt.Sprintf(v.orphans[0], dWhere), dArgs...); err != nil {
+		return time.Since(locked), fmt.Errorf("verify: remove rows missing from the source: %w", err)
 	}
-	dstN, dstSum, err = v.checksum(ctx, v.db, v.dst, where, args)
-	if err != nil {
-		return 0, false, err
-	}
-	if srcN != dstN || srcSum != dstSum {
-		return 0, true, fmt.Errorf("%w in key range %v..%v after recopying (source %d rows, shadow %d)", ErrMismatch, lo, hi, srcN, dstN)
-	}
-	return srcN, true, nil
+	return time.Since(locked), nil
 }
 
 type querier interface {

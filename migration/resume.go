@@ -1,0 +1,247 @@
+package migration
+
+import (
+	"context"
+	"crypto/sha1"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/enginemig/enginemig/binlog"
+	"github.com/enginemig/enginemig/cutover"
+	"github.com/enginemig/enginemig/dbconn"
+	"github.com/enginemig/enginemig/outcome"
+	"github.com/enginemig/enginemig/table"
+)
+
+// inProgress are the stages of a migration that has not finished; finding one while nobody holds
+// the table's lock means its process died.
+var inProgress = map[string]bool{StagePreflight: true, StageCopy: true, StageIndexes: true, StageVerify: true,
+	StagePostponed: true, StageCutover: true}
+
+// lockTable takes a server-side advisory lock for the table on a connection held for the whole
+// migration: a second enginemig on the same table is refused, and a lock that is free while the
+// state says "in progress" proves the earlier process is gone (the server drops the lock of a
+// dead connection).
+func lockTable(ctx context.Context, c dbconn.Config, schema, name string) (*sql.DB, error) {
+	// A pool of its own, closed at the end: closing the connection is what releases the lock,
+	// also when this process is killed.
+	conn, err := dbconn.Open(ctx, c, "", 1)
+	if err != nil {
+		return nil, err
+	}
+	sum := sha1.Sum([]byte(schema + "\x00" + name))
+	lockName := "enginemig-" + hex.EncodeToString(sum[:])[:40]
+	var got sql.NullInt64
+	if err := conn.QueryRowContext(ctx, "SELECT GET_LOCK(?, 0)", lockName).Scan(&got); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("take the migration lock: %w", err)
+	}
+	if got.Int64 != 1 {
+		var holder sql.NullInt64
+		conn.QueryRowContext(ctx, "SELECT IS_USED_LOCK(?)", lockName).Scan(&holder)
+		conn.Close()
+		return nil, refuse("wait for it to finish, or stop it (`enginemig status` shows its progress)",
+			"another enginemig is migrating %s (server connection %d)", dbconn.QualifiedName(schema, name), holder.Int64)
+	}
+	return conn, nil
+}
+
+// unfinished returns the newest migration record of the table if it was left in progress.
+func (m *migrator) unfinished(ctx context.Context) (*State, error) {
+	var exists int
+	m.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = 'migrations'",
+		m.store.schema).Scan(&exists)
+	if exists == 0 {
+		return nil, nil
+	}
+	states, err := m.store.List(ctx, m.opts.Schema, m.opts.Table)
+	if err != nil || len(states) == 0 {
+		return nil, err
+	}
+	st := states[0]
+	if !inProgress[st.Stage] || st.FinishedAt != nil {
+		return nil, nil
+	}
+	return &st, nil
+}
+
+// settleInterrupted decides what to do with an interrupted migration: resume it (returns it),
+// finish its bookkeeping when the swap had already happened (returns done=true), or abandon it
+// cleanly so a new migration can start.
+func (m *migrator) settleInterrupted(ctx context.Context, prev *State) (resume *State, done bool, err error) {
+	schema, name := m.opts.Schema, m.opts.Table
+	shadow, old, swap := table.ShadowName(name), table.OldName(name), table.SwapName(name)
+	if cutover.IsSentry(ctx, m.db, schema, swap) {
+		m.opts.Log("removing the cut-over sentry %s left by the interrupted run", swap)
+		if _, err := m.db.ExecContext(ctx, "DROP TABLE "+dbconn.QualifiedName(schema, swap)); err != nil {
+			return nil, false, err
+		}
+	} else if _, err := table.Load(ctx, m.db, schema, swap); err == nil {
+		// The swap went through but the process died before moving the original to its kept name.
+		m.opts.Log("moving the original from %s to %s (the interrupted run had swapped the tables)", swap, old)
+		if _, err := m.db.ExecContext(ctx, fmt.Sprintf("RENAME TABLE %s TO %s", dbconn.QualifiedName(schema, swap), dbconn.QualifiedName(schema, old))); err != nil {
+			return nil, false, err
+		}
+	}
+	cur, err := table.Load(ctx, m.db, schema, name)
+	if err != nil {
+		return nil, false, err
+	}
+	_, shadowErr := table.Load(ctx, m.db, schema, shadow)
+	hasShadow := shadowErr == nil
+	oldTable, oldErr := table.Load(ctx, m.db, schema, old)
+
+	abandon := func(why string) (*State, bool, error) {
+		m.opts.Log("interrupted migration #%d (%s): %s", prev.ID, prev.Stage, why)
+		if hasShadow {
+			if _, err := m.db.ExecContext(ctx, "DROP TABLE "+dbconn.QualifiedName(schema, shadow)); err != nil {
+				return nil, false, err
+			}
+		}
+		now := time.Now().UTC()
+		prev.Stage, prev.Error, prev.FinishedAt = StageFailed, "interrupted; "+why, &now
+		return nil, false, m.store.Save(ctx, prev)
+	}
+
+	switch {
+	case strings.EqualFold(cur.Engine, "InnoDB") && !hasShadow && oldErr == nil && strings.EqualFold(oldTable.Engine, "MyISAM") && prev.CutoverFile != "":
+		// The rename went through before the process died: the migration is complete.
+		now := time.Now().UTC()
+		prev.Stage, prev.FinishedAt = StageDone, &now
+		m.opts.Log("interrupted migration #%d had completed its cut-over at %s:%d; recorded it as done", prev.ID, prev.CutoverFile, prev.CutoverPos)
+		return nil, true, m.store.Save(ctx, prev)
+	case !hasShadow || !strings.EqualFold(cur.Engine, "MyISAM"):
+		return abandon("nothing to resume; starting over")
+	case prev.DryRun != m.opts.DryRun:
+		return abandon("it was started with a different --dry-run; starting over")
+	case prev.AppliedFile == "":
+		return abandon("it had not recorded a replay position yet; starting over")
+	}
+	ok, err := binlog.StillAvailable(ctx, m.db, binlog.Position{Name: prev.AppliedFile, Pos: prev.AppliedPos})
+	if err != nil {
+		return nil, false, err
+	}
+	if !ok {
+		return abandon(fmt.Sprintf("the binlog it needs (%s) has been purged; restarting the copy from the beginning", prev.AppliedFile))
+	}
+	if err := m.stopOrphans(ctx, shadow); err != nil {
+		return nil, false, err
+	}
+	return prev, false, nil
+}
+
+// stopOrphans waits for statements of the dead run that still write to the shadow (a commit the
+// server received just before the process died still runs), and kills them after a grace
+// period, so that no old write can land after the resumed run's newer ones.
+func (m *migrator) stopOrphans(ctx context.Context, shadow string) error {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		ids, err := cutover.LongQueries(ctx, m.db, m.opts.Schema, shadow, 0)
+		if err != nil || len(ids) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			for _, id := range ids {
+				m.opts.Log("killing connection %d still writing to %s from the interrupted run", id, shadow)
+				m.db.ExecContext(ctx, fmt.Sprintf("KILL %d", id))
+			}
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// prepareResume brings the shadow back to a state the resumed copy and replay can build on: rows
+// above the saved watermark are removed (the copy reads them again, and some may have been
+// deleted from the source since), and unique secondary indexes are dropped until replay has
+// caught up again, because REPLACE on a table with other unique keys could delete rows while
+// older changes are re-applied.
+func (m *migrator) prepareResume(ctx context.Context, st *State, deferred []string) ([]any, []string, error) {
+	watermark, err := decodeKey(st.Watermark)
+	if err != nil {
+		return nil, nil, err
+	}
+	shadowQ := dbconn.QualifiedName(m.ti.Schema, table.ShadowName(m.ti.Name))
+	key, _ := m.ti.CopyKey()
+	if watermark == nil {
+		if _, err := m.db.ExecContext(ctx, "DELETE FROM "+shadowQ); err != nil {
+			return nil, nil, fmt.Errorf("resume: clear shadow: %w", err)
+		}
+	} else {
+		var quoted []string
+		for _, k := range key.ColumnNames() {
+			quoted = append(quoted, dbconn.QuoteIdent(k))
+		}
+		var terms []string
+		var args []any
+		for i := range quoted {
+			var parts []string
+			for j := 0; j < i; j++ {
+				parts = append(parts, quoted[j]+" = ?")
+			}
+			parts = append(parts, quoted[i]+" > ?")
+			terms = append(terms, "("+strings.Join(parts, " AND ")+")")
+			args = append(args, watermark[:i+1]...)
+		}
+		if _, err := m.db.ExecContext(ctx, "DELETE FROM "+shadowQ+" WHERE "+strings.Join(terms, " OR "), args...); err != nil {
+			return nil, nil, fmt.Errorf("resume: remove rows above the watermark: %w", err)
+		}
+	}
+	sh, err := table.Load(ctx, m.db, m.ti.Schema, table.ShadowName(m.ti.Name))
+	if err != nil {
+		return nil, nil, err
+	}
+	present := map[string]bool{}
+	for _, ix := range sh.Indexes {
+		present[ix.Name] = true
+	}
+	var missing, dropUnique []string
+	for _, def := range deferred {
+		name, _ := table.IndexDefinitionName(def)
+		switch {
+		case !present[name]:
+			missing = append(missing, def)
+		case strings.HasPrefix(def, "UNIQUE KEY "):
+			dropUnique = append(dropUnique, "DROP INDEX "+dbconn.QuoteIdent(name))
+			missing = append(missing, def)
+		}
+	}
+	if len(dropUnique) > 0 {
+		if _, err := m.db.ExecContext(ctx, "ALTER TABLE "+shadowQ+" "+strings.Join(dropUnique, ", ")); err != nil {
+			return nil, nil, fmt.Errorf("resume: drop unique indexes until replay catches up: %w", err)
+		}
+	}
+	return watermark, missing, nil
+}
+
+// isConnectionLoss reports errors after which the server-side work is intact and a re-run can
+// resume: lost or refused connections and server restarts.
+func isConnectionLoss(err error) bool {
+	var me *mysql.MySQLError
+	if errors.As(err, &me) {
+		switch me.Number {
+		case 1053, 1927, 2006, 2013: // server shutdown, connection killed, gone away, lost
+			return true
+		}
+	}
+	var ne net.Error
+	if errors.As(err, &ne) {
+		return true
+	}
+	s := err.Error()
+	return strings.Contains(s, "invalid connection") || strings.Contains(s, "bad connection") ||
+		strings.Contains(s, "connection refused") || strings.Contains(s, "broken pipe") || strings.Contains(s, "EOF")
+}
+
+var errSimulatedCrash = outcome.New(outcome.NeedsAttention, errors.New("simulated crash (test)"), "")

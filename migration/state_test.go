@@ -1,0 +1,28 @@
+package migration
+
+import (
+	"math"
+	"reflect"
+	"testing"
+)
+
+func TestKeyEncodingRoundTrips(t *testing.T) {
+	for _, key := range [][]any{
+		{int64(42)},
+		{uint64(math.MaxUint64)},
+		{int64(math.MinInt64), []byte{0, 0xff, '"', '\\'}},
+		{[]byte("héllo"), int64(-7)},
+		{[]byte{}},
+	} {
+		got, err := decodeKey(encodeKey(key))
+		if err != nil || !reflect.DeepEqual(got, key) {
+			t.Errorf("%v -> %q -> %v %v", key, encodeKey(key), got, err)
+		}
+	}
+	if k, err := decodeKey(""); k != nil || err != nil {
+		t.Fatal("empty watermark")
+	}
+	if _, err := decodeKey("{"); err == nil {
+		t.Fatal("corrupt watermark accepted")
+	}
+}
