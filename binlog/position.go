@@ -25,7 +25,11 @@ func CurrentPosition(ctx context.Context, db interface {
 }) (Position, error) {
 	rows, err := db.QueryContext(ctx, "SHOW MASTER STATUS")
 	if err != nil {
-		return Position{}, fmt.Errorf("read binlog position (needs BINLOG MONITOR or REPLICATION CLIENT): %w", err)
+		// MySQL 8.4 removed SHOW MASTER STATUS in favour of SHOW BINARY LOG STATUS.
+		var err2 error
+		if rows, err2 = db.QueryContext(ctx, "SHOW BINARY LOG STATUS"); err2 != nil {
+			return Position{}, fmt.Errorf("read binlog position (needs BINLOG MONITOR or REPLICATION CLIENT): %w", err)
+		}
 	}
 	defer rows.Close()
 	cols, _ := rows.Columns()

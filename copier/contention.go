@@ -2,46 +2,45 @@ package copier
 
 import (
 	"context"
-	"database/sql"
 	"time"
 )
+
+// DefaultRestRatio: after a chunk that other clients waited for, the copy pauses this many times
+// the chunk's duration, so the application gets the table (and the CPU) back for a while. 1.0
+// keeps the copy to about half of the time under contention.
+const DefaultRestRatio = 1.0
+
+// rest pauses after a contended chunk; see DefaultRestRatio.
+func (c *Copier) rest(ctx context.Context, took time.Duration) error {
+	if !c.contended || c.cfg.RestRatio <= 0 {
+		return nil
+	}
+	select {
+	case <-time.After(time.Duration(float64(took) * c.cfg.RestRatio)):
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
 
 // DefaultIdleChunkTime is the longest a chunk may hold the source lock while nobody waits for it.
 // With no waiting client, a long chunk costs nothing and saves per-statement overhead (each chunk
 // is a commit); as soon as a client waits, chunks drop back to ChunkTime.
 const DefaultIdleChunkTime = 250 * time.Millisecond
 
-// lockWaits watches the server's Table_locks_waited counter: it grows whenever a statement had
-// to wait for a MyISAM table lock, which during the copy mostly means "waited for us".
-type lockWaits struct {
-	db   *sql.DB
-	last int64
-	ok   bool
-}
-
-// contended reports whether any lock wait happened since the previous call. Errors count as
-// contended: when in doubt, stay gentle.
-func (l *lockWaits) contended(ctx context.Context) bool {
-	var name string
-	var v int64
-	if err := l.db.QueryRowContext(ctx, "SHOW GLOBAL STATUS LIKE 'Table_locks_waited'").Scan(&name, &v); err != nil {
-		return true
-	}
-	prev, had := l.last, l.ok
-	l.last, l.ok = v, true
-	return !had || v > prev
-}
-
 // chunkTarget picks this chunk's lock-time target: ChunkTime under contention, otherwise up to
 // twice the previous target, capped at IdleChunkTime.
 func (c *Copier) chunkTarget(ctx context.Context) time.Duration {
-	if c.cfg.IdleChunkTime <= c.cfg.ChunkTime {
-		return c.cfg.ChunkTime
+	base := time.Duration(c.chunkTime.Load())
+	if c.cfg.IdleChunkTime <= base {
+		return base
 	}
-	if c.waits.contended(ctx) {
-		c.target = c.cfg.ChunkTime
+	if c.waits.Contended(ctx) {
+		c.target = base
+		c.contended = true
 	} else {
-		c.target = min(max(c.target, c.cfg.ChunkTime)*2, c.cfg.IdleChunkTime)
+		c.contended = false
+		c.target = min(max(c.target, base)*2, c.cfg.IdleChunkTime)
 	}
 	return c.target
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/enginemig/enginemig/dbconn"
 	"github.com/enginemig/enginemig/table"
+	"github.com/enginemig/enginemig/throttle"
 )
 
 // Tuning defaults. A MyISAM SELECT holds a table READ lock for its whole run and every writer
@@ -39,6 +40,9 @@ type Config struct {
 	IdleChunkTime time.Duration
 	// Throttle, when set, is called before each chunk and may wait (e.g. while the server is busy).
 	Throttle func(ctx context.Context) error
+	// RestRatio: pause after a contended chunk for this multiple of its duration (default
+	// DefaultRestRatio; negative: never pause).
+	RestRatio float64
 	// ClientSide reads rows into enginemig and writes them back instead of one REPLACE ... SELECT
 	// per chunk: the source lock is then held only for the read, at a much higher total cost.
 	ClientSide bool
@@ -59,9 +63,11 @@ type Copier struct {
 	replaceSQL     string
 	intKey         bool
 	ss             serverSide
-	waits          lockWaits
+	waits          *throttle.LockWaits
 	target         time.Duration
+	contended      bool
 
+	chunkTime atomic.Int64 // current ChunkTime, changeable while running
 	copied    atomic.Int64
 	chunkSize atomic.Int64
 	lockTime  atomic.Int64 // total nanoseconds spent in source reads
@@ -85,8 +91,11 @@ func New(reader, writer *sql.DB, ti *table.Info, shadowName string, gate *sync.R
 	if cfg.IdleChunkTime == 0 {
 		cfg.IdleChunkTime = DefaultIdleChunkTime
 	}
+	if cfg.RestRatio == 0 {
+		cfg.RestRatio = DefaultRestRatio
+	}
 	c := &Copier{reader: reader, writer: writer, ti: ti, shadow: shadowName, cfg: cfg, gate: gate, keyCols: key.ColumnNames(),
-		waits: lockWaits{db: writer}}
+		waits: throttle.NewLockWaits(writer)}
 	cols := ti.CopyColumns()
 	c.ncols = len(cols)
 	names := make([]string, len(cols))
@@ -117,6 +126,7 @@ func New(reader, writer *sql.DB, ti *table.Info, shadowName string, gate *sync.R
 	c.firstSQL = base + order
 	c.nextSQL = base + " WHERE " + afterPredicate(quotedKey) + order
 	c.replaceSQL = "REPLACE INTO " + dbconn.QualifiedName(ti.Schema, shadowName) + " (" + strings.Join(names, ",") + ") VALUES "
+	c.chunkTime.Store(int64(cfg.ChunkTime))
 	c.prepareServerSide(names, quotedKey, key.Name)
 	c.chunkSize.Store(initialChunk)
 	return c, nil
@@ -231,7 +241,7 @@ func (c *Copier) readLoop(ctx context.Context, after []any, out chan<- chunk) er
 			return fmt.Errorf("copy: read chunk after %v: %w", after, err)
 		}
 		c.lockTime.Add(int64(elapsed))
-		c.adapt(len(ch.rows), limit, elapsed, c.cfg.ChunkTime)
+		c.adapt(len(ch.rows), limit, elapsed, time.Duration(c.chunkTime.Load()))
 		if len(ch.rows) == 0 {
 			// End of table. Mark done while still holding the gate, so that from here on replay
 			// applies every change (nothing is left for the copy to pick up).
@@ -330,6 +340,13 @@ func (c *Copier) write(ctx context.Context, ch chunk) error {
 	c.mu.Unlock()
 	c.copied.Add(int64(len(ch.rows)))
 	return nil
+}
+
+// SetChunkTime changes the lock-time target while the copy runs (live control).
+func (c *Copier) SetChunkTime(d time.Duration) {
+	if d > 0 {
+		c.chunkTime.Store(int64(d))
+	}
 }
 
 // Copied is the number of rows written so far.

@@ -89,6 +89,9 @@ func (c *Copier) runServerSide(ctx context.Context, after []any) error {
 		c.gate.RUnlock()
 		c.adapt(limit, limit, elapsed, target)
 		after = upper
+		if err := c.rest(ctx, elapsed); err != nil {
+			return err
+		}
 	}
 }
 

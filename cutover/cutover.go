@@ -7,6 +7,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -146,7 +147,7 @@ func attempt(ctx context.Context, db *sql.DB, sw Swap, replay Replay, cfg Config
 	// The sentry occupies the name the original will be renamed to. Should this connection die
 	// while the rename waits, the rename then fails on "table exists" and nothing changes.
 	if _, err := connA.ExecContext(ctx, fmt.Sprintf("CREATE TABLE %s (id INT) ENGINE=MyISAM COMMENT=%s", aside, dbconn.QuoteString(SentryComment))); err != nil {
-		return 0, binlog.Position{}, &fatalError{fmt.Errorf("create sentry %s: %w (a leftover from an earlier run? see `enginemig cleanup`)", aside, err)}
+		return 0, binlog.Position{}, &fatalError{fmt.Errorf("create sentry %s: %w (a leftover from an earlier run? `enginemig cleanup` removes it)", aside, err)}
 	}
 	sentryDropped := false
 	defer func() {
@@ -297,9 +298,10 @@ func LongQueries(ctx context.Context, db *sql.DB, schema, name string, age time.
 	rows, err := db.QueryContext(ctx, `SELECT ID, COALESCE(INFO, '') FROM information_schema.PROCESSLIST
 		WHERE ID <> CONNECTION_ID() AND COMMAND NOT IN ('Sleep', 'Binlog Dump', 'Daemon') AND TIME_MS >= ?`, age.Milliseconds())
 	if err != nil {
-		// MySQL has no TIME_MS; fall back to whole seconds.
+		// MySQL has no TIME_MS; fall back to whole seconds, rounded up (TIME >= 0 would match
+		// every running query).
 		rows, err = db.QueryContext(ctx, `SELECT ID, COALESCE(INFO, '') FROM information_schema.PROCESSLIST
-			WHERE ID <> CONNECTION_ID() AND COMMAND NOT IN ('Sleep', 'Binlog Dump', 'Daemon') AND TIME >= ?`, int(age.Seconds()))
+			WHERE ID <> CONNECTION_ID() AND COMMAND NOT IN ('Sleep', 'Binlog Dump', 'Daemon') AND TIME >= ?`, max(1, int(math.Ceil(age.Seconds()))))
 		if err != nil {
 			return nil, err
 		}

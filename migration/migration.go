@@ -19,6 +19,7 @@ import (
 	"github.com/enginemig/enginemig/dbconn"
 	"github.com/enginemig/enginemig/outcome"
 	"github.com/enginemig/enginemig/table"
+	"github.com/enginemig/enginemig/throttle"
 	"github.com/enginemig/enginemig/verify"
 )
 
@@ -42,6 +43,13 @@ type Options struct {
 	Progress      func(Progress)
 	ProgressEvery time.Duration
 	Log           func(format string, args ...any)
+	// Throttling of the copy (see package throttle): Threads_running limit, replicas whose lag
+	// (measured with a heartbeat in StateSchema) must stay under MaxLag.
+	MaxThreadsRunning int
+	Replicas          []dbconn.Config
+	MaxLag            time.Duration
+	// ControlSocket, when set, is a unix socket for live control (see package control).
+	ControlSocket string
 	// SkipVerify skips the chunk-by-chunk comparison of source and shadow before the cut-over.
 	SkipVerify bool
 	// Gates to run (see ParseGates) and how they benchmark.
@@ -114,7 +122,19 @@ func Run(ctx context.Context, db *sql.DB, opts Options) (*Result, error) {
 	if m.opts.ServerID == 0 {
 		m.opts.ServerID = 1<<30 + rand.Uint32N(1<<30)
 	}
-	return m.run(ctx)
+	ctx, abort := context.WithCancelCause(ctx)
+	defer abort(nil)
+	m.ctl = newController(m, abort)
+	closeControl, err := m.listenControl(ctx, m.ctl)
+	if err != nil {
+		return nil, outcome.New(outcome.Usage, err, "choose another --control-socket path")
+	}
+	defer closeControl()
+	res, err := m.run(ctx)
+	if err != nil && errors.Is(context.Cause(ctx), errAborted) {
+		err = outcome.New(outcome.FailedSafe, fmt.Errorf("%w; the shadow was dropped and the original table is unchanged", errAborted), "")
+	}
+	return res, err
 }
 
 type migrator struct {
@@ -129,6 +149,8 @@ type migrator struct {
 	stream  *binlog.Stream
 	replay  *binlog.Replayer
 	copy    *copier.Copier
+	thr     *throttle.Throttler
+	ctl     *controller
 	stage   string
 	stageMu sync.Mutex
 }
@@ -274,11 +296,19 @@ func (m *migrator) migrate(ctx context.Context, ddl table.ShadowDDL, resume *Sta
 		return fail(err)
 	}
 	gate := &sync.RWMutex{}
-	m.copy, err = copier.New(m.reader, m.writer, m.ti, table.ShadowName(m.ti.Name), gate, copier.Config{ChunkTime: m.opts.ChunkTime,
+	cp, err := copier.New(m.reader, m.writer, m.ti, table.ShadowName(m.ti.Name), gate, copier.Config{ChunkTime: m.opts.ChunkTime,
 		ClientSide: m.opts.ClientSide, Throttle: m.beforeChunk})
 	if err != nil {
 		return fail(err)
 	}
+	thr, closeReplicas, err := m.startThrottle(ctx)
+	if err != nil {
+		return fail(outcome.New(outcome.Refused, err, ""))
+	}
+	defer closeReplicas()
+	m.stageMu.Lock()
+	m.copy, m.thr = cp, thr
+	m.stageMu.Unlock()
 	m.replay = binlog.NewReplayer(m.stream, applier, gate)
 	m.replay.Skip = m.copy.Skip
 
@@ -325,6 +355,7 @@ func (m *migrator) migrate(ctx context.Context, ddl table.ShadowDDL, resume *Sta
 		return fail(outcome.New(outcome.FailedSafe, fmt.Errorf("replay: %w", err), ""))
 	}
 	stopCopy()
+	thr.Stop() // the throttle only ever holds back the copy
 	if err != nil {
 		return fail(outcome.New(outcome.FailedSafe, err, ""))
 	}
@@ -535,6 +566,8 @@ func (m *migrator) postpone(ctx context.Context, replayErr <-chan error) error {
 			return nil
 		}
 		select {
+		case <-m.ctl.release:
+			return nil
 		case <-ctx.Done():
 			return ctx.Err()
 		case err := <-replayErr:
@@ -610,13 +643,41 @@ func (m *migrator) setStage(ctx context.Context, stage string) error {
 	return nil
 }
 
-// beforeChunk runs before every copy chunk.
+// beforeChunk runs before every copy chunk: the throttle may hold it back.
 func (m *migrator) beforeChunk(ctx context.Context) error {
 	if m.opts.crashAfterRows > 0 && m.copy.Copied() >= m.opts.crashAfterRows {
 		m.saveState(ctx, func(*State) {})
 		return errSimulatedCrash
 	}
-	return nil
+	return m.thr.Wait(ctx)
+}
+
+// startThrottle connects to the replicas and starts the heartbeat and checks.
+func (m *migrator) startThrottle(ctx context.Context) (*throttle.Throttler, func(), error) {
+	cfg := throttle.Config{MaxThreadsRunning: m.opts.MaxThreadsRunning, MaxLag: m.opts.MaxLag,
+		HeartbeatSchema: m.store.schema, Log: m.opts.Log}
+	var pools []*sql.DB
+	closeAll := func() {
+		for _, p := range pools {
+			p.Close()
+		}
+	}
+	for _, rc := range m.opts.Replicas {
+		p, err := dbconn.Open(ctx, rc, "", 2)
+		if err != nil {
+			closeAll()
+			return nil, nil, fmt.Errorf("replica %s: %w", rc.Address(), err)
+		}
+		pools = append(pools, p)
+		cfg.Replicas = append(cfg.Replicas, p)
+		cfg.ReplicaNames = append(cfg.ReplicaNames, rc.Address())
+	}
+	thr := throttle.New(m.db, cfg)
+	if err := thr.Start(ctx); err != nil {
+		closeAll()
+		return nil, nil, fmt.Errorf("start throttle: %w", err)
+	}
+	return thr, func() { thr.Stop(); closeAll() }, nil
 }
 
 // saveState updates the state row with the current counters after mutate; the progress goroutine

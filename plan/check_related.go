@@ -6,7 +6,7 @@ import (
 )
 
 func init() {
-	registerTable("triggers", Warning, "the table has triggers: they stay with the renamed old table and must be recreated on the new one at cut-over", checkTriggers)
+	registerTable("triggers", Blocker, "the table has triggers: they would stay with the renamed old table at cut-over, and apply does not yet recreate them inside the swap", checkTriggers)
 	registerTable("partitioned", Warning, "partitioned MyISAM table (blocker on MySQL 8.0+, which has no partitioned MyISAM)", checkPartitioned)
 	registerTable("foreign-keys", Info, "foreign keys of other tables point at this table: InnoDB starts enforcing them once both sides are InnoDB", checkForeignKeys)
 }
@@ -15,9 +15,9 @@ func checkTriggers(in *TableInput) []Finding {
 	if len(in.Triggers) == 0 {
 		return nil
 	}
-	return []Finding{newFinding("triggers", Warning,
-		fmt.Sprintf("%d trigger(s) (%s): at cut-over they follow the renamed MyISAM table and must be recreated on the InnoDB table inside the swap", len(in.Triggers), strings.Join(in.Triggers, ", ")),
-		"grant TRIGGER to enginemig's account; check that the triggers' statements behave the same with InnoDB (transactions, locking)")}
+	return []Finding{newFinding("triggers", Blocker,
+		fmt.Sprintf("%d trigger(s) (%s): at cut-over they would follow the renamed MyISAM table; apply does not recreate them on the InnoDB table yet", len(in.Triggers), strings.Join(in.Triggers, ", ")),
+		"drop the triggers, convert, then recreate them on the new table (the application's writes in between are not seen by them)")}
 }
 
 func checkPartitioned(in *TableInput) []Finding {

@@ -15,6 +15,7 @@ import (
 	"github.com/enginemig/enginemig/binlog"
 	"github.com/enginemig/enginemig/dbconn"
 	"github.com/enginemig/enginemig/table"
+	"github.com/enginemig/enginemig/throttle"
 )
 
 // Replay is what verification needs from the replayer.
@@ -26,8 +27,11 @@ type Replay interface {
 type Config struct {
 	// ChunkTime is the target time one chunk keeps the source read-locked.
 	ChunkTime time.Duration
-	// CatchUp bounds the wait for replay while the lock is held; a chunk that cannot catch up in
-	// time is unlocked and tried again.
+	// IdleChunkTime is the target while no client waits for the table (see copier).
+	IdleChunkTime time.Duration
+	// RestRatio: pause after a chunk other clients waited for, this multiple of its lock time.
+	RestRatio float64
+	// CatchUp bounds the wait for replay while the lock is held.
 	CatchUp time.Duration
 	Log     func(format string, args ...any)
 }
@@ -56,6 +60,7 @@ type verifier struct {
 	orphans [2]string
 	replay  Replay
 	cfg     Config
+	waits   *throttle.LockWaits
 }
 
 // Run verifies ti against its shadow named shadow. db is a control pool (it needs 3 connections).
@@ -66,6 +71,12 @@ func Run(ctx context.Context, db *sql.DB, ti *table.Info, shadow string, replay 
 	if cfg.CatchUp <= 0 {
 		cfg.CatchUp = time.Second
 	}
+	if cfg.IdleChunkTime == 0 {
+		cfg.IdleChunkTime = 250 * time.Millisecond
+	}
+	if cfg.RestRatio == 0 {
+		cfg.RestRatio = 1
+	}
 	if cfg.Log == nil {
 		cfg.Log = func(string, ...any) {}
 	}
@@ -73,7 +84,8 @@ func Run(ctx context.Context, db *sql.DB, ti *table.Info, shadow string, replay 
 	if !ok {
 		return Result{}, fmt.Errorf("%s has no usable key", ti.QuotedName())
 	}
-	v := &verifier{db: db, src: ti.QuotedName(), dst: dbconn.QualifiedName(ti.Schema, shadow), replay: replay, cfg: cfg}
+	v := &verifier{db: db, src: ti.QuotedName(), dst: dbconn.QualifiedName(ti.Schema, shadow), replay: replay, cfg: cfg,
+		waits: throttle.NewLockWaits(db)}
 	var cols, nulls, quotedKey []string
 	for _, c := range ti.CopyColumns() {
 		q := dbconn.QuoteIdent(c.Name)
@@ -162,8 +174,18 @@ func (v *verifier) run(ctx context.Context, quotedKey []string) (Result, error) 
 		}
 		// Size by the checksum time only: the lock and catch-up cost per chunk is fixed, so
 		// counting it would shrink chunks toward that overhead and make verification crawl.
+		// Long chunks while nobody waits for the table, short ones (and a rest) when somebody does.
+		target := v.cfg.IdleChunkTime
+		if v.waits.Contended(ctx) {
+			target = v.cfg.ChunkTime
+			select {
+			case <-time.After(time.Duration(float64(lockHeld) * v.cfg.RestRatio)):
+			case <-ctx.Done():
+				return res, ctx.Err()
+			}
+		}
 		if took > 0 && !repaired {
-			size = max(500, min(size*2, int(float64(size)*float64(v.cfg.ChunkTime)/float64(took))))
+			size = max(500, min(size*2, int(float64(size)*float64(target)/float64(took))))
 		}
 		lo = hi
 	}
@@ -274,15 +296,25 @@ func (v *verifier) compare(ctx context.Context, where string, args []any) (n int
 		return 0, false, 0, 0, fmt.Errorf("verify: replay did not reach %s within %s", pos, v.cfg.CatchUp)
 	}
 	t0 := time.Now()
+	// Both sides at once: the shadow is stable too (its replay has nothing left to apply).
+	type sum struct {
+		n, sum int64
+		err    error
+	}
+	dstDone := make(chan sum, 1)
+	go func() {
+		n, s, err := v.checksum(ctx, v.db, v.dst, where, args)
+		dstDone <- sum{n, s, err}
+	}()
 	srcN, srcSum, err := v.checksum(ctx, conn, v.src, where, args)
+	dst := <-dstDone
 	if err != nil {
 		return 0, false, 0, 0, err
 	}
-	dstN, dstSum, err := v.checksum(ctx, v.db, v.dst, where, args)
-	if err != nil {
-		return 0, false, 0, 0, err
+	if dst.err != nil {
+		return 0, false, 0, 0, dst.err
 	}
-	return srcN, srcN == dstN && srcSum == dstSum, time.Since(t0), 0, nil
+	return srcN, srcN == dst.n && srcSum == dst.sum, time.Since(t0), 0, nil
 }
 
 // repair recopies the range from the source in one locked session. It cannot run beside

@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
@@ -14,6 +16,7 @@ import (
 	"github.com/enginemig/enginemig/bench"
 	"github.com/enginemig/enginemig/copier"
 	"github.com/enginemig/enginemig/cutover"
+	"github.com/enginemig/enginemig/dbconn"
 	"github.com/enginemig/enginemig/migration"
 	"github.com/enginemig/enginemig/outcome"
 )
@@ -42,6 +45,10 @@ func applyCommand() *cli.Command {
 			&cli.IntFlag{Name: "cutover-attempts", Value: def.Attempts, Usage: "cut-over attempts before giving up (the original table stays in place)"},
 			&cli.DurationFlag{Name: "cutover-backoff", Value: def.Backoff, Usage: "pause after a failed cut-over attempt; doubles up to 8x"},
 			&cli.DurationFlag{Name: "long-query", Value: def.LongQuery, Usage: "queries on the table running longer than this delay the cut-over (a lock queued behind them would block the application)"},
+			&cli.IntFlag{Name: "max-threads-running", Usage: "pause the copy while the server's Threads_running exceeds this (0: no limit)", Category: "Throttling"},
+			&cli.StringSliceFlag{Name: "replica", Usage: "host:port of a replica whose lag must stay under --max-lag (same credentials; repeatable); lag is measured with a heartbeat enginemig writes, and lag that cannot be measured pauses the copy", Category: "Throttling"},
+			&cli.DurationFlag{Name: "max-lag", Value: time.Second, Usage: "pause the copy while a --replica lags more than this", Category: "Throttling"},
+			&cli.StringFlag{Name: "control-socket", Usage: "unix socket for live control while apply runs: `enginemig control --socket PATH status|pause|resume|abort|release-cutover|chunk-time=20ms|max-lag=2s|max-threads-running=N`"},
 			&cli.StringFlag{Name: "postpone-cutover-file", Usage: "while this file exists after the copy, keep replaying and do not cut over; `touch` it before starting, remove it to release"},
 			&cli.DurationFlag{Name: "postpone-max", Usage: "release a postponed cut-over after this long even if the file still exists (0: wait for the file)"},
 			&cli.StringFlag{Name: "gate", Usage: "benchmark gates to run: before-copy (a sample as MyISAM vs InnoDB), before-cutover (read-only probes, source vs shadow), after-cutover (probes before vs after the swap), comma-separated, or all", Category: "Gates"},
@@ -96,6 +103,15 @@ func runApply(c *cli.Context) error {
 				Attempts: c.Int("cutover-attempts"), Backoff: c.Duration("cutover-backoff"), LongQuery: c.Duration("long-query")},
 			PostponeFile: c.String("postpone-cutover-file"),
 			Gates:        gates, GateConfig: gateCfg,
+			MaxThreadsRunning: c.Int("max-threads-running"), MaxLag: c.Duration("max-lag"),
+			ControlSocket: c.String("control-socket"),
+		}
+		for _, r := range c.StringSlice("replica") {
+			rc, err := replicaConfig(conn, r)
+			if err != nil {
+				return outcome.New(outcome.Usage, err, "")
+			}
+			opts.Replicas = append(opts.Replicas, rc)
 		}
 		if d := c.Duration("postpone-max"); d > 0 {
 			opts.PostponeUntil = time.Now().Add(d)
@@ -209,13 +225,16 @@ func (d *progressDisplay) update(p migration.Progress) {
 	}
 	d.lastLine = time.Now()
 	eta := "?"
-	if p.RowsCopied > 0 && p.RowsTotal > p.RowsCopied {
+	total := max(p.RowsTotal, p.RowsCopied) // TABLE_ROWS is an estimate the copy can pass
+	if p.RowsCopied > 0 && total > p.RowsCopied {
 		rate := float64(p.RowsCopied) / p.Elapsed.Seconds()
-		eta = (time.Duration(float64(p.RowsTotal-p.RowsCopied)/rate) * time.Second / time.Second).Round(time.Second).String()
+		eta = time.Duration(float64(total-p.RowsCopied) / rate * float64(time.Second)).Round(time.Second).String()
+	} else if p.RowsCopied > 0 {
+		eta = "0s"
 	}
 	pct := 0.0
-	if p.RowsTotal > 0 {
-		pct = 100 * float64(p.RowsCopied) / float64(p.RowsTotal)
+	if total > 0 {
+		pct = 100 * float64(p.RowsCopied) / float64(total)
 	}
 	fmt.Fprintf(d.w, "%s %s %s: %d/%d rows (%.1f%%), %.0f rows/s, ETA %s, %d changes replayed, %s\n",
 		time.Now().Format("15:04:05"), d.label, p.Stage, p.RowsCopied, p.RowsTotal, pct,
@@ -240,4 +259,19 @@ func passWord(ok bool) string {
 		return "passed"
 	}
 	return "FAILED"
+}
+
+// replicaConfig is the primary's connection settings pointed at host:port.
+func replicaConfig(primary dbconn.Config, hostPort string) (dbconn.Config, error) {
+	host, port, err := net.SplitHostPort(hostPort)
+	if err != nil {
+		return dbconn.Config{}, fmt.Errorf("--replica %q: want host:port", hostPort)
+	}
+	n, err := strconv.Atoi(port)
+	if err != nil || n <= 0 {
+		return dbconn.Config{}, fmt.Errorf("--replica %q: bad port", hostPort)
+	}
+	rc := primary
+	rc.Host, rc.Port, rc.Socket = host, n, ""
+	return rc, nil
 }

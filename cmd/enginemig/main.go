@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/urfave/cli/v2"
@@ -35,7 +36,8 @@ func run(args []string) int {
 	if errors.As(err, &exitErr) && outcome.CodeOf(err) == outcome.Internal {
 		code = outcome.Code(exitErr.ExitCode())
 	}
-	if isUsageError(err) {
+	// urfave/cli reports a missing Required flag without going through OnUsageError.
+	if isUsageError(err) || strings.HasPrefix(err.Error(), "Required flag") {
 		code = outcome.Usage
 	}
 	fmt.Fprintf(os.Stderr, "enginemig: %v\n", err)

@@ -1,0 +1,89 @@
+package migration
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/enginemig/enginemig/cutover"
+	"github.com/enginemig/enginemig/dbconn"
+	"github.com/enginemig/enginemig/table"
+)
+
+// CleanupOptions say which table's leftovers to remove.
+type CleanupOptions struct {
+	Conn        dbconn.Config
+	Schema      string
+	Table       string
+	StateSchema string
+	// DropOld also drops the kept original `_t_old`, which ends the possibility of a rollback.
+	DropOld bool
+}
+
+// CleanupResult lists what was dropped.
+type CleanupResult struct {
+	Dropped []string `json:"dropped"`
+	Kept    []string `json:"kept,omitempty"`
+}
+
+// Cleanup removes what an interrupted or finished migration left: the shadow `_t_new` (also the
+// InnoDB copy a rollback keeps), a cut-over sentry, and with DropOld the kept original. It refuses
+// while a migration of the table runs, and marks interrupted records as cleaned up.
+func Cleanup(ctx context.Context, db *sql.DB, opts CleanupOptions) (*CleanupResult, error) {
+	if _, err := loadTable(ctx, db, opts.Schema, opts.Table); err != nil {
+		return nil, err
+	}
+	lock, err := lockTable(ctx, opts.Conn, opts.Schema, opts.Table)
+	if err != nil {
+		return nil, err
+	}
+	defer lock.Close()
+	res := &CleanupResult{}
+	drop := func(name string) error {
+		if _, err := db.ExecContext(ctx, "DROP TABLE "+dbconn.QualifiedName(opts.Schema, name)); err != nil {
+			return fmt.Errorf("drop %s: %w", name, err)
+		}
+		res.Dropped = append(res.Dropped, name)
+		return nil
+	}
+	exists := func(name string) bool {
+		_, err := table.Load(ctx, db, opts.Schema, name)
+		return err == nil || !errors.Is(err, table.ErrNotFound)
+	}
+	if swap := table.SwapName(opts.Table); exists(swap) {
+		if !cutover.IsSentry(ctx, db, opts.Schema, swap) {
+			return nil, refuse("it holds data: a cut-over was interrupted right after the swap; rename it to "+table.OldName(opts.Table)+" by hand",
+				"%s is not an enginemig sentry", dbconn.QualifiedName(opts.Schema, swap))
+		}
+		if err := drop(swap); err != nil {
+			return nil, err
+		}
+	}
+	if shadow := table.ShadowName(opts.Table); exists(shadow) {
+		if err := drop(shadow); err != nil {
+			return nil, err
+		}
+	}
+	if old := table.OldName(opts.Table); exists(old) {
+		if opts.DropOld {
+			if err := drop(old); err != nil {
+				return nil, err
+			}
+		} else {
+			res.Kept = append(res.Kept, old+" (the original kept for rollback; --drop-old removes it)")
+		}
+	}
+	store := NewStore(db, opts.StateSchema)
+	if states, err := store.List(ctx, opts.Schema, opts.Table); err == nil {
+		for i := range states {
+			if inProgress[states[i].Stage] && states[i].FinishedAt == nil {
+				now := time.Now().UTC()
+				states[i].Stage, states[i].FinishedAt, states[i].Error = StageFailed, &now, "interrupted; cleaned up"
+				store.Save(ctx, &states[i])
+			}
+		}
+	}
+	return res, nil
+}
