@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"context"
 	"database/sql"
 	"fmt"
 	"os"
@@ -14,15 +13,7 @@ import (
 var srv *sandbox.Server
 
 func TestMain(m *testing.M) {
-	s, err := sandbox.Start(context.Background(), sandbox.Options{})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	srv = s
-	code := m.Run()
-	s.Stop()
-	os.Exit(code)
+	os.Exit(sandbox.Main(m, sandbox.Options{}, func(s *sandbox.Server) { srv = s }))
 }
 
 // gameTable creates a game-like MyISAM table of n rows: int key, a few ints, a CHAR(40), and a

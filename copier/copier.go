@@ -124,37 +124,12 @@ func New(reader, writer *sql.DB, ti *table.Info, shadowName string, gate *sync.R
 	base := fmt.Sprintf("SELECT %s FROM %s FORCE INDEX (%s)", strings.Join(names, ","), ti.QuotedName(), dbconn.QuoteIdent(key.Name))
 	order := " ORDER BY " + strings.Join(quotedKey, ",") + " LIMIT ?"
 	c.firstSQL = base + order
-	c.nextSQL = base + " WHERE " + afterPredicate(quotedKey) + order
+	c.nextSQL = base + " WHERE " + table.AfterPredicate(quotedKey) + order
 	c.replaceSQL = "REPLACE INTO " + dbconn.QualifiedName(ti.Schema, shadowName) + " (" + strings.Join(names, ",") + ") VALUES "
 	c.chunkTime.Store(int64(cfg.ChunkTime))
 	c.prepareServerSide(names, quotedKey, key.Name)
 	c.chunkSize.Store(initialChunk)
 	return c, nil
-}
-
-// afterPredicate is "key > (?,...)" spelled as OR-ed comparisons, which every server's range
-// optimizer uses (row-constructor comparisons are not optimised everywhere):
-// a > ? OR (a = ? AND b > ?) OR ...
-func afterPredicate(key []string) string {
-	var terms []string
-	for i := range key {
-		var parts []string
-		for j := 0; j < i; j++ {
-			parts = append(parts, key[j]+" = ?")
-		}
-		parts = append(parts, key[i]+" > ?")
-		terms = append(terms, "("+strings.Join(parts, " AND ")+")")
-	}
-	return "(" + strings.Join(terms, " OR ") + ")"
-}
-
-// afterArgs expands a key to afterPredicate's placeholders.
-func afterArgs(key []any) []any {
-	var args []any
-	for i := range key {
-		args = append(args, key[:i+1]...)
-	}
-	return args
 }
 
 type chunk struct {
@@ -229,7 +204,7 @@ func (c *Copier) readLoop(ctx context.Context, after []any, out chan<- chunk) er
 		if after == nil {
 			rows, err = first.QueryContext(ctx, limit)
 		} else {
-			rows, err = next.QueryContext(ctx, append(afterArgs(after), limit)...)
+			rows, err = next.QueryContext(ctx, append(table.AfterArgs(after), limit)...)
 		}
 		var ch chunk
 		if err == nil {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/enginemig/enginemig/dbconn"
+	"github.com/enginemig/enginemig/table"
 )
 
 // Server-side chunks: one REPLACE ... SELECT per chunk, bounded by a key range found first with an
@@ -28,14 +29,14 @@ func (c *Copier) prepareServerSide(names, quotedKey []string, keyIndex string) {
 	keyList := strings.Join(quotedKey, ",")
 	order := " ORDER BY " + keyList
 	c.ss.boundFirst = "SELECT " + keyList + " FROM " + src + order + " LIMIT 1 OFFSET ?"
-	c.ss.boundNext = "SELECT " + keyList + " FROM " + src + " WHERE " + afterPredicate(quotedKey) + order + " LIMIT 1 OFFSET ?"
+	c.ss.boundNext = "SELECT " + keyList + " FROM " + src + " WHERE " + table.AfterPredicate(quotedKey) + order + " LIMIT 1 OFFSET ?"
 	head := "REPLACE INTO " + dbconn.QualifiedName(c.ti.Schema, c.shadow) + " (" + strings.Join(names, ",") + ") SELECT " +
 		strings.Join(names, ",") + " FROM " + src + " WHERE "
-	c.ss.copyFirst = head + "NOT " + afterPredicate(quotedKey)
-	c.ss.copyNext = head + afterPredicate(quotedKey) + " AND NOT " + afterPredicate(quotedKey)
+	c.ss.copyFirst = head + "NOT " + table.AfterPredicate(quotedKey)
+	c.ss.copyNext = head + table.AfterPredicate(quotedKey) + " AND NOT " + table.AfterPredicate(quotedKey)
 	c.ss.copyFirstOpen = "REPLACE INTO " + dbconn.QualifiedName(c.ti.Schema, c.shadow) + " (" + strings.Join(names, ",") + ") SELECT " +
 		strings.Join(names, ",") + " FROM " + src
-	c.ss.copyNextOpen = head + afterPredicate(quotedKey)
+	c.ss.copyNextOpen = head + table.AfterPredicate(quotedKey)
 }
 
 // runServerSide copies chunk by chunk with REPLACE ... SELECT.
@@ -60,11 +61,11 @@ func (c *Copier) runServerSide(ctx context.Context, after []any) error {
 		case after == nil && upper == nil:
 			res, err = c.writer.ExecContext(ctx, c.ss.copyFirstOpen)
 		case after == nil:
-			res, err = c.writer.ExecContext(ctx, c.ss.copyFirst, afterArgs(upper)...)
+			res, err = c.writer.ExecContext(ctx, c.ss.copyFirst, table.AfterArgs(upper)...)
 		case upper == nil:
-			res, err = c.writer.ExecContext(ctx, c.ss.copyNextOpen, afterArgs(after)...)
+			res, err = c.writer.ExecContext(ctx, c.ss.copyNextOpen, table.AfterArgs(after)...)
 		default:
-			res, err = c.writer.ExecContext(ctx, c.ss.copyNext, append(afterArgs(after), afterArgs(upper)...)...)
+			res, err = c.writer.ExecContext(ctx, c.ss.copyNext, append(table.AfterArgs(after), table.AfterArgs(upper)...)...)
 		}
 		elapsed := time.Since(start)
 		if err != nil {
@@ -103,7 +104,7 @@ func (c *Copier) boundary(ctx context.Context, after []any, limit int) ([]any, e
 	if after == nil {
 		row = c.reader.QueryRowContext(ctx, c.ss.boundFirst, limit-1)
 	} else {
-		row = c.reader.QueryRowContext(ctx, c.ss.boundNext, append(afterArgs(after), limit-1)...)
+		row = c.reader.QueryRowContext(ctx, c.ss.boundNext, append(table.AfterArgs(after), limit-1)...)
 	}
 	vals := make([]any, len(c.keyCols))
 	ptrs := make([]any, len(vals))

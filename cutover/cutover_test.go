@@ -18,15 +18,7 @@ import (
 var srv *sandbox.Server
 
 func TestMain(m *testing.M) {
-	s, err := sandbox.Start(context.Background(), sandbox.Options{})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	srv = s
-	code := m.Run()
-	s.Stop()
-	os.Exit(code)
+	os.Exit(sandbox.Main(m, sandbox.Options{}, func(s *sandbox.Server) { srv = s }))
 }
 
 // caughtUp stands in for the replayer: these tests write nothing during the swap.

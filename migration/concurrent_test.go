@@ -198,24 +198,13 @@ func TestConcurrentWritersDuringCopyAndCutover(t *testing.T) {
 	db := openControl(t, srv)
 	ws := seedAllTypes(t, db, schema, 40000, 4, 42)
 
-	ctx, stop := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	for _, w := range ws {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for ctx.Err() == nil {
-				w.step(ctx)
-			}
-		}()
-	}
+	stop := runWriters(ws, 0)
 	opts := testOptions(srv, schema, "t")
 	opts.ChunkTime = 2 * time.Millisecond // many small chunks: more interleaving with the writers
 	res, err := Run(context.Background(), db, opts)
 	// Keep writing to the converted table for a moment: those writes must land there too.
 	time.Sleep(300 * time.Millisecond)
 	stop()
-	wg.Wait()
 	if err != nil {
 		t.Fatalf("migration failed: %v", err)
 	}
@@ -258,4 +247,24 @@ func TestConcurrentWritersDuringCopyAndCutover(t *testing.T) {
 	if norm(showT) != norm(showRef) {
 		t.Fatalf("definition changed:\n%s\nvs\n%s", showT, showRef)
 	}
+}
+
+// runWriters starts every writer in its own goroutine, each pausing between statements, and
+// returns a function that stops them and waits until the last write is acknowledged or failed.
+func runWriters(ws []*writer, pause time.Duration) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for _, w := range ws {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				w.step(ctx)
+				if pause > 0 {
+					time.Sleep(pause)
+				}
+			}
+		}()
+	}
+	return func() { cancel(); wg.Wait() }
 }

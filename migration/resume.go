@@ -183,18 +183,7 @@ func (m *migrator) prepareResume(ctx context.Context, st *State, deferred []stri
 		for _, k := range key.ColumnNames() {
 			quoted = append(quoted, dbconn.QuoteIdent(k))
 		}
-		var terms []string
-		var args []any
-		for i := range quoted {
-			var parts []string
-			for j := 0; j < i; j++ {
-				parts = append(parts, quoted[j]+" = ?")
-			}
-			parts = append(parts, quoted[i]+" > ?")
-			terms = append(terms, "("+strings.Join(parts, " AND ")+")")
-			args = append(args, watermark[:i+1]...)
-		}
-		if _, err := m.db.ExecContext(ctx, "DELETE FROM "+shadowQ+" WHERE "+strings.Join(terms, " OR "), args...); err != nil {
+		if _, err := m.db.ExecContext(ctx, "DELETE FROM "+shadowQ+" WHERE "+table.AfterPredicate(quoted), table.AfterArgs(watermark)...); err != nil {
 			return nil, nil, fmt.Errorf("resume: remove rows above the watermark: %w", err)
 		}
 	}

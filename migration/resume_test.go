@@ -27,18 +27,7 @@ func TestResumeAfterCrash(t *testing.T) {
 			schema, _ := srv.FreshDatabase(t)
 			db := openControl(t, srv)
 			ws := seedAllTypes(t, db, schema, 30000, 3, 11)
-			ctx, stop := context.WithCancel(context.Background())
-			var wg sync.WaitGroup
-			for _, w := range ws {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for ctx.Err() == nil {
-						w.step(ctx)
-						time.Sleep(200 * time.Microsecond)
-					}
-				}()
-			}
+			stop := runWriters(ws, 200*time.Microsecond)
 			var logs []string
 			var logMu sync.Mutex
 			opts := testOptions(srv, schema, "t")
@@ -56,7 +45,6 @@ func TestResumeAfterCrash(t *testing.T) {
 			_, err := Run(context.Background(), db, opts)
 			if !errors.Is(err, errSimulatedCrash) {
 				stop()
-				wg.Wait()
 				t.Fatalf("first run: want simulated crash, got %v", err)
 			}
 			if !tableExists(t, db, schema, "_t_new") {
@@ -67,7 +55,6 @@ func TestResumeAfterCrash(t *testing.T) {
 			res, err := Run(context.Background(), db, opts)
 			time.Sleep(200 * time.Millisecond)
 			stop()
-			wg.Wait()
 			if err != nil {
 				t.Fatalf("resumed run: %v", err)
 			}

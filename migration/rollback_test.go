@@ -3,7 +3,6 @@ package migration
 import (
 	"context"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,22 +16,10 @@ func TestRollbackKeepsWritesMadeAfterCutover(t *testing.T) {
 	schema, _ := srv.FreshDatabase(t)
 	db := openControl(t, srv)
 	ws := seedAllTypes(t, db, schema, 5000, 3, 7)
-	ctx, stop := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	for _, w := range ws {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for ctx.Err() == nil {
-				w.step(ctx)
-				time.Sleep(time.Millisecond)
-			}
-		}()
-	}
+	stop := runWriters(ws, time.Millisecond)
 	opts := testOptions(srv, schema, "t")
 	if _, err := Run(context.Background(), db, opts); err != nil {
 		stop()
-		wg.Wait()
 		t.Fatal(err)
 	}
 	var before int64
@@ -43,7 +30,6 @@ func TestRollbackKeepsWritesMadeAfterCutover(t *testing.T) {
 	res, err := Rollback(context.Background(), db, RollbackOptions{Conn: opts.Conn, Schema: schema, Table: "t", StateSchema: opts.StateSchema, Log: opts.Log})
 	time.Sleep(300 * time.Millisecond) // and writes after the swap back, to the MyISAM table
 	stop()
-	wg.Wait()
 	if err != nil {
 		t.Fatalf("rollback: %v", err)
 	}

@@ -16,16 +16,7 @@ import (
 var srv *sandbox.Server
 
 func TestMain(m *testing.M) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	s, err := sandbox.Start(ctx, sandbox.Options{})
-	cancel()
-	if err != nil {
-		panic(err)
-	}
-	srv = s
-	code := m.Run()
-	s.Stop()
-	os.Exit(code)
+	os.Exit(sandbox.Main(m, sandbox.Options{}, func(s *sandbox.Server) { srv = s }))
 }
 
 func inspect(t *testing.T, db *sql.DB, opts Options) *Plan {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -77,4 +78,19 @@ func MustExec(tb testing.TB, db *sql.DB, stmts ...string) {
 			tb.Fatalf("%s: %v", q, err)
 		}
 	}
+}
+
+// Main is a TestMain body for packages whose tests share one server: it starts the server, hands
+// it to set, runs the tests and stops it. It returns the exit code for os.Exit.
+func Main(m *testing.M, opts Options, set func(*Server)) int {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	s, err := Start(ctx, opts)
+	cancel()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "start sandbox server:", err)
+		return 1
+	}
+	set(s)
+	defer s.Stop()
+	return m.Run()
 }

@@ -12,14 +12,7 @@ import (
 var srv *sandbox.Server
 
 func TestMain(m *testing.M) {
-	s, err := sandbox.Start(context.Background(), sandbox.Options{})
-	if err != nil {
-		panic(err)
-	}
-	srv = s
-	code := m.Run()
-	s.Stop()
-	os.Exit(code)
+	os.Exit(sandbox.Main(m, sandbox.Options{}, func(s *sandbox.Server) { srv = s }))
 }
 
 func TestLoadAndShadowKeepsDefinitionButDefersIndexes(t *testing.T) {

@@ -106,7 +106,7 @@ func Run(ctx context.Context, db *sql.DB, ti *table.Info, shadow string, replay 
 	// CONCAT_WS skips NULLs, so the NULL flags keep NULL and '' apart.
 	v.sum = "SELECT COUNT(*), COALESCE(BIT_XOR(CRC32(CONCAT_WS('#', CONCAT(" + strings.Join(nulls, ",") + "), " + strings.Join(cols, ",") + "))), 0) FROM %s WHERE %s"
 	keyList := strings.Join(quotedKey, ",")
-	after := predicate(quotedKey, ">")
+	after := table.AfterPredicate(quotedKey)
 	v.bound[0] = "SELECT " + keyList + " FROM " + v.src + " ORDER BY " + keyList + " LIMIT 1 OFFSET ?"
 	v.bound[1] = "SELECT " + keyList + " FROM " + v.src + " WHERE " + after + " ORDER BY " + keyList + " LIMIT 1 OFFSET ?"
 	names := make([]string, 0, len(ti.CopyColumns()))
@@ -122,29 +122,6 @@ func Run(ctx context.Context, db *sql.DB, ti *table.Info, shadow string, replay 
 	// against the session's default database, which the control connection does not have.
 	v.orphans[0] = "DELETE FROM " + v.dst + " WHERE %s AND NOT EXISTS (SELECT 1 FROM " + v.src + " s WHERE " + strings.Join(join, " AND ") + ")"
 	return v.run(ctx, quotedKey)
-}
-
-// predicate builds "key OP (?,...)" as OR-ed comparisons over the key columns, prefixed with
-// alias when given.
-func predicate(key []string, op string) string {
-	var terms []string
-	for i := range key {
-		var parts []string
-		for j := 0; j < i; j++ {
-			parts = append(parts, key[j]+" = ?")
-		}
-		parts = append(parts, key[i]+" "+op+" ?")
-		terms = append(terms, "("+strings.Join(parts, " AND ")+")")
-	}
-	return "(" + strings.Join(terms, " OR ") + ")"
-}
-
-func expand(key []any) []any {
-	var args []any
-	for i := range key {
-		args = append(args, key[:i+1]...)
-	}
-	return args
 }
 
 func (v *verifier) run(ctx context.Context, quotedKey []string) (Result, error) {
@@ -203,12 +180,12 @@ func (v *verifier) rangeWhere(quotedKey []string, lo, hi []any, alias string) (s
 	conds := []string{"1=1"}
 	var args []any
 	if lo != nil {
-		conds = append(conds, predicate(key, ">"))
-		args = append(args, expand(lo)...)
+		conds = append(conds, table.AfterPredicate(key))
+		args = append(args, table.AfterArgs(lo)...)
 	}
 	if hi != nil {
-		conds = append(conds, "NOT "+predicate(key, ">"))
-		args = append(args, expand(hi)...)
+		conds = append(conds, "NOT "+table.AfterPredicate(key))
+		args = append(args, table.AfterArgs(hi)...)
 	}
 	return strings.Join(conds, " AND "), args
 }
@@ -218,7 +195,7 @@ func (v *verifier) boundary(ctx context.Context, lo []any, size int) ([]any, err
 	if lo == nil {
 		row = v.db.QueryRowContext(ctx, v.bound[0], size-1)
 	} else {
-		row = v.db.QueryRowContext(ctx, v.bound[1], append(expand(lo), size-1)...)
+		row = v.db.QueryRowContext(ctx, v.bound[1], append(table.AfterArgs(lo), size-1)...)
 	}
 	vals := make([]any, len(v.keyCols))
 	ptrs := make([]any, len(vals))

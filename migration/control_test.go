@@ -1,0 +1,87 @@
+package migration
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/enginemig/enginemig/control"
+	"github.com/enginemig/enginemig/outcome"
+	"github.com/enginemig/enginemig/sandbox"
+)
+
+// A postponed cut-over is released through the control socket; status answers meanwhile.
+func TestControlSocketReleasesPostponedCutover(t *testing.T) {
+	schema, sdb := srv.FreshDatabase(t)
+	db := openControl(t, srv)
+	sandbox.MustExec(t, sdb, "CREATE TABLE t (id INT PRIMARY KEY, v INT) ENGINE=MyISAM", "INSERT INTO t SELECT seq, seq FROM seq_1_to_2000")
+	dir := t.TempDir()
+	opts := testOptions(srv, schema, "t")
+	opts.ControlSocket = filepath.Join(dir, "ctl.sock")
+	opts.PostponeFile = filepath.Join(dir, "postpone")
+	os.WriteFile(opts.PostponeFile, nil, 0o600)
+	done := make(chan error, 1)
+	go func() { _, err := Run(context.Background(), db, opts); done <- err }()
+
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		reply, err := control.Send(context.Background(), opts.ControlSocket, "status")
+		if err == nil && strings.Contains(reply, `"stage":"postponed"`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("never postponed; last status %q %v", reply, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if _, err := control.Send(context.Background(), opts.ControlSocket, "release-cutover"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("release did not let the cut-over proceed")
+	}
+	if engineOf(t, db, schema, "t") != "InnoDB" {
+		t.Fatal("not converted")
+	}
+}
+
+func TestControlSocketAbortLeavesOriginal(t *testing.T) {
+	schema, sdb := srv.FreshDatabase(t)
+	db := openControl(t, srv)
+	sandbox.MustExec(t, sdb, "CREATE TABLE t (id INT PRIMARY KEY, v INT) ENGINE=MyISAM", "INSERT INTO t SELECT seq, seq FROM seq_1_to_2000")
+	dir := t.TempDir()
+	opts := testOptions(srv, schema, "t")
+	opts.StateSchema = "_state_abort"
+	opts.ControlSocket = filepath.Join(dir, "ctl.sock")
+	opts.PostponeFile = filepath.Join(dir, "postpone")
+	os.WriteFile(opts.PostponeFile, nil, 0o600)
+	done := make(chan error, 1)
+	go func() { _, err := Run(context.Background(), db, opts); done <- err }()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		reply, _ := control.Send(context.Background(), opts.ControlSocket, "status")
+		if strings.Contains(reply, `"stage":"postponed"`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("never postponed")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	control.Send(context.Background(), opts.ControlSocket, "abort")
+	err := <-done
+	if outcome.CodeOf(err) != outcome.FailedSafe || !strings.Contains(err.Error(), "aborted") {
+		t.Fatalf("got %d %v", outcome.CodeOf(err), err)
+	}
+	if tableExists(t, db, schema, "_t_new") || engineOf(t, db, schema, "t") != "MyISAM" {
+		t.Fatal("abort left changes")
+	}
+}
