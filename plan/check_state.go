@@ -10,7 +10,7 @@ import (
 func init() {
 	registerTable("crashed", Blocker, "the table is crashed or cannot be opened (information_schema shows no engine)", checkCrashed)
 	registerTable("packed-readonly", Warning, "compressed read-only table (myisampack): it becomes writable as InnoDB", checkPacked)
-	registerTable("name-too-long", Blocker, "the shadow and old names (_<t>_new, _<t>_old) exceed 64 characters", checkNameLength)
+	registerTable("name-too-long", Blocker, "the working names (_<t>_new, _<t>_old, <t>_emswap) exceed 64 characters", checkNameLength)
 }
 
 func checkCrashed(in *TableInput) []Finding {
@@ -36,6 +36,7 @@ func checkNameLength(in *TableInput) []Finding {
 		return nil
 	}
 	return []Finding{newFinding("name-too-long", Blocker,
-		fmt.Sprintf("the working names %s and %s exceed %d characters", table.ShadowName(in.Info.Name), table.OldName(in.Info.Name), table.MaxNameLength),
-		"rename the table to at most 59 characters; then plan again")}
+		fmt.Sprintf("the working names %s, %s and %s exceed %d characters", table.ShadowName(in.Info.Name), table.OldName(in.Info.Name),
+			table.SwapName(in.Info.Name), table.MaxNameLength),
+		"rename the table to at most 57 characters; then plan again")}
 }

@@ -1,3 +1,3 @@
--- _<t>_old must fit in 64 characters: t may have at most 59.
-CREATE TABLE hit_aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa (id INT PRIMARY KEY) ENGINE=MyISAM;
-CREATE TABLE ok_aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa (id INT PRIMARY KEY) ENGINE=MyISAM;
+-- <t>_emswap (the cut-over sentry) must fit in 64 characters: t may have at most 57.
+CREATE TABLE hit_aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa (id INT PRIMARY KEY) ENGINE=MyISAM;
+CREATE TABLE ok_aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa (id INT PRIMARY KEY) ENGINE=MyISAM;
