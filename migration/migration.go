@@ -131,10 +131,36 @@ func Run(ctx context.Context, db *sql.DB, opts Options) (*Result, error) {
 	}
 	defer closeControl()
 	res, err := m.run(ctx)
+	// A lost connection (server restart, network) leaves the shadow and the progress in place:
+	// reconnect with backoff and resume, then give up with a clear message.
+	for attempt := 1; err != nil && ctx.Err() == nil && attempt <= maxReconnects &&
+		(errors.Is(err, errSuspended) || isConnectionLoss(err)); attempt++ {
+		wait := min(time.Second<<(attempt-1), 30*time.Second)
+		m.opts.Log("lost the connection to the server (%v); resuming in %s (attempt %d of %d)", err, wait, attempt, maxReconnects)
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+		}
+		m.reset()
+		res, err = m.run(ctx)
+	}
 	if err != nil && errors.Is(context.Cause(ctx), errAborted) {
 		err = outcome.New(outcome.FailedSafe, fmt.Errorf("%w; the shadow was dropped and the original table is unchanged", errAborted), "")
 	}
 	return res, err
+}
+
+// maxReconnects bounds automatic resumes after lost connections (backoff 1 s doubling, ~1 min).
+const maxReconnects = 6
+
+// errSuspended marks a run stopped by a lost connection with its work kept for resuming.
+var errSuspended = errors.New("connection lost")
+
+// reset clears what one run built, before the next attempt resumes.
+func (m *migrator) reset() {
+	m.stageMu.Lock()
+	defer m.stageMu.Unlock()
+	m.ti, m.state, m.store, m.reader, m.writer, m.stream, m.replay, m.copy, m.thr, m.stage = nil, State{}, nil, nil, nil, nil, nil, nil, nil, ""
 }
 
 type migrator struct {
@@ -758,7 +784,7 @@ func quotedIn(schema, name string) string { return dbconn.QualifiedName(schema, 
 // that running the same apply again resumes it.
 func (m *migrator) suspend(ctx context.Context, err error) error {
 	m.saveState(context.WithoutCancel(ctx), func(st *State) { st.Error = "connection lost: " + err.Error() })
-	return outcome.New(outcome.NeedsAttention, fmt.Errorf("lost the connection to the server: %w", err),
+	return outcome.New(outcome.NeedsAttention, fmt.Errorf("%w to the server: %w", errSuspended, err),
 		"the shadow table and the progress are kept: run the same apply again to resume")
 }
 

@@ -1,0 +1,66 @@
+package migration
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/enginemig/enginemig/sandbox"
+)
+
+// A server restart in the middle of the copy: apply reconnects, resumes from its recorded
+// progress and finishes with a correct table.
+func TestServerRestartMidCopyResumesByItself(t *testing.T) {
+	s := sandbox.ForTest(t, sandbox.Options{})
+	schema, sdb := s.FreshDatabase(t)
+	sandbox.MustExec(t, sdb, "CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(30), KEY v (v)) ENGINE=MyISAM",
+		"INSERT INTO t SELECT seq, CONCAT('v', seq) FROM seq_1_to_300000",
+		"CREATE TABLE ref LIKE t", "INSERT INTO ref SELECT * FROM t")
+	db := openControl(t, s)
+	opts := testOptions(s, schema, "t")
+	opts.ChunkTime = 2 * time.Millisecond
+	opts.ProgressEvery, opts.saveEvery = 50*time.Millisecond, 50*time.Millisecond
+	var mu sync.Mutex
+	var logs []string
+	restarted := make(chan struct{})
+	var once sync.Once
+	opts.Progress = func(p Progress) {
+		if p.Stage == StageCopy && p.RowsCopied > 30000 {
+			once.Do(func() {
+				go func() {
+					if err := s.Restart(context.Background()); err != nil {
+						t.Errorf("restart: %v", err)
+					}
+					close(restarted)
+				}()
+			})
+		}
+	}
+	opts.Log = func(f string, a ...any) {
+		mu.Lock()
+		logs = append(logs, f)
+		mu.Unlock()
+	}
+	res, err := Run(context.Background(), db, opts)
+	<-restarted
+	if err != nil {
+		t.Fatalf("apply did not survive the restart: %v", err)
+	}
+	mu.Lock()
+	joined := strings.Join(logs, "\n")
+	mu.Unlock()
+	if !strings.Contains(joined, "lost the connection") || !strings.Contains(joined, "resuming migration") {
+		t.Fatalf("no reconnect and resume in the log:\n%s", joined)
+	}
+	if res.RowsCopied >= 300000 {
+		t.Fatalf("the copy started over (%d rows)", res.RowsCopied)
+	}
+	if engineOf(t, db, schema, "t") != "InnoDB" {
+		t.Fatal("not converted")
+	}
+	if diff := sameRows(t, db, schema, "t", "ref", []string{"id", "v"}, "id"); diff != "" {
+		t.Fatal(diff)
+	}
+}
