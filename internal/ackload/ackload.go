@@ -1,0 +1,417 @@
+// Package ackload is a test helper: an application load that records every write the server
+// acknowledged and can prove, at the end, that a table holds exactly those writes.
+//
+// Each writer owns a key range of its own (writer i owns ids [Base+i*Span, Base+(i+1)*Span)), so
+// the expected content of its rows is known without any coordination: it is the last
+// acknowledged write to each id. Writers run the web mix (per 24 operations: 16 primary-key
+// SELECTs, 7 UPDATEs, 1 INSERT) plus DELETEs and primary-key changes. Every SELECT is checked
+// against the model too: an application that reads back an older version of a row it wrote
+// has lost a write, even if the final table turns out right.
+//
+// A write that returns an error may or may not have been applied (the connection can die after the
+// server committed it): its ids become "uncertain" and are excluded from the checks, and the writer
+// stops using them. Tests that inject faults the application must not notice assert Errors() == 0.
+package ackload
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/enginemig/enginemig/dbconn"
+)
+
+// Config sizes the load. Zero values get defaults.
+type Config struct {
+	Writers       int       // default 4
+	RowsPerWriter int       // seeded rows per writer, default 1000
+	Span          int64     // ids per writer, default 10,000,000
+	Seed          uint64    // seeds values and operation choice
+	Columns       [4]string // id, integer value, text, binary; default id, v, s, b
+	// Pause between one writer's operations (0: none).
+	Pause time.Duration
+	// DeletesAndKeyChanges per 24 mix operations (each); default 1. Negative: none.
+	DeletesAndKeyChanges int
+}
+
+type row struct {
+	v int64
+	s sql.NullString
+	b []byte
+}
+
+// Load is a running or finished application load on one table.
+type Load struct {
+	db  *sql.DB
+	qt  string // quoted table
+	cfg Config
+	q   [4]string
+	ws  []*writer
+}
+
+type writer struct {
+	l         *Load
+	lo, hi    int64 // owned [lo, hi)
+	next      int64
+	r         *rand.Rand
+	live      []int64
+	model     map[int64]row // acknowledged content of live ids
+	uncertain map[int64]bool
+	acked     atomic.Int64
+	reads     atomic.Int64
+	errs      []string
+	stale     []string
+	mu        sync.Mutex // guards errs and stale for reporting while running
+}
+
+func (c *Config) defaults() {
+	if c.Writers == 0 {
+		c.Writers = 4
+	}
+	if c.RowsPerWriter == 0 {
+		c.RowsPerWriter = 1000
+	}
+	if c.Span == 0 {
+		c.Span = 10_000_000
+	}
+	if c.Columns[0] == "" {
+		c.Columns = [4]string{"id", "v", "s", "b"}
+	}
+	if c.DeletesAndKeyChanges == 0 {
+		c.DeletesAndKeyChanges = 1
+	}
+	if c.DeletesAndKeyChanges < 0 {
+		c.DeletesAndKeyChanges = 0
+	}
+}
+
+// DDL returns the MyISAM table definition the load writes to.
+func DDL(qualified string, cols [4]string) string {
+	if cols[0] == "" {
+		cols = [4]string{"id", "v", "s", "b"}
+	}
+	q := func(i int) string { return dbconn.QuoteIdent(cols[i]) }
+	return fmt.Sprintf("CREATE TABLE %s (%s BIGINT NOT NULL, %s BIGINT NOT NULL, %s VARCHAR(64) CHARACTER SET utf8mb4 NULL, "+
+		"%s VARBINARY(24) NULL, PRIMARY KEY (%s), KEY %s (%s)) ENGINE=MyISAM DEFAULT CHARSET=latin1",
+		qualified, q(0), q(1), q(2), q(3), q(0), dbconn.QuoteIdent("by "+cols[1]), q(1))
+}
+
+// Create makes the table (MyISAM) and seeds every writer's rows.
+func Create(ctx context.Context, db *sql.DB, schema, table string, cfg Config) (*Load, error) {
+	cfg.defaults()
+	l := &Load{db: db, qt: dbconn.QualifiedName(schema, table), cfg: cfg}
+	for i, c := range cfg.Columns {
+		l.q[i] = dbconn.QuoteIdent(c)
+	}
+	if _, err := db.ExecContext(ctx, DDL(l.qt, cfg.Columns)); err != nil {
+		return nil, fmt.Errorf("ackload: create: %w", err)
+	}
+	seedRand := rand.New(rand.NewPCG(cfg.Seed, 0))
+	for i := 0; i < cfg.Writers; i++ {
+		lo := 1 + int64(i)*cfg.Span
+		w := &writer{l: l, lo: lo, hi: lo + cfg.Span, next: lo, r: rand.New(rand.NewPCG(cfg.Seed, uint64(i)+1)),
+			model: map[int64]row{}, uncertain: map[int64]bool{}}
+		l.ws = append(l.ws, w)
+		const batch = 500
+		for done := 0; done < cfg.RowsPerWriter; done += batch {
+			var vals []string
+			var args []any
+			for j := 0; j < batch && done+j < cfg.RowsPerWriter; j++ {
+				id := w.next
+				w.next++
+				rw := randomRow(seedRand)
+				vals = append(vals, "(?,?,?,?)")
+				args = append(args, id, rw.v, rw.s, rw.b)
+				w.model[id] = rw
+				w.live = append(w.live, id)
+			}
+			if _, err := db.ExecContext(ctx, "INSERT INTO "+l.qt+" ("+strings.Join(l.q[:], ",")+") VALUES "+strings.Join(vals, ","), args...); err != nil {
+				return nil, fmt.Errorf("ackload: seed: %w", err)
+			}
+		}
+	}
+	return l, nil
+}
+
+var words = []string{"héllo", "日本語", "emoji 🎮", `quote ' "dq" \back`, "", "plain", "Zürich", "ñ", "`tick`"}
+
+func randomRow(r *rand.Rand) row {
+	rw := row{v: r.Int64N(1<<40) - 1<<39}
+	if r.IntN(6) != 0 {
+		rw.s = sql.NullString{String: words[r.IntN(len(words))] + fmt.Sprint(r.IntN(100000)), Valid: true}
+	}
+	if r.IntN(6) != 0 {
+		rw.b = make([]byte, r.IntN(24))
+		for i := range rw.b {
+			rw.b[i] = byte(r.IntN(256))
+		}
+	}
+	return rw
+}
+
+// Start runs every writer in its own goroutine until the returned stop is called; stop waits
+// until each writer's last statement has been acknowledged or failed.
+func (l *Load) Start() (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for _, w := range l.ws {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				w.step()
+				if l.cfg.Pause > 0 {
+					time.Sleep(l.cfg.Pause)
+				}
+			}
+		}()
+	}
+	var once sync.Once
+	return func() { once.Do(func() { cancel(); wg.Wait() }) }
+}
+
+// exec runs one write; an error makes ids uncertain.
+func (w *writer) exec(ids []int64, q string, args ...any) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if _, err := w.l.db.ExecContext(ctx, q, args...); err != nil {
+		w.mu.Lock()
+		w.errs = append(w.errs, fmt.Sprintf("%s: %v", strings.Fields(q)[0], err))
+		w.mu.Unlock()
+		for _, id := range ids {
+			w.forget(id)
+			w.uncertain[id] = true
+		}
+		time.Sleep(20 * time.Millisecond) // a failing server: do not spin
+		return false
+	}
+	w.acked.Add(1)
+	return true
+}
+
+func (w *writer) forget(id int64) {
+	delete(w.model, id)
+	for i, x := range w.live {
+		if x == id {
+			w.live[i] = w.live[len(w.live)-1]
+			w.live = w.live[:len(w.live)-1]
+			return
+		}
+	}
+}
+
+func (w *writer) pick() (int64, bool) {
+	if len(w.live) == 0 {
+		return 0, false
+	}
+	return w.live[w.r.IntN(len(w.live))], true
+}
+
+func (w *writer) step() {
+	l := w.l
+	q := l.q
+	extra := l.cfg.DeletesAndKeyChanges
+	op := w.r.IntN(24 + 2*extra)
+	id, ok := w.pick()
+	switch {
+	case op < 16: // primary-key read, checked against the acknowledged state
+		if !ok {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		var got row
+		err := l.db.QueryRowContext(ctx, "SELECT "+q[1]+","+q[2]+","+q[3]+" FROM "+l.qt+" WHERE "+q[0]+"=?", id).Scan(&got.v, &got.s, &got.b)
+		w.reads.Add(1)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			w.mu.Lock()
+			w.errs = append(w.errs, fmt.Sprintf("SELECT: %v", err))
+			w.mu.Unlock()
+			time.Sleep(20 * time.Millisecond)
+			return
+		}
+		want := w.model[id]
+		if errors.Is(err, sql.ErrNoRows) {
+			w.mu.Lock()
+			w.stale = append(w.stale, fmt.Sprintf("read of id %d found no row; acknowledged %s", id, want))
+			w.mu.Unlock()
+		} else if !got.equal(want) {
+			w.mu.Lock()
+			w.stale = append(w.stale, fmt.Sprintf("read of id %d returned %s; acknowledged %s", id, got, want))
+			w.mu.Unlock()
+		}
+	case op < 23: // update
+		if !ok {
+			return
+		}
+		rw := randomRow(w.r)
+		if w.r.IntN(3) == 0 { // a one-column update
+			rw.s, rw.b = w.model[id].s, w.model[id].b
+			if w.exec([]int64{id}, "UPDATE "+l.qt+" SET "+q[1]+"=? WHERE "+q[0]+"=?", rw.v, id) {
+				w.model[id] = rw
+			}
+			return
+		}
+		if w.exec([]int64{id}, "UPDATE "+l.qt+" SET "+q[1]+"=?,"+q[2]+"=?,"+q[3]+"=? WHERE "+q[0]+"=?", rw.v, rw.s, rw.b, id) {
+			w.model[id] = rw
+		}
+	case op < 24: // insert
+		if w.next >= w.hi {
+			return
+		}
+		nid := w.next
+		w.next++
+		rw := randomRow(w.r)
+		if w.exec([]int64{nid}, "INSERT INTO "+l.qt+" ("+strings.Join(q[:], ",")+") VALUES (?,?,?,?)", nid, rw.v, rw.s, rw.b) {
+			w.model[nid] = rw
+			w.live = append(w.live, nid)
+		}
+	case op < 24+extra: // delete
+		if !ok {
+			return
+		}
+		if w.exec([]int64{id}, "DELETE FROM "+l.qt+" WHERE "+q[0]+"=?", id) {
+			w.forget(id)
+		}
+	default: // primary-key change
+		if !ok || w.next >= w.hi {
+			return
+		}
+		nid := w.next
+		w.next++
+		if w.exec([]int64{id, nid}, "UPDATE "+l.qt+" SET "+q[0]+"=? WHERE "+q[0]+"=?", nid, id) {
+			rw := w.model[id]
+			w.forget(id)
+			w.model[nid] = rw
+			w.live = append(w.live, nid)
+		}
+	}
+}
+
+func (r row) equal(o row) bool {
+	return r.v == o.v && r.s == o.s && string(r.b) == string(o.b) && (r.b == nil) == (o.b == nil)
+}
+
+func (r row) String() string {
+	s := "NULL"
+	if r.s.Valid {
+		s = fmt.Sprintf("%q", r.s.String)
+	}
+	b := "NULL"
+	if r.b != nil {
+		b = fmt.Sprintf("%x", r.b)
+	}
+	return fmt.Sprintf("(v=%d s=%s b=%s)", r.v, s, b)
+}
+
+// Stats counts what the load did.
+type Stats struct {
+	Acked     int64 // acknowledged writes
+	Reads     int64 // primary-key reads checked against the model
+	Errors    int   // statements that failed (the application saw an error)
+	Stale     int   // reads that returned something else than the last acknowledged write
+	Uncertain int   // ids excluded from the checks because a write to them failed
+}
+
+// Stats may only be called after stop.
+func (l *Load) Stats() Stats {
+	var s Stats
+	for _, w := range l.ws {
+		s.Acked += w.acked.Load()
+		s.Reads += w.reads.Load()
+		s.Errors += len(w.errs)
+		s.Stale += len(w.stale)
+		s.Uncertain += len(w.uncertain)
+	}
+	return s
+}
+
+// Problems lists up to n application-visible problems (errors and stale reads); call after stop.
+func (l *Load) Problems(n int) []string {
+	var out []string
+	for _, w := range l.ws {
+		out = append(out, w.stale...)
+		out = append(out, w.errs...)
+	}
+	if len(out) > n {
+		out = out[:n]
+	}
+	return out
+}
+
+// Check compares table (in schema) with the acknowledged state, after stop. It returns how many
+// rows it compared and up to 10 differences: a missing row, a row with other content, or a row
+// that should not exist (deleted, moved, or never inserted). Ids made uncertain by a failed write
+// are skipped.
+func (l *Load) Check(ctx context.Context, db *sql.DB, schema, table string) (checked int, diffs []string, err error) {
+	q := l.q
+	rows, err := db.QueryContext(ctx, "SELECT "+strings.Join(q[:], ",")+" FROM "+dbconn.QualifiedName(schema, table)+" ORDER BY "+q[0])
+	if err != nil {
+		return 0, nil, err
+	}
+	defer rows.Close()
+	owner := func(id int64) *writer {
+		i := (id - 1) / l.cfg.Span
+		if id < 1 || i >= int64(len(l.ws)) {
+			return nil
+		}
+		return l.ws[i]
+	}
+	seen := map[int64]bool{}
+	add := func(s string) {
+		if len(diffs) < 10 {
+			diffs = append(diffs, s)
+		}
+	}
+	for rows.Next() {
+		var id int64
+		var got row
+		if err := rows.Scan(&id, &got.v, &got.s, &got.b); err != nil {
+			return checked, diffs, err
+		}
+		w := owner(id)
+		if w == nil {
+			add(fmt.Sprintf("id %d: a row nobody wrote %s", id, got))
+			continue
+		}
+		if w.uncertain[id] {
+			continue
+		}
+		seen[id] = true
+		want, ok := w.model[id]
+		switch {
+		case !ok:
+			add(fmt.Sprintf("id %d: present %s but was deleted, moved or never inserted", id, got))
+		case !got.equal(want):
+			add(fmt.Sprintf("id %d: has %s, last acknowledged write %s", id, got, want))
+		default:
+			checked++
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return checked, diffs, err
+	}
+	var missing []int64
+	for _, w := range l.ws {
+		for id := range w.model {
+			if !seen[id] {
+				missing = append(missing, id)
+			}
+		}
+	}
+	sort.Slice(missing, func(i, j int) bool { return missing[i] < missing[j] })
+	for _, id := range missing {
+		add(fmt.Sprintf("id %d: missing; last acknowledged write %s", id, owner(id).model[id]))
+	}
+	if len(missing) > 0 && len(diffs) == 10 {
+		diffs = append(diffs, fmt.Sprintf("(%d missing rows in all)", len(missing)))
+	}
+	return checked, diffs, nil
+}
