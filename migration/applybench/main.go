@@ -33,6 +33,7 @@ func main() {
 	loadShare := flag.Float64("load", 0.5, "application load as a share of measured capacity")
 	window := flag.Duration("window", 10*time.Second, "baseline measurement window")
 	skipLoad := flag.Bool("idle-only", false, "skip the runs under load")
+	flag.StringVar(&serverArgs, "server-args", "", "extra mariadbd arguments for the sandbox, space separated (e.g. \"--innodb-log-file-size=1G\")")
 	flag.StringVar(&extraApplyArgs, "apply-args", "", "extra arguments for enginemig apply, space separated (e.g. \"--chunk-time 50ms\")")
 	flag.Parse()
 	ctx := context.Background()
@@ -66,7 +67,8 @@ func run(ctx context.Context, rows, threads int, share float64, window time.Dura
 	if out, err := exec.Command("go", "build", "-o", bin, "./cmd/enginemig").CombinedOutput(); err != nil {
 		return fmt.Errorf("build: %v\n%s", err, out)
 	}
-	srv, err := sandbox.Start(ctx, sandbox.Options{BufferPool: "2G", ExtraArgs: []string{"--key-buffer-size=512M", "--max-binlog-size=1G"}})
+	srv, err := sandbox.Start(ctx, sandbox.Options{BufferPool: "2G",
+		ExtraArgs: append([]string{"--key-buffer-size=512M", "--max-binlog-size=1G"}, strings.Fields(serverArgs)...)})
 	if err != nil {
 		return err
 	}
@@ -153,7 +155,7 @@ type applyResult struct {
 	maxRSSKiB int64
 }
 
-var extraApplyArgs string
+var extraApplyArgs, serverArgs string
 
 func runApply(bin string, port int, table string) (applyResult, error) {
 	args := []string{"apply", "--host", "127.0.0.1", "--port", strconv.Itoa(port), "--user", "root",
