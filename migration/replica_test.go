@@ -1,0 +1,58 @@
+package migration
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/enginemig/enginemig/sandbox"
+)
+
+// With a watched replica whose SQL thread is stopped, the copy must pause (lag grows past the
+// limit) and continue once replication catches up.
+func TestCopyPausesWhileReplicaLags(t *testing.T) {
+	primary := sandbox.ForTest(t, sandbox.Options{})
+	replica := sandbox.ReplicaForTest(t, primary, sandbox.Options{})
+	schema, sdb := primary.FreshDatabase(t)
+	sandbox.MustExec(t, sdb, "CREATE TABLE t (id INT PRIMARY KEY, v INT) ENGINE=MyISAM", "INSERT INTO t SELECT seq, seq FROM seq_1_to_200000")
+	ctx := context.Background()
+	if err := sandbox.SyncReplica(ctx, primary, replica); err != nil {
+		t.Fatal(err)
+	}
+	db := openControl(t, primary)
+	opts := testOptions(primary, schema, "t")
+	opts.ChunkTime = 2 * time.Millisecond
+	opts.Replicas = append(opts.Replicas, connConfig(replica))
+	opts.MaxLag = 300 * time.Millisecond
+	var copied atomic.Int64
+	opts.ProgressEvery = 50 * time.Millisecond
+	opts.Progress = func(p Progress) { copied.Store(p.RowsCopied) }
+
+	if err := replica.StopReplicaSQL(ctx); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := Run(ctx, db, opts); done <- err }()
+	// Lag builds up while the SQL thread is stopped; the copy must stall.
+	time.Sleep(3 * time.Second)
+	stalledAt := copied.Load()
+	time.Sleep(2 * time.Second)
+	if moved := copied.Load() - stalledAt; moved > 0 || stalledAt >= 200000 {
+		t.Fatalf("copy went on while the replica lagged: %d rows at 3 s, %d more in the next 2 s", stalledAt, moved)
+	}
+	if err := replica.StartReplicaSQL(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(90 * time.Second):
+		t.Fatal("copy did not continue after the replica caught up")
+	}
+	if engineOf(t, db, schema, "t") != "InnoDB" {
+		t.Fatal("not converted")
+	}
+}
