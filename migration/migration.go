@@ -63,6 +63,7 @@ type Options struct {
 	crashAfterRows int64
 	crashAtStage   string
 	saveEvery      time.Duration
+	idleChunkTime  time.Duration // copier.Config.IdleChunkTime, to keep a test's copy slow
 }
 
 // Progress is a snapshot for progress displays.
@@ -323,7 +324,7 @@ func (m *migrator) migrate(ctx context.Context, ddl table.ShadowDDL, resume *Sta
 	}
 	gate := &sync.RWMutex{}
 	cp, err := copier.New(m.reader, m.writer, m.ti, table.ShadowName(m.ti.Name), gate, copier.Config{ChunkTime: m.opts.ChunkTime,
-		ClientSide: m.opts.ClientSide, Throttle: m.beforeChunk})
+		IdleChunkTime: m.opts.idleChunkTime, ClientSide: m.opts.ClientSide, Throttle: m.beforeChunk})
 	if err != nil {
 		return fail(err)
 	}

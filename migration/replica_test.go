@@ -15,30 +15,33 @@ func TestCopyPausesWhileReplicaLags(t *testing.T) {
 	primary := sandbox.ForTest(t, sandbox.Options{})
 	replica := sandbox.ReplicaForTest(t, primary, sandbox.Options{})
 	schema, sdb := primary.FreshDatabase(t)
-	sandbox.MustExec(t, sdb, "CREATE TABLE t (id INT PRIMARY KEY, v INT) ENGINE=MyISAM", "INSERT INTO t SELECT seq, seq FROM seq_1_to_200000")
+	sandbox.MustExec(t, sdb, "CREATE TABLE t (id INT PRIMARY KEY, v INT) ENGINE=MyISAM", "INSERT INTO t SELECT seq, seq FROM seq_1_to_60000")
 	ctx := context.Background()
 	if err := sandbox.SyncReplica(ctx, primary, replica); err != nil {
 		t.Fatal(err)
 	}
 	db := openControl(t, primary)
 	opts := testOptions(primary, schema, "t")
-	opts.ChunkTime = 2 * time.Millisecond
+	opts.ChunkTime, opts.idleChunkTime = time.Millisecond, time.Millisecond // a slow copy
 	opts.Replicas = append(opts.Replicas, connConfig(replica))
 	opts.MaxLag = 300 * time.Millisecond
 	var copied atomic.Int64
 	opts.ProgressEvery = 50 * time.Millisecond
 	opts.Progress = func(p Progress) { copied.Store(p.RowsCopied) }
 
+	done := make(chan error, 1)
+	go func() { _, err := Run(ctx, db, opts); done <- err }()
+	for copied.Load() == 0 {
+		time.Sleep(20 * time.Millisecond)
+	}
+	// Replication stops mid-copy: lag builds up past the limit and the copy must stall.
 	if err := replica.StopReplicaSQL(ctx); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { _, err := Run(ctx, db, opts); done <- err }()
-	// Lag builds up while the SQL thread is stopped; the copy must stall.
-	time.Sleep(3 * time.Second)
+	time.Sleep(1500 * time.Millisecond)
 	stalledAt := copied.Load()
 	time.Sleep(2 * time.Second)
-	if moved := copied.Load() - stalledAt; moved > 0 || stalledAt >= 200000 {
+	if moved := copied.Load() - stalledAt; moved > 0 || stalledAt >= 60000 {
 		t.Fatalf("copy went on while the replica lagged: %d rows at 3 s, %d more in the next 2 s", stalledAt, moved)
 	}
 	if err := replica.StartReplicaSQL(ctx); err != nil {
