@@ -226,6 +226,7 @@ func truncate(s string, n int) string {
 // ddlPattern matches DDL statements that name the table. The name must stand alone (quoted,
 // qualified or between spaces), so `_t_old` does not match t.
 func ddlPattern(name string) *regexp.Regexp {
-	n := regexp.QuoteMeta(name)
+	// Inside a quoted name, SQL text doubles each backtick: match the name written either way.
+	n := "(?:" + regexp.QuoteMeta(name) + "|" + regexp.QuoteMeta(strings.ReplaceAll(name, "`", "``")) + ")"
 	return regexp.MustCompile(`(?i)^\s*(/\*.*?\*/\s*)*(ALTER|DROP|RENAME|TRUNCATE|OPTIMIZE|REPAIR)\b[^;]*(^|[\s.,(` + "`" + `])` + "`?" + n + "`?" + `([\s.,;()` + "`" + `]|$)`)
 }

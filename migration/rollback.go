@@ -177,10 +177,12 @@ func lastCutover(ctx context.Context, db *sql.DB, opts RollbackOptions) (*State,
 
 // isCutoverRename recognises the migration's own swap, which the rollback stream starts just before.
 func isCutoverRename(name string) func(string) bool {
-	old, shadow := strings.ToLower(table.OldName(name)), strings.ToLower(table.ShadowName(name))
+	// The names as the statement text spells them: a backtick inside a quoted name is doubled.
+	asWritten := func(s string) string { return strings.ToLower(strings.ReplaceAll(s, "`", "``")) }
+	old, shadow := asWritten(table.OldName(name)), asWritten(table.ShadowName(name))
 	return func(q string) bool {
 		l := strings.ToLower(q)
-		swap := strings.ToLower(table.SwapName(name))
+		swap := asWritten(table.SwapName(name))
 		return strings.Contains(l, "rename table") && (strings.Contains(l, shadow) || strings.Contains(l, old)) &&
 			(strings.Contains(l, swap) || strings.Contains(l, old))
 	}
