@@ -136,6 +136,7 @@ func TestServerRestartMidCopy(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, out := p.wait(t, 2*time.Minute)
+	t.Logf("apply across the restart: exit %d; %s", code, lastLine(out))
 	switch code {
 	case int(outcome.NeedsAttention):
 		if !strings.Contains(out, "run the same apply again to resume") {
