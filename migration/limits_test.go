@@ -1,0 +1,89 @@
+package migration
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/enginemig/enginemig/binlog"
+	"github.com/enginemig/enginemig/outcome"
+	"github.com/enginemig/enginemig/sandbox"
+)
+
+// When the binlog a resume needs has been purged, apply says so, starts the copy over and still
+// produces a correct table.
+func TestResumeRestartsCleanlyWhenBinlogPurged(t *testing.T) {
+	s := sandbox.ForTest(t, sandbox.Options{})
+	schema, sdb := s.FreshDatabase(t)
+	sandbox.MustExec(t, sdb, "CREATE TABLE t (id INT PRIMARY KEY, v INT) ENGINE=MyISAM", "INSERT INTO t SELECT seq, seq FROM seq_1_to_50000",
+		"CREATE TABLE ref LIKE t", "INSERT INTO ref SELECT * FROM t")
+	db := openControl(t, s)
+	opts := testOptions(s, schema, "t")
+	opts.ChunkTime, opts.idleChunkTime = time.Millisecond, time.Millisecond
+	opts.ProgressEvery, opts.saveEvery = 50*time.Millisecond, 50*time.Millisecond
+	opts.crashAfterRows = 10000
+	if _, err := Run(context.Background(), db, opts); !errors.Is(err, errSimulatedCrash) {
+		t.Fatalf("want simulated crash, got %v", err)
+	}
+	sandbox.MustExec(t, sdb, "UPDATE t SET v = v + 1 WHERE id % 7 = 0", "UPDATE ref SET v = v + 1 WHERE id % 7 = 0")
+	db.Exec("FLUSH BINARY LOGS")
+	pos, err := binlog.CurrentPosition(context.Background(), db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A purge skips files a binlog reader still has open; the crashed run's reader may take a
+	// moment to go away.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if _, err := db.Exec("PURGE BINARY LOGS TO '" + pos.Name + "'"); err != nil {
+			t.Fatal(err)
+		}
+		if files, _ := binlog.Available(context.Background(), db); len(files) == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("could not purge the binlogs")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	var logs []string
+	opts.crashAfterRows = 0
+	opts.Log = func(f string, a ...any) { logs = append(logs, f) }
+	res, err := Run(context.Background(), db, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(strings.Join(logs, "\n"), "interrupted migration") || res.RowsCopied < 50000 {
+		t.Fatalf("expected a clean restart of the copy; copied %d; log %v", res.RowsCopied, logs)
+	}
+	if diff := sameRows(t, db, schema, "t", "ref", []string{"id", "v"}, "id"); diff != "" {
+		t.Fatal(diff)
+	}
+}
+
+// A server limit hit during the copy surfaces as a clear error, exit code 6, and the original
+// table is untouched.
+func TestServerLimitDuringCopyFailsCleanly(t *testing.T) {
+	s := sandbox.ForTest(t, sandbox.Options{ExtraArgs: []string{"--max-binlog-cache-size=65536", "--max-binlog-stmt-cache-size=65536"}})
+	schema, sdb := s.FreshDatabase(t)
+	sandbox.MustExec(t, sdb, "CREATE TABLE t (id INT PRIMARY KEY, v CHAR(200)) ENGINE=MyISAM")
+	for lo := 0; lo < 20000; lo += 100 { // small statements: the limit applies to seeding too
+		sandbox.MustExec(t, sdb, fmt.Sprintf("INSERT INTO t SELECT seq, REPEAT('x', 200) FROM seq_%d_to_%d", lo+1, lo+100))
+	}
+	db := openControl(t, s)
+	_, err := Run(context.Background(), db, testOptions(s, schema, "t"))
+	if outcome.CodeOf(err) != outcome.FailedSafe || !strings.Contains(err.Error(), "max_binlog") {
+		t.Fatalf("got %d %v", outcome.CodeOf(err), err)
+	}
+	if tableExists(t, db, schema, "_t_new") || engineOf(t, db, schema, "t") != "MyISAM" {
+		t.Fatal("a failed copy left changes")
+	}
+	var n int
+	db.QueryRow("SELECT COUNT(*) FROM `" + schema + "`.t").Scan(&n)
+	if n != 20000 {
+		t.Fatalf("original has %d rows", n)
+	}
+}
