@@ -26,17 +26,7 @@ func TestControlSocketReleasesPostponedCutover(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { _, err := Run(context.Background(), db, opts); done <- err }()
 
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		reply, err := control.Send(context.Background(), opts.ControlSocket, "status")
-		if err == nil && strings.Contains(reply, `"stage":"postponed"`) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("never postponed; last status %q %v", reply, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	waitForStage(t, opts.ControlSocket, StagePostponed)
 	if _, err := control.Send(context.Background(), opts.ControlSocket, "release-cutover"); err != nil {
 		t.Fatal(err)
 	}
@@ -65,17 +55,7 @@ func TestControlSocketAbortLeavesOriginal(t *testing.T) {
 	os.WriteFile(opts.PostponeFile, nil, 0o600)
 	done := make(chan error, 1)
 	go func() { _, err := Run(context.Background(), db, opts); done <- err }()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		reply, _ := control.Send(context.Background(), opts.ControlSocket, "status")
-		if strings.Contains(reply, `"stage":"postponed"`) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("never postponed")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	waitForStage(t, opts.ControlSocket, StagePostponed)
 	control.Send(context.Background(), opts.ControlSocket, "abort")
 	err := <-done
 	if outcome.CodeOf(err) != outcome.FailedSafe || !strings.Contains(err.Error(), "aborted") {
@@ -83,5 +63,21 @@ func TestControlSocketAbortLeavesOriginal(t *testing.T) {
 	}
 	if tableExists(t, db, schema, "_t_new") || engineOf(t, db, schema, "t") != "MyISAM" {
 		t.Fatal("abort left changes")
+	}
+}
+
+// waitForStage polls the control socket's status until the migration reaches stage.
+func waitForStage(t *testing.T, socket, stage string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		reply, err := control.Send(context.Background(), socket, "status")
+		if err == nil && strings.Contains(reply, `"stage":"`+stage+`"`) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("never reached %s; last status %q %v", stage, reply, err)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }

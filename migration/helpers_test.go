@@ -1,9 +1,12 @@
 package migration
 
 import (
+	"time"
+
 	"context"
 	"database/sql"
 	"fmt"
+	"github.com/enginemig/enginemig/binlog"
 	"os"
 	"strconv"
 	"strings"
@@ -112,4 +115,29 @@ func dumpRow(t *testing.T, db *sql.DB, schema, key string, id string, cols []str
 		out = append(out, tbl+": "+strings.Join(parts, " "))
 	}
 	return strings.Join(out, "\n")
+}
+
+// purgeBinlogs rotates the binlog and purges every earlier file. A purge skips files a binlog
+// reader still has open, and an earlier run's reader may take a moment to go, so it retries.
+func purgeBinlogs(t *testing.T, db *sql.DB) {
+	t.Helper()
+	db.Exec("FLUSH BINARY LOGS")
+	pos, err := binlog.CurrentPosition(context.Background(), db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if _, err := db.Exec("PURGE BINARY LOGS TO '" + pos.Name + "'"); err != nil {
+			t.Fatal(err)
+		}
+		files, _ := binlog.Available(context.Background(), db)
+		if len(files) == 1 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("could not purge binlogs: %v", files)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/enginemig/enginemig/binlog"
 	"github.com/enginemig/enginemig/outcome"
 	"github.com/enginemig/enginemig/sandbox"
 )
@@ -29,26 +28,7 @@ func TestResumeRestartsCleanlyWhenBinlogPurged(t *testing.T) {
 		t.Fatalf("want simulated crash, got %v", err)
 	}
 	sandbox.MustExec(t, sdb, "UPDATE t SET v = v + 1 WHERE id % 7 = 0", "UPDATE ref SET v = v + 1 WHERE id % 7 = 0")
-	db.Exec("FLUSH BINARY LOGS")
-	pos, err := binlog.CurrentPosition(context.Background(), db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// A purge skips files a binlog reader still has open; the crashed run's reader may take a
-	// moment to go away.
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if _, err := db.Exec("PURGE BINARY LOGS TO '" + pos.Name + "'"); err != nil {
-			t.Fatal(err)
-		}
-		if files, _ := binlog.Available(context.Background(), db); len(files) == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("could not purge the binlogs")
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	purgeBinlogs(t, db)
 	var logs []string
 	opts.crashAfterRows = 0
 	opts.Log = func(f string, a ...any) { logs = append(logs, f) }
