@@ -29,6 +29,8 @@ func TestPreflightRefusalsChangeNothing(t *testing.T) {
 		"CREATE TABLE left2 (id INT PRIMARY KEY) ENGINE=MyISAM",
 		"CREATE TABLE _left2_old (id INT PRIMARY KEY) ENGINE=MyISAM",
 		"CREATE TABLE pergroup (grp INT NOT NULL, n INT NOT NULL AUTO_INCREMENT, PRIMARY KEY (grp, n)) ENGINE=MyISAM",
+		"CREATE TABLE part1 (id INT PRIMARY KEY) ENGINE=MyISAM",
+		"CREATE TABLE merged (id INT NOT NULL, KEY (id)) ENGINE=MRG_MyISAM UNION=(part1)",
 	)
 	cases := []struct {
 		table string
@@ -44,6 +46,8 @@ func TestPreflightRefusalsChangeNothing(t *testing.T) {
 		{"left2", outcome.Refused, "_left2_old` exists"},
 		{"missing", outcome.Usage, "does not exist"},
 		{"pergroup", outcome.Refused, "[autoinc-not-leading]"},
+		{"part1", outcome.Refused, "[merge-member]"},
+		{"merged", outcome.Refused, "not MyISAM"},
 	}
 	for _, c := range cases {
 		t.Run(c.table, func(t *testing.T) {
