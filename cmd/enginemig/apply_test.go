@@ -67,6 +67,28 @@ func TestApplyCommand(t *testing.T) {
 			t.Fatalf("status after rollback: %d\n%s", code, out)
 		}
 	})
+	t.Run("plan file: converts its tables and skips blocked ones", func(t *testing.T) {
+		sandbox.MustExec(t, db,
+			"CREATE TABLE a1 (id INT PRIMARY KEY, v INT) ENGINE=MyISAM", "INSERT INTO a1 SELECT seq, seq FROM seq_1_to_500",
+			"CREATE TABLE a2 (id INT PRIMARY KEY, v INT) ENGINE=MyISAM", "INSERT INTO a2 SELECT seq, seq FROM seq_1_to_700",
+			"CREATE TABLE blocked (grp INT NOT NULL, n INT NOT NULL AUTO_INCREMENT, PRIMARY KEY (grp, n)) ENGINE=MyISAM")
+		planFile := filepath.Join(t.TempDir(), "plan.json")
+		out, code := runCLI(t, append(append([]string{"plan"}, conn...), "--database", schema, "--tables", "a*,blocked", "--out", planFile)...)
+		if code != outcome.Refused {
+			t.Fatalf("plan with a blocked table: exit %d\n%s", code, out)
+		}
+		out, code = apply("--plan", planFile, "--output", "json", "--no-progress")
+		if code != outcome.OK {
+			t.Fatalf("apply --plan: exit %d\n%s", code, out)
+		}
+		for tbl, want := range map[string]string{"a1": "InnoDB", "a2": "InnoDB", "blocked": "MyISAM"} {
+			var engine string
+			db.QueryRow("SELECT ENGINE FROM information_schema.TABLES WHERE TABLE_SCHEMA=? AND TABLE_NAME=?", schema, tbl).Scan(&engine)
+			if engine != want {
+				t.Errorf("%s is %s, want %s", tbl, engine, want)
+			}
+		}
+	})
 	t.Run("already InnoDB exits 4", func(t *testing.T) {
 		out, code := apply("--database", schema, "--table", "sessions")
 		if code != outcome.Refused {
