@@ -28,6 +28,9 @@ type Replayer struct {
 	Gate sync.Locker
 	// Skip, when set, drops changes to keys the copy has not reached (called under Gate).
 	Skip func(key []any) bool
+	// ApplyDelay is a fault-injection point for tests: a pause before each batch, which keeps
+	// replay behind the source.
+	ApplyDelay time.Duration
 
 	mu       sync.Mutex
 	applied  Position
@@ -55,6 +58,13 @@ func (r *Replayer) Run(ctx context.Context) error {
 			return err
 		}
 		if len(batch) > 0 {
+			if r.ApplyDelay > 0 {
+				select {
+				case <-time.After(r.ApplyDelay):
+				case <-ctx.Done():
+					return nil
+				}
+			}
 			r.Gate.Lock()
 			n, err := r.applier.Apply(ctx, batch, r.Skip)
 			r.Gate.Unlock()

@@ -64,6 +64,7 @@ type Options struct {
 	crashAtStage   string
 	saveEvery      time.Duration
 	idleChunkTime  time.Duration // copier.Config.IdleChunkTime, to keep a test's copy slow
+	replayDelay    time.Duration // binlog.Replayer.ApplyDelay, to keep replay behind
 }
 
 // Progress is a snapshot for progress displays.
@@ -338,6 +339,7 @@ func (m *migrator) migrate(ctx context.Context, ddl table.ShadowDDL, resume *Sta
 	m.stageMu.Unlock()
 	m.replay = binlog.NewReplayer(m.stream, applier, gate)
 	m.replay.Skip = m.copy.Skip
+	m.replay.ApplyDelay = m.opts.replayDelay
 
 	replayCtx, stopReplay := context.WithCancel(ctx)
 	defer stopReplay()
