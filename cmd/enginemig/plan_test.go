@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -15,17 +13,10 @@ import (
 	"github.com/enginemig/enginemig/sandbox"
 )
 
-// runPlanCLI runs the app in-process, returning standard output and the exit code run() would use.
+// runPlanCLI runs `enginemig plan` in-process (see runCLI).
 func runPlanCLI(t *testing.T, args ...string) (string, outcome.Code) {
 	t.Helper()
-	var out bytes.Buffer
-	app := newApp()
-	app.Writer, app.ErrWriter = &out, &out
-	err := app.RunContext(context.Background(), append([]string{"enginemig", "plan"}, args...))
-	if err != nil {
-		t.Logf("enginemig plan %s: %v", strings.Join(args, " "), err)
-	}
-	return out.String(), outcome.CodeOf(err)
+	return runCLI(t, append([]string{"plan"}, args...)...)
 }
 
 // TestPlanCommand drives `enginemig plan` against one sandbox server: exit codes, the text
