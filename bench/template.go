@@ -147,7 +147,7 @@ func (t Template) Bind(refSchema, ref, schema, table string) (string, error) {
 
 // identPattern matches name quoted with backticks, or bare when it is a plain word.
 func identPattern(name string) string {
-	quoted := regexp.QuoteMeta("`" + strings.ReplaceAll(name, "`", "``") + "`")
+	quoted := regexp.QuoteMeta(dbconn.QuoteIdent(name))
 	if regexp.MustCompile(`^\w+$`).MatchString(name) {
 		return `(?:` + quoted + `|` + regexp.QuoteMeta(name) + `\b)`
 	}

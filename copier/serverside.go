@@ -41,6 +41,17 @@ func (c *Copier) prepareServerSide(names, quotedKey []string, keyIndex string) {
 
 // runServerSide copies chunk by chunk with REPLACE ... SELECT.
 func (c *Copier) runServerSide(ctx context.Context, after []any) error {
+	// Prepared once: on the binary-protocol pool every unprepared query costs a prepare and a close.
+	first, err := c.reader.PrepareContext(ctx, c.ss.boundFirst)
+	if err != nil {
+		return fmt.Errorf("copy: prepare chunk bounds: %w", err)
+	}
+	defer first.Close()
+	next, err := c.reader.PrepareContext(ctx, c.ss.boundNext)
+	if err != nil {
+		return fmt.Errorf("copy: prepare chunk bounds: %w", err)
+	}
+	defer next.Close()
 	for {
 		if c.cfg.Throttle != nil {
 			if err := c.cfg.Throttle(ctx); err != nil {
@@ -51,7 +62,7 @@ func (c *Copier) runServerSide(ctx context.Context, after []any) error {
 		limit := int(c.chunkSize.Load())
 		c.gate.RLock()
 		start := time.Now()
-		upper, err := c.boundary(ctx, after, limit)
+		upper, err := c.boundary(ctx, first, next, after, limit)
 		if err != nil {
 			c.gate.RUnlock()
 			return fmt.Errorf("copy: find chunk end after %v: %w", after, err)
@@ -99,12 +110,12 @@ func (c *Copier) runServerSide(ctx context.Context, after []any) error {
 // boundary returns the key of the limit-th row after `after`, or nil when fewer rows remain.
 // It uses the binary protocol so integer keys come back as integers: compared as text, a key
 // above 2^53 would be compared as an inexact double.
-func (c *Copier) boundary(ctx context.Context, after []any, limit int) ([]any, error) {
+func (c *Copier) boundary(ctx context.Context, first, next *sql.Stmt, after []any, limit int) ([]any, error) {
 	var row *sql.Row
 	if after == nil {
-		row = c.reader.QueryRowContext(ctx, c.ss.boundFirst, limit-1)
+		row = first.QueryRowContext(ctx, limit-1)
 	} else {
-		row = c.reader.QueryRowContext(ctx, c.ss.boundNext, append(table.AfterArgs(after), limit-1)...)
+		row = next.QueryRowContext(ctx, append(table.AfterArgs(after), limit-1)...)
 	}
 	vals := make([]any, len(c.keyCols))
 	ptrs := make([]any, len(vals))

@@ -292,30 +292,31 @@ func waitForLongQueries(ctx context.Context, db *sql.DB, sw Swap, cfg Config) er
 }
 
 // LongQueries lists connections whose current statement mentions the table and has run longer
-// than age. A mention is a text match: it may over-report (a column with the same name), which
-// only delays the cut-over.
+// than age. The table counts as mentioned when its name appears in the statement and the session's
+// default database is the table's or the statement names that database too. It is a text match:
+// it may over-report (a column with the same name), which only delays the cut-over.
 func LongQueries(ctx context.Context, db *sql.DB, schema, name string, age time.Duration) ([]int64, error) {
-	rows, err := db.QueryContext(ctx, `SELECT ID, COALESCE(INFO, '') FROM information_schema.PROCESSLIST
-		WHERE ID <> CONNECTION_ID() AND COMMAND NOT IN ('Sleep', 'Binlog Dump', 'Daemon') AND TIME_MS >= ?`, age.Milliseconds())
+	const base = `SELECT ID, COALESCE(DB, ''), COALESCE(INFO, '') FROM information_schema.PROCESSLIST
+		WHERE ID <> CONNECTION_ID() AND COMMAND NOT IN ('Sleep', 'Binlog Dump', 'Daemon') AND `
+	rows, err := db.QueryContext(ctx, base+"TIME_MS >= ?", age.Milliseconds())
 	if err != nil {
 		// MySQL has no TIME_MS; fall back to whole seconds, rounded up (TIME >= 0 would match
 		// every running query).
-		rows, err = db.QueryContext(ctx, `SELECT ID, COALESCE(INFO, '') FROM information_schema.PROCESSLIST
-			WHERE ID <> CONNECTION_ID() AND COMMAND NOT IN ('Sleep', 'Binlog Dump', 'Daemon') AND TIME >= ?`, max(1, int(math.Ceil(age.Seconds()))))
-		if err != nil {
+		if rows, err = db.QueryContext(ctx, base+"TIME >= ?", max(1, int(math.Ceil(age.Seconds())))); err != nil {
 			return nil, err
 		}
 	}
 	defer rows.Close()
 	var ids []int64
-	needle := strings.ToLower(name)
+	table, database := strings.ToLower(name), strings.ToLower(schema)
 	for rows.Next() {
 		var id int64
-		var info string
-		if err := rows.Scan(&id, &info); err != nil {
+		var sessionDB, info string
+		if err := rows.Scan(&id, &sessionDB, &info); err != nil {
 			return nil, err
 		}
-		if strings.Contains(strings.ToLower(info), needle) {
+		info = strings.ToLower(info)
+		if strings.Contains(info, table) && (strings.EqualFold(sessionDB, schema) || strings.Contains(info, database)) {
 			ids = append(ids, id)
 		}
 	}

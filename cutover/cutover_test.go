@@ -222,3 +222,27 @@ func TestNoWriteLandsInOldTableAfterLock(t *testing.T) {
 		}
 	}
 }
+
+// A long query on a same-named table of another database does not count; one on ours does.
+func TestLongQueriesOnlyCountsThisDatabase(t *testing.T) {
+	schema, db := setup(t)
+	_, other := srv.FreshDatabase(t)
+	sandbox.MustExec(t, other, "CREATE TABLE t (id INT PRIMARY KEY) ENGINE=MyISAM", "INSERT INTO t SELECT seq FROM seq_1_to_2000")
+	done := make(chan struct{})
+	go func() {
+		other.Exec("SELECT COUNT(*) FROM t WHERE SLEEP(0.0005) = 0")
+		close(done)
+	}()
+	time.Sleep(300 * time.Millisecond)
+	ids, err := LongQueries(context.Background(), db, schema, "t", 100*time.Millisecond)
+	if err != nil || len(ids) != 0 {
+		t.Fatalf("another database's query counted: %v %v", ids, err)
+	}
+	<-done
+	go db.Exec("SELECT COUNT(*) FROM t WHERE SLEEP(0.0005) = 0")
+	time.Sleep(300 * time.Millisecond)
+	ids, err = LongQueries(context.Background(), db, schema, "t", 100*time.Millisecond)
+	if err != nil || len(ids) != 1 {
+		t.Fatalf("our own long query not found: %v %v", ids, err)
+	}
+}

@@ -75,7 +75,9 @@ func OpenDriverConfig(ctx context.Context, dc *mysql.Config, where string, maxCo
 	return db, nil
 }
 
-// Classify turns a connect-time driver error into a coded error with a remedy.
+// Classify turns a connect-time driver error into a coded error with a remedy. Driver messages are
+// quoted as they are: they never carry the password, because no DSN string with the password is
+// ever built (configs go to the driver as structs).
 func Classify(err error, user, where, database string) error {
 	var me *mysql.MySQLError
 	if errors.As(err, &me) {
@@ -93,12 +95,8 @@ func Classify(err error, user, where, database string) error {
 	}
 	var ne net.Error
 	if errors.As(err, &ne) || errors.Is(err, context.DeadlineExceeded) || strings.Contains(err.Error(), "connection refused") {
-		return outcome.New(outcome.Connection, fmt.Errorf("cannot reach MySQL/MariaDB at %s: %v", where, redactErr(err)),
+		return outcome.New(outcome.Connection, fmt.Errorf("cannot reach MySQL/MariaDB at %s: %v", where, err),
 			"check --host/--port/--socket and that the server is running")
 	}
-	return outcome.New(outcome.Connection, fmt.Errorf("connect to %s: %v", where, redactErr(err)), "")
+	return outcome.New(outcome.Connection, fmt.Errorf("connect to %s: %v", where, err), "")
 }
-
-// redactErr returns the driver's message. Driver errors never carry the password because no DSN
-// string with the password is built (configs go to the driver as structs).
-func redactErr(err error) string { return err.Error() }

@@ -167,6 +167,7 @@ func (m *migrator) reset() {
 
 type migrator struct {
 	db      *sql.DB
+	version string // VERSION() of the server, for the binlog flavor
 	opts    Options
 	start   time.Time
 	ti      *table.Info
@@ -184,9 +185,11 @@ type migrator struct {
 }
 
 func (m *migrator) run(ctx context.Context) (*Result, error) {
-	if _, err := checkServer(ctx, m.db); err != nil {
+	version, err := checkServer(ctx, m.db)
+	if err != nil {
 		return nil, err
 	}
+	m.version = version
 	ti, err := loadTable(ctx, m.db, m.opts.Schema, m.opts.Table)
 	if err != nil {
 		return nil, err
@@ -311,9 +314,7 @@ func (m *migrator) migrate(ctx context.Context, ddl table.ShadowDDL, resume *Sta
 			st.AppliedFile, st.AppliedPos = startPos.Name, startPos.Pos
 		})
 	}
-	version := ""
-	m.db.QueryRowContext(ctx, "SELECT VERSION()").Scan(&version)
-	m.stream, err = binlog.OpenStream(ctx, binlog.StreamConfig{Conn: m.opts.Conn, Flavor: binlog.Flavor(version),
+	m.stream, err = binlog.OpenStream(ctx, binlog.StreamConfig{Conn: m.opts.Conn, Flavor: binlog.Flavor(m.version),
 		ServerID: m.opts.ServerID, Table: m.ti}, startPos)
 	if err != nil {
 		return fail(outcome.New(outcome.FailedSafe, err, "the user needs REPLICATION SLAVE (and BINLOG MONITOR or REPLICATION CLIENT)"))
@@ -505,7 +506,7 @@ func (m *migrator) migrate(ctx context.Context, ddl table.ShadowDDL, resume *Sta
 					"the InnoDB table is live; run `enginemig rollback` once the cause is fixed")
 			}
 			return res, gateFailed(g, fmt.Sprintf("rolled back: %s is MyISAM again with every write made since the cut-over (%d changes replayed); the InnoDB table is kept as %s",
-				m.ti.QuotedName(), rb.ReplayEvents, quotedIn(m.ti.Schema, rb.InnoDBTable)))
+				m.ti.QuotedName(), rb.ReplayEvents, dbconn.QualifiedName(m.ti.Schema, rb.InnoDBTable)))
 		}
 	}
 	m.hook(ctx, "success")
@@ -780,8 +781,6 @@ func (m *migrator) reportProgress(ctx context.Context) func() {
 	}()
 	return func() { close(stop); <-done }
 }
-
-func quotedIn(schema, name string) string { return dbconn.QualifiedName(schema, name) }
 
 // suspend records a migration interrupted by a lost connection: the shadow and the state stay so
 // that running the same apply again resumes it.

@@ -61,7 +61,8 @@ func Rollback(ctx context.Context, db *sql.DB, opts RollbackOptions) (*RollbackR
 	if opts.ServerID == 0 {
 		opts.ServerID = 1<<30 + rand.Uint32N(1<<30)
 	}
-	if _, err := checkServer(ctx, db); err != nil {
+	version, err := checkServer(ctx, db)
+	if err != nil {
 		return nil, err
 	}
 	st, err := lastCutover(ctx, db, opts)
@@ -106,8 +107,6 @@ func Rollback(ctx context.Context, db *sql.DB, opts RollbackOptions) (*RollbackR
 		return nil, err
 	}
 	defer writer.Close()
-	version := ""
-	db.QueryRowContext(ctx, "SELECT VERSION()").Scan(&version)
 	stream, err := binlog.OpenStream(ctx, binlog.StreamConfig{Conn: opts.Conn, Flavor: binlog.Flavor(version), ServerID: opts.ServerID, Table: cur,
 		IgnoreQuery: isCutoverRename(opts.Table)}, from)
 	if err != nil {

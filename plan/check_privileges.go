@@ -3,6 +3,8 @@ package plan
 import (
 	"fmt"
 	"strings"
+
+	"github.com/enginemig/enginemig/dbconn"
 )
 
 func init() {
@@ -44,7 +46,7 @@ func checkTablePrivileges(in *TableInput) []Finding {
 	}
 	return []Finding{newFinding("privileges", Blocker,
 		fmt.Sprintf("account %s lacks %s on %s", in.Server.User, strings.Join(missing, ", "), in.Info.QuotedName()),
-		fmt.Sprintf("GRANT %s ON %s.* TO <enginemig account>", strings.Join(missing, ", "), quoteIdentForGrant(schema)))}
+		fmt.Sprintf("GRANT %s ON %s.* TO <enginemig account>", strings.Join(missing, ", "), dbconn.QuoteIdent(schema)))}
 }
 
 func checkServerPrivileges(s *ServerInfo) []Finding {
@@ -71,5 +73,3 @@ func checkServerPrivileges(s *ServerInfo) []Finding {
 		fmt.Sprintf("account %s lacks %s: apply reads the binlog as a replica would", s.User, strings.Join(missing, ", ")),
 		fmt.Sprintf("GRANT %s ON *.* TO <enginemig account>", strings.Join(missing, ", ")))}
 }
-
-func quoteIdentForGrant(s string) string { return "`" + strings.ReplaceAll(s, "`", "``") + "`" }

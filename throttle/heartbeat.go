@@ -7,10 +7,11 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+
+	"github.com/enginemig/enginemig/dbconn"
 )
 
 // maxHistory bounds the remembered heartbeat writes. At 4 writes a second it covers hours; a
@@ -39,16 +40,14 @@ type written struct {
 
 func (h *heartbeat) init(schema string) {
 	h.schema = schema
-	h.table = quoteIdent(schema) + ".`heartbeat`"
+	h.table = dbconn.QualifiedName(schema, "heartbeat")
 }
-
-func quoteIdent(s string) string { return "`" + strings.ReplaceAll(s, "`", "``") + "`" }
 
 // setup creates the schema and table if needed, clears rows that crashed runs left behind, and
 // claims a fresh id with the first heartbeat (sequence 1).
 func (h *heartbeat) setup(ctx context.Context, db *sql.DB) error {
 	stmts := []string{
-		"CREATE DATABASE IF NOT EXISTS " + quoteIdent(h.schema),
+		"CREATE DATABASE IF NOT EXISTS " + dbconn.QuoteIdent(h.schema),
 		// InnoDB so the row replicates transactionally and a crash cannot lose or tear it.
 		"CREATE TABLE IF NOT EXISTS " + h.table + " (id INT UNSIGNED NOT NULL PRIMARY KEY, " +
 			"seq BIGINT UNSIGNED NOT NULL, ts DATETIME(6) NOT NULL) ENGINE=InnoDB",

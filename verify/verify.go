@@ -55,9 +55,9 @@ type verifier struct {
 	keyCols []string
 	intKey  []bool
 	sum     string
-	bound   [2]string
-	copy    [2]string
-	orphans [2]string
+	bound   [2]string // first chunk, following chunks
+	recopy  string    // REPLACE ... SELECT for a range (fmt verb: the range predicate)
+	orphans string    // DELETE of shadow rows missing from the source (fmt verb: the range predicate)
 	replay  Replay
 	cfg     Config
 	waits   *throttle.LockWaits
@@ -113,14 +113,14 @@ func Run(ctx context.Context, db *sql.DB, ti *table.Info, shadow string, replay 
 	for _, c := range ti.CopyColumns() {
 		names = append(names, dbconn.QuoteIdent(c.Name))
 	}
-	v.copy[0] = "REPLACE INTO " + v.dst + " (" + strings.Join(names, ",") + ") SELECT " + strings.Join(names, ",") + " FROM " + v.src + " WHERE %s"
+	v.recopy = "REPLACE INTO " + v.dst + " (" + strings.Join(names, ",") + ") SELECT " + strings.Join(names, ",") + " FROM " + v.src + " WHERE %s"
 	var join []string
 	for _, k := range quotedKey {
 		join = append(join, "s."+k+" = "+v.dst+"."+k)
 	}
 	// Single-table DELETE with NOT EXISTS: a multi-table DELETE resolves its target alias
 	// against the session's default database, which the control connection does not have.
-	v.orphans[0] = "DELETE FROM " + v.dst + " WHERE %s AND NOT EXISTS (SELECT 1 FROM " + v.src + " s WHERE " + strings.Join(join, " AND ") + ")"
+	v.orphans = "DELETE FROM " + v.dst + " WHERE %s AND NOT EXISTS (SELECT 1 FROM " + v.src + " s WHERE " + strings.Join(join, " AND ") + ")"
 	return v.run(ctx, quotedKey)
 }
 
@@ -309,11 +309,11 @@ func (v *verifier) repair(ctx context.Context, quotedKey []string, lo, hi []any,
 	}
 	locked := time.Now()
 	defer conn.ExecContext(context.WithoutCancel(ctx), "UNLOCK TABLES")
-	if _, err := conn.ExecContext(ctx, fmt.Sprintf(v.copy[0], where), args...); err != nil {
+	if _, err := conn.ExecContext(ctx, fmt.Sprintf(v.recopy, where), args...); err != nil {
 		return time.Since(locked), fmt.Errorf("verify: recopy: %w", err)
 	}
 	dWhere, dArgs := v.rangeWhere(quotedKey, lo, hi, v.dst)
-	if _, err := conn.ExecContext(ctx, fmt.Sprintf(v.orphans[0], dWhere), dArgs...); err != nil {
+	if _, err := conn.ExecContext(ctx, fmt.Sprintf(v.orphans, dWhere), dArgs...); err != nil {
 		return time.Since(locked), fmt.Errorf("verify: remove rows missing from the source: %w", err)
 	}
 	return time.Since(locked), nil

@@ -47,9 +47,9 @@ func connectionConfig(c *cli.Context) (dbconn.Config, error) {
 	}
 	if c.IsSet("password") {
 		// Clone first: the flag value shares memory with the process arguments, which
-		// hidePasswordArg overwrites.
+		// overwritePasswordArgs overwrites.
 		flags.Password, flags.PasswordSet = dbconn.Secret(strings.Clone(c.String("password"))), true
-		hidePasswordArg()
+		overwritePasswordArgs()
 	}
 	if c.Bool("ask-password") {
 		pw, err := promptPassword()
@@ -88,7 +88,3 @@ func promptPassword() (string, error) {
 	}
 	return strings.TrimRight(line, "\r\n"), nil
 }
-
-// hidePasswordArg overwrites a --password value in the process arguments where the platform
-// allows it (Linux), like the mysql client, so `ps` shows "x" instead of the secret.
-func hidePasswordArg() { overwritePasswordArgs() }

@@ -4,7 +4,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -32,12 +31,8 @@ func run(args []string) int {
 		return 0
 	}
 	code := outcome.CodeOf(err)
-	var exitErr cli.ExitCoder
-	if errors.As(err, &exitErr) && outcome.CodeOf(err) == outcome.Internal {
-		code = outcome.Code(exitErr.ExitCode())
-	}
 	// urfave/cli reports a missing Required flag without going through OnUsageError.
-	if isUsageError(err) || strings.HasPrefix(err.Error(), "Required flag") {
+	if strings.HasPrefix(err.Error(), "Required flag") {
 		code = outcome.Usage
 	}
 	fmt.Fprintf(os.Stderr, "enginemig: %v\n", err)
@@ -62,8 +57,4 @@ func newApp() *cli.App {
 		},
 	}
 	return app
-}
-
-func isUsageError(err error) bool {
-	return outcome.CodeOf(err) == outcome.Usage
 }

@@ -6,7 +6,7 @@ import (
 	"unsafe"
 )
 
-// overwritePasswordArgs writes 'x' over the password bytes in the original argv memory, which
+// overwritePasswordArgs hides a --password value from `ps`, like the mysql client: it writes 'x' over the password bytes in the original argv memory, which
 // is what /proc/<pid>/cmdline (and so ps) shows. os.Args strings share that memory on Linux.
 func overwritePasswordArgs() {
 	for i, a := range os.Args {
