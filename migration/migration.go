@@ -464,7 +464,7 @@ func (m *migrator) migrate(ctx context.Context, ddl table.ShadowDDL, resume *Sta
 	}
 	sw := cutover.Swap{Schema: m.ti.Schema, From: m.ti.Name, To: table.ShadowName(m.ti.Name), Aside: table.OldName(m.ti.Name),
 		Sentry: table.SwapName(m.ti.Name)}
-	cut, err := cutover.Run(ctx, m.db, sw, m.replay, m.opts.Cutover, m.carryAutoIncrement)
+	cut, err := cutover.Run(ctx, m.db, sw, m.replay, m.opts.Cutover, m.recordCutoverPosition)
 	var swapped *cutover.SwappedError
 	if errors.As(err, &swapped) {
 		m.saveState(ctx, func(st *State) { st.CutoverFile, st.CutoverPos = cut.Position.Name, cut.Position.Pos })
@@ -607,23 +607,12 @@ func (m *migrator) postpone(ctx context.Context, replayErr <-chan error) error {
 	}
 }
 
-// carryAutoIncrement runs under the cut-over lock: the source's next AUTO_INCREMENT value can be
-// above MAX(id)+1 (deleted top rows), and ids must not be reused after the swap.
-func (m *migrator) carryAutoIncrement(ctx context.Context, pos binlog.Position) error {
-	// Recorded before the rename: should this process die right after it, the next run finds the
-	// swap done and still knows the position a rollback must replay from.
+// recordCutoverPosition runs under the cut-over lock, before the rename: should this process die
+// right after the rename, the next run finds the swap done and still knows the position a rollback
+// must replay from. (AUTO_INCREMENT needs nothing here: the shadow is created with the source's
+// counter, and every insert since is replayed with its id, which advances InnoDB's counter too.)
+func (m *migrator) recordCutoverPosition(ctx context.Context, pos binlog.Position) error {
 	m.saveState(ctx, func(st *State) { st.CutoverFile, st.CutoverPos = pos.Name, pos.Pos })
-	var next sql.NullInt64
-	qctx, cancel := context.WithTimeout(ctx, time.Second)
-	defer cancel()
-	if err := m.db.QueryRowContext(qctx, "SELECT AUTO_INCREMENT FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?",
-		m.ti.Schema, m.ti.Name).Scan(&next); err != nil || !next.Valid {
-		return nil
-	}
-	_, err := m.db.ExecContext(qctx, fmt.Sprintf("ALTER TABLE %s AUTO_INCREMENT = %d", dbconn.QualifiedName(m.ti.Schema, table.ShadowName(m.ti.Name)), next.Int64))
-	if err != nil {
-		m.opts.Log("could not carry AUTO_INCREMENT=%d over (InnoDB continues from MAX+1): %v", next.Int64, err)
-	}
 	return nil
 }
 

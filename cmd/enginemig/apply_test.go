@@ -89,6 +89,26 @@ func TestApplyCommand(t *testing.T) {
 			}
 		}
 	})
+	t.Run("cleanup keeps the original unless --drop-old", func(t *testing.T) {
+		exists := func(name string) bool {
+			var n int
+			db.QueryRow("SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA=? AND TABLE_NAME=?", schema, name).Scan(&n)
+			return n == 1
+		}
+		// After the rollback above, players is MyISAM again and its InnoDB copy is _players_new.
+		out, code := runCLI(t, append(append([]string{"cleanup"}, conn...), "--database", schema, "--table", "players")...)
+		if code != outcome.OK || exists("_players_new") || !strings.Contains(out, "_players_new") {
+			t.Fatalf("cleanup: exit %d\n%s", code, out)
+		}
+		out, code = runCLI(t, append(append([]string{"cleanup"}, conn...), "--database", schema, "--table", "a1")...)
+		if code != outcome.OK || !exists("_a1_old") {
+			t.Fatalf("cleanup without --drop-old dropped the original: exit %d\n%s", code, out)
+		}
+		out, code = runCLI(t, append(append([]string{"cleanup"}, conn...), "--database", schema, "--table", "a1", "--drop-old")...)
+		if code != outcome.OK || exists("_a1_old") {
+			t.Fatalf("cleanup --drop-old: exit %d\n%s", code, out)
+		}
+	})
 	t.Run("already InnoDB exits 4", func(t *testing.T) {
 		out, code := apply("--database", schema, "--table", "sessions")
 		if code != outcome.Refused {
