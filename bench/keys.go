@@ -96,12 +96,8 @@ func loadKeys(ctx context.Context, db *sql.DB, info *table.Info, key table.Index
 	defer rows.Close()
 	var kl keyList
 	for rows.Next() {
-		vals := make([]any, len(cols))
-		ptrs := make([]any, len(cols))
-		for i := range vals {
-			ptrs[i] = &vals[i]
-		}
-		if err := rows.Scan(ptrs...); err != nil {
+		vals, err := dbconn.ScanValues(rows, len(cols))
+		if err != nil {
 			return nil, fmt.Errorf("read key sample of %s: %w", info.QuotedName(), err)
 		}
 		kl.keys = append(kl.keys, vals)

@@ -227,12 +227,8 @@ func sampleValues(ctx context.Context, db *sql.DB, info *table.Info, cols []stri
 	defer rows.Close()
 	var out [][]any
 	for rows.Next() {
-		vals := make([]any, len(cols))
-		ptrs := make([]any, len(cols))
-		for i := range vals {
-			ptrs[i] = &vals[i]
-		}
-		if err := rows.Scan(ptrs...); err != nil {
+		vals, err := dbconn.ScanValues(rows, len(cols))
+		if err != nil {
 			return nil, fmt.Errorf("sample rows of %s: %w", info.QuotedName(), err)
 		}
 		out = append(out, vals)

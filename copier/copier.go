@@ -240,12 +240,8 @@ func (c *Copier) scan(rows *sql.Rows, limit int) (chunk, error) {
 	defer rows.Close()
 	ch := chunk{rows: make([][]any, 0, limit)}
 	for rows.Next() {
-		vals := make([]any, c.ncols)
-		ptrs := make([]any, c.ncols)
-		for i := range vals {
-			ptrs[i] = &vals[i]
-		}
-		if err := rows.Scan(ptrs...); err != nil {
+		vals, err := dbconn.ScanValues(rows, c.ncols)
+		if err != nil {
 			return ch, err
 		}
 		for _, v := range vals {

@@ -3,6 +3,7 @@ package copier
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -117,12 +118,8 @@ func (c *Copier) boundary(ctx context.Context, first, next *sql.Stmt, after []an
 	} else {
 		row = next.QueryRowContext(ctx, append(table.AfterArgs(after), limit-1)...)
 	}
-	vals := make([]any, len(c.keyCols))
-	ptrs := make([]any, len(vals))
-	for i := range vals {
-		ptrs[i] = &vals[i]
-	}
-	if err := row.Scan(ptrs...); err == sql.ErrNoRows {
+	vals, err := dbconn.ScanValues(row, len(c.keyCols))
+	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	} else if err != nil {
 		return nil, err

@@ -197,12 +197,8 @@ func (v *verifier) boundary(ctx context.Context, lo []any, size int) ([]any, err
 	} else {
 		row = v.db.QueryRowContext(ctx, v.bound[1], append(table.AfterArgs(lo), size-1)...)
 	}
-	vals := make([]any, len(v.keyCols))
-	ptrs := make([]any, len(vals))
-	for i := range vals {
-		ptrs[i] = &vals[i]
-	}
-	if err := row.Scan(ptrs...); errors.Is(err, sql.ErrNoRows) {
+	vals, err := dbconn.ScanValues(row, len(v.keyCols))
+	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	} else if err != nil {
 		return nil, fmt.Errorf("verify: chunk boundary: %w", err)
