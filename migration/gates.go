@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/enginemig/enginemig/bench"
+	"github.com/enginemig/enginemig/dbconn"
 	"github.com/enginemig/enginemig/outcome"
 	"github.com/enginemig/enginemig/table"
 )
@@ -78,4 +79,33 @@ func passWord(ok bool) string {
 		return "passed"
 	}
 	return "FAILED"
+}
+
+// afterCutoverGate probes the converted table and compares it with the probe taken just before
+// the swap; a regression past the thresholds rolls back, keeping every write since the cut-over.
+func (m *migrator) afterCutoverGate(ctx context.Context, res *Result, before bench.Result) error {
+	m.opts.Log("after-cutover gate: read-only probes on the converted table")
+	after, err := bench.ProbeReadOnly(ctx, m.db, m.ti.Schema, m.ti.Name, m.opts.GateConfig)
+	if err != nil {
+		return outcome.New(outcome.NeedsAttention, fmt.Errorf("after-cutover gate could not measure: %w", err),
+			"the conversion is done; judge performance by hand")
+	}
+	g := m.opts.GateConfig.Thresholds.Judge(before, after)
+	g.Gate = GateAfterCutover
+	res.Gates = append(res.Gates, g)
+	m.opts.Log("after-cutover gate: %s", passWord(g.Pass))
+	if g.Pass {
+		return nil
+	}
+	m.hook(ctx, "failure")
+	m.opts.Log("after-cutover gate failed: rolling back to the MyISAM table, keeping the writes made since the cut-over")
+	rb, rerr := Rollback(context.WithoutCancel(ctx), m.db, RollbackOptions{Conn: m.opts.Conn, Schema: m.ti.Schema, Table: m.ti.Name,
+		StateSchema: m.opts.StateSchema, Cutover: m.opts.Cutover, Log: m.opts.Log})
+	m.hook(ctx, "rollback")
+	if rerr != nil {
+		return outcome.New(outcome.NeedsAttention, fmt.Errorf("after-cutover gate failed and the rollback failed: %w\n%s", rerr, g.String()),
+			"the InnoDB table is live; run `enginemig rollback` once the cause is fixed")
+	}
+	return gateFailed(g, fmt.Sprintf("rolled back: %s is MyISAM again with every write made since the cut-over (%d changes replayed); the InnoDB table is kept as %s",
+		m.ti.QuotedName(), rb.ReplayEvents, dbconn.QualifiedName(m.ti.Schema, rb.InnoDBTable)))
 }

@@ -467,8 +467,7 @@ func (m *migrator) migrate(ctx context.Context, ddl table.ShadowDDL, resume *Sta
 	cut, err := cutover.Run(ctx, m.db, sw, m.replay, m.opts.Cutover, m.recordCutoverPosition)
 	var swapped *cutover.SwappedError
 	if errors.As(err, &swapped) {
-		m.saveState(ctx, func(st *State) { st.CutoverFile, st.CutoverPos = cut.Position.Name, cut.Position.Pos })
-		m.finish(ctx, StageDone, err.Error())
+		m.finish(ctx, StageDone, err.Error()) // the cut-over position was recorded under the lock
 		return nil, outcome.New(outcome.NeedsAttention, err, fmt.Sprintf("the table is converted; rename %s to %s by hand", sw.Sentry, sw.Aside))
 	}
 	if err != nil {
@@ -482,31 +481,10 @@ func (m *migrator) migrate(ctx context.Context, ddl table.ShadowDDL, resume *Sta
 	res.Cutover = &cut
 	res.ReplayEvents = m.replay.Stats().Events
 	res.OldTable = table.OldName(m.ti.Name)
-	m.saveState(ctx, func(st *State) { st.CutoverFile, st.CutoverPos = cut.Position.Name, cut.Position.Pos })
-	m.finish(ctx, StageDone, "")
+	m.finish(ctx, StageDone, "") // the cut-over position was recorded under the lock
 	if probeBefore != nil {
-		m.opts.Log("after-cutover gate: read-only probes on the converted table")
-		after, err := bench.ProbeReadOnly(ctx, m.db, m.ti.Schema, m.ti.Name, m.opts.GateConfig)
-		if err != nil {
-			return res, outcome.New(outcome.NeedsAttention, fmt.Errorf("after-cutover gate could not measure: %w", err),
-				"the conversion is done; judge performance by hand")
-		}
-		g := m.opts.GateConfig.Thresholds.Judge(*probeBefore, after)
-		g.Gate = GateAfterCutover
-		res.Gates = append(res.Gates, g)
-		m.opts.Log("after-cutover gate: %s", passWord(g.Pass))
-		if !g.Pass {
-			m.hook(ctx, "failure")
-			m.opts.Log("after-cutover gate failed: rolling back to the MyISAM table, keeping the writes made since the cut-over")
-			rb, rerr := Rollback(context.WithoutCancel(ctx), m.db, RollbackOptions{Conn: m.opts.Conn, Schema: m.ti.Schema, Table: m.ti.Name,
-				StateSchema: m.opts.StateSchema, Cutover: m.opts.Cutover, Log: m.opts.Log})
-			m.hook(ctx, "rollback")
-			if rerr != nil {
-				return res, outcome.New(outcome.NeedsAttention, fmt.Errorf("after-cutover gate failed and the rollback failed: %w\n%s", rerr, g.String()),
-					"the InnoDB table is live; run `enginemig rollback` once the cause is fixed")
-			}
-			return res, gateFailed(g, fmt.Sprintf("rolled back: %s is MyISAM again with every write made since the cut-over (%d changes replayed); the InnoDB table is kept as %s",
-				m.ti.QuotedName(), rb.ReplayEvents, dbconn.QualifiedName(m.ti.Schema, rb.InnoDBTable)))
+		if err := m.afterCutoverGate(ctx, res, *probeBefore); err != nil {
+			return res, err
 		}
 	}
 	m.hook(ctx, "success")
