@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"github.com/enginemig/enginemig/binlog"
 	"os"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -91,8 +90,6 @@ func sameRows(t *testing.T, db *sql.DB, schema, a, b string, cols []string, key 
 	return fmt.Sprintf("%s has %d rows, %s has %d, %d identical; rows of %s without an identical row in %s: %v",
 		a, na, b, nb, matched, a, b, missing)
 }
-
-func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
 // dumpRow prints a row of both tables column by column, for failure messages.
 func dumpRow(t *testing.T, db *sql.DB, schema, key string, id string, cols []string, tables ...string) string {

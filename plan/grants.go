@@ -49,9 +49,7 @@ func ParseGrants(lines []string) *Grants {
 			continue
 		}
 		if m := grantRoleRe.FindStringSubmatch(line); m != nil {
-			for _, r := range strings.Split(m[1], ", ") {
-				g.roles = append(g.roles, r)
-			}
+			g.roles = append(g.roles, strings.Split(m[1], ", ")...)
 		}
 	}
 	return g

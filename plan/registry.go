@@ -59,10 +59,6 @@ func registerTable(id string, sev Severity, what string, f func(*TableInput) []F
 	register(Check{ID: id, Severity: sev, Scope: ScopeTable, What: what, table: f})
 }
 
-func registerSchema(id string, sev Severity, what string, f func(*SchemaInput) []Finding) {
-	register(Check{ID: id, Severity: sev, Scope: ScopeSchema, What: what, schema: f})
-}
-
 func registerServer(id string, sev Severity, what string, f func(*ServerInfo) []Finding) {
 	register(Check{ID: id, Severity: sev, Scope: ScopeServer, What: what, server: f})
 }
