@@ -81,3 +81,26 @@ func waitForStage(t *testing.T, socket, stage string) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// A postponed cut-over proceeds on its own at the deadline, with the flag file still there.
+func TestPostponedCutoverReleasedAtDeadline(t *testing.T) {
+	schema, sdb := srv.FreshDatabase(t)
+	db := openControl(t, srv)
+	sandbox.MustExec(t, sdb, "CREATE TABLE t (id INT PRIMARY KEY, v INT) ENGINE=MyISAM", "INSERT INTO t SELECT seq, seq FROM seq_1_to_2000")
+	opts := testOptions(srv, schema, "t")
+	opts.PostponeFile = filepath.Join(t.TempDir(), "postpone")
+	os.WriteFile(opts.PostponeFile, nil, 0o600)
+	opts.PostponeUntil = time.Now().Add(2 * time.Second)
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) // an ignored deadline fails, not hangs
+	defer cancel()
+	if _, err := Run(ctx, db, opts); err != nil {
+		t.Fatal(err)
+	}
+	if time.Since(start) < 2*time.Second {
+		t.Fatalf("cut over after %s, before the postpone deadline", time.Since(start))
+	}
+	if _, err := os.Stat(opts.PostponeFile); err != nil || engineOf(t, db, schema, "t") != "InnoDB" {
+		t.Fatal("not converted at the deadline (or the flag file was touched)")
+	}
+}
