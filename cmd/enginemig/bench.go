@@ -25,8 +25,8 @@ func (m *multiFlag) String() string     { return strings.Join(m.values, "; ") }
 func benchCommand() *cli.Command {
 	const cat = "Benchmark"
 	flags := append(connectionFlags(),
-		&cli.StringFlag{Name: "database", Aliases: []string{"D"}, Usage: "database (schema) of the table", Required: true, Category: cat},
-		&cli.StringFlag{Name: "table", Aliases: []string{"t"}, Usage: "table to benchmark", Required: true, Category: cat},
+		&cli.StringFlag{Name: "database", Aliases: []string{"D"}, Usage: "database (schema) of the table (required)", Category: cat},
+		&cli.StringFlag{Name: "table", Aliases: []string{"t"}, Usage: "table to benchmark (required)", Category: cat},
 		&cli.StringFlag{Name: "compare", Usage: "second table in the same database to run side by side (with --read-only or --on-live-table; user statements naming --table are rewritten to it)", Category: cat},
 		&cli.StringFlag{Name: "mix", Value: "16:7:1", Usage: "SELECT:UPDATE:INSERT[:DELETE] weights of primary-key statements, or auto (from performance_schema counts for the table)", Category: cat},
 		&cli.GenericFlag{Name: "query", Value: &multiFlag{}, Usage: "'weight:SQL' statement added to the mix; name the table as {table} or after FROM/JOIN/UPDATE/INTO; each ? gets a key k, k+100, ... (repeatable)", Category: cat},
@@ -64,6 +64,9 @@ type benchOutput struct {
 }
 
 func runBench(c *cli.Context) error {
+	if err := requireFlags(c, "database", "table"); err != nil {
+		return err
+	}
 	opts, err := benchOptions(c)
 	if err != nil {
 		return outcome.New(outcome.Usage, err, "see enginemig bench --help")

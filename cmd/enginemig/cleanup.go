@@ -7,7 +7,6 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/enginemig/enginemig/migration"
-	"github.com/enginemig/enginemig/outcome"
 )
 
 func init() { register(cleanupCommand) }
@@ -28,8 +27,8 @@ func cleanupCommand() *cli.Command {
 			&cli.StringFlag{Name: "output", Value: "text", Usage: "text or json"},
 		),
 		Action: func(c *cli.Context) error {
-			if c.String("database") == "" || c.String("table") == "" {
-				return outcome.Errorf(outcome.Usage, "--database and --table are required")
+			if err := requireFlags(c, "database", "table"); err != nil {
+				return err
 			}
 			db, conn, err := openDB(c.Context, c, "", 4)
 			if err != nil {

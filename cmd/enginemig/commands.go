@@ -1,6 +1,8 @@
 package main
 
 import (
+	"strings"
+
 	"github.com/urfave/cli/v2"
 
 	"github.com/enginemig/enginemig/outcome"
@@ -27,3 +29,18 @@ func commands() []*cli.Command {
 var registered []func() *cli.Command
 
 func register(c func() *cli.Command) { registered = append(registered, c) }
+
+// requireFlags is a usage error (exit 2) naming the flags that were not given. Commands check
+// this themselves rather than with urfave's Required, whose error bypasses OnUsageError.
+func requireFlags(c *cli.Context, names ...string) error {
+	var missing []string
+	for _, n := range names {
+		if c.String(n) == "" {
+			missing = append(missing, "--"+n)
+		}
+	}
+	if len(missing) > 0 {
+		return outcome.Errorf(outcome.Usage, "%s required", strings.Join(missing, " and "))
+	}
+	return nil
+}

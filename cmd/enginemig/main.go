@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 
 	"github.com/urfave/cli/v2"
@@ -31,10 +30,6 @@ func run(args []string) int {
 		return 0
 	}
 	code := outcome.CodeOf(err)
-	// urfave/cli reports a missing Required flag without going through OnUsageError.
-	if strings.HasPrefix(err.Error(), "Required flag") {
-		code = outcome.Usage
-	}
 	fmt.Fprintf(os.Stderr, "enginemig: %v\n", err)
 	return int(code)
 }
