@@ -125,6 +125,11 @@ func TestApplyCommand(t *testing.T) {
 		if _, code := apply("--database", schema, "--table", "players", "--gate", "sometimes"); code != outcome.Usage {
 			t.Fatalf("bad gate: exit %d", code)
 		}
+		for _, cmd := range []string{"rollback", "cleanup", "bench"} {
+			if _, code := runCLI(t, append(append([]string{cmd}, conn...), "--database", schema)...); code != outcome.Usage {
+				t.Fatalf("%s without --table: exit %d", cmd, code)
+			}
+		}
 	})
 	t.Run("corrupt plan file exits 2", func(t *testing.T) {
 		bad := filepath.Join(t.TempDir(), "plan.json")
