@@ -5,61 +5,29 @@ import (
 	"database/sql"
 	"fmt"
 	"reflect"
-	"strings"
 
-	"github.com/enginemig/enginemig/dbconn"
 	"github.com/enginemig/enginemig/table"
 )
 
-// Applier writes changes to the shadow table. Every operation is idempotent: inserts and updates
-// become REPLACE of the whole row by key (the shadow has no other unique key while changes are
+// Applier writes changes to the target table. Every operation is idempotent: inserts and updates
+// become REPLACE of the whole row by key (the target has no other unique key while changes are
 // replayed, so REPLACE is an upsert by key), deletes delete by key. Applying a change twice, or a
 // change to a row the copy has not reached yet, therefore converges to the source's state.
 type Applier struct {
-	db         *sql.DB
-	shadow     string
-	columns    []table.Column
-	keyPos     []int
-	replaceSQL string
-	deleteSQL  string
-	singleKey  bool
+	db *sql.DB
+	q  *table.SQL
 }
 
-// NewApplier prepares statements for the shadow named shadowName of the source table ti. db must
-// use a binary-charset session (dbconn/session.go) so values replay byte for byte.
-func NewApplier(db *sql.DB, ti *table.Info, shadowName string) (*Applier, error) {
-	key, ok := ti.CopyKey()
-	if !ok {
-		return nil, fmt.Errorf("%s has no usable key", ti.QuotedName())
-	}
-	cols := ti.CopyColumns()
-	a := &Applier{db: db, shadow: dbconn.QualifiedName(ti.Schema, shadowName), columns: cols}
-	for _, kc := range key.ColumnNames() {
-		found := false
-		for i, c := range cols {
-			if strings.EqualFold(c.Name, kc) {
-				a.keyPos = append(a.keyPos, i)
-				found = true
-			}
-		}
-		if !found {
-			return nil, fmt.Errorf("key column %q is not copied", kc)
-		}
-	}
-	names := make([]string, len(cols))
-	for i, c := range cols {
-		names[i] = dbconn.QuoteIdent(c.Name)
-	}
-	a.replaceSQL = "REPLACE INTO " + a.shadow + " (" + strings.Join(names, ",") + ") VALUES "
-	a.deleteSQL = "DELETE FROM " + a.shadow + " WHERE "
-	a.singleKey = len(a.keyPos) == 1
-	return a, nil
+// NewApplier writes to q's target. db must use a binary-charset session (dbconn/session.go) so
+// values replay byte for byte.
+func NewApplier(db *sql.DB, q *table.SQL) *Applier {
+	return &Applier{db: db, q: q}
 }
 
 // Key extracts the key values of a row image.
 func (a *Applier) Key(row []any) []any {
-	k := make([]any, len(a.keyPos))
-	for i, p := range a.keyPos {
+	k := make([]any, len(a.q.KeyPositions()))
+	for i, p := range a.q.KeyPositions() {
 		k[i] = row[p]
 	}
 	return k
@@ -138,41 +106,18 @@ func (a *Applier) Apply(ctx context.Context, changes []Change, skip func(key []a
 }
 
 func (a *Applier) exec(ctx context.Context, tx *sql.Tx, run []op) error {
-	var b strings.Builder
+	var query string
 	var args []any
 	if run[0].kind == opUpsert {
-		b.WriteString(a.replaceSQL)
-		row := "(" + strings.TrimSuffix(strings.Repeat("?,", len(a.columns)), ",") + ")"
-		for i, o := range run {
-			if i > 0 {
-				b.WriteByte(',')
-			}
-			b.WriteString(row)
-			args = append(args, o.row...)
-		}
+		query = a.q.WriteRows(len(run), table.Replace)
 	} else {
-		b.WriteString(a.deleteSQL)
-		b.WriteString(a.keyPredicate(len(run)))
-		for _, o := range run {
-			args = append(args, o.row...)
-		}
+		query = a.q.DeleteKeys(len(run))
 	}
-	if _, err := tx.ExecContext(ctx, b.String(), args...); err != nil {
-		return fmt.Errorf("replay: %d %s(s) into %s: %w", len(run), map[opKind]string{opUpsert: "upsert", opDelete: "delete"}[run[0].kind], a.shadow, err)
+	for _, o := range run {
+		args = append(args, o.row...)
+	}
+	if _, err := tx.ExecContext(ctx, query, args...); err != nil {
+		return fmt.Errorf("replay: %d %s(s) into %s: %w", len(run), map[opKind]string{opUpsert: "upsert", opDelete: "delete"}[run[0].kind], a.q.Target(), err)
 	}
 	return nil
-}
-
-// keyPredicate matches n keys: `k` IN (?,...) for one column, OR-ed equalities otherwise (which
-// the range optimizer handles on every supported server version).
-func (a *Applier) keyPredicate(n int) string {
-	if a.singleKey {
-		return dbconn.QuoteIdent(a.columns[a.keyPos[0]].Name) + " IN (" + strings.TrimSuffix(strings.Repeat("?,", n), ",") + ")"
-	}
-	parts := make([]string, len(a.keyPos))
-	for i, p := range a.keyPos {
-		parts[i] = dbconn.QuoteIdent(a.columns[p].Name) + "=?"
-	}
-	one := "(" + strings.Join(parts, " AND ") + ")"
-	return strings.TrimSuffix(strings.Repeat(one+" OR ", n), " OR ")
 }

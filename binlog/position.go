@@ -19,10 +19,13 @@ type Position = mysql.Position
 // ErrBinlogOff means the server writes no binary log, so changes cannot be captured.
 var ErrBinlogOff = errors.New("binary logging is off (log_bin=OFF)")
 
-// CurrentPosition reads where the server is writing its binlog now.
-func CurrentPosition(ctx context.Context, db interface {
+// Querier runs a query: a *sql.DB, *sql.Conn or *sql.Tx.
+type Querier interface {
 	QueryContext(context.Context, string, ...any) (*sql.Rows, error)
-}) (Position, error) {
+}
+
+// CurrentPosition reads where the server is writing its binlog now.
+func CurrentPosition(ctx context.Context, db Querier) (Position, error) {
 	rows, err := db.QueryContext(ctx, "SHOW MASTER STATUS")
 	if err != nil {
 		// MySQL 8.4 removed SHOW MASTER STATUS in favour of SHOW BINARY LOG STATUS.

@@ -18,16 +18,15 @@ const (
 	batchIdleGap    = time.Millisecond
 )
 
-// Replayer applies the stream's changes to the shadow, batch by batch, and tracks how far it got.
+// ApplyFunc writes one batch of changes, in order, and returns how many operations it ran.
+type ApplyFunc func(ctx context.Context, batch []Change) (int, error)
+
+// Replayer reads the stream batch by batch, hands each batch to its ApplyFunc, and tracks how far
+// it got. What may be applied when (the ordering against the copy) is the ApplyFunc's business:
+// see package shadow.
 type Replayer struct {
-	stream  *Stream
-	applier *Applier
-	// Gate is taken exclusively while a batch is applied. The copier holds it shared from reading a
-	// chunk until that chunk is written, so a change made after a chunk was read can never be
-	// applied before the chunk's (older) rows are written: that would resurrect deleted rows.
-	Gate sync.Locker
-	// Skip, when set, drops changes to keys the copy has not reached (called under Gate).
-	Skip func(key []any) bool
+	stream *Stream
+	apply  ApplyFunc
 	// ApplyDelay is a fault-injection point for tests: a pause before each batch, which keeps
 	// replay behind the source.
 	ApplyDelay time.Duration
@@ -41,18 +40,18 @@ type Replayer struct {
 	behind   atomic.Bool
 }
 
-// NewReplayer replays stream through applier, starting from the stream's current position.
-func NewReplayer(stream *Stream, applier *Applier, gate sync.Locker) *Replayer {
+// NewReplayer replays stream through apply, starting from the stream's current position.
+func NewReplayer(stream *Stream, apply ApplyFunc) *Replayer {
 	p := stream.Position()
-	return &Replayer{stream: stream, applier: applier, Gate: gate, applied: p, resumeAt: p}
+	return &Replayer{stream: stream, apply: apply, applied: p, resumeAt: p}
 }
 
-// Run applies changes until ctx ends or an error occurs.
+// Run applies changes until ctx ends (returning nil) or an error occurs.
 func (r *Replayer) Run(ctx context.Context) error {
 	for {
 		batch, pos, boundary, err := r.collect(ctx)
 		if err != nil {
-			if errors.Is(err, context.Canceled) && ctx.Err() != nil {
+			if ctx.Err() != nil {
 				return nil
 			}
 			return err
@@ -65,9 +64,7 @@ func (r *Replayer) Run(ctx context.Context) error {
 					return nil
 				}
 			}
-			r.Gate.Lock()
-			n, err := r.applier.Apply(ctx, batch, r.Skip)
-			r.Gate.Unlock()
+			n, err := r.apply(ctx, batch)
 			if err != nil {
 				if ctx.Err() != nil {
 					return nil

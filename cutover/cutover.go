@@ -7,6 +7,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"strings"
 	"time"
@@ -31,8 +32,8 @@ type Config struct {
 	// LongQuery: queries on the table running longer than this make an attempt wait, because a
 	// lock request queued behind them would block every new query until they finish.
 	LongQuery time.Duration
-	// Log, when set, receives one line per notable event (attempt failed, waiting for a query).
-	Log func(format string, args ...any)
+	// Logger receives notable events (attempt failed, waiting for a query); nil discards them.
+	Logger *slog.Logger
 	// OnRenameQueued is a fault-injection point for tests: called with the lock-holding
 	// connection's id once the rename waits behind the lock.
 	OnRenameQueued func(lockConnID int64)
@@ -44,9 +45,17 @@ func DefaultConfig() Config {
 		Backoff: 500 * time.Millisecond, LongQuery: 200 * time.Millisecond}
 }
 
-// Replay is what the swap needs from the binlog replayer.
-type Replay interface {
-	WaitFor(ctx context.Context, p binlog.Position) error
+// Target is what the swap needs from whatever keeps To current (package shadow).
+type Target interface {
+	// WaitFor returns once To holds every change committed before it was called, and the binlog
+	// position it caught up to (empty without a binlog); conn holds From locked meanwhile.
+	WaitFor(ctx context.Context, conn *sql.Conn) (binlog.Position, error)
+}
+
+// Recorder durably notes the position of a swap before it happens (under the lock): should the
+// process die right after the rename, the next run still knows where a rollback must replay from.
+type Recorder interface {
+	RecordSwap(ctx context.Context, pos binlog.Position) error
 }
 
 // Swap describes one rename: From becomes Aside, To becomes From. For a migration From is the
@@ -71,11 +80,11 @@ type Result struct {
 // ErrGaveUp means every attempt failed; the original table is untouched.
 var ErrGaveUp = errors.New("cut-over gave up")
 
-// Run performs the swap. beforeRename runs while the tables are locked and replay has caught up
-// to pos (e.g. to carry AUTO_INCREMENT over and record pos); it must not touch From or Aside.
-func Run(ctx context.Context, db *sql.DB, sw Swap, replay Replay, cfg Config, beforeRename func(ctx context.Context, pos binlog.Position) error) (Result, error) {
-	if cfg.Log == nil {
-		cfg.Log = func(string, ...any) {}
+// Run performs the swap. rec (may be nil) is called while the tables are locked and To has caught
+// up; it must not touch From or Aside.
+func Run(ctx context.Context, db *sql.DB, sw Swap, target Target, cfg Config, rec Recorder) (Result, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	var res Result
 	backoff := cfg.Backoff
@@ -85,7 +94,7 @@ func Run(ctx context.Context, db *sql.DB, sw Swap, replay Replay, cfg Config, be
 		if err := waitForLongQueries(ctx, db, sw, cfg); err != nil {
 			return res, err
 		}
-		held, pos, err := attempt(ctx, db, sw, replay, cfg, beforeRename)
+		held, pos, err := attempt(ctx, db, sw, target, cfg, rec)
 		if err == nil {
 			res.Position, res.LockHeld = pos, held
 			// Out of the application's way now: move the original from the sentry's name to
@@ -108,7 +117,7 @@ func Run(ctx context.Context, db *sql.DB, sw Swap, replay Replay, cfg Config, be
 			return res, fatal.err
 		}
 		lastErr = err
-		cfg.Log("cut-over attempt %d/%d failed, original table left in place: %v", res.Attempts, cfg.Attempts, err)
+		cfg.Logger.Warn("cut-over attempt failed; original table left in place", "attempt", res.Attempts, "of", cfg.Attempts, "error", err)
 		select {
 		case <-time.After(backoff):
 		case <-ctx.Done():
@@ -130,7 +139,7 @@ type fatalError struct{ err error }
 
 func (f *fatalError) Error() string { return f.err.Error() }
 
-func attempt(ctx context.Context, db *sql.DB, sw Swap, replay Replay, cfg Config, beforeRename func(context.Context, binlog.Position) error) (time.Duration, binlog.Position, error) {
+func attempt(ctx context.Context, db *sql.DB, sw Swap, target Target, cfg Config, rec Recorder) (time.Duration, binlog.Position, error) {
 	from := dbconn.QualifiedName(sw.Schema, sw.From)
 	aside := dbconn.QualifiedName(sw.Schema, sw.Sentry)
 	to := dbconn.QualifiedName(sw.Schema, sw.To)
@@ -164,25 +173,24 @@ func attempt(ctx context.Context, db *sql.DB, sw Swap, replay Replay, cfg Config
 	unlocked := false
 	unlock := func() {
 		if !unlocked {
-			connA.ExecContext(context.WithoutCancel(ctx), "UNLOCK TABLES")
+			// A failed UNLOCK is followed by closing the connection, which releases the locks.
+			if _, err := connA.ExecContext(context.WithoutCancel(ctx), "UNLOCK TABLES"); err != nil {
+				cfg.Logger.Warn("cut-over: unlock failed; closing the connection releases the locks", "error", err)
+			}
 			unlocked = true
 		}
 	}
 	defer unlock()
 
-	pos, err := binlog.CurrentPosition(ctx, connA)
-	if err != nil {
-		return 0, pos, err
-	}
 	catchCtx, cancel := context.WithTimeout(ctx, cfg.CatchUp)
-	err = replay.WaitFor(catchCtx, pos)
+	pos, err := target.WaitFor(catchCtx, connA)
 	cancel()
 	if err != nil {
-		return 0, pos, fmt.Errorf("replay did not reach %s within %s while the table was locked", pos, cfg.CatchUp)
+		return 0, pos, fmt.Errorf("%s did not catch up within %s while the table was locked: %w", sw.To, cfg.CatchUp, err)
 	}
-	if beforeRename != nil {
-		if err := beforeRename(ctx, pos); err != nil {
-			return 0, pos, fmt.Errorf("before rename: %w", err)
+	if rec != nil {
+		if err := rec.RecordSwap(ctx, pos); err != nil {
+			return 0, pos, fmt.Errorf("record the swap position: %w", err)
 		}
 	}
 
@@ -280,7 +288,7 @@ func waitForLongQueries(ctx context.Context, db *sql.DB, sw Swap, cfg Config) er
 		if waited >= limit {
 			return fmt.Errorf("%w: queries %v on %s keep running longer than %s; the original table is in place", ErrGaveUp, ids, sw.From, cfg.LongQuery)
 		}
-		cfg.Log("waiting for %d long-running quer(ies) on %s before locking: %v", len(ids), sw.From, ids)
+		cfg.Logger.Info("waiting for long-running queries before locking", "table", sw.From, "connections", fmt.Sprint(ids))
 		step := min(cfg.Backoff, 500*time.Millisecond)
 		select {
 		case <-time.After(step):

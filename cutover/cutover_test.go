@@ -24,7 +24,14 @@ func TestMain(m *testing.M) {
 // caughtUp stands in for the replayer: these tests write nothing during the swap.
 type caughtUp struct{}
 
-func (caughtUp) WaitFor(context.Context, binlog.Position) error { return nil }
+func (caughtUp) WaitFor(ctx context.Context, conn *sql.Conn) (binlog.Position, error) {
+	return binlog.CurrentPosition(ctx, conn)
+}
+
+// recordFunc adapts a function to Recorder.
+type recordFunc func(context.Context, binlog.Position) error
+
+func (f recordFunc) RecordSwap(ctx context.Context, p binlog.Position) error { return f(ctx, p) }
 
 func setup(t *testing.T) (string, *sql.DB) {
 	schema, db := srv.FreshDatabase(t)
@@ -70,7 +77,7 @@ func readers(ctx context.Context, db *sql.DB, n int) (wait func() (time.Duration
 
 func fastConfig() Config {
 	return Config{LockWait: 200 * time.Millisecond, CatchUp: 500 * time.Millisecond, Attempts: 40,
-		Backoff: 100 * time.Millisecond, LongQuery: 100 * time.Millisecond, Log: func(string, ...any) {}}
+		Backoff: 100 * time.Millisecond, LongQuery: 100 * time.Millisecond}
 }
 
 func swapOf(schema string) Swap {
@@ -205,10 +212,10 @@ func TestNoWriteLandsInOldTableAfterLock(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 		var lockedAt atomic.Int64
 		cfg := fastConfig()
-		res, err := Run(context.Background(), db, swapOf(schema), caughtUp{}, cfg, func(context.Context, binlog.Position) error {
+		res, err := Run(context.Background(), db, swapOf(schema), caughtUp{}, cfg, recordFunc(func(context.Context, binlog.Position) error {
 			lockedAt.Store(time.Now().UnixNano())
 			return nil
-		})
+		}))
 		time.Sleep(50 * time.Millisecond)
 		stop()
 		wg.Wait()

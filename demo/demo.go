@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"slices"
 	"strings"
 	"time"
@@ -129,7 +130,7 @@ func (d *run) rollback(ctx context.Context) error {
 		return err
 	}
 	res, err := migration.Rollback(ctx, d.t.db, migration.RollbackOptions{Conn: d.t.conn, Schema: d.t.schema, Table: StateTable,
-		StateSchema: d.t.schema, Log: func(format string, args ...any) { say(out, "  rollback: "+format, args...) }})
+		StateSchema: d.t.schema, Logger: sayLogger(out, "  rollback: ")})
 	if err != nil {
 		return fmt.Errorf("rollback: %w", err)
 	}
@@ -226,7 +227,7 @@ func (d *run) gate(ctx context.Context) error {
 	// their sub-10ms p99s are too noisy on a shared 2-core machine to decide anything.
 	top := slices.Max(d.cfg.GateThreads)
 	g := bench.DefaultThresholds().Judge(atThreads(rep.Results[0], top), atThreads(rep.Results[1], top))
-	g.Gate = migration.GateBeforeCopy
+	g.Gate = migration.GateBeforeCopy.String()
 	d.sum.Gate = &GateSummary{Pass: g.Pass, Reasons: g.Reasons}
 	for _, s := range g.Steps {
 		d.sum.Gate.Steps = append(d.sum.Gate.Steps, GateStep{Threads: s.Threads, MyISAMQPS: s.Before.QPS, InnoDBQPS: s.After.QPS,
@@ -251,7 +252,7 @@ func (d *run) apply(ctx context.Context) error {
 	say(out, "  Shadow table _%s_new (InnoDB, primary key only), binlog capture, chunked copy while the", StateTable)
 	say(out, "  application writes, replay of its changes, secondary indexes, then the sentry cut-over.")
 	var last, stageStart time.Time
-	stage := ""
+	var stage migration.Stage
 	opts := migration.Options{Conn: d.t.conn, Schema: d.t.schema, Table: StateTable, ChunkTime: d.cfg.ChunkTime,
 		StateSchema: d.t.schema, SkipVerify: d.cfg.SkipVerify,
 		Progress: func(p migration.Progress) {
@@ -275,7 +276,7 @@ func (d *run) apply(ctx context.Context) error {
 			say(out, "  %-9s %7d of ~%d rows (%3.0f%%), %d changes replayed | %s", p.Stage, p.RowsCopied, p.RowsTotal, pct,
 				p.ReplayEvents, d.loadLine())
 		},
-		Log: func(format string, args ...any) { say(out, "  apply: "+format, args...) },
+		Logger: sayLogger(out, "  apply: "),
 	}
 	res, err := migration.Run(ctx, d.t.db, opts)
 	if err != nil {
@@ -299,6 +300,24 @@ func atThreads(r bench.Result, n int) bench.Result {
 func step(w io.Writer, n int, title string) {
 	fmt.Fprintf(w, "\n== %d. %s\n", n, title)
 }
+
+// sayLogger shows log records as plain lines behind a prefix: the demo reads as a narrative.
+func sayLogger(w io.Writer, prefix string) *slog.Logger {
+	return slog.New(slog.NewTextHandler(prefixWriter{w, prefix}, &slog.HandlerOptions{
+		ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
+			if len(groups) == 0 && (a.Key == slog.TimeKey || a.Key == slog.LevelKey) {
+				return slog.Attr{}
+			}
+			return a
+		}}))
+}
+
+type prefixWriter struct {
+	w      io.Writer
+	prefix string
+}
+
+func (p prefixWriter) Write(b []byte) (int, error) { return fmt.Fprint(p.w, p.prefix+string(b)) }
 
 func say(w io.Writer, format string, args ...any) {
 	fmt.Fprintf(w, format+"\n", args...)

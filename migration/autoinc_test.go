@@ -18,8 +18,8 @@ func TestAutoIncrementCounterCarriedOverAtCutover(t *testing.T) {
 		"INSERT INTO t (v) SELECT seq FROM seq_1_to_100")
 	q := dbconn.QualifiedName(schema, "t")
 	opts := testOptions(srv, schema, "t")
-	opts.Hook = func(ctx context.Context, stage string, _ *State) error {
-		if stage != "before-cutover" {
+	opts.Hook = func(ctx context.Context, at Point, _ *State) error {
+		if at != Before(StageCutover) {
 			return nil
 		}
 		// After the shadow exists: ids 101..110 are handed out and deleted again.

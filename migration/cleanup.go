@@ -78,7 +78,7 @@ func Cleanup(ctx context.Context, db *sql.DB, opts CleanupOptions) (*CleanupResu
 	store := NewStore(db, opts.StateSchema)
 	if states, err := store.List(ctx, opts.Schema, opts.Table); err == nil {
 		for i := range states {
-			if inProgress[states[i].Stage] && states[i].FinishedAt == nil {
+			if states[i].Stage.inProgress() && states[i].FinishedAt == nil {
 				now := time.Now().UTC()
 				states[i].Stage, states[i].FinishedAt, states[i].Error = StageFailed, &now, "interrupted; cleaned up"
 				store.Save(ctx, &states[i])

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -14,50 +15,64 @@ import (
 // errAborted is the cause given when an operator aborts through the control socket.
 var errAborted = errors.New("aborted by the operator")
 
-// controller adapts a running migration to control.Handler.
+// controller adapts a running migration to control.Handler. It outlives the attempts of one Run
+// (a resume after a lost connection is a new migrator), so it holds the current one.
 type controller struct {
-	m        *migrator
+	log      *slog.Logger
 	abort    context.CancelCauseFunc
 	mu       sync.Mutex
+	m        *migrator
+	thr      *throttle.Throttler
 	release  chan struct{}
-	released bool
+	isClosed bool
 }
 
-func newController(m *migrator, abort context.CancelCauseFunc) *controller {
-	return &controller{m: m, abort: abort, release: make(chan struct{})}
+func newController(log *slog.Logger, abort context.CancelCauseFunc) *controller {
+	return &controller{log: log, abort: abort, release: make(chan struct{})}
 }
 
-func (c *controller) throttler() *throttle.Throttler {
-	c.m.stageMu.Lock()
-	defer c.m.stageMu.Unlock()
-	return c.m.thr
+func (c *controller) attach(m *migrator) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.m, c.thr = m, nil
 }
+
+func (c *controller) setThrottle(t *throttle.Throttler) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.thr = t
+}
+
+func (c *controller) current() (*migrator, *throttle.Throttler) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.m, c.thr
+}
+
+func (c *controller) released() <-chan struct{} { return c.release }
 
 func (c *controller) Pause() {
-	if t := c.throttler(); t != nil {
+	if _, t := c.current(); t != nil {
 		t.SetPaused(true)
 	}
-	c.m.opts.Log("copy paused by the operator")
+	c.log.Info("copy paused by the operator")
 }
 
 func (c *controller) Resume() {
-	if t := c.throttler(); t != nil {
+	if _, t := c.current(); t != nil {
 		t.SetPaused(false)
 	}
-	c.m.opts.Log("copy resumed by the operator")
+	c.log.Info("copy resumed by the operator")
 }
 
 // Abort stops the migration cleanly (the shadow is dropped, the original stays). Once the
 // cut-over has started it is ignored: a half-done abort there would be worse than finishing.
 func (c *controller) Abort() {
-	c.m.stageMu.Lock()
-	stage := c.m.stage
-	c.m.stageMu.Unlock()
-	if stage == StageCutover {
-		c.m.opts.Log("abort ignored: the cut-over has started")
+	if m, _ := c.current(); m != nil && m.rec != nil && m.rec.snapshot().Stage == StageCutover {
+		c.log.Warn("abort ignored: the cut-over has started")
 		return
 	}
-	c.m.opts.Log("aborting on the operator's request")
+	c.log.Warn("aborting on the operator's request")
 	c.abort(errAborted)
 }
 
@@ -65,37 +80,35 @@ func (c *controller) Abort() {
 func (c *controller) ReleaseCutover() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.released {
+	if !c.isClosed {
 		close(c.release)
-		c.released = true
-		c.m.opts.Log("cut-over released by the operator")
+		c.isClosed = true
+		c.log.Info("cut-over released by the operator")
 	}
 }
 
 func (c *controller) SetChunkTime(d time.Duration) error {
-	c.m.stageMu.Lock()
-	cp := c.m.copy
-	c.m.stageMu.Unlock()
-	if cp == nil {
+	m, _ := c.current()
+	if m == nil || m.pipe == nil || !m.pipe.SetChunkTime(d) {
 		return errors.New("the copy has not started")
 	}
-	cp.SetChunkTime(d)
-	c.m.opts.Log("chunk time set to %s", d)
+	c.log.Info("chunk time set by the operator", "chunk_time", d)
 	return nil
 }
 
 func (c *controller) SetMaxLag(d time.Duration) error {
-	if len(c.m.opts.Replicas) == 0 {
+	m, t := c.current()
+	if m == nil || len(m.opts.Replicas) == 0 {
 		return errors.New("no --replica is watched, so a lag limit has no effect")
 	}
-	if t := c.throttler(); t != nil {
+	if t != nil {
 		t.SetMaxLag(d)
 	}
 	return nil
 }
 
 func (c *controller) SetMaxThreadsRunning(n int) error {
-	if t := c.throttler(); t != nil {
+	if _, t := c.current(); t != nil {
 		t.SetMaxThreadsRunning(n)
 		return nil
 	}
@@ -104,20 +117,18 @@ func (c *controller) SetMaxThreadsRunning(n int) error {
 
 // Status is what `enginemig control status` prints.
 func (c *controller) Status() any {
-	m := c.m
-	m.stageMu.Lock()
-	st := m.state
-	thr := m.thr
-	cp := m.copy
-	m.stageMu.Unlock()
+	m, thr := c.current()
+	if m == nil || m.rec == nil {
+		return map[string]any{"stage": StagePreflight}
+	}
+	st := m.rec.snapshot()
 	out := map[string]any{"migration_id": st.ID, "schema": st.Schema, "table": st.Table, "stage": st.Stage,
 		"rows_total": st.RowsTotal, "elapsed_s": time.Since(m.start).Seconds()}
-	if cp != nil {
-		out["rows_copied"] = cp.Copied()
-		out["chunk_size"] = cp.ChunkSize()
-	}
-	if m.replay != nil {
-		out["replay"] = m.replay.Stats()
+	if m.pipe != nil {
+		pr := m.pipe.Progress()
+		out["rows_copied"] = pr.RowsCopied
+		out["chunk_size"] = pr.ChunkSize
+		out["replay"] = pr.Capture
 	}
 	if thr != nil {
 		out["throttle"] = thr.Status()
@@ -128,14 +139,14 @@ func (c *controller) Status() any {
 var _ control.Handler = (*controller)(nil)
 
 // listenControl opens the control socket when one is configured.
-func (m *migrator) listenControl(ctx context.Context, c *controller) (func(), error) {
-	if m.opts.ControlSocket == "" {
+func listenControl(ctx context.Context, opts Options, c *controller) (func(), error) {
+	if opts.ControlSocket == "" {
 		return func() {}, nil
 	}
-	srv, err := control.Listen(ctx, m.opts.ControlSocket, c)
+	srv, err := control.Listen(ctx, opts.ControlSocket, c)
 	if err != nil {
 		return nil, fmt.Errorf("control socket: %w", err)
 	}
-	m.opts.Log("control socket: %s (enginemig control --socket %s status|pause|resume|abort|release-cutover|chunk-time=...)", m.opts.ControlSocket, m.opts.ControlSocket)
+	opts.Logger.Info("control socket open: enginemig control --socket PATH status|pause|resume|abort|release-cutover|chunk-time=...", "socket", opts.ControlSocket)
 	return func() { srv.Close() }, nil
 }

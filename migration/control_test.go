@@ -67,12 +67,12 @@ func TestControlSocketAbortLeavesOriginal(t *testing.T) {
 }
 
 // waitForStage polls the control socket's status until the migration reaches stage.
-func waitForStage(t *testing.T, socket, stage string) {
+func waitForStage(t *testing.T, socket string, stage Stage) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		reply, err := control.Send(context.Background(), socket, "status")
-		if err == nil && strings.Contains(reply, `"stage":"`+stage+`"`) {
+		if err == nil && strings.Contains(reply, `"stage":"`+stage.String()+`"`) {
 			return
 		}
 		if time.Now().After(deadline) {

@@ -11,67 +11,45 @@ import (
 	"github.com/enginemig/enginemig/table"
 )
 
-// Gate names, as given to --gate.
-const (
-	GateBeforeCopy    = "before-copy"
-	GateBeforeCutover = "before-cutover"
-	GateAfterCutover  = "after-cutover"
-)
-
-// ParseGates turns "before-copy,after-cutover" or "all" into a set; "" means none.
-func ParseGates(s string) (map[string]bool, error) {
-	out := map[string]bool{}
-	for _, g := range strings.Split(s, ",") {
-		switch g = strings.TrimSpace(g); g {
-		case "":
-		case "all":
-			out[GateBeforeCopy], out[GateBeforeCutover], out[GateAfterCutover] = true, true, true
-		case GateBeforeCopy, GateBeforeCutover, GateAfterCutover:
-			out[g] = true
-		default:
-			return nil, fmt.Errorf("unknown gate %q: use before-copy, before-cutover, after-cutover or all", g)
-		}
-	}
-	return out, nil
-}
-
 // gateFailed wraps a failed gate's side-by-side report in the GateFailed exit code.
 func gateFailed(g bench.GateResult, what string) error {
 	return outcome.New(outcome.GateFailed, fmt.Errorf("%s gate failed: %s\n%s", g.Gate, strings.Join(g.Reasons, "; "), g.String()), what)
 }
 
 // sampleGate runs before anything is created: a sample of the table as MyISAM vs InnoDB.
-func (m *migrator) sampleGate(ctx context.Context) (*bench.GateResult, error) {
+func (m *migrator) sampleGate(ctx context.Context) error {
 	if !m.opts.Gates[GateBeforeCopy] {
-		return nil, nil
+		return nil
 	}
-	m.opts.Log("before-copy gate: benchmarking a sample as MyISAM and as InnoDB")
+	m.log.Info("before-copy gate: benchmarking a sample as MyISAM and as InnoDB")
 	g, err := bench.SampleGate(ctx, m.db, m.ti.Schema, m.ti.Name, m.opts.GateConfig)
 	if err != nil {
-		return nil, outcome.New(outcome.FailedSafe, err, "")
+		return outcome.New(outcome.FailedSafe, err, "")
 	}
-	m.opts.Log("before-copy gate: %s", passWord(g.Pass))
+	m.res.Gates = append(m.res.Gates, g)
+	m.log.Info("before-copy gate: " + passWord(g.Pass))
 	if !g.Pass {
-		return &g, gateFailed(g, "InnoDB did not meet the thresholds on a sample of this table; nothing was changed")
+		return gateFailed(g, "InnoDB did not meet the thresholds on a sample of this table; nothing was changed")
 	}
-	return &g, nil
+	return nil
 }
 
 // shadowGate compares source and finished shadow with read-only probes.
-func (m *migrator) shadowGate(ctx context.Context) (*bench.GateResult, error) {
+func (m *migrator) shadowGate(ctx context.Context) error {
 	if !m.opts.Gates[GateBeforeCutover] {
-		return nil, nil
+		return nil
 	}
-	m.opts.Log("before-cutover gate: read-only probes on %s vs %s", m.ti.Name, table.ShadowName(m.ti.Name))
+	m.log.Info("before-cutover gate: read-only probes on source vs shadow", "source", m.ti.Name, "shadow", table.ShadowName(m.ti.Name))
 	g, err := bench.CompareReadOnly(ctx, m.db, m.ti.Schema, m.ti.Name, table.ShadowName(m.ti.Name), m.opts.GateConfig)
 	if err != nil {
-		return nil, outcome.New(outcome.FailedSafe, err, "")
+		return outcome.New(outcome.FailedSafe, err, "")
 	}
-	m.opts.Log("before-cutover gate: %s", passWord(g.Pass))
+	m.res.Gates = append(m.res.Gates, g)
+	m.log.Info("before-cutover gate: " + passWord(g.Pass))
 	if !g.Pass {
-		return &g, gateFailed(g, "the shadow was dropped; the original table is unchanged")
+		return gateFailed(g, "the shadow was dropped; the original table is unchanged")
 	}
-	return &g, nil
+	return nil
 }
 
 func passWord(ok bool) string {
@@ -81,27 +59,41 @@ func passWord(ok bool) string {
 	return "FAILED"
 }
 
+// probeBeforeCutover takes the after-cutover gate's baseline: read-only probes on the original
+// just before the swap (nil when the gate is off).
+func (m *migrator) probeBeforeCutover(ctx context.Context) (*bench.Result, error) {
+	if !m.opts.Gates[GateAfterCutover] {
+		return nil, nil
+	}
+	m.log.Info("after-cutover gate: read-only probes before the swap", "table", m.ti.Name)
+	r, err := bench.ProbeReadOnly(ctx, m.db, m.ti.Schema, m.ti.Name, m.opts.GateConfig)
+	if err != nil {
+		return nil, outcome.New(outcome.FailedSafe, err, "")
+	}
+	return &r, nil
+}
+
 // afterCutoverGate probes the converted table and compares it with the probe taken just before
 // the swap; a regression past the thresholds rolls back, keeping every write since the cut-over.
 func (m *migrator) afterCutoverGate(ctx context.Context, res *Result, before bench.Result) error {
-	m.opts.Log("after-cutover gate: read-only probes on the converted table")
+	m.log.Info("after-cutover gate: read-only probes on the converted table")
 	after, err := bench.ProbeReadOnly(ctx, m.db, m.ti.Schema, m.ti.Name, m.opts.GateConfig)
 	if err != nil {
 		return outcome.New(outcome.NeedsAttention, fmt.Errorf("after-cutover gate could not measure: %w", err),
 			"the conversion is done; judge performance by hand")
 	}
 	g := m.opts.GateConfig.Thresholds.Judge(before, after)
-	g.Gate = GateAfterCutover
+	g.Gate = GateAfterCutover.String()
 	res.Gates = append(res.Gates, g)
-	m.opts.Log("after-cutover gate: %s", passWord(g.Pass))
+	m.log.Info("after-cutover gate: " + passWord(g.Pass))
 	if g.Pass {
 		return nil
 	}
-	m.hook(ctx, "failure")
-	m.opts.Log("after-cutover gate failed: rolling back to the MyISAM table, keeping the writes made since the cut-over")
+	m.hook(ctx, PointFailure)
+	m.log.Warn("after-cutover gate failed: rolling back to the MyISAM table, keeping the writes made since the cut-over")
 	rb, rerr := Rollback(context.WithoutCancel(ctx), m.db, RollbackOptions{Conn: m.opts.Conn, Schema: m.ti.Schema, Table: m.ti.Name,
-		StateSchema: m.opts.StateSchema, Cutover: m.opts.Cutover, Log: m.opts.Log})
-	m.hook(ctx, "rollback")
+		StateSchema: m.opts.StateSchema, Cutover: m.opts.Cutover, Logger: m.log})
+	m.hook(ctx, PointRollback)
 	if rerr != nil {
 		return outcome.New(outcome.NeedsAttention, fmt.Errorf("after-cutover gate failed and the rollback failed: %w\n%s", rerr, g.String()),
 			"the InnoDB table is live; run `enginemig rollback` once the cause is fixed")

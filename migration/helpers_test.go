@@ -1,15 +1,19 @@
 package migration
 
 import (
+	"io"
+	"log/slog"
+	"sync"
 	"time"
 
 	"context"
 	"database/sql"
 	"fmt"
-	"github.com/enginemig/enginemig/binlog"
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/enginemig/enginemig/binlog"
 
 	"github.com/enginemig/enginemig/dbconn"
 	"github.com/enginemig/enginemig/sandbox"
@@ -38,7 +42,7 @@ func openControl(t *testing.T, s *sandbox.Server) *sql.DB {
 
 func testOptions(s *sandbox.Server, schema, tbl string) Options {
 	return Options{Conn: connConfig(s), Schema: schema, Table: tbl, StateSchema: "_enginemig_test",
-		Log: func(f string, a ...any) { fmt.Fprintf(os.Stderr, "    migration: "+f+"\n", a...) }}
+		Logger: slog.New(slog.NewTextHandler(prefixed{os.Stderr, "    migration: "}, nil))}
 }
 
 func tableExists(t *testing.T, db *sql.DB, schema, name string) bool {
@@ -137,4 +141,40 @@ func purgeBinlogs(t *testing.T, db *sql.DB) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// prefixed writes each log record to w behind a prefix.
+type prefixed struct {
+	w      io.Writer
+	prefix string
+}
+
+func (p prefixed) Write(b []byte) (int, error) { return fmt.Fprint(p.w, p.prefix+string(b)) }
+
+// logLines records log records (text format, one per entry) for tests that look for an event.
+type logLines struct {
+	mu    sync.Mutex
+	lines []string
+	each  func(line string)
+}
+
+func (l *logLines) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	l.lines = append(l.lines, string(b))
+	each := l.each
+	l.mu.Unlock()
+	if each != nil {
+		each(string(b))
+	}
+	return len(b), nil
+}
+
+func (l *logLines) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Join(l.lines, "")
+}
+
+func (l *logLines) logger() *slog.Logger {
+	return slog.New(slog.NewTextHandler(l, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }

@@ -3,6 +3,7 @@ package migration
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"strconv"
@@ -10,22 +11,22 @@ import (
 	"time"
 )
 
-// Hook stages, in the order a migration passes them.
-var HookStages = []string{"start", "before-copy", "after-copy", "before-cutover", "success", "failure", "rollback"}
-
 // CommandHook returns a Hook that runs command through /bin/sh at every stage, with the
 // migration's facts in ENGINEMIG_* environment variables. A non-zero exit of a start or before-*
 // hook stops the migration cleanly; other stages only log the failure.
-func CommandHook(command string, timeout time.Duration, log func(string, ...any)) func(context.Context, string, *State) error {
+func CommandHook(command string, timeout time.Duration, log *slog.Logger) func(context.Context, Point, *State) error {
 	if timeout <= 0 {
 		timeout = time.Minute
 	}
-	return func(ctx context.Context, stage string, st *State) error {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return func(ctx context.Context, point Point, st *State) error {
 		hctx, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()
 		cmd := exec.CommandContext(hctx, "/bin/sh", "-c", command)
 		cmd.Env = append(os.Environ(),
-			"ENGINEMIG_STAGE="+stage,
+			"ENGINEMIG_STAGE="+point.String(),
 			"ENGINEMIG_SCHEMA="+st.Schema,
 			"ENGINEMIG_TABLE="+st.Table,
 			"ENGINEMIG_MIGRATION_ID="+strconv.FormatInt(st.ID, 10),
@@ -40,13 +41,11 @@ func CommandHook(command string, timeout time.Duration, log func(string, ...any)
 		if err == nil {
 			return nil
 		}
-		msg := fmt.Errorf("hook at %s failed: %v: %s", stage, err, strings.TrimSpace(string(out)))
-		if stage == "start" || strings.HasPrefix(stage, "before-") {
+		msg := fmt.Errorf("hook at %s failed: %v: %s", point, err, strings.TrimSpace(string(out)))
+		if point == PointStart || strings.HasPrefix(string(point), "before-") {
 			return msg
 		}
-		if log != nil {
-			log("%v (ignored after the fact)", msg)
-		}
+		log.Warn("hook failed after the fact; ignored", "error", msg)
 		return nil
 	}
 }

@@ -29,15 +29,15 @@ func TestResumeRestartsCleanlyWhenBinlogPurged(t *testing.T) {
 	}
 	sandbox.MustExec(t, sdb, "UPDATE t SET v = v + 1 WHERE id % 7 = 0", "UPDATE ref SET v = v + 1 WHERE id % 7 = 0")
 	purgeBinlogs(t, db)
-	var logs []string
+	var logs logLines
 	opts.crashAfterRows = 0
-	opts.Log = func(f string, a ...any) { logs = append(logs, f) }
+	opts.Logger = logs.logger()
 	res, err := Run(context.Background(), db, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(strings.Join(logs, "\n"), "interrupted migration") || res.RowsCopied < 50000 {
-		t.Fatalf("expected a clean restart of the copy; copied %d; log %v", res.RowsCopied, logs)
+	if !strings.Contains(logs.String(), "interrupted migration") || res.RowsCopied < 50000 {
+		t.Fatalf("expected a clean restart of the copy; copied %d; log %v", res.RowsCopied, logs.String())
 	}
 	if diff := sameRows(t, db, schema, "t", "ref", []string{"id", "v"}, "id"); diff != "" {
 		t.Fatal(diff)

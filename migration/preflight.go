@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 
 	"github.com/enginemig/enginemig/dbconn"
@@ -69,7 +70,7 @@ func checkTable(ctx context.Context, db *sql.DB, ti *table.Info) error {
 
 // planBlockers runs plan's server and table checks (the same ones `enginemig plan` reports) and
 // refuses when any is a blocker. Warnings are logged: the DBA has seen them in the plan.
-func planBlockers(ctx context.Context, db *sql.DB, ti *table.Info, log func(string, ...any)) error {
+func planBlockers(ctx context.Context, db *sql.DB, ti *table.Info, log *slog.Logger) error {
 	server, err := plan.CheckServer(ctx, db)
 	if err != nil {
 		return fmt.Errorf("server checks: %w", err)
@@ -81,7 +82,7 @@ func planBlockers(ctx context.Context, db *sql.DB, ti *table.Info, log func(stri
 	all := append(server, findings...)
 	for _, f := range all {
 		if f.Severity == plan.Warning {
-			log("warning [%s]: %s", f.Check, f.Message)
+			log.Warn(f.Message, "check", f.Check)
 		}
 	}
 	if b := plan.Blockers(all); len(b) > 0 {

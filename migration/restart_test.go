@@ -22,8 +22,7 @@ func TestServerRestartMidCopyResumesByItself(t *testing.T) {
 	opts := testOptions(s, schema, "t")
 	opts.ChunkTime = 2 * time.Millisecond
 	opts.ProgressEvery, opts.saveEvery = 50*time.Millisecond, 50*time.Millisecond
-	var mu sync.Mutex
-	var logs []string
+	var logs logLines
 	restarted := make(chan struct{})
 	var once sync.Once
 	opts.Progress = func(p Progress) {
@@ -38,19 +37,13 @@ func TestServerRestartMidCopyResumesByItself(t *testing.T) {
 			})
 		}
 	}
-	opts.Log = func(f string, a ...any) {
-		mu.Lock()
-		logs = append(logs, f)
-		mu.Unlock()
-	}
+	opts.Logger = logs.logger()
 	res, err := Run(context.Background(), db, opts)
 	<-restarted
 	if err != nil {
 		t.Fatalf("apply did not survive the restart: %v", err)
 	}
-	mu.Lock()
-	joined := strings.Join(logs, "\n")
-	mu.Unlock()
+	joined := logs.String()
 	if !strings.Contains(joined, "lost the connection") || !strings.Contains(joined, "resuming migration") {
 		t.Fatalf("no reconnect and resume in the log:\n%s", joined)
 	}

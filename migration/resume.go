@@ -17,13 +17,9 @@ import (
 	"github.com/enginemig/enginemig/cutover"
 	"github.com/enginemig/enginemig/dbconn"
 	"github.com/enginemig/enginemig/outcome"
+	"github.com/enginemig/enginemig/shadow"
 	"github.com/enginemig/enginemig/table"
 )
-
-// inProgress are the stages of a migration that has not finished; finding one while nobody holds
-// the table's lock means its process died.
-var inProgress = map[string]bool{StagePreflight: true, StageCopy: true, StageIndexes: true, StageVerify: true,
-	StagePostponed: true, StageCutover: true}
 
 // lockTable takes a server-side advisory lock for the table on a connection held for the whole
 // migration: a second enginemig on the same table is refused, and a lock that is free while the
@@ -54,19 +50,21 @@ func lockTable(ctx context.Context, c dbconn.Config, schema, name string) (*sql.
 }
 
 // unfinished returns the newest migration record of the table if it was left in progress.
-func (m *migrator) unfinished(ctx context.Context) (*State, error) {
+func unfinished(ctx context.Context, store *Store, schema, name string) (*State, error) {
 	var exists int
-	m.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = 'migrations'",
-		m.store.schema).Scan(&exists)
+	if err := store.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = 'migrations'",
+		store.schema).Scan(&exists); err != nil {
+		return nil, fmt.Errorf("look for the state table: %w", err)
+	}
 	if exists == 0 {
 		return nil, nil
 	}
-	states, err := m.store.List(ctx, m.opts.Schema, m.opts.Table)
+	states, err := store.List(ctx, schema, name)
 	if err != nil || len(states) == 0 {
 		return nil, err
 	}
 	st := states[0]
-	if !inProgress[st.Stage] || st.FinishedAt != nil {
+	if !st.Stage.inProgress() || st.FinishedAt != nil {
 		return nil, nil
 	}
 	return &st, nil
@@ -75,17 +73,17 @@ func (m *migrator) unfinished(ctx context.Context) (*State, error) {
 // settleInterrupted decides what to do with an interrupted migration: resume it (returns it),
 // finish its bookkeeping when the swap had already happened (returns done=true), or abandon it
 // cleanly so a new migration can start.
-func (m *migrator) settleInterrupted(ctx context.Context, prev *State) (resume *State, done bool, err error) {
+func (m *migrator) settleInterrupted(ctx context.Context, store *Store, prev *State) (resume *State, done bool, err error) {
 	schema, name := m.opts.Schema, m.opts.Table
 	shadow, old, swap := table.ShadowName(name), table.OldName(name), table.SwapName(name)
 	if cutover.IsSentry(ctx, m.db, schema, swap) {
-		m.opts.Log("removing the cut-over sentry %s left by the interrupted run", swap)
+		m.log.Info("removing the cut-over sentry left by the interrupted run", "sentry", swap)
 		if _, err := m.db.ExecContext(ctx, "DROP TABLE "+dbconn.QualifiedName(schema, swap)); err != nil {
 			return nil, false, err
 		}
 	} else if _, err := table.Load(ctx, m.db, schema, swap); err == nil {
 		// The swap went through but the process died before moving the original to its kept name.
-		m.opts.Log("moving the original from %s to %s (the interrupted run had swapped the tables)", swap, old)
+		m.log.Info("moving the original to its kept name (the interrupted run had swapped the tables)", "from", swap, "to", old)
 		if _, err := m.db.ExecContext(ctx, fmt.Sprintf("RENAME TABLE %s TO %s", dbconn.QualifiedName(schema, swap), dbconn.QualifiedName(schema, old))); err != nil {
 			return nil, false, err
 		}
@@ -99,7 +97,7 @@ func (m *migrator) settleInterrupted(ctx context.Context, prev *State) (resume *
 	oldTable, oldErr := table.Load(ctx, m.db, schema, old)
 
 	abandon := func(why string) (*State, bool, error) {
-		m.opts.Log("interrupted migration #%d (%s): %s", prev.ID, prev.Stage, why)
+		m.log.Info("settling an interrupted migration", "id", prev.ID, "stage", prev.Stage, "action", why)
 		if hasShadow {
 			if _, err := m.db.ExecContext(ctx, "DROP TABLE "+dbconn.QualifiedName(schema, shadow)); err != nil {
 				return nil, false, err
@@ -107,7 +105,7 @@ func (m *migrator) settleInterrupted(ctx context.Context, prev *State) (resume *
 		}
 		now := time.Now().UTC()
 		prev.Stage, prev.Error, prev.FinishedAt = StageFailed, "interrupted; "+why, &now
-		return nil, false, m.store.Save(ctx, prev)
+		return nil, false, store.Save(ctx, prev)
 	}
 
 	switch {
@@ -115,8 +113,9 @@ func (m *migrator) settleInterrupted(ctx context.Context, prev *State) (resume *
 		// The rename went through before the process died: the migration is complete.
 		now := time.Now().UTC()
 		prev.Stage, prev.FinishedAt = StageDone, &now
-		m.opts.Log("interrupted migration #%d had completed its cut-over at %s:%d; recorded it as done", prev.ID, prev.CutoverFile, prev.CutoverPos)
-		return nil, true, m.store.Save(ctx, prev)
+		m.log.Info("the interrupted migration had completed its cut-over; recorded it as done", "id", prev.ID,
+			"cutover", fmt.Sprintf("%s:%d", prev.CutoverFile, prev.CutoverPos))
+		return nil, true, store.Save(ctx, prev)
 	case !hasShadow || !strings.EqualFold(cur.Engine, "MyISAM"):
 		return abandon("nothing to resume; starting over")
 	case prev.DryRun != m.opts.DryRun:
@@ -149,7 +148,7 @@ func (m *migrator) stopOrphans(ctx context.Context, shadow string) error {
 		}
 		if time.Now().After(deadline) {
 			for _, id := range ids {
-				m.opts.Log("killing connection %d still writing to %s from the interrupted run", id, shadow)
+				m.log.Warn("killing a connection still writing to the shadow from the interrupted run", "connection", id, "shadow", shadow)
 				m.db.ExecContext(ctx, fmt.Sprintf("KILL %d", id))
 			}
 			return nil
@@ -162,34 +161,22 @@ func (m *migrator) stopOrphans(ctx context.Context, shadow string) error {
 	}
 }
 
-// prepareResume brings the shadow back to a state the resumed copy and replay can build on: rows
-// above the saved watermark are removed (the copy reads them again, and some may have been
-// deleted from the source since), and unique secondary indexes are dropped until replay has
-// caught up again, because REPLACE on a table with other unique keys could delete rows while
-// older changes are re-applied.
-func (m *migrator) prepareResume(ctx context.Context, st *State, deferred []string) ([]any, []string, error) {
+// prepareResume brings the shadow back to a state the resumed copy and replay can build on: it is
+// rewound to the saved watermark (shadow.Rewind), and unique secondary indexes are dropped until
+// replay has caught up again, because REPLACE on a table with other unique keys could delete rows
+// while older changes are re-applied. It returns the index definitions still to build.
+func (m *migrator) prepareResume(ctx context.Context, st *State, deferred []string) ([]string, error) {
 	watermark, err := decodeKey(st.Watermark)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	shadowQ := dbconn.QualifiedName(m.ti.Schema, table.ShadowName(m.ti.Name))
-	key, _ := m.ti.CopyKey()
-	if watermark == nil {
-		if _, err := m.db.ExecContext(ctx, "DELETE FROM "+shadowQ); err != nil {
-			return nil, nil, fmt.Errorf("resume: clear shadow: %w", err)
-		}
-	} else {
-		var quoted []string
-		for _, k := range key.ColumnNames() {
-			quoted = append(quoted, dbconn.QuoteIdent(k))
-		}
-		if _, err := m.db.ExecContext(ctx, "DELETE FROM "+shadowQ+" WHERE "+table.AfterPredicate(quoted), table.AfterArgs(watermark)...); err != nil {
-			return nil, nil, fmt.Errorf("resume: remove rows above the watermark: %w", err)
-		}
+	shadowName := table.ShadowName(m.ti.Name)
+	if err := shadow.Rewind(ctx, m.db, m.ti, shadowName, watermark); err != nil {
+		return nil, err
 	}
-	sh, err := table.Load(ctx, m.db, m.ti.Schema, table.ShadowName(m.ti.Name))
+	sh, err := table.Load(ctx, m.db, m.ti.Schema, shadowName)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	present := map[string]bool{}
 	for _, ix := range sh.Indexes {
@@ -207,11 +194,11 @@ func (m *migrator) prepareResume(ctx context.Context, st *State, deferred []stri
 		}
 	}
 	if len(dropUnique) > 0 {
-		if _, err := m.db.ExecContext(ctx, "ALTER TABLE "+shadowQ+" "+strings.Join(dropUnique, ", ")); err != nil {
-			return nil, nil, fmt.Errorf("resume: drop unique indexes until replay catches up: %w", err)
+		if _, err := m.db.ExecContext(ctx, "ALTER TABLE "+dbconn.QualifiedName(m.ti.Schema, shadowName)+" "+strings.Join(dropUnique, ", ")); err != nil {
+			return nil, fmt.Errorf("resume: drop unique indexes until replay catches up: %w", err)
 		}
 	}
-	return watermark, missing, nil
+	return missing, nil
 }
 
 // isConnectionLoss reports errors after which the server-side work is intact and a re-run can

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -16,7 +15,7 @@ func TestResumeAfterCrash(t *testing.T) {
 	for _, c := range []struct {
 		name      string
 		afterRows int64
-		stage     string
+		stage     Stage
 	}{
 		{"during copy", 15000, ""},
 		{"at index build", 0, StageIndexes},
@@ -28,20 +27,16 @@ func TestResumeAfterCrash(t *testing.T) {
 			db := openControl(t, srv)
 			ws := seedAllTypes(t, db, schema, 30000, 3, 11)
 			stop := runWriters(ws, 200*time.Microsecond)
-			var logs []string
-			var logMu sync.Mutex
+			logs := &logLines{each: func(line string) {
+				if strings.Contains(line, "differs") || strings.Contains(line, "resuming") {
+					t.Log(line)
+				}
+			}}
 			opts := testOptions(srv, schema, "t")
 			opts.ChunkTime = 2 * time.Millisecond
 			opts.ProgressEvery, opts.saveEvery = 50*time.Millisecond, 50*time.Millisecond
 			opts.crashAfterRows, opts.crashAtStage = c.afterRows, c.stage
-			opts.Log = func(f string, a ...any) {
-				logMu.Lock()
-				logs = append(logs, f)
-				logMu.Unlock()
-				if strings.Contains(f, "differs") || strings.Contains(f, "resuming") {
-					t.Logf(f, a...)
-				}
-			}
+			opts.Logger = logs.logger()
 			_, err := Run(context.Background(), db, opts)
 			if !errors.Is(err, errSimulatedCrash) {
 				stop()
@@ -58,11 +53,8 @@ func TestResumeAfterCrash(t *testing.T) {
 			if err != nil {
 				t.Fatalf("resumed run: %v", err)
 			}
-			logMu.Lock()
-			resumed := strings.Contains(strings.Join(logs, "\n"), "resuming migration")
-			logMu.Unlock()
-			if !resumed {
-				t.Fatalf("second run did not resume; log: %v", logs)
+			if !strings.Contains(logs.String(), "resuming migration") {
+				t.Fatalf("second run did not resume; log: %v", logs.String())
 			}
 			if c.afterRows > 0 && res.RowsCopied >= 30000 {
 				t.Fatalf("resumed copy started over: copied %d rows again", res.RowsCopied)
@@ -77,9 +69,7 @@ func TestResumeAfterCrash(t *testing.T) {
 			}
 			if diff := sameRows(t, db, schema, "t", "ref", allTypesColumns, "id"); diff != "" {
 				ids := strings.Fields(diff[strings.LastIndex(diff, "[")+1 : strings.LastIndex(diff, "]")])
-				logMu.Lock()
-				t.Logf("log: %s", strings.Join(logs, " | "))
-				logMu.Unlock()
+				t.Logf("log: %s", logs.String())
 				t.Fatalf("%s\n%s", diff, dumpRow(t, db, schema, "id", ids[0], allTypesColumns, "t", "ref", "_t_old"))
 			}
 			if diff := sameRows(t, db, schema, "ref", "t", allTypesColumns, "id"); diff != "" {

@@ -5,20 +5,18 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/enginemig/enginemig/binlog"
 	"github.com/enginemig/enginemig/cutover"
 	"github.com/enginemig/enginemig/dbconn"
 	"github.com/enginemig/enginemig/outcome"
+	"github.com/enginemig/enginemig/shadow"
 	"github.com/enginemig/enginemig/table"
 )
-
-// StageRolledBack marks a migration whose conversion was undone.
-const StageRolledBack = "rolled-back"
 
 // RollbackOptions configure a rollback.
 type RollbackOptions struct {
@@ -28,7 +26,7 @@ type RollbackOptions struct {
 	StateSchema string
 	Cutover     cutover.Config
 	ServerID    uint32
-	Log         func(format string, args ...any)
+	Logger      *slog.Logger // nil discards
 }
 
 // RollbackResult summarises a rollback.
@@ -49,14 +47,14 @@ type RollbackResult struct {
 // is gone.
 func Rollback(ctx context.Context, db *sql.DB, opts RollbackOptions) (*RollbackResult, error) {
 	start := time.Now()
-	if opts.Log == nil {
-		opts.Log = func(string, ...any) {}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	if opts.Cutover.Attempts == 0 {
 		opts.Cutover = cutover.DefaultConfig()
 	}
-	if opts.Cutover.Log == nil {
-		opts.Cutover.Log = opts.Log
+	if opts.Cutover.Logger == nil {
+		opts.Cutover.Logger = opts.Logger
 	}
 	if opts.ServerID == 0 {
 		opts.ServerID = 1<<30 + rand.Uint32N(1<<30)
@@ -102,55 +100,35 @@ func Rollback(ctx context.Context, db *sql.DB, opts RollbackOptions) (*RollbackR
 			"binlog %s (the cut-over position %s) has been purged", from.Name, from)
 	}
 
-	writer, err := dbconn.OpenRowWriter(ctx, opts.Conn, "", 2)
-	if err != nil {
-		return nil, err
-	}
-	defer writer.Close()
-	stream, err := binlog.OpenStream(ctx, binlog.StreamConfig{Conn: opts.Conn, Flavor: binlog.Flavor(version), ServerID: opts.ServerID, Table: cur,
-		IgnoreQuery: isCutoverRename(opts.Table)}, from)
+	// The same pipeline as apply, the other way round and without a copy: the kept original is
+	// the target, the converted table the source, from the position recorded under the swap's lock.
+	pipe, err := shadow.Open(ctx, shadow.Config{Conn: opts.Conn, DB: db, Source: cur, Target: oldName, Flavor: binlog.Flavor(version),
+		ServerID: opts.ServerID, Start: from, IgnoreQuery: isCutoverRename(opts.Table), Logger: opts.Logger})
 	if err != nil {
 		return nil, outcome.New(outcome.FailedSafe, err, "")
 	}
-	defer stream.Close()
-	applier, err := binlog.NewApplier(writer, cur, oldName)
-	if err != nil {
-		return nil, err
-	}
-	replay := binlog.NewReplayer(stream, applier, &sync.Mutex{})
-	replayCtx, stop := context.WithCancel(ctx)
-	defer stop()
-	replayErr := make(chan error, 1)
-	go func() { replayErr <- replay.Run(replayCtx) }()
-
-	opts.Log("replaying changes since the cut-over (%s) onto %s", from, oldName)
-	now, err := binlog.CurrentPosition(ctx, db)
-	if err != nil {
-		return nil, err
-	}
-	caught := make(chan error, 1)
-	go func() { caught <- replay.WaitFor(replayCtx, now) }()
-	select {
-	case err := <-caught:
-		if err != nil {
-			return nil, outcome.New(outcome.FailedSafe, err, "")
-		}
-	case err := <-replayErr:
+	defer pipe.Close()
+	opts.Logger.Info("replaying changes since the cut-over onto the kept original", "from", from.String(), "table", oldName)
+	if err := pipe.CatchUp(ctx); err != nil {
 		return nil, outcome.New(outcome.FailedSafe, fmt.Errorf("replay onto %s: %w", oldName, err), "nothing was swapped; the InnoDB table is live")
 	}
-	opts.Log("caught up (%d changes); swapping back", replay.Stats().Events)
+	opts.Logger.Info("caught up; swapping back", "changes", pipe.Progress().Capture.Events)
 	sw := cutover.Swap{Schema: opts.Schema, From: opts.Table, To: oldName, Aside: innoName, Sentry: table.SwapName(opts.Table)}
-	cut, err := cutover.Run(ctx, db, sw, replay, opts.Cutover, nil)
+	cut, err := cutover.Run(ctx, db, sw, pipe, opts.Cutover, nil)
 	if err != nil {
 		return nil, outcome.New(outcome.FailedSafe, fmt.Errorf("swap back: %w", err), "the InnoDB table is still live; retry the rollback")
 	}
-	stop()
+	if err := pipe.Stop(); err != nil {
+		opts.Logger.Warn("capture ended with an error after the swap back (the swap is complete)", "error", err)
+	}
 	store := NewStore(db, opts.StateSchema)
 	now2 := time.Now().UTC()
 	st.Stage, st.FinishedAt = StageRolledBack, &now2
 	st.Error = fmt.Sprintf("rolled back at %s; InnoDB table kept as %s", cut.Position, innoName)
-	store.Save(context.WithoutCancel(ctx), st)
-	return &RollbackResult{Schema: opts.Schema, Table: opts.Table, MigrationID: st.ID, ReplayEvents: replay.Stats().Events,
+	if err := store.Save(context.WithoutCancel(ctx), st); err != nil {
+		opts.Logger.Warn("rolled back, but could not record it in the state table", "error", err)
+	}
+	return &RollbackResult{Schema: opts.Schema, Table: opts.Table, MigrationID: st.ID, ReplayEvents: pipe.Progress().Capture.Events,
 		Cutover: &cut, InnoDBTable: innoName, TotalTime: time.Since(start)}, nil
 }
 

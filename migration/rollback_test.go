@@ -26,7 +26,7 @@ func TestRollbackKeepsWritesMadeAfterCutover(t *testing.T) {
 		before += w.acked.Load()
 	}
 	time.Sleep(time.Second) // writes that only the InnoDB table receives
-	res, err := Rollback(context.Background(), db, RollbackOptions{Conn: opts.Conn, Schema: schema, Table: "t", StateSchema: opts.StateSchema, Log: opts.Log})
+	res, err := Rollback(context.Background(), db, RollbackOptions{Conn: opts.Conn, Schema: schema, Table: "t", StateSchema: opts.StateSchema, Logger: opts.Logger})
 	time.Sleep(300 * time.Millisecond) // and writes after the swap back, to the MyISAM table
 	stop()
 	if err != nil {

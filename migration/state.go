@@ -14,25 +14,12 @@ import (
 // DefaultStateSchema holds enginemig's own bookkeeping, apart from application tables.
 const DefaultStateSchema = "_enginemig"
 
-// Stages recorded in the state table.
-const (
-	StagePreflight = "preflight"
-	StageCopy      = "copy"
-	StageIndexes   = "indexes"
-	StagePostponed = "postponed"
-	StageVerify    = "verify"
-	StageCutover   = "cutover"
-	StageDone      = "done"
-	StageDryRun    = "dry-run-done"
-	StageFailed    = "failed"
-)
-
 // State is one migration's row in the state table.
 type State struct {
 	ID            int64      `json:"id"`
 	Schema        string     `json:"schema"`
 	Table         string     `json:"table"`
-	Stage         string     `json:"stage"`
+	Stage         Stage      `json:"stage"`
 	DryRun        bool       `json:"dry_run"`
 	StartFile     string     `json:"binlog_start_file"`
 	StartPos      uint32     `json:"binlog_start_pos"`

@@ -67,7 +67,7 @@ func stressOnce(t *testing.T, seed uint64) (acked, reads int64, checked int) {
 		t.Fatal(err)
 	}
 	opts := testOptions(srv, schema, "t")
-	opts.Log = func(string, ...any) {}
+	opts.Logger = nil
 	opts.ChunkTime = []time.Duration{time.Millisecond, 2 * time.Millisecond, 5 * time.Millisecond}[r.IntN(3)]
 	opts.ClientSide = r.IntN(4) == 0
 	opts.ProgressEvery, opts.saveEvery = 20*time.Millisecond, 20*time.Millisecond

@@ -18,8 +18,8 @@ func TestVerifyFindsAndRepairsCorruptedShadow(t *testing.T) {
 		"CREATE TABLE ref LIKE t", "INSERT INTO ref SELECT * FROM t")
 	shadow := dbconn.QualifiedName(schema, "_t_new")
 	opts := testOptions(srv, schema, "t")
-	opts.Hook = func(ctx context.Context, stage string, _ *State) error {
-		if stage != "after-copy" {
+	opts.Hook = func(ctx context.Context, at Point, _ *State) error {
+		if at != After(StageCopy) {
 			return nil
 		}
 		// One changed row, one missing row, one extra row, one NULL turned into a value.

@@ -42,6 +42,15 @@ func (c Column) AutoIncrement() bool {
 	return strings.Contains(strings.ToLower(c.Extra), "auto_increment")
 }
 
+// IsInteger reports an integer type, whose values Go compares exactly as the server does.
+func (c Column) IsInteger() bool {
+	switch strings.ToLower(c.DataType) {
+	case "tinyint", "smallint", "mediumint", "int", "integer", "bigint":
+		return true
+	}
+	return false
+}
+
 // IndexColumn is one key part.
 type IndexColumn struct {
 	Name    string `json:"name"`

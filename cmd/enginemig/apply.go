@@ -118,9 +118,9 @@ func runApply(c *cli.Context) error {
 		}
 		display := newProgressDisplay(c.App.ErrWriter, !c.Bool("no-progress"), fmt.Sprintf("%s.%s", tg.schema, tg.table))
 		opts.Progress = display.update
-		opts.Log = display.log
+		opts.Logger = printfLogger(display.log)
 		if h := c.String("hook"); h != "" {
-			opts.Hook = migration.CommandHook(h, c.Duration("hook-timeout"), display.log)
+			opts.Hook = migration.CommandHook(h, c.Duration("hook-timeout"), opts.Logger)
 		}
 		res, err := migration.Run(ctx, db, opts)
 		display.finish()

@@ -49,7 +49,7 @@ func rollbackCommand() *cli.Command {
 				fmt.Fprintf(c.App.ErrWriter, "%s rollback %s.%s: %s\n", time.Now().Format("15:04:05"), c.String("database"), c.String("table"), fmt.Sprintf(f, a...))
 			}
 			res, err := migration.Rollback(c.Context, db, migration.RollbackOptions{Conn: conn, Schema: c.String("database"),
-				Table: c.String("table"), StateSchema: c.String("state-schema"), Cutover: cfg, ServerID: uint32(c.Uint("server-id")), Log: logf})
+				Table: c.String("table"), StateSchema: c.String("state-schema"), Cutover: cfg, ServerID: uint32(c.Uint("server-id")), Logger: printfLogger(logf)})
 			if c.String("output") == "json" {
 				out := map[string]any{"result": res, "exit_code": int(outcome.CodeOf(err)), "status": outcome.CodeOf(err).Name()}
 				if err != nil {

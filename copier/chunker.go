@@ -1,0 +1,193 @@
+package copier
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/enginemig/enginemig/dbconn"
+	"github.com/enginemig/enginemig/table"
+	"github.com/enginemig/enginemig/throttle"
+)
+
+// Chunk sizing, shared by the copy and by verification (its second pass over the same key).
+//
+// A MyISAM statement holds the table's lock for its whole run and every writer queues behind it,
+// so the time one chunk holds the source is what the application feels. 10–20 ms is short
+// against typical web-request budgets yet long enough to amortise the per-statement overhead
+// (DESIGN.md: per-statement costs dominate below a few thousand rows).
+const (
+	// DefaultChunkTime is the lock-time target of one chunk while other clients wait for the table.
+	DefaultChunkTime = 15 * time.Millisecond
+	// DefaultIdleChunkTime is the target while nobody waits: a long chunk then costs no one
+	// anything and saves per-chunk overhead (each chunk is a statement and a commit); as soon as
+	// a client waits, chunks drop back to ChunkTime.
+	DefaultIdleChunkTime = 250 * time.Millisecond
+	// DefaultRestRatio: after a chunk that other clients waited for, pause this many times the
+	// chunk's duration, so the application gets the table (and the CPU) back. 1.0 keeps the copy
+	// to about half of the time under contention.
+	DefaultRestRatio = 1.0
+
+	initialChunk = 1000
+	minChunk     = 50
+	maxChunk     = 200000
+)
+
+// Pace tunes chunk sizes; zero values take the defaults above.
+type Pace struct {
+	ChunkTime     time.Duration
+	IdleChunkTime time.Duration // set equal to ChunkTime to keep chunks short regardless
+	RestRatio     float64       // negative: never rest
+}
+
+func (p Pace) withDefaults() Pace {
+	if p.ChunkTime <= 0 {
+		p.ChunkTime = DefaultChunkTime
+	}
+	if p.IdleChunkTime == 0 {
+		p.IdleChunkTime = DefaultIdleChunkTime
+	}
+	if p.RestRatio == 0 {
+		p.RestRatio = DefaultRestRatio
+	}
+	return p
+}
+
+// Chunker walks a table's copy key in ranges whose size it adapts to the time each range takes.
+// The caller asks for a range (Next), works on it, and reports how long the work held the source
+// (Took); Rest then pauses if other clients were waiting.
+type Chunker struct {
+	db    *sql.DB // binary protocol, so integer keys come back as integers (see Next)
+	q     *table.SQL
+	pace  Pace
+	waits *throttle.LockWaits
+
+	chunkTime atomic.Int64 // current Pace.ChunkTime, changeable while running
+	size      atomic.Int64
+
+	mu        sync.Mutex
+	bounds    [2]*sql.Stmt // from the start, after a key
+	target    time.Duration
+	contended bool
+}
+
+// NewChunker sizes ranges of q's source. db must use the binary protocol (dbconn.OpenRowReader).
+func NewChunker(db *sql.DB, q *table.SQL, pace Pace) *Chunker {
+	pace = pace.withDefaults()
+	c := &Chunker{db: db, q: q, pace: pace, waits: throttle.NewLockWaits(db)}
+	c.chunkTime.Store(int64(pace.ChunkTime))
+	c.size.Store(initialChunk)
+	return c
+}
+
+// Next returns the end of the range that starts after lo (nil: at the start of the table) and
+// holds the chunk size in rows, and the size; hi is nil when fewer rows remain (the range is open).
+// The bound is read by index only; over the binary protocol, so an integer key compares as an
+// integer (as text it would be compared as an inexact double above 2^53).
+func (c *Chunker) Next(ctx context.Context, lo []any) (hi []any, size int, err error) {
+	size = int(c.size.Load())
+	stmt, err := c.boundStmt(ctx, lo != nil)
+	if err != nil {
+		return nil, 0, err
+	}
+	_, args := c.q.Bound(lo)
+	vals, err := dbconn.ScanValues(stmt.QueryRowContext(ctx, append(args, size-1)...), len(c.q.KeyPositions()))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, size, nil
+	} else if err != nil {
+		return nil, 0, fmt.Errorf("chunk bound after %v: %w", lo, err)
+	}
+	return vals, size, nil
+}
+
+// boundStmt prepares the bound query once: on the binary-protocol pool every unprepared query
+// costs a prepare and a close.
+func (c *Chunker) boundStmt(ctx context.Context, after bool) (*sql.Stmt, error) {
+	i := 0
+	var lo []any
+	if after {
+		i, lo = 1, []any{nil}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.bounds[i] == nil {
+		query, _ := c.q.Bound(lo)
+		st, err := c.db.PrepareContext(ctx, query)
+		if err != nil {
+			return nil, fmt.Errorf("prepare chunk bounds: %w", err)
+		}
+		c.bounds[i] = st
+	}
+	return c.bounds[i], nil
+}
+
+// Close releases the prepared statements.
+func (c *Chunker) Close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, st := range c.bounds {
+		if st != nil {
+			st.Close()
+			c.bounds[i] = nil
+		}
+	}
+}
+
+// Target picks the next chunk's lock-time target: ChunkTime while other clients wait for the
+// table, otherwise up to twice the previous target, capped at IdleChunkTime.
+func (c *Chunker) Target(ctx context.Context) time.Duration {
+	base := time.Duration(c.chunkTime.Load())
+	if c.pace.IdleChunkTime <= base {
+		return base
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.waits.Contended(ctx) {
+		c.target, c.contended = base, true
+	} else {
+		c.contended = false
+		c.target = min(max(c.target, base)*2, c.pace.IdleChunkTime)
+	}
+	return c.target
+}
+
+// Took moves the chunk size toward the row count that takes target, at most doubling or halving
+// per step so one slow chunk (a disk hiccup) does not swing it wildly. A short last chunk (rows
+// below size) says nothing about speed.
+func (c *Chunker) Took(rows, size int, took, target time.Duration) {
+	if rows < size || took <= 0 {
+		return
+	}
+	ideal := int(float64(size) * float64(target) / float64(took))
+	c.size.Store(int64(max(min(ideal, size*2, maxChunk), size/2, minChunk)))
+}
+
+// Rest pauses after a contended chunk for RestRatio times what it held the source.
+func (c *Chunker) Rest(ctx context.Context, held time.Duration) error {
+	c.mu.Lock()
+	contended := c.contended
+	c.mu.Unlock()
+	if !contended || c.pace.RestRatio <= 0 {
+		return nil
+	}
+	select {
+	case <-time.After(time.Duration(float64(held) * c.pace.RestRatio)):
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// SetChunkTime changes the contended lock-time target while running (live control).
+func (c *Chunker) SetChunkTime(d time.Duration) {
+	if d > 0 {
+		c.chunkTime.Store(int64(d))
+	}
+}
+
+// Size is the current chunk size in rows.
+func (c *Chunker) Size() int64 { return c.size.Load() }

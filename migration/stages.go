@@ -1,0 +1,270 @@
+package migration
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/enginemig/enginemig/binlog"
+	"github.com/enginemig/enginemig/copier"
+	"github.com/enginemig/enginemig/cutover"
+	"github.com/enginemig/enginemig/dbconn"
+	"github.com/enginemig/enginemig/outcome"
+	"github.com/enginemig/enginemig/shadow"
+	"github.com/enginemig/enginemig/table"
+)
+
+// stage is one step of the runner; skip, when set, says the step has nothing to do this time.
+type stage struct {
+	name Stage
+	skip func() bool
+	run  func(ctx context.Context) error
+}
+
+// migrate creates the shadow, opens the pipeline that keeps it equal to the source, and runs the
+// stages. A dry run ends at the boundary before the cut-over.
+func (m *migrator) migrate(ctx context.Context) (*Result, error) {
+	if err := m.openPipeline(ctx); err != nil {
+		return m.stopped(ctx, err)
+	}
+	defer m.pipe.Close()
+	stopProgress := m.rec.track(ctx, m.pipe, m.opts, m.start)
+	defer stopProgress()
+
+	stages := []stage{
+		{name: StageCopy, run: m.copyRows},
+		{name: StageIndexes, run: m.buildIndexes},
+		{name: StagePostponed, skip: m.notPostponed, run: m.postpone},
+		{name: StageVerify, skip: func() bool { return m.opts.SkipVerify }, run: m.verify},
+		{name: StageCutover, run: m.cutover},
+	}
+	for _, s := range stages {
+		if s.skip != nil && s.skip() {
+			continue
+		}
+		if s.name == StageCutover {
+			if err := m.shadowGate(ctx); err != nil {
+				return m.stopped(ctx, err)
+			}
+			if m.opts.DryRun {
+				return m.endDryRun(ctx)
+			}
+		}
+		if err := m.enter(ctx, s.name); err != nil {
+			return m.stopped(ctx, err)
+		}
+		if err := s.run(ctx); err != nil {
+			return m.stopped(ctx, err)
+		}
+		if err := m.hook(ctx, After(s.name)); err != nil {
+			return m.stopped(ctx, outcome.New(outcome.FailedSafe, err, ""))
+		}
+	}
+	m.succeeded(ctx)
+	return m.res, nil
+}
+
+// enter records the stage and runs the hook before it.
+func (m *migrator) enter(ctx context.Context, s Stage) error {
+	m.rec.update(ctx, func(st *State) { st.Stage = s })
+	if m.opts.crashAtStage == s {
+		return errSimulatedCrash
+	}
+	if err := m.hook(ctx, Before(s)); err != nil {
+		return outcome.New(outcome.FailedSafe, err, "")
+	}
+	return nil
+}
+
+// openPipeline creates the shadow (or rewinds the one being resumed) and starts capture. Capture
+// starts before the first row is read: every change after its start position is replayed.
+func (m *migrator) openPipeline(ctx context.Context) error {
+	shadowName := table.ShadowName(m.ti.Name)
+	start := binlog.Position{}
+	if m.resume == nil {
+		if _, err := m.db.ExecContext(ctx, m.ddl.Create); err != nil {
+			return &keepShadow{outcome.New(outcome.Refused, fmt.Errorf("create shadow table: %w", err), "run `enginemig plan` for this table")}
+		}
+		var err error
+		if start, err = binlog.CurrentPosition(ctx, m.db); err != nil {
+			return err
+		}
+		m.rec.update(ctx, func(st *State) {
+			st.StartFile, st.StartPos = start.Name, start.Pos
+			st.AppliedFile, st.AppliedPos = start.Name, start.Pos
+		})
+	} else {
+		deferred, err := m.prepareResume(ctx, m.resume, m.ddl.Deferred)
+		if err != nil {
+			return err
+		}
+		m.deferred = deferred
+		start = binlog.Position{Name: m.resume.AppliedFile, Pos: m.resume.AppliedPos}
+	}
+	p, err := shadow.Open(ctx, shadow.Config{Conn: m.opts.Conn, DB: m.db, Source: m.ti, Target: shadowName,
+		Flavor: binlog.Flavor(m.version), ServerID: m.opts.ServerID, Start: start, ApplyDelay: m.opts.replayDelay, Logger: m.log})
+	if err != nil {
+		return outcome.New(outcome.FailedSafe, err, "the user needs REPLICATION SLAVE (and BINLOG MONITOR or REPLICATION CLIENT)")
+	}
+	m.pipe = p
+	m.rec.attach(p)
+	return nil
+}
+
+func (m *migrator) copyRows(ctx context.Context) error {
+	thr, closeThrottle, err := m.startThrottle(ctx)
+	if err != nil {
+		return outcome.New(outcome.Refused, err, "")
+	}
+	defer closeThrottle() // the throttle only ever holds back the copy
+	m.ctl.setThrottle(thr)
+	var resumeAfter []any
+	if m.resume != nil {
+		if resumeAfter, err = decodeKey(m.resume.Watermark); err != nil {
+			return err
+		}
+	}
+	start := time.Now()
+	cfg := copier.Config{Pace: copier.Pace{ChunkTime: m.opts.ChunkTime, IdleChunkTime: m.opts.idleChunkTime}, ClientSide: m.opts.ClientSide}
+	if err := m.pipe.Copy(ctx, resumeAfter, m.copyWaiter(thr), cfg); err != nil {
+		return m.coded(err)
+	}
+	pr := m.pipe.Progress()
+	m.res.CopyTime, m.res.CopyLockTime, m.res.RowsCopied = time.Since(start), pr.CopyLockTime, pr.RowsCopied
+	m.log.Info("copied", "rows", pr.RowsCopied, "took", m.res.CopyTime.Round(time.Millisecond), "source_reads", pr.CopyLockTime.Round(time.Millisecond))
+	return nil
+}
+
+// buildIndexes adds the deferred secondary indexes once the shadow has caught up with everything
+// read by the copy: only then does it hold one consistent source state, so a UNIQUE index cannot
+// trip over a mix of old and new row versions.
+func (m *migrator) buildIndexes(ctx context.Context) error {
+	if err := m.pipe.CatchUp(ctx); err != nil {
+		return m.coded(err)
+	}
+	if len(m.deferred) == 0 {
+		return nil
+	}
+	start := time.Now()
+	if err := m.pipe.Exec(ctx, table.AddIndexesDDL(m.ti.Schema, table.ShadowName(m.ti.Name), m.deferred)); err != nil {
+		return m.coded(fmt.Errorf("build secondary indexes on the shadow: %w", err))
+	}
+	m.res.IndexTime = time.Since(start)
+	m.log.Info("built secondary indexes", "count", len(m.deferred), "took", m.res.IndexTime.Round(time.Millisecond))
+	return nil
+}
+
+func (m *migrator) notPostponed() bool {
+	if m.opts.PostponeFile == "" {
+		return true
+	}
+	_, err := os.Stat(m.opts.PostponeFile)
+	return err != nil
+}
+
+// postpone holds the cut-over while the flag file exists (capture keeps the shadow current).
+func (m *migrator) postpone(ctx context.Context) error {
+	m.log.Info("cut-over postponed: remove the file to proceed", "file", m.opts.PostponeFile)
+	err := m.pipe.Do(ctx, func(ctx context.Context) error {
+		for {
+			if _, err := os.Stat(m.opts.PostponeFile); err != nil {
+				m.log.Info("postpone file removed: proceeding")
+				return nil
+			}
+			if !m.opts.PostponeUntil.IsZero() && time.Now().After(m.opts.PostponeUntil) {
+				m.log.Info("postpone deadline reached: proceeding")
+				return nil
+			}
+			select {
+			case <-m.ctl.released():
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(250 * time.Millisecond):
+			}
+		}
+	})
+	return m.coded(err)
+}
+
+func (m *migrator) verify(ctx context.Context) error {
+	v, err := m.pipe.Verify(ctx, copier.Pace{ChunkTime: m.opts.ChunkTime})
+	if err != nil {
+		return outcome.New(outcome.FailedSafe, err, "the shadow was dropped; report this, and re-run apply")
+	}
+	m.res.Verify = &v
+	m.log.Info("verified", "rows", v.Rows, "chunks", v.Chunks, "recopied", v.Repaired, "took", v.Duration.Round(time.Millisecond))
+	return nil
+}
+
+// endDryRun is the boundary a dry run stops at: everything up to the swap was done and verified.
+func (m *migrator) endDryRun(ctx context.Context) (*Result, error) {
+	if err := m.pipe.Stop(); err != nil {
+		return m.stopped(ctx, m.coded(err))
+	}
+	m.res.ReplayEvents = m.pipe.Progress().Capture.Events
+	if err := m.dropShadow(ctx); err != nil {
+		m.log.Warn("dry run: could not drop the shadow; `enginemig cleanup` removes it", "error", err)
+	}
+	m.rec.finish(ctx, StageDryRun, "")
+	m.res.TotalTime = time.Since(m.start)
+	m.log.Info("dry run complete: shadow dropped, original unchanged", "table", m.ti.QuotedName())
+	return m.res, nil
+}
+
+func (m *migrator) cutover(ctx context.Context) error {
+	before, err := m.probeBeforeCutover(ctx)
+	if err != nil {
+		return err
+	}
+	sw := cutover.Swap{Schema: m.ti.Schema, From: m.ti.Name, To: table.ShadowName(m.ti.Name), Aside: table.OldName(m.ti.Name),
+		Sentry: table.SwapName(m.ti.Name)}
+	cut, err := cutover.Run(ctx, m.db, sw, m.pipe, m.opts.Cutover, m.rec)
+	var swapped *cutover.SwappedError
+	switch {
+	case errors.As(err, &swapped):
+		m.rec.finish(ctx, StageDone, err.Error()) // the cut-over position was recorded under the lock
+		return &settled{outcome.New(outcome.NeedsAttention, err, fmt.Sprintf("the table is converted; rename %s to %s by hand", sw.Sentry, sw.Aside))}
+	case err != nil && ctx.Err() == nil && !m.originalInPlace(context.WithoutCancel(ctx)):
+		return &keepShadow{outcome.New(outcome.NeedsAttention, err, "check the tables named in this message by hand")}
+	case err != nil:
+		return outcome.New(outcome.FailedSafe, fmt.Errorf("cut-over: %w", m.coded(err)), "retry when the table is less busy, or raise --cutover-lock-wait")
+	}
+	if err := m.pipe.Stop(); err != nil {
+		m.log.Warn("capture ended with an error after the swap (the swap is complete)", "error", err)
+	}
+	m.res.Cutover, m.res.OldTable = &cut, table.OldName(m.ti.Name)
+	m.res.ReplayEvents = m.pipe.Progress().Capture.Events
+	m.rec.finish(ctx, StageDone, "") // the cut-over position was recorded under the lock
+	m.log.Info("cut-over done", "attempts", cut.Attempts, "lock_held", cut.LockHeld.Round(time.Millisecond),
+		"original_kept_as", dbconn.QualifiedName(m.ti.Schema, m.res.OldTable))
+	if before != nil {
+		if err := m.afterCutoverGate(ctx, m.res, *before); err != nil {
+			return &settled{err}
+		}
+	}
+	return nil
+}
+
+// succeeded ends a migration whose swap went through.
+func (m *migrator) succeeded(ctx context.Context) {
+	m.hook(ctx, PointSuccess)
+	m.res.TotalTime = time.Since(m.start)
+}
+
+// coded gives an error from the pipeline its outcome: a capture failure stops the migration with
+// the original in place.
+func (m *migrator) coded(err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, shadow.ErrCapture) {
+		return outcome.New(outcome.FailedSafe, fmt.Errorf("replay: %w", err), "")
+	}
+	if outcome.CodeOf(err) == outcome.Internal {
+		return outcome.New(outcome.FailedSafe, err, "")
+	}
+	return err
+}

@@ -1,0 +1,80 @@
+package migration
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"log/slog"
+
+	"github.com/enginemig/enginemig/copier"
+	"github.com/enginemig/enginemig/dbconn"
+	"github.com/enginemig/enginemig/table"
+	"github.com/enginemig/enginemig/throttle"
+)
+
+// startThrottle connects to the replicas and starts the heartbeat and checks.
+func (m *migrator) startThrottle(ctx context.Context) (*throttle.Throttler, func(), error) {
+	cfg := throttle.Config{MaxThreadsRunning: m.opts.MaxThreadsRunning, MaxLag: m.opts.MaxLag,
+		HeartbeatSchema: m.rec.store.schema, Log: logf(m.log)}
+	var pools []*sql.DB
+	closeAll := func() {
+		for _, p := range pools {
+			p.Close()
+		}
+	}
+	for _, rc := range m.opts.Replicas {
+		p, err := dbconn.Open(ctx, rc, "", 2)
+		if err != nil {
+			closeAll()
+			return nil, nil, fmt.Errorf("replica %s: %w", rc.Address(), err)
+		}
+		pools = append(pools, p)
+		cfg.Replicas = append(cfg.Replicas, p)
+		cfg.ReplicaNames = append(cfg.ReplicaNames, rc.Address())
+	}
+	thr := throttle.New(m.db, cfg)
+	if err := thr.Start(ctx); err != nil {
+		closeAll()
+		return nil, nil, fmt.Errorf("start throttle: %w", err)
+	}
+	return thr, func() { thr.Stop(); closeAll() }, nil
+}
+
+// copyWaiter is what holds back each chunk: the throttle, and in tests the simulated crash.
+func (m *migrator) copyWaiter(thr *throttle.Throttler) copier.Waiter {
+	if m.opts.crashAfterRows <= 0 {
+		return thr
+	}
+	return &crashAfter{Waiter: thr, m: m}
+}
+
+// crashAfter is the test seam that simulates the process dying once enough rows are copied, after
+// saving progress as the periodic save would have.
+type crashAfter struct {
+	copier.Waiter
+	m *migrator
+}
+
+func (c *crashAfter) Wait(ctx context.Context) error {
+	if c.m.pipe.Progress().RowsCopied >= c.m.opts.crashAfterRows {
+		c.m.rec.update(ctx, func(*State) {})
+		return errSimulatedCrash
+	}
+	return c.Waiter.Wait(ctx)
+}
+
+// originalInPlace checks that the original table still exists under its name as MyISAM.
+func (m *migrator) originalInPlace(ctx context.Context) bool {
+	ti, err := table.Load(ctx, m.db, m.ti.Schema, m.ti.Name)
+	return err == nil && ti.Engine == m.ti.Engine
+}
+
+func (m *migrator) dropShadow(ctx context.Context) error {
+	_, err := m.db.ExecContext(context.WithoutCancel(ctx), "DROP TABLE IF EXISTS "+dbconn.QualifiedName(m.ti.Schema, table.ShadowName(m.ti.Name)))
+	return err
+}
+
+// logf adapts a slog.Logger to the printf-style Log fields of packages not yet on slog.
+func logf(l *slog.Logger) func(string, ...any) {
+	return func(format string, args ...any) { l.Info(fmt.Sprintf(format, args...)) }
+}

@@ -1,0 +1,63 @@
+package shadow
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+
+	"github.com/enginemig/enginemig/binlog"
+	"github.com/enginemig/enginemig/copier"
+)
+
+// order is the rule that keeps the target equal to the source while the copy and the capture
+// both write to it. It is enforced here and nowhere else:
+//
+//  1. A chunk's read and its write are one unit against replay. Replay never applies a batch
+//     while a chunk is between its read of the source and its write to the target (the copy
+//     holds the order shared, replay exclusively). Otherwise a change made after the chunk was
+//     read could be applied before the chunk's older rows are written, and those rows would then
+//     overwrite it: a deleted row would come back, an update would be lost.
+//  2. Replay may drop a change to a key the copy will still read (copier.Copier.Ahead): the copy
+//     reads the row later, with the change in it. Asked under the exclusive order, so the
+//     watermark does not move meanwhile; only single integer keys, which Go orders exactly as the
+//     server does.
+//  3. With capture that writes into the target itself (triggers), there is no replay to order:
+//     the copy writes with INSERT IGNORE (the capture's row is newer) and MyISAM's table lock
+//     makes each source statement and its trigger writes one unit against a chunk's
+//     INSERT ... SELECT (Capture.CopyMode).
+//  4. A resume restarts from a checkpoint taken in this order: the copy watermark first, then the
+//     capture's resume position. Both only move forward, so every chunk up to the saved watermark
+//     is written and every change before the saved position applied; rows above the watermark
+//     are removed before the copy restarts (Rewind).
+type order struct {
+	mu   sync.RWMutex
+	copy atomic.Pointer[copier.Copier] // nil until the copy starts: then nothing is skipped
+}
+
+// BeginChunk holds the order shared for one chunk (rule 1); end may be called from any goroutine.
+func (o *order) BeginChunk() (end func()) {
+	o.mu.RLock()
+	return o.mu.RUnlock
+}
+
+// Exclusive runs fn while no chunk is in flight and no batch is being applied.
+func (o *order) Exclusive(fn func() error) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return fn()
+}
+
+// replay wraps the applier for the replayer: each batch is applied exclusively (rule 1), without
+// the changes the copy will still pick up (rule 2).
+func (o *order) replay(a *binlog.Applier) binlog.ApplyFunc {
+	return func(ctx context.Context, batch []binlog.Change) (int, error) {
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		return a.Apply(ctx, batch, o.copyWillRead)
+	}
+}
+
+func (o *order) copyWillRead(key []any) bool {
+	c := o.copy.Load()
+	return c != nil && c.Ahead(key)
+}

@@ -1,0 +1,206 @@
+// Package shadow keeps a target table equal to its source while the application writes: it
+// owns change capture, the copy, verification and the ordering rule between them (order.go).
+// Apply uses it from `_t_new`'s creation to the swap, rollback from the swap back.
+package shadow
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/enginemig/enginemig/binlog"
+	"github.com/enginemig/enginemig/copier"
+	"github.com/enginemig/enginemig/dbconn"
+	"github.com/enginemig/enginemig/table"
+	"github.com/enginemig/enginemig/verify"
+)
+
+// Config says what to keep equal and how to capture.
+type Config struct {
+	Conn   dbconn.Config
+	DB     *sql.DB // control pool: positions, index builds, verification (3+ connections)
+	Source *table.Info
+	Target string // in the source's schema
+	// Binlog capture: flavor (binlog.Flavor), a server id unique among the replicas, where to
+	// start, and statements to step over in DDL detection (rollback starts just before the swap).
+	Flavor      string
+	ServerID    uint32
+	Start       binlog.Position
+	IgnoreQuery func(query string) bool
+	// ApplyDelay is a fault-injection point for tests: it keeps replay behind.
+	ApplyDelay time.Duration
+	Logger     *slog.Logger
+}
+
+// Pipeline is an open capture into the target, with the copy and verification on top of it.
+// Capture runs in the background from Open to Stop; if it fails, every blocking method returns
+// its error (ErrCapture) instead of its own.
+type Pipeline struct {
+	cfg            Config
+	q              *table.SQL
+	reader, writer *sql.DB
+	capture        Capture
+	order          order
+
+	stop     context.CancelFunc
+	group    *errgroup.Group
+	groupCtx context.Context
+	mu       sync.Mutex
+	failed   error
+	stopped  bool
+}
+
+// ErrCapture marks a failure of the capture (e.g. DDL on the source), reported by whatever
+// pipeline method was running.
+var ErrCapture = errors.New("change capture failed")
+
+// Open starts capturing the source's changes into the target from cfg.Start.
+func Open(ctx context.Context, cfg Config) (p *Pipeline, err error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	q, err := table.NewSQL(cfg.Source, cfg.Target)
+	if err != nil {
+		return nil, err
+	}
+	p = &Pipeline{cfg: cfg, q: q}
+	defer func() {
+		if err != nil {
+			p.closePools()
+		}
+	}()
+	if p.reader, err = dbconn.OpenRowReader(ctx, cfg.Conn, "", 2); err != nil {
+		return nil, err
+	}
+	if p.writer, err = dbconn.OpenRowWriter(ctx, cfg.Conn, "", 4); err != nil {
+		return nil, err
+	}
+	bc, err := openBinlog(ctx, cfg, p.order.replay(binlog.NewApplier(p.writer, q)))
+	if err != nil {
+		return nil, err
+	}
+	p.capture = bc
+	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	p.stop = stop
+	p.group, p.groupCtx = errgroup.WithContext(runCtx)
+	p.group.Go(func() error {
+		err := p.capture.Run(p.groupCtx)
+		if err == nil && runCtx.Err() == nil {
+			err = errors.New("stopped unexpectedly")
+		}
+		if err != nil {
+			p.mu.Lock()
+			p.failed = fmt.Errorf("%w: %w", ErrCapture, err)
+			p.mu.Unlock()
+		}
+		return err
+	})
+	return p, nil
+}
+
+// Failure is the capture's error, nil while it runs (or after a clean Stop).
+func (p *Pipeline) Failure() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.failed
+}
+
+// Do runs fn with a context that ends when ctx does or when capture fails; then it returns the
+// capture's error. Every blocking step of a migration runs inside it, so one error stops all.
+func (p *Pipeline) Do(ctx context.Context, fn func(ctx context.Context) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(p.groupCtx, cancel)()
+	err := fn(ctx)
+	if f := p.Failure(); f != nil {
+		return f
+	}
+	return err
+}
+
+// Copy copies the source from the row after resumeAfter (nil: from the start), pausing for wait
+// (may be nil) before each chunk. Progress reports the copier's counters.
+func (p *Pipeline) Copy(ctx context.Context, resumeAfter []any, wait copier.Waiter, cfg copier.Config) error {
+	cfg.Mode = p.capture.CopyMode()
+	c := copier.New(p.reader, p.writer, p.q, &p.order, wait, cfg, resumeAfter)
+	p.order.copy.Store(c)
+	return p.Do(ctx, c.Run)
+}
+
+// CatchUp returns once the target holds every change committed before the call.
+func (p *Pipeline) CatchUp(ctx context.Context) error {
+	return p.Do(ctx, func(ctx context.Context) error {
+		_, err := p.capture.WaitFor(ctx, p.cfg.DB)
+		return err
+	})
+}
+
+// WaitFor returns once the target holds every change committed before the call, read on conn
+// (which the caller may hold locked), and the binlog position standing for that moment. It is
+// what verification and the cut-over need (verify.Target, cutover.Target).
+func (p *Pipeline) WaitFor(ctx context.Context, conn *sql.Conn) (binlog.Position, error) {
+	var pos binlog.Position
+	err := p.Do(ctx, func(ctx context.Context) (err error) {
+		pos, err = p.capture.WaitFor(ctx, conn)
+		return err
+	})
+	return pos, err
+}
+
+// Exclusive runs fn while no chunk is in flight and no captured change is being applied.
+func (p *Pipeline) Exclusive(fn func() error) error { return p.order.Exclusive(fn) }
+
+// Exec runs a statement on the target's server (an index build) while capture continues.
+func (p *Pipeline) Exec(ctx context.Context, stmt string) error {
+	return p.Do(ctx, func(ctx context.Context) error {
+		_, err := p.cfg.DB.ExecContext(ctx, stmt)
+		return err
+	})
+}
+
+// Verify compares source and target chunk by chunk, with the copy's chunking, repairing ranges
+// that differ.
+func (p *Pipeline) Verify(ctx context.Context, pace copier.Pace) (verify.Result, error) {
+	var res verify.Result
+	err := p.Do(ctx, func(ctx context.Context) (err error) {
+		res, err = verify.Run(ctx, p.cfg.DB, p.q, copier.NewChunker(p.reader, p.q, pace), p, verify.Config{Logger: p.cfg.Logger})
+		return err
+	})
+	return res, err
+}
+
+// Stop ends capture and waits until no batch is being written: a late write of an old batch
+// would land after whatever runs next (a resumed run, a cleanup). It returns the capture's error.
+func (p *Pipeline) Stop() error {
+	p.mu.Lock()
+	stopped := p.stopped
+	p.stopped = true
+	p.mu.Unlock()
+	if !stopped {
+		p.stop()
+		p.group.Wait()
+		p.capture.Close()
+	}
+	return p.Failure()
+}
+
+// Close stops capture and releases the connections.
+func (p *Pipeline) Close() error {
+	err := p.Stop()
+	p.closePools()
+	return err
+}
+
+func (p *Pipeline) closePools() {
+	for _, db := range []*sql.DB{p.reader, p.writer} {
+		if db != nil {
+			db.Close()
+		}
+	}
+}

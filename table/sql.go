@@ -1,0 +1,214 @@
+package table
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/enginemig/enginemig/dbconn"
+)
+
+// SQL builds every statement that moves rows between a source table and its target (the shadow
+// during apply, the kept original during rollback): chunk bounds, range copies, row upserts and
+// deletes by key, checksums, and the repairs of verification. It is the one place such SQL is
+// spelled, so copy, replay, verify and resume cannot drift apart (they once did: verify read
+// without FORCE INDEX). Statements are built once; values always travel as placeholders.
+type SQL struct {
+	src, dst  string   // qualified names
+	forceKey  string   // "FORCE INDEX (`k`)"
+	key       []string // quoted key columns
+	keyPos    []int    // positions of the key columns in cols
+	cols      []string // quoted copy columns
+	colList   string
+	keyList   string
+	intKey    bool // single integer key column
+	IntKeyCol []bool
+}
+
+// WriteMode is how copied rows meet rows already in the target.
+type WriteMode int
+
+const (
+	// Replace overwrites: the copy's row is newer than what replay wrote before it (binlog capture).
+	Replace WriteMode = iota
+	// InsertIgnore keeps the target's row: a row a capture trigger wrote is newer than the copy's.
+	InsertIgnore
+)
+
+func (w WriteMode) verb() string {
+	if w == InsertIgnore {
+		return "INSERT IGNORE INTO "
+	}
+	return "REPLACE INTO "
+}
+
+// NewSQL prepares the statements that copy src (its copy columns, by its copy key) into the table
+// named target in the same schema.
+func NewSQL(src *Info, target string) (*SQL, error) {
+	key, ok := src.CopyKey()
+	if !ok {
+		return nil, fmt.Errorf("%s has no PRIMARY KEY or UNIQUE NOT NULL key to copy by", src.QuotedName())
+	}
+	s := &SQL{src: src.QuotedName(), dst: dbconn.QualifiedName(src.Schema, target),
+		forceKey: "FORCE INDEX (" + dbconn.QuoteIdent(key.Name) + ")"}
+	for _, c := range src.CopyColumns() {
+		s.cols = append(s.cols, dbconn.QuoteIdent(c.Name))
+	}
+	for _, k := range key.ColumnNames() {
+		s.key = append(s.key, dbconn.QuoteIdent(k))
+		col, _ := src.Column(k)
+		s.IntKeyCol = append(s.IntKeyCol, col.IsInteger())
+		found := false
+		for i, c := range src.CopyColumns() {
+			if strings.EqualFold(c.Name, k) {
+				s.keyPos, found = append(s.keyPos, i), true
+			}
+		}
+		if !found {
+			return nil, fmt.Errorf("key column %q of %s is not copied", k, src.QuotedName())
+		}
+	}
+	s.intKey = len(s.key) == 1 && s.IntKeyCol[0]
+	s.colList = strings.Join(s.cols, ",")
+	s.keyList = strings.Join(s.key, ",")
+	return s, nil
+}
+
+// Columns is the number of copied columns (the width of a row image).
+func (s *SQL) Columns() int { return len(s.cols) }
+
+// KeyPositions are the indexes of the key columns within a row image.
+func (s *SQL) KeyPositions() []int { return s.keyPos }
+
+// IntKey reports a single integer key column: the only keys Go can order exactly like the server
+// (string keys follow collations).
+func (s *SQL) IntKey() bool { return s.intKey }
+
+// Target is the qualified target table.
+func (s *SQL) Target() string { return s.dst }
+
+// Source is the qualified source table.
+func (s *SQL) Source() string { return s.src }
+
+// Range is the half-open key range (Lo, Hi]; a nil end is open. Where renders it.
+type Range struct{ Lo, Hi []any }
+
+// Where renders the range as a predicate on the key columns (qualified by alias when given) and
+// its arguments.
+func (s *SQL) Where(r Range, alias string) (string, []any) {
+	key := s.key
+	if alias != "" {
+		key = make([]string, len(s.key))
+		for i, k := range s.key {
+			key[i] = alias + "." + k
+		}
+	}
+	conds := []string{}
+	var args []any
+	if r.Lo != nil {
+		conds = append(conds, AfterPredicate(key))
+		args = append(args, AfterArgs(r.Lo)...)
+	}
+	if r.Hi != nil {
+		conds = append(conds, "NOT "+AfterPredicate(key))
+		args = append(args, AfterArgs(r.Hi)...)
+	}
+	if len(conds) == 0 {
+		return "1=1", nil
+	}
+	return strings.Join(conds, " AND "), args
+}
+
+// Bound finds the key of the n-th row after lo (lo nil: from the start), reading only the key
+// index; its one argument after the range's is the OFFSET (n-1).
+func (s *SQL) Bound(lo []any) (string, []any) {
+	where, args := s.Where(Range{Lo: lo}, "")
+	return "SELECT " + s.keyList + " FROM " + s.src + " " + s.forceKey + " WHERE " + where +
+		" ORDER BY " + s.keyList + " LIMIT 1 OFFSET ?", args
+}
+
+// ReadRows reads whole rows after lo in key order; its last argument is the LIMIT.
+func (s *SQL) ReadRows(lo []any) (string, []any) {
+	where, args := s.Where(Range{Lo: lo}, "")
+	return "SELECT " + s.colList + " FROM " + s.src + " " + s.forceKey + " WHERE " + where +
+		" ORDER BY " + s.keyList + " LIMIT ?", args
+}
+
+// CopyRange copies the rows of r from source to target in one statement.
+func (s *SQL) CopyRange(r Range, mode WriteMode) (string, []any) {
+	where, args := s.Where(r, "")
+	return mode.verb() + s.dst + " (" + s.colList + ") SELECT " + s.colList + " FROM " + s.src + " " +
+		s.forceKey + " WHERE " + where, args
+}
+
+// WriteRows writes n whole rows (row images, flattened into the arguments) to the target.
+func (s *SQL) WriteRows(n int, mode WriteMode) string {
+	row := "(" + strings.TrimSuffix(strings.Repeat("?,", len(s.cols)), ",") + ")"
+	var b strings.Builder
+	b.Grow(64 + len(s.colList) + n*(len(row)+1))
+	b.WriteString(mode.verb() + s.dst + " (" + s.colList + ") VALUES ")
+	for i := 0; i < n; i++ {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(row)
+	}
+	return b.String()
+}
+
+// DeleteKeys deletes n keys (their values flattened into the arguments) from the target: `k`
+// IN (...) for one column, OR-ed equalities otherwise, which the range optimizer handles on every
+// supported server version.
+func (s *SQL) DeleteKeys(n int) string {
+	if len(s.key) == 1 {
+		return "DELETE FROM " + s.dst + " WHERE " + s.key[0] + " IN (" + strings.TrimSuffix(strings.Repeat("?,", n), ",") + ")"
+	}
+	one := "(" + strings.Join(s.key, "=? AND ") + "=?)"
+	return "DELETE FROM " + s.dst + " WHERE " + strings.TrimSuffix(strings.Repeat(one+" OR ", n), " OR ")
+}
+
+// DeleteRange deletes the target's rows in r (resume removes what lies above its watermark).
+func (s *SQL) DeleteRange(r Range) (string, []any) {
+	where, args := s.Where(r, "")
+	return "DELETE FROM " + s.dst + " WHERE " + where, args
+}
+
+// Checksum counts and checksums r's rows in the source (target false) or the target. The NULL
+// flags keep NULL and ” apart (CONCAT_WS skips NULLs); CAST AS BINARY compares bytes, not
+// collation-equal strings.
+func (s *SQL) Checksum(r Range, target bool) (string, []any) {
+	var vals, nulls []string
+	for _, c := range s.cols {
+		vals = append(vals, "CAST("+c+" AS BINARY)")
+		nulls = append(nulls, "ISNULL("+c+")")
+	}
+	tbl := s.src
+	if target {
+		tbl = s.dst
+	}
+	where, args := s.Where(r, "")
+	return "SELECT COUNT(*), COALESCE(BIT_XOR(CRC32(CONCAT_WS('#', CONCAT(" + strings.Join(nulls, ",") + "), " +
+		strings.Join(vals, ",") + "))), 0) FROM " + tbl + " " + s.forceKeyOn(target) + " WHERE " + where, args
+}
+
+// forceKeyOn is the FORCE INDEX clause for the source; the target's copy key is its PRIMARY KEY
+// or a same-named unique key, so it needs none.
+func (s *SQL) forceKeyOn(target bool) string {
+	if target {
+		return ""
+	}
+	return s.forceKey
+}
+
+// DeleteMissing deletes the target's rows in r that the source no longer has. Single-table DELETE
+// with NOT EXISTS: a multi-table DELETE resolves its target alias against the session's default
+// database, which enginemig's connections do not have. The source is read as alias `s` (LOCK
+// TABLES must name it so).
+func (s *SQL) DeleteMissing(r Range) (string, []any) {
+	where, args := s.Where(r, s.dst)
+	join := make([]string, len(s.key))
+	for i, k := range s.key {
+		join[i] = "s." + k + " = " + s.dst + "." + k
+	}
+	return "DELETE FROM " + s.dst + " WHERE " + where + " AND NOT EXISTS (SELECT 1 FROM " + s.src +
+		" s WHERE " + strings.Join(join, " AND ") + ")", args
+}

@@ -1,0 +1,87 @@
+package table
+
+import (
+	"reflect"
+	"testing"
+)
+
+func sqlInfo(schema, name string, key []string, cols ...Column) *Info {
+	ix := Index{Name: "PRIMARY", Unique: true, Type: "BTREE"}
+	for _, k := range key {
+		ix.Columns = append(ix.Columns, IndexColumn{Name: k})
+	}
+	return &Info{Schema: schema, Name: name, Columns: cols, Indexes: []Index{ix}}
+}
+
+func TestSQLStatements(t *testing.T) {
+	simple := sqlInfo("db", "t", []string{"id"}, Column{Name: "id", DataType: "int"}, Column{Name: "v", DataType: "varchar", Nullable: true},
+		Column{Name: "g", DataType: "int", Generated: true})
+	// Hostile names: backticks, spaces, keywords and a name that looks like a comment.
+	hostile := sqlInfo("d`b", "t`; DROP", []string{"a`b", "select"},
+		Column{Name: "a`b", DataType: "varchar"}, Column{Name: "select", DataType: "int"}, Column{Name: "x -- y", DataType: "text", Nullable: true})
+	s1, err := NewSQL(simple, "_t_new")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s2, err := NewSQL(hostile, "_t`; DROP_new")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lo, hi := []any{int64(5)}, []any{int64(9)}
+	clo, chi := []any{"p", 1}, []any{"q", 2}
+	type out struct {
+		sql  string
+		args []any
+	}
+	two := func(s string, a []any) out { return out{s, a} }
+	cases := []struct {
+		name string
+		got  out
+		want out
+	}{
+		{"bound first", two(s1.Bound(nil)), out{"SELECT `id` FROM `db`.`t` FORCE INDEX (`PRIMARY`) WHERE 1=1 ORDER BY `id` LIMIT 1 OFFSET ?", nil}},
+		{"bound next", two(s1.Bound(lo)), out{"SELECT `id` FROM `db`.`t` FORCE INDEX (`PRIMARY`) WHERE ((`id` > ?)) ORDER BY `id` LIMIT 1 OFFSET ?", lo}},
+		{"read rows", two(s1.ReadRows(lo)), out{"SELECT `id`,`v` FROM `db`.`t` FORCE INDEX (`PRIMARY`) WHERE ((`id` > ?)) ORDER BY `id` LIMIT ?", lo}},
+		{"copy closed range", two(s1.CopyRange(Range{lo, hi}, Replace)),
+			out{"REPLACE INTO `db`.`_t_new` (`id`,`v`) SELECT `id`,`v` FROM `db`.`t` FORCE INDEX (`PRIMARY`) WHERE ((`id` > ?)) AND NOT ((`id` > ?))", []any{int64(5), int64(9)}}},
+		{"copy open range, insert ignore", two(s1.CopyRange(Range{Hi: hi}, InsertIgnore)),
+			out{"INSERT IGNORE INTO `db`.`_t_new` (`id`,`v`) SELECT `id`,`v` FROM `db`.`t` FORCE INDEX (`PRIMARY`) WHERE NOT ((`id` > ?))", hi}},
+		{"copy whole table", two(s1.CopyRange(Range{}, Replace)),
+			out{"REPLACE INTO `db`.`_t_new` (`id`,`v`) SELECT `id`,`v` FROM `db`.`t` FORCE INDEX (`PRIMARY`) WHERE 1=1", nil}},
+		{"write rows", out{s1.WriteRows(2, Replace), nil}, out{"REPLACE INTO `db`.`_t_new` (`id`,`v`) VALUES (?,?),(?,?)", nil}},
+		{"delete keys", out{s1.DeleteKeys(3), nil}, out{"DELETE FROM `db`.`_t_new` WHERE `id` IN (?,?,?)", nil}},
+		{"delete range", two(s1.DeleteRange(Range{Lo: lo})), out{"DELETE FROM `db`.`_t_new` WHERE ((`id` > ?))", lo}},
+		{"checksum source", two(s1.Checksum(Range{lo, hi}, false)),
+			out{"SELECT COUNT(*), COALESCE(BIT_XOR(CRC32(CONCAT_WS('#', CONCAT(ISNULL(`id`),ISNULL(`v`)), CAST(`id` AS BINARY),CAST(`v` AS BINARY)))), 0) FROM `db`.`t` FORCE INDEX (`PRIMARY`) WHERE ((`id` > ?)) AND NOT ((`id` > ?))", []any{int64(5), int64(9)}}},
+		{"checksum target", two(s1.Checksum(Range{}, true)),
+			out{"SELECT COUNT(*), COALESCE(BIT_XOR(CRC32(CONCAT_WS('#', CONCAT(ISNULL(`id`),ISNULL(`v`)), CAST(`id` AS BINARY),CAST(`v` AS BINARY)))), 0) FROM `db`.`_t_new`  WHERE 1=1", nil}},
+		{"delete missing", two(s1.DeleteMissing(Range{Hi: hi})),
+			out{"DELETE FROM `db`.`_t_new` WHERE NOT ((`db`.`_t_new`.`id` > ?)) AND NOT EXISTS (SELECT 1 FROM `db`.`t` s WHERE s.`id` = `db`.`_t_new`.`id`)", hi}},
+		{"hostile bound", two(s2.Bound(clo)),
+			out{"SELECT `a``b`,`select` FROM `d``b`.`t``; DROP` FORCE INDEX (`PRIMARY`) WHERE ((`a``b` > ?) OR (`a``b` = ? AND `select` > ?)) ORDER BY `a``b`,`select` LIMIT 1 OFFSET ?", []any{"p", "p", 1}}},
+		{"hostile copy", two(s2.CopyRange(Range{clo, chi}, Replace)),
+			out{"REPLACE INTO `d``b`.`_t``; DROP_new` (`a``b`,`select`,`x -- y`) SELECT `a``b`,`select`,`x -- y` FROM `d``b`.`t``; DROP` FORCE INDEX (`PRIMARY`) WHERE ((`a``b` > ?) OR (`a``b` = ? AND `select` > ?)) AND NOT ((`a``b` > ?) OR (`a``b` = ? AND `select` > ?))", []any{"p", "p", 1, "q", "q", 2}}},
+		{"hostile delete keys", out{s2.DeleteKeys(2), nil}, out{"DELETE FROM `d``b`.`_t``; DROP_new` WHERE (`a``b`=? AND `select`=?) OR (`a``b`=? AND `select`=?)", nil}},
+	}
+	for _, c := range cases {
+		if c.got.sql != c.want.sql {
+			t.Errorf("%s:\n got %s\nwant %s", c.name, c.got.sql, c.want.sql)
+		}
+		if !reflect.DeepEqual(c.got.args, c.want.args) {
+			t.Errorf("%s: args %v, want %v", c.name, c.got.args, c.want.args)
+		}
+	}
+	if !s1.IntKey() || s2.IntKey() {
+		t.Errorf("IntKey: simple %v (want true), hostile %v (want false)", s1.IntKey(), s2.IntKey())
+	}
+	if got := s2.KeyPositions(); !reflect.DeepEqual(got, []int{0, 1}) {
+		t.Errorf("hostile key positions %v", got)
+	}
+}
+
+func TestSQLNeedsACopyKey(t *testing.T) {
+	ti := &Info{Schema: "db", Name: "t", Columns: []Column{{Name: "v", DataType: "int", Nullable: true}}}
+	if _, err := NewSQL(ti, "_t_new"); err == nil {
+		t.Fatal("a table without a usable key must be refused")
+	}
+}
