@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/enginemig/enginemig/sandbox"
+	"github.com/enginemig/enginemig/sandbox/sandboxtest"
 )
 
 // Short steps: tests check behaviour (what ran, where, how often), never timing.
@@ -51,7 +51,7 @@ func opCount(r Result, name string) int64 {
 // TestMixRatioIsHonoured counts the statements the server executed and checks that they are the
 // ones the report claims, in the proportions of the mix.
 func TestMixRatioIsHonoured(t *testing.T) {
-	schema, db := srv.FreshDatabase(t)
+	schema, db := sandboxtest.FreshDatabase(t, srv)
 	gameTable(t, db, "players", 3000)
 	before := comCounters(t, db)
 	const threads = 2
@@ -98,22 +98,22 @@ func TestMixRatioIsHonoured(t *testing.T) {
 // TestAutoMixReadsPerformanceSchema runs a known mix of statements against a table and checks
 // that the derived mix has those proportions and names its source.
 func TestAutoMixReadsPerformanceSchema(t *testing.T) {
-	schema, db := srv.FreshDatabase(t)
+	schema, db := sandboxtest.FreshDatabase(t, srv)
 	gameTable(t, db, "players", 500)
-	sandbox.MustExec(t, db, "TRUNCATE TABLE performance_schema.table_io_waits_summary_by_table")
+	sandboxtest.MustExec(t, db, "TRUNCATE TABLE performance_schema.table_io_waits_summary_by_table")
 	for i := 1; i <= 60; i++ {
 		var n int
 		if err := db.QueryRow("SELECT coins FROM players WHERE id = ?", i).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
 		if i%6 == 0 {
-			sandbox.MustExec(t, db, "UPDATE players SET coins = coins + 1 WHERE id = "+strconv.Itoa(i))
+			sandboxtest.MustExec(t, db, "UPDATE players SET coins = coins + 1 WHERE id = "+strconv.Itoa(i))
 		}
 		if i%12 == 0 {
-			sandbox.MustExec(t, db, "INSERT INTO players (level, coins, guild, name) VALUES (1, 1, 1, 'x')")
+			sandboxtest.MustExec(t, db, "INSERT INTO players (level, coins, guild, name) VALUES (1, 1, 1, 'x')")
 		}
 		if i%30 == 0 {
-			sandbox.MustExec(t, db, "DELETE FROM players WHERE id = "+strconv.Itoa(i+100))
+			sandboxtest.MustExec(t, db, "DELETE FROM players WHERE id = "+strconv.Itoa(i+100))
 		}
 	}
 	m, err := AutoMix(context.Background(), db, schema, "players")

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/enginemig/enginemig/sandbox"
+	"github.com/enginemig/enginemig/sandbox/sandboxtest"
 )
 
 var lax = Thresholds{MinQPSRatio: 1e-6, MaxP99Ratio: 1e6}
@@ -14,7 +14,7 @@ var lax = Thresholds{MinQPSRatio: 1e-6, MaxP99Ratio: 1e6}
 var impossible = Thresholds{MinQPSRatio: 1000, MaxP99Ratio: 1e6}
 
 func TestSampleGatePassesAndFailsOnThresholds(t *testing.T) {
-	schema, db := srv.FreshDatabase(t)
+	schema, db := sandboxtest.FreshDatabase(t, srv)
 	gameTable(t, db, "players", 2000)
 	start := readLive(t, db, schema, "players")
 	cfg := GateConfig{Threads: 2, Duration: testStep, Warmup: testWarmup, SampleRows: 1000, Thresholds: lax}
@@ -42,9 +42,9 @@ func TestSampleGatePassesAndFailsOnThresholds(t *testing.T) {
 }
 
 func TestReadOnlyGates(t *testing.T) {
-	schema, db := srv.FreshDatabase(t)
+	schema, db := sandboxtest.FreshDatabase(t, srv)
 	gameTable(t, db, "players", 2000)
-	sandbox.MustExec(t, db, "CREATE TABLE _players_new LIKE players", "ALTER TABLE _players_new ENGINE=InnoDB",
+	sandboxtest.MustExec(t, db, "CREATE TABLE _players_new LIKE players", "ALTER TABLE _players_new ENGINE=InnoDB",
 		"INSERT INTO _players_new SELECT * FROM players")
 	src, shadow := readLive(t, db, schema, "players"), readLive(t, db, schema, "_players_new")
 	cfg := GateConfig{Threads: 2, Duration: testStep, Warmup: testWarmup, Thresholds: lax,

@@ -9,8 +9,7 @@ import (
 	"strings"
 )
 
-// Mix is the relative weight of the built-in primary-key statements. The default, 16:7:1, is the
-// per-24-queries shape of a typical web application's hot table (DESIGN.md).
+// Mix is the relative weight of the built-in primary-key statements. The default is WebMix.
 type Mix struct {
 	Select int `json:"select"`
 	Update int `json:"update"`
@@ -21,8 +20,12 @@ type Mix struct {
 	Source string `json:"source"`
 }
 
-// DefaultMix is 16 SELECT : 7 UPDATE : 1 INSERT by primary key.
-func DefaultMix() Mix { return Mix{Select: 16, Update: 7, Insert: 1, Source: "default"} }
+// DefaultMix is what the benchmark runs unless told otherwise: WebMix.
+func DefaultMix() Mix {
+	m := WebMix()
+	m.Source = "default"
+	return m
+}
 
 // ReadOnlyMix is what probes of a live table run: primary-key SELECTs only.
 func ReadOnlyMix() Mix { return Mix{Select: 1, Source: "read-only probes"} }

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/enginemig/enginemig/sandbox"
+	"github.com/enginemig/enginemig/sandbox/sandboxtest"
 )
 
 // liveState is what would change if a benchmark wrote to the table: its checksum and the
@@ -55,7 +55,7 @@ func scratchDBExists(t *testing.T, db *sql.DB) bool {
 // and checks the live table is untouched; then --on-live-table does write, which shows the check
 // would notice.
 func TestNoWriteReachesTheLiveTable(t *testing.T) {
-	schema, db := srv.FreshDatabase(t)
+	schema, db := sandboxtest.FreshDatabase(t, srv)
 	gameTable(t, db, "players", 2000)
 	ctx := context.Background()
 	start := readLive(t, db, schema, "players")
@@ -101,7 +101,7 @@ func TestNoWriteReachesTheLiveTable(t *testing.T) {
 
 // TestScratchIsDroppedOnSuccessErrorAndInterrupt checks the cleanup on each way a run can end.
 func TestScratchIsDroppedOnSuccessErrorAndInterrupt(t *testing.T) {
-	schema, db := srv.FreshDatabase(t)
+	schema, db := sandboxtest.FreshDatabase(t, srv)
 	gameTable(t, db, "players", 1000)
 	if scratchDBExists(t, db) {
 		t.Fatal("scratch database left over by an earlier test")
@@ -143,8 +143,8 @@ func TestScratchIsDroppedOnSuccessErrorAndInterrupt(t *testing.T) {
 	}
 
 	// A scratch database that existed before is kept (someone else may use it); our tables go.
-	sandbox.MustExec(t, db, "CREATE DATABASE "+DefaultScratchDB, "CREATE TABLE "+DefaultScratchDB+".keep (a INT)")
-	defer sandbox.MustExec(t, db, "DROP DATABASE "+DefaultScratchDB)
+	sandboxtest.MustExec(t, db, "CREATE DATABASE "+DefaultScratchDB, "CREATE TABLE "+DefaultScratchDB+".keep (a INT)")
+	defer sandboxtest.MustExec(t, db, "DROP DATABASE "+DefaultScratchDB)
 	if _, err := Run(context.Background(), db, opts); err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +156,7 @@ func TestScratchIsDroppedOnSuccessErrorAndInterrupt(t *testing.T) {
 // TestBackgroundReportRunsAlongside checks that report queries loop in their own client and
 // are reported, and that the foreground keeps its mix.
 func TestBackgroundReportRunsAlongside(t *testing.T) {
-	schema, db := srv.FreshDatabase(t)
+	schema, db := sandboxtest.FreshDatabase(t, srv)
 	gameTable(t, db, "players", 2000)
 	rep, err := Run(context.Background(), db, Options{Mode: ModeScratch, Schema: schema, Table: "players", SampleRows: 2000,
 		Config: Config{Threads: []int{2}, Duration: testStep, Warmup: testWarmup,

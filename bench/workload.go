@@ -28,21 +28,13 @@ type workload struct {
 	info       *table.Info
 	keys       keySource
 	ops        []op
-	cum        []int // cumulative weights, for one random draw per statement
+	weights    []int // ops' weights, for one random draw per statement
 	total      int
 	background []op
 }
 
-// pick chooses a statement by weight.
-func (w *workload) pick(r *rand.Rand) int {
-	n := r.IntN(w.total)
-	for i, c := range w.cum {
-		if n < c {
-			return i
-		}
-	}
-	return len(w.cum) - 1
-}
+// pick chooses a statement by weight, the same way Mix.Op chooses among the built-in ones.
+func (w *workload) pick(r *rand.Rand) int { return weightedIndex(r.IntN(w.total), w.weights...) }
 
 // largeTypes are not read by the built-in SELECT: a typical primary-key lookup loads the row's
 // scalar columns; blobs are usually fetched separately, and would make the test measure I/O.
@@ -108,7 +100,7 @@ func buildWorkload(ctx context.Context, db *sql.DB, t Target, cfg Config) (*work
 	}
 	for _, o := range w.ops {
 		w.total += o.weight
-		w.cum = append(w.cum, w.total)
+		w.weights = append(w.weights, o.weight)
 	}
 	if w.total == 0 {
 		return nil, fmt.Errorf("the mix %s has no statements: give weights or --query", m)

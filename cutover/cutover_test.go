@@ -13,12 +13,13 @@ import (
 
 	"github.com/enginemig/enginemig/binlog"
 	"github.com/enginemig/enginemig/sandbox"
+	"github.com/enginemig/enginemig/sandbox/sandboxtest"
 )
 
 var srv *sandbox.Server
 
 func TestMain(m *testing.M) {
-	os.Exit(sandbox.Main(m, sandbox.Options{}, func(s *sandbox.Server) { srv = s }))
+	os.Exit(sandboxtest.Main(m, sandbox.Options{}, func(s *sandbox.Server) { srv = s }))
 }
 
 // caughtUp stands in for the replayer: these tests write nothing during the swap.
@@ -34,9 +35,9 @@ type recordFunc func(context.Context, binlog.Position) error
 func (f recordFunc) RecordSwap(ctx context.Context, p binlog.Position) error { return f(ctx, p) }
 
 func setup(t *testing.T) (string, *sql.DB) {
-	schema, db := srv.FreshDatabase(t)
+	schema, db := sandboxtest.FreshDatabase(t, srv)
 	db.SetMaxOpenConns(20)
-	sandbox.MustExec(t, db,
+	sandboxtest.MustExec(t, db,
 		"CREATE TABLE t (id INT PRIMARY KEY, v INT) ENGINE=MyISAM",
 		"INSERT INTO t SELECT seq, seq FROM seq_1_to_4000",
 		"CREATE TABLE _t_new (id INT PRIMARY KEY, v INT) ENGINE=InnoDB",
@@ -189,9 +190,9 @@ func TestKillingLockHolderMidSwapLeavesOriginal(t *testing.T) {
 // itself (not on the sentry) when the lock is released, so it goes before the queued writes.
 func TestNoWriteLandsInOldTableAfterLock(t *testing.T) {
 	for round := 0; round < 5; round++ {
-		schema, db := srv.FreshDatabase(t)
+		schema, db := sandboxtest.FreshDatabase(t, srv)
 		db.SetMaxOpenConns(30)
-		sandbox.MustExec(t, db,
+		sandboxtest.MustExec(t, db,
 			"CREATE TABLE t (id INT PRIMARY KEY, at BIGINT NOT NULL) ENGINE=MyISAM",
 			"CREATE TABLE _t_new (id INT PRIMARY KEY, at BIGINT NOT NULL) ENGINE=InnoDB")
 		ctx, stop := context.WithCancel(context.Background())
@@ -233,8 +234,8 @@ func TestNoWriteLandsInOldTableAfterLock(t *testing.T) {
 // A long query on a same-named table of another database does not count; one on ours does.
 func TestLongQueriesOnlyCountsThisDatabase(t *testing.T) {
 	schema, db := setup(t)
-	_, other := srv.FreshDatabase(t)
-	sandbox.MustExec(t, other, "CREATE TABLE t (id INT PRIMARY KEY) ENGINE=MyISAM", "INSERT INTO t SELECT seq FROM seq_1_to_2000")
+	_, other := sandboxtest.FreshDatabase(t, srv)
+	sandboxtest.MustExec(t, other, "CREATE TABLE t (id INT PRIMARY KEY) ENGINE=MyISAM", "INSERT INTO t SELECT seq FROM seq_1_to_2000")
 	done := make(chan struct{})
 	go func() {
 		other.Exec("SELECT COUNT(*) FROM t WHERE SLEEP(0.0005) = 0")

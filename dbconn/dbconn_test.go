@@ -11,6 +11,7 @@ import (
 
 	"github.com/enginemig/enginemig/outcome"
 	"github.com/enginemig/enginemig/sandbox"
+	"github.com/enginemig/enginemig/sandbox/sandboxtest"
 )
 
 func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
@@ -79,13 +80,13 @@ func TestQuoteIdent(t *testing.T) {
 }
 
 func TestOpenClassifiesErrorsWithoutPassword(t *testing.T) {
-	srv := sandbox.ForTest(t, sandbox.Options{})
+	srv := sandboxtest.ForTest(t, sandbox.Options{})
 	root, err := srv.Open("")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer root.Close()
-	sandbox.MustExec(t, root, "CREATE USER 'app'@'127.0.0.1' IDENTIFIED BY 'right-pass'")
+	sandboxtest.MustExec(t, root, "CREATE USER 'app'@'127.0.0.1' IDENTIFIED BY 'right-pass'")
 	ctx := context.Background()
 	base := Config{Host: "127.0.0.1", Port: srv.Port, User: "app", SSLMode: SSLDisabled}
 

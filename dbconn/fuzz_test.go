@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/enginemig/enginemig/sandbox"
+	"github.com/enginemig/enginemig/sandbox/sandboxtest"
 )
 
 // unquoteIdent parses s as exactly one backquoted MySQL identifier: an opening backtick, then
@@ -109,15 +110,15 @@ func TestQuoteIdentCorpusOnServer(t *testing.T) {
 	if len(seeds) < 10 {
 		t.Fatalf("only %d seeds in the corpus", len(seeds))
 	}
-	srv := sandbox.ForTest(t, sandbox.Options{})
+	srv := sandboxtest.ForTest(t, sandbox.Options{})
 	root, err := srv.Open("")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer root.Close()
-	sandbox.MustExec(t, root, "SET NAMES utf8mb4")
+	sandboxtest.MustExec(t, root, "SET NAMES utf8mb4")
 	const schema = "quote test `db` ü"
-	sandbox.MustExec(t, root, "CREATE DATABASE "+QuoteIdent(schema))
+	sandboxtest.MustExec(t, root, "CREATE DATABASE "+QuoteIdent(schema))
 	tried := 0
 	for _, name := range seeds {
 		if !mysqlIdentifier(name) {

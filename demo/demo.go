@@ -76,7 +76,8 @@ func (d *run) tour(ctx context.Context) error {
 	if d.cfg.Rate > 0 {
 		rate = fmt.Sprintf("paced at %d queries/s", d.cfg.Rate)
 	}
-	say(out, "  %d threads, per 24 queries 16 SELECT / 7 UPDATE / 1 INSERT by primary key, %s.", d.cfg.Threads, rate)
+	say(out, "  %d threads, per %d queries %d SELECT / %d UPDATE / %d INSERT by primary key, %s.", d.cfg.Threads,
+		appMix.Total(), appMix.Select, appMix.Update, appMix.Insert, rate)
 	say(out, "  Each thread owns its rows and remembers every write the server acknowledged, so the end")
 	say(out, "  of the demo can check that each one is in the final table. It runs until the end.")
 	time.Sleep(time.Second)
@@ -204,7 +205,7 @@ func (d *run) plan(ctx context.Context) error {
 func (d *run) gate(ctx context.Context) error {
 	out := d.cfg.Out
 	say(out, "  Copies a %d-row sample of %s into two scratch tables, MyISAM and InnoDB, and runs the", d.cfg.GateSample, StateTable)
-	say(out, "  16:7:1 mix on both at %s threads, %s per step, with one client looping a report", joinInts(d.cfg.GateThreads), d.cfg.GateDuration)
+	say(out, "  %s mix on both at %s threads, %s per step, with one client looping a report", bench.DefaultMix(), joinInts(d.cfg.GateThreads), d.cfg.GateDuration)
 	say(out, "  scan (%s): the statement that makes MyISAM's table lock hurt. The live table is only read.", reportQuery)
 	rep, err := bench.Run(ctx, d.t.db, bench.Options{Mode: bench.ModeScratch, Schema: d.t.schema, Table: StateTable,
 		SampleRows: d.cfg.GateSample, ScratchDB: d.t.schema + "_bench",

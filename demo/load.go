@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/enginemig/enginemig/bench"
 	"github.com/enginemig/enginemig/dbconn"
 )
 
@@ -17,12 +18,8 @@ type execer interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 }
 
-// The application's mix per 24 queries: 16 primary-key SELECTs, 7 UPDATEs, 1 INSERT (DESIGN.md).
-const (
-	mixSelect = 16
-	mixUpdate = 7
-	mixInsert = 1
-)
+// appMix is what the demo's application runs: the production mix the benchmark measures.
+var appMix = bench.WebMix()
 
 // LoadConfig shapes the application load.
 type LoadConfig struct {
@@ -243,10 +240,10 @@ func (w *worker) expected(id int64) (int64, bool) {
 
 func (w *worker) step(ctx context.Context) {
 	table := dbconn.QualifiedName(w.l.cfg.Schema, w.l.cfg.Table)
-	op := w.rng.IntN(mixSelect + mixUpdate + mixInsert)
+	op := appMix.Draw(w.rng)
 	start := time.Now()
-	switch {
-	case op < mixSelect:
+	switch op {
+	case bench.OpSelect:
 		id := w.pick()
 		var coins int64
 		err := w.l.db.QueryRowContext(ctx, "SELECT coins FROM "+table+" WHERE id = ?", id).Scan(&coins)
@@ -256,7 +253,7 @@ func (w *worker) step(ctx context.Context) {
 		if want, ok := w.expected(id); ok && coins != want {
 			w.stale++
 		}
-	case op < mixSelect+mixUpdate:
+	case bench.OpUpdate:
 		id := w.pick()
 		want, known := w.expected(id)
 		// A new value always differs from the old one, so a 0 rows-affected answer means the row
@@ -276,7 +273,7 @@ func (w *worker) step(ctx context.Context) {
 		}
 		w.coins[id], w.acked = next, w.acked+1
 		delete(w.unsure, id)
-	default:
+	case bench.OpInsert:
 		coins := w.rng.Int64N(100000)
 		res, err := w.l.db.ExecContext(ctx, "INSERT INTO "+table+" (player_id, name, breed, speed, stamina, coins, fed_at) VALUES (?, ?, ?, ?, ?, ?, NOW())",
 			1+w.rng.Int64N(max(w.l.cfg.Rows/3, 1)), fmt.Sprintf("foal-%d-%d", w.n, len(w.mine)), w.rng.IntN(12), 40+w.rng.IntN(60), 50+w.rng.IntN(50), coins)

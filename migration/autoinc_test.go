@@ -5,16 +5,16 @@ import (
 	"testing"
 
 	"github.com/enginemig/enginemig/dbconn"
-	"github.com/enginemig/enginemig/sandbox"
+	"github.com/enginemig/enginemig/sandbox/sandboxtest"
 )
 
 // Ids handed out by MyISAM and then deleted must not be reused by the InnoDB table, including ids
 // used after the shadow was created (the shadow starts with the source's counter; replayed inserts
 // advance it).
 func TestAutoIncrementCounterCarriedOverAtCutover(t *testing.T) {
-	schema, sdb := srv.FreshDatabase(t)
+	schema, sdb := sandboxtest.FreshDatabase(t, srv)
 	db := openControl(t, srv)
-	sandbox.MustExec(t, sdb, "CREATE TABLE t (id INT AUTO_INCREMENT PRIMARY KEY, v INT) ENGINE=MyISAM",
+	sandboxtest.MustExec(t, sdb, "CREATE TABLE t (id INT AUTO_INCREMENT PRIMARY KEY, v INT) ENGINE=MyISAM",
 		"INSERT INTO t (v) SELECT seq FROM seq_1_to_100")
 	q := dbconn.QualifiedName(schema, "t")
 	opts := testOptions(srv, schema, "t")

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/enginemig/enginemig/dbconn"
-	"github.com/enginemig/enginemig/sandbox"
+	"github.com/enginemig/enginemig/sandbox/sandboxtest"
 )
 
 // allTypesDDL covers the column types whose values must replay exactly. The same definition is
@@ -164,7 +164,7 @@ func (w *writer) step(ctx context.Context) {
 func seedAllTypes(t *testing.T, db *sql.DB, schema string, rows, writers int, seed uint64) []*writer {
 	t.Helper()
 	for _, tbl := range []string{"t", "ref"} {
-		sandbox.MustExec(t, db, fmt.Sprintf(allTypesDDL, dbconn.QualifiedName(schema, tbl)))
+		sandboxtest.MustExec(t, db, fmt.Sprintf(allTypesDDL, dbconn.QualifiedName(schema, tbl)))
 	}
 	r := rand.New(rand.NewPCG(seed, 1))
 	ws := make([]*writer, writers)
@@ -194,7 +194,7 @@ func seedAllTypes(t *testing.T, db *sql.DB, schema string, rows, writers int, se
 // until after the cut-over, and the converted table then equals the reference table that got
 // the same acknowledged writes.
 func TestConcurrentWritersDuringCopyAndCutover(t *testing.T) {
-	schema, _ := srv.FreshDatabase(t)
+	schema, _ := sandboxtest.FreshDatabase(t, srv)
 	db := openControl(t, srv)
 	ws := seedAllTypes(t, db, schema, 40000, 4, 42)
 
@@ -272,7 +272,7 @@ func runWriters(ws []*writer, pause time.Duration) (stop func()) {
 // With replay kept behind the writers, the cut-over must wait for it under the lock; a cut-over
 // that swapped without catching up would lose the last writes.
 func TestCutoverWaitsForLaggingReplay(t *testing.T) {
-	schema, _ := srv.FreshDatabase(t)
+	schema, _ := sandboxtest.FreshDatabase(t, srv)
 	db := openControl(t, srv)
 	ws := seedAllTypes(t, db, schema, 5000, 4, 99)
 	stop := runWriters(ws, 0)

@@ -10,14 +10,14 @@ import (
 
 	"github.com/enginemig/enginemig/control"
 	"github.com/enginemig/enginemig/outcome"
-	"github.com/enginemig/enginemig/sandbox"
+	"github.com/enginemig/enginemig/sandbox/sandboxtest"
 )
 
 // A postponed cut-over is released through the control socket; status answers meanwhile.
 func TestControlSocketReleasesPostponedCutover(t *testing.T) {
-	schema, sdb := srv.FreshDatabase(t)
+	schema, sdb := sandboxtest.FreshDatabase(t, srv)
 	db := openControl(t, srv)
-	sandbox.MustExec(t, sdb, "CREATE TABLE t (id INT PRIMARY KEY, v INT) ENGINE=MyISAM", "INSERT INTO t SELECT seq, seq FROM seq_1_to_2000")
+	sandboxtest.MustExec(t, sdb, "CREATE TABLE t (id INT PRIMARY KEY, v INT) ENGINE=MyISAM", "INSERT INTO t SELECT seq, seq FROM seq_1_to_2000")
 	dir := t.TempDir()
 	opts := testOptions(srv, schema, "t")
 	opts.ControlSocket = filepath.Join(dir, "ctl.sock")
@@ -44,9 +44,9 @@ func TestControlSocketReleasesPostponedCutover(t *testing.T) {
 }
 
 func TestControlSocketAbortLeavesOriginal(t *testing.T) {
-	schema, sdb := srv.FreshDatabase(t)
+	schema, sdb := sandboxtest.FreshDatabase(t, srv)
 	db := openControl(t, srv)
-	sandbox.MustExec(t, sdb, "CREATE TABLE t (id INT PRIMARY KEY, v INT) ENGINE=MyISAM", "INSERT INTO t SELECT seq, seq FROM seq_1_to_2000")
+	sandboxtest.MustExec(t, sdb, "CREATE TABLE t (id INT PRIMARY KEY, v INT) ENGINE=MyISAM", "INSERT INTO t SELECT seq, seq FROM seq_1_to_2000")
 	dir := t.TempDir()
 	opts := testOptions(srv, schema, "t")
 	opts.StateSchema = "_state_abort"
@@ -84,9 +84,9 @@ func waitForStage(t *testing.T, socket string, stage Stage) {
 
 // A postponed cut-over proceeds on its own at the deadline, with the flag file still there.
 func TestPostponedCutoverReleasedAtDeadline(t *testing.T) {
-	schema, sdb := srv.FreshDatabase(t)
+	schema, sdb := sandboxtest.FreshDatabase(t, srv)
 	db := openControl(t, srv)
-	sandbox.MustExec(t, sdb, "CREATE TABLE t (id INT PRIMARY KEY, v INT) ENGINE=MyISAM", "INSERT INTO t SELECT seq, seq FROM seq_1_to_2000")
+	sandboxtest.MustExec(t, sdb, "CREATE TABLE t (id INT PRIMARY KEY, v INT) ENGINE=MyISAM", "INSERT INTO t SELECT seq, seq FROM seq_1_to_2000")
 	opts := testOptions(srv, schema, "t")
 	opts.PostponeFile = filepath.Join(t.TempDir(), "postpone")
 	os.WriteFile(opts.PostponeFile, nil, 0o600)

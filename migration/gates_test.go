@@ -8,7 +8,7 @@ import (
 
 	"github.com/enginemig/enginemig/bench"
 	"github.com/enginemig/enginemig/outcome"
-	"github.com/enginemig/enginemig/sandbox"
+	"github.com/enginemig/enginemig/sandbox/sandboxtest"
 )
 
 func quickGates(minQPS, maxP99 float64) bench.GateConfig {
@@ -17,8 +17,8 @@ func quickGates(minQPS, maxP99 float64) bench.GateConfig {
 }
 
 func gateTable(t *testing.T) (string, *testing.T) {
-	schema, sdb := srv.FreshDatabase(t)
-	sandbox.MustExec(t, sdb, "CREATE TABLE t (id INT AUTO_INCREMENT PRIMARY KEY, coins INT NOT NULL, name CHAR(20) NOT NULL, KEY coins (coins)) ENGINE=MyISAM",
+	schema, sdb := sandboxtest.FreshDatabase(t, srv)
+	sandboxtest.MustExec(t, sdb, "CREATE TABLE t (id INT AUTO_INCREMENT PRIMARY KEY, coins INT NOT NULL, name CHAR(20) NOT NULL, KEY coins (coins)) ENGINE=MyISAM",
 		"INSERT INTO t (coins, name) SELECT seq % 100, CONCAT('p', seq) FROM seq_1_to_3000")
 	return schema, t
 }

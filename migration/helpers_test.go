@@ -17,12 +17,13 @@ import (
 
 	"github.com/enginemig/enginemig/dbconn"
 	"github.com/enginemig/enginemig/sandbox"
+	"github.com/enginemig/enginemig/sandbox/sandboxtest"
 )
 
 var srv *sandbox.Server
 
 func TestMain(m *testing.M) {
-	os.Exit(sandbox.Main(m, sandbox.Options{}, func(s *sandbox.Server) { srv = s }))
+	os.Exit(sandboxtest.Main(m, sandbox.Options{}, func(s *sandbox.Server) { srv = s }))
 }
 
 // connConfig is the sandbox's root account as enginemig's connection settings.

@@ -8,13 +8,13 @@ import (
 	"testing"
 
 	"github.com/enginemig/enginemig/outcome"
-	"github.com/enginemig/enginemig/sandbox"
+	"github.com/enginemig/enginemig/sandbox/sandboxtest"
 )
 
 func TestCommandHookSeesStagesAndCanStop(t *testing.T) {
-	schema, sdb := srv.FreshDatabase(t)
+	schema, sdb := sandboxtest.FreshDatabase(t, srv)
 	db := openControl(t, srv)
-	sandbox.MustExec(t, sdb, "CREATE TABLE t (id INT PRIMARY KEY) ENGINE=MyISAM", "INSERT INTO t SELECT seq FROM seq_1_to_1000")
+	sandboxtest.MustExec(t, sdb, "CREATE TABLE t (id INT PRIMARY KEY) ENGINE=MyISAM", "INSERT INTO t SELECT seq FROM seq_1_to_1000")
 	dir := t.TempDir()
 	logFile := filepath.Join(dir, "hooks.log")
 	opts := testOptions(srv, schema, "t")

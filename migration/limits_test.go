@@ -10,14 +10,15 @@ import (
 
 	"github.com/enginemig/enginemig/outcome"
 	"github.com/enginemig/enginemig/sandbox"
+	"github.com/enginemig/enginemig/sandbox/sandboxtest"
 )
 
 // When the binlog a resume needs has been purged, apply says so, starts the copy over and still
 // produces a correct table.
 func TestResumeRestartsCleanlyWhenBinlogPurged(t *testing.T) {
-	s := sandbox.ForTest(t, sandbox.Options{})
-	schema, sdb := s.FreshDatabase(t)
-	sandbox.MustExec(t, sdb, "CREATE TABLE t (id INT PRIMARY KEY, v INT) ENGINE=MyISAM", "INSERT INTO t SELECT seq, seq FROM seq_1_to_50000",
+	s := sandboxtest.ForTest(t, sandbox.Options{})
+	schema, sdb := sandboxtest.FreshDatabase(t, s)
+	sandboxtest.MustExec(t, sdb, "CREATE TABLE t (id INT PRIMARY KEY, v INT) ENGINE=MyISAM", "INSERT INTO t SELECT seq, seq FROM seq_1_to_50000",
 		"CREATE TABLE ref LIKE t", "INSERT INTO ref SELECT * FROM t")
 	db := openControl(t, s)
 	opts := testOptions(s, schema, "t")
@@ -27,7 +28,7 @@ func TestResumeRestartsCleanlyWhenBinlogPurged(t *testing.T) {
 	if _, err := Run(context.Background(), db, opts); !errors.Is(err, errSimulatedCrash) {
 		t.Fatalf("want simulated crash, got %v", err)
 	}
-	sandbox.MustExec(t, sdb, "UPDATE t SET v = v + 1 WHERE id % 7 = 0", "UPDATE ref SET v = v + 1 WHERE id % 7 = 0")
+	sandboxtest.MustExec(t, sdb, "UPDATE t SET v = v + 1 WHERE id % 7 = 0", "UPDATE ref SET v = v + 1 WHERE id % 7 = 0")
 	purgeBinlogs(t, db)
 	var logs logLines
 	opts.crashAfterRows = 0
@@ -47,11 +48,11 @@ func TestResumeRestartsCleanlyWhenBinlogPurged(t *testing.T) {
 // A server limit hit during the copy surfaces as a clear error, exit code 6, and the original
 // table is untouched.
 func TestServerLimitDuringCopyFailsCleanly(t *testing.T) {
-	s := sandbox.ForTest(t, sandbox.Options{ExtraArgs: []string{"--max-binlog-cache-size=65536", "--max-binlog-stmt-cache-size=65536"}})
-	schema, sdb := s.FreshDatabase(t)
-	sandbox.MustExec(t, sdb, "CREATE TABLE t (id INT PRIMARY KEY, v CHAR(200)) ENGINE=MyISAM")
+	s := sandboxtest.ForTest(t, sandbox.Options{ExtraArgs: []string{"--max-binlog-cache-size=65536", "--max-binlog-stmt-cache-size=65536"}})
+	schema, sdb := sandboxtest.FreshDatabase(t, s)
+	sandboxtest.MustExec(t, sdb, "CREATE TABLE t (id INT PRIMARY KEY, v CHAR(200)) ENGINE=MyISAM")
 	for lo := 0; lo < 20000; lo += 100 { // small statements: the limit applies to seeding too
-		sandbox.MustExec(t, sdb, fmt.Sprintf("INSERT INTO t SELECT seq, REPEAT('x', 200) FROM seq_%d_to_%d", lo+1, lo+100))
+		sandboxtest.MustExec(t, sdb, fmt.Sprintf("INSERT INTO t SELECT seq, REPEAT('x', 200) FROM seq_%d_to_%d", lo+1, lo+100))
 	}
 	db := openControl(t, s)
 	_, err := Run(context.Background(), db, testOptions(s, schema, "t"))

@@ -8,14 +8,15 @@ import (
 	"github.com/enginemig/enginemig/dbconn"
 	"github.com/enginemig/enginemig/outcome"
 	"github.com/enginemig/enginemig/sandbox"
+	"github.com/enginemig/enginemig/sandbox/sandboxtest"
 )
 
 // Every refusal must explain itself, carry its exit code and leave no trace: no shadow, no
 // sentry, no state table.
 func TestPreflightRefusalsChangeNothing(t *testing.T) {
-	schema, _ := srv.FreshDatabase(t)
+	schema, _ := sandboxtest.FreshDatabase(t, srv)
 	db := openControl(t, srv)
-	sandbox.MustExec(t, db,
+	sandboxtest.MustExec(t, db,
 		"USE `"+schema+"`",
 		"CREATE TABLE inno (id INT PRIMARY KEY) ENGINE=InnoDB",
 		"CREATE TABLE nokey (a INT, b INT NULL, UNIQUE KEY b (b)) ENGINE=MyISAM",
@@ -90,9 +91,9 @@ func TestPreflightRefusesWithoutRowBinlog(t *testing.T) {
 		{"minimal", sandbox.Options{RowImage: "MINIMAL"}, "binlog_row_image is MINIMAL"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			s := sandbox.ForTest(t, c.opts)
-			schema, db := s.FreshDatabase(t)
-			sandbox.MustExec(t, db, "CREATE TABLE t (id INT PRIMARY KEY) ENGINE=MyISAM")
+			s := sandboxtest.ForTest(t, c.opts)
+			schema, db := sandboxtest.FreshDatabase(t, s)
+			sandboxtest.MustExec(t, db, "CREATE TABLE t (id INT PRIMARY KEY) ENGINE=MyISAM")
 			_, err := Run(context.Background(), db, testOptions(s, schema, "t"))
 			if outcome.CodeOf(err) != outcome.Refused || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("got %d %v", outcome.CodeOf(err), err)
@@ -105,9 +106,9 @@ func TestPreflightRefusesWithoutRowBinlog(t *testing.T) {
 }
 
 func TestDryRunLeavesTableAndDropsShadow(t *testing.T) {
-	schema, sdb := srv.FreshDatabase(t)
+	schema, sdb := sandboxtest.FreshDatabase(t, srv)
 	db := openControl(t, srv)
-	sandbox.MustExec(t, sdb, "CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(20), KEY v (v)) ENGINE=MyISAM",
+	sandboxtest.MustExec(t, sdb, "CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(20), KEY v (v)) ENGINE=MyISAM",
 		"INSERT INTO t SELECT seq, CONCAT('v', seq) FROM seq_1_to_5000")
 	opts := testOptions(srv, schema, "t")
 	opts.DryRun = true
@@ -128,8 +129,8 @@ func TestDryRunLeavesTableAndDropsShadow(t *testing.T) {
 }
 
 func TestPreflightRefusesMissingPrivileges(t *testing.T) {
-	schema, sdb := srv.FreshDatabase(t)
-	sandbox.MustExec(t, sdb,
+	schema, sdb := sandboxtest.FreshDatabase(t, srv)
+	sandboxtest.MustExec(t, sdb,
 		"CREATE TABLE t (id INT PRIMARY KEY) ENGINE=MyISAM",
 		"CREATE USER IF NOT EXISTS 'weak'@'127.0.0.1' IDENTIFIED BY 'pw'",
 		"GRANT SELECT, INSERT, UPDATE, DELETE, CREATE, DROP, ALTER, INDEX, LOCK TABLES ON *.* TO 'weak'@'127.0.0.1'")

@@ -7,15 +7,16 @@ import (
 	"time"
 
 	"github.com/enginemig/enginemig/sandbox"
+	"github.com/enginemig/enginemig/sandbox/sandboxtest"
 )
 
 // With a watched replica whose SQL thread is stopped, the copy must pause (lag grows past the
 // limit) and continue once replication catches up.
 func TestCopyPausesWhileReplicaLags(t *testing.T) {
-	primary := sandbox.ForTest(t, sandbox.Options{})
-	replica := sandbox.ReplicaForTest(t, primary, sandbox.Options{})
-	schema, sdb := primary.FreshDatabase(t)
-	sandbox.MustExec(t, sdb, "CREATE TABLE t (id INT PRIMARY KEY, v INT) ENGINE=MyISAM", "INSERT INTO t SELECT seq, seq FROM seq_1_to_60000")
+	primary := sandboxtest.ForTest(t, sandbox.Options{})
+	replica := sandboxtest.ReplicaForTest(t, primary, sandbox.Options{})
+	schema, sdb := sandboxtest.FreshDatabase(t, primary)
+	sandboxtest.MustExec(t, sdb, "CREATE TABLE t (id INT PRIMARY KEY, v INT) ENGINE=MyISAM", "INSERT INTO t SELECT seq, seq FROM seq_1_to_60000")
 	ctx := context.Background()
 	if err := sandbox.SyncReplica(ctx, primary, replica); err != nil {
 		t.Fatal(err)

@@ -8,14 +8,15 @@ import (
 	"time"
 
 	"github.com/enginemig/enginemig/sandbox"
+	"github.com/enginemig/enginemig/sandbox/sandboxtest"
 )
 
 // A server restart in the middle of the copy: apply reconnects, resumes from its recorded
 // progress and finishes with a correct table.
 func TestServerRestartMidCopyResumesByItself(t *testing.T) {
-	s := sandbox.ForTest(t, sandbox.Options{})
-	schema, sdb := s.FreshDatabase(t)
-	sandbox.MustExec(t, sdb, "CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(30), KEY v (v)) ENGINE=MyISAM",
+	s := sandboxtest.ForTest(t, sandbox.Options{})
+	schema, sdb := sandboxtest.FreshDatabase(t, s)
+	sandboxtest.MustExec(t, sdb, "CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(30), KEY v (v)) ENGINE=MyISAM",
 		"INSERT INTO t SELECT seq, CONCAT('v', seq) FROM seq_1_to_300000",
 		"CREATE TABLE ref LIKE t", "INSERT INTO ref SELECT * FROM t")
 	db := openControl(t, s)

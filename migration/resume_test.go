@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/enginemig/enginemig/sandbox/sandboxtest"
 )
 
 // A migration that dies (no cleanup, connections dropped) at a stage before the cut-over is
@@ -23,7 +25,7 @@ func TestResumeAfterCrash(t *testing.T) {
 		{"at cut-over", 0, StageCutover},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			schema, _ := srv.FreshDatabase(t)
+			schema, _ := sandboxtest.FreshDatabase(t, srv)
 			db := openControl(t, srv)
 			ws := seedAllTypes(t, db, schema, 30000, 3, 11)
 			stop := runWriters(ws, 200*time.Microsecond)

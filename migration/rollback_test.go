@@ -7,12 +7,13 @@ import (
 	"time"
 
 	"github.com/enginemig/enginemig/outcome"
+	"github.com/enginemig/enginemig/sandbox/sandboxtest"
 )
 
 // Convert under load, keep writing to the InnoDB table, roll back while writers still run: the
 // MyISAM table that comes back must hold every acknowledged write.
 func TestRollbackKeepsWritesMadeAfterCutover(t *testing.T) {
-	schema, _ := srv.FreshDatabase(t)
+	schema, _ := sandboxtest.FreshDatabase(t, srv)
 	db := openControl(t, srv)
 	ws := seedAllTypes(t, db, schema, 5000, 3, 7)
 	stop := runWriters(ws, time.Millisecond)
@@ -59,7 +60,7 @@ func TestRollbackKeepsWritesMadeAfterCutover(t *testing.T) {
 }
 
 func TestRollbackRefusesWhenBinlogPurged(t *testing.T) {
-	schema, sdb := srv.FreshDatabase(t)
+	schema, sdb := sandboxtest.FreshDatabase(t, srv)
 	db := openControl(t, srv)
 	if _, err := sdb.Exec("CREATE TABLE t (id INT PRIMARY KEY, v INT) ENGINE=MyISAM"); err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/enginemig/enginemig/internal/ackload"
+	"github.com/enginemig/enginemig/sandbox/sandboxtest"
 )
 
 // TestStressNothingLost is the seeded, reproducible proof that nothing is lost: many writers with
@@ -57,7 +58,7 @@ func TestStressNothingLost(t *testing.T) {
 
 func stressOnce(t *testing.T, seed uint64) (acked, reads int64, checked int) {
 	r := rand.New(rand.NewPCG(seed, 99))
-	schema, _ := srv.FreshDatabase(t)
+	schema, _ := sandboxtest.FreshDatabase(t, srv)
 	db := openControl(t, srv)
 	db.SetMaxOpenConns(40)
 	cfg := ackload.Config{Writers: 6 + r.IntN(7), RowsPerWriter: 1500 + r.IntN(1500), Seed: seed,

@@ -5,15 +5,15 @@ import (
 	"testing"
 
 	"github.com/enginemig/enginemig/dbconn"
-	"github.com/enginemig/enginemig/sandbox"
+	"github.com/enginemig/enginemig/sandbox/sandboxtest"
 )
 
 // Rows changed behind enginemig's back in the shadow (no binlog event for the source) must be
 // found by verification and repaired before the cut-over.
 func TestVerifyFindsAndRepairsCorruptedShadow(t *testing.T) {
-	schema, sdb := srv.FreshDatabase(t)
+	schema, sdb := sandboxtest.FreshDatabase(t, srv)
 	db := openControl(t, srv)
-	sandbox.MustExec(t, sdb, "CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(20), f FLOAT, n INT NULL) ENGINE=MyISAM",
+	sandboxtest.MustExec(t, sdb, "CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(20), f FLOAT, n INT NULL) ENGINE=MyISAM",
 		"INSERT INTO t SELECT seq, CONCAT('v', seq), seq / 7, IF(seq % 3 = 0, NULL, seq) FROM seq_1_to_20000",
 		"CREATE TABLE ref LIKE t", "INSERT INTO ref SELECT * FROM t")
 	shadow := dbconn.QualifiedName(schema, "_t_new")

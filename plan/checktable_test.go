@@ -6,12 +6,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/enginemig/enginemig/sandbox"
+	"github.com/enginemig/enginemig/sandbox/sandboxtest"
 	"github.com/enginemig/enginemig/table"
 )
 
 func TestCheckTableForApply(t *testing.T) {
-	schema, db := srv.FreshDatabase(t)
+	schema, db := sandboxtest.FreshDatabase(t, srv)
 	runScript(t, db, `CREATE TABLE good (id INT PRIMARY KEY, v INT) ENGINE=MyISAM;
 		CREATE TABLE bad (a INT NOT NULL, b INT NOT NULL AUTO_INCREMENT, PRIMARY KEY (a, b)) ENGINE=MyISAM;
 		BEGIN; ROLLBACK;`)
@@ -39,10 +39,10 @@ func TestCheckTableForApply(t *testing.T) {
 }
 
 func TestTransactionsAreAttributedToTheirDatabase(t *testing.T) {
-	used, db := srv.FreshDatabase(t)
-	quiet, qdb := srv.FreshDatabase(t)
-	sandbox.MustExec(t, db, "CREATE TABLE t (id INT PRIMARY KEY) ENGINE=MyISAM")
-	sandbox.MustExec(t, qdb, "CREATE TABLE t (id INT PRIMARY KEY) ENGINE=MyISAM")
+	used, db := sandboxtest.FreshDatabase(t, srv)
+	quiet, qdb := sandboxtest.FreshDatabase(t, srv)
+	sandboxtest.MustExec(t, db, "CREATE TABLE t (id INT PRIMARY KEY) ENGINE=MyISAM")
+	sandboxtest.MustExec(t, qdb, "CREATE TABLE t (id INT PRIMARY KEY) ENGINE=MyISAM")
 	runScript(t, db, "SET autocommit = 0; INSERT INTO t VALUES (1); ROLLBACK; SET autocommit = 1; START TRANSACTION; COMMIT")
 	p := inspect(t, db, Options{Databases: []string{used, quiet}})
 	var got []Finding

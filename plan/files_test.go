@@ -6,15 +6,15 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/enginemig/enginemig/sandbox"
+	"github.com/enginemig/enginemig/sandbox/sandboxtest"
 )
 
 // Damaged and myisampacked tables cannot be made with SQL: these tests work on the files in the
 // sandbox's datadir, which is what happens to such tables in real life.
 
 func TestCrashedTableIsABlockerNotAFailure(t *testing.T) {
-	schema, db := srv.FreshDatabase(t)
-	sandbox.MustExec(t, db,
+	schema, db := sandboxtest.FreshDatabase(t, srv)
+	sandboxtest.MustExec(t, db,
 		"CREATE TABLE hit_broken (id INT PRIMARY KEY) ENGINE=MyISAM",
 		"CREATE TABLE ok_fine (id INT PRIMARY KEY) ENGINE=MyISAM",
 		"INSERT INTO hit_broken VALUES (1), (2)",
@@ -26,7 +26,7 @@ func TestCrashedTableIsABlockerNotAFailure(t *testing.T) {
 	}
 	f.WriteAt([]byte{0xff, 0xff, 0xff, 0xff}, 0) // destroy the key file's magic number
 	f.Close()
-	sandbox.MustExec(t, db, "FLUSH TABLES hit_broken")
+	sandboxtest.MustExec(t, db, "FLUSH TABLES hit_broken")
 
 	p := inspect(t, db, Options{Databases: []string{schema}, TestCompile: true})
 	broken, ok := p.Table(schema, "hit_broken")
@@ -47,8 +47,8 @@ func TestPackedTableWarns(t *testing.T) {
 	if err != nil {
 		t.Fatalf("myisampack not installed (it ships with mariadb-server): %v", err)
 	}
-	schema, db := srv.FreshDatabase(t)
-	sandbox.MustExec(t, db,
+	schema, db := sandboxtest.FreshDatabase(t, srv)
+	sandboxtest.MustExec(t, db,
 		"CREATE TABLE hit_packed (id INT PRIMARY KEY, name CHAR(20)) ENGINE=MyISAM",
 		"CREATE TABLE ok_unpacked (id INT PRIMARY KEY, name CHAR(20)) ENGINE=MyISAM",
 		"INSERT INTO hit_packed SELECT seq, 'name' FROM seq_1_to_200",
@@ -61,7 +61,7 @@ func TestPackedTableWarns(t *testing.T) {
 	if out, err := exec.Command(chk, "-rq", "--silent", myi).CombinedOutput(); err != nil {
 		t.Fatalf("myisamchk: %v\n%s", err, out)
 	}
-	sandbox.MustExec(t, db, "FLUSH TABLES hit_packed")
+	sandboxtest.MustExec(t, db, "FLUSH TABLES hit_packed")
 	p := inspect(t, db, Options{Databases: []string{schema}})
 	packed, _ := p.Table(schema, "hit_packed")
 	if _, found := hasCheck(packed.Findings, "packed-readonly"); !found {

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/enginemig/enginemig/sandbox/sandboxtest"
 )
 
 // TestFixtures runs every testdata/plan/<check-id>.sql: each hit_* table must get a finding of
@@ -26,7 +28,7 @@ func TestFixtures(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			schema, db := srv.FreshDatabase(t)
+			schema, db := sandboxtest.FreshDatabase(t, srv)
 			dir := t.TempDir()
 			os.Chmod(dir, 0o777)
 			runScript(t, db, strings.ReplaceAll(string(sqlText), "@@TMPDIR@@", dir))

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/enginemig/enginemig/sandbox"
+	"github.com/enginemig/enginemig/sandbox/sandboxtest"
 )
 
 // srv is the package's shared server (binlog ROW/FULL, performance_schema on). Tests that need
@@ -16,7 +17,7 @@ import (
 var srv *sandbox.Server
 
 func TestMain(m *testing.M) {
-	os.Exit(sandbox.Main(m, sandbox.Options{}, func(s *sandbox.Server) { srv = s }))
+	os.Exit(sandboxtest.Main(m, sandbox.Options{}, func(s *sandbox.Server) { srv = s }))
 }
 
 func inspect(t *testing.T, db *sql.DB, opts Options) *Plan {

@@ -7,12 +7,12 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
-	"github.com/enginemig/enginemig/sandbox"
+	"github.com/enginemig/enginemig/sandbox/sandboxtest"
 )
 
 func TestPrivilegesOfALimitedAccount(t *testing.T) {
-	schema, db := srv.FreshDatabase(t)
-	sandbox.MustExec(t, db,
+	schema, db := sandboxtest.FreshDatabase(t, srv)
+	sandboxtest.MustExec(t, db,
 		"CREATE TABLE hit_t (id INT PRIMARY KEY) ENGINE=MyISAM",
 		"CREATE TRIGGER hit_t_bi BEFORE INSERT ON hit_t FOR EACH ROW SET NEW.id = NEW.id",
 		"CREATE USER IF NOT EXISTS 'planner'@'%' IDENTIFIED BY 'pw'",

@@ -6,15 +6,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/enginemig/enginemig/sandbox"
+	"github.com/enginemig/enginemig/sandbox/sandboxtest"
 )
 
 // TestRankingByLockWaits makes a small table wait on its table lock (an UPDATE queued behind a
 // slow SELECT, as in production) and expects it ranked above a bigger, quiet table; a database
 // where nothing waited is ranked by size instead.
 func TestRankingByLockWaits(t *testing.T) {
-	schema, db := srv.FreshDatabase(t)
-	sandbox.MustExec(t, db,
+	schema, db := sandboxtest.FreshDatabase(t, srv)
+	sandboxtest.MustExec(t, db,
 		"CREATE TABLE big (id INT PRIMARY KEY, pad CHAR(100) NOT NULL) ENGINE=MyISAM",
 		"INSERT INTO big SELECT seq, 'x' FROM seq_1_to_20000",
 		"CREATE TABLE hot (id INT PRIMARY KEY, v INT NOT NULL) ENGINE=MyISAM",
@@ -30,7 +30,7 @@ func TestRankingByLockWaits(t *testing.T) {
 	}()
 	time.Sleep(100 * time.Millisecond)
 	start := time.Now()
-	sandbox.MustExec(t, db, "UPDATE hot SET v = v + 1 WHERE id = 1")
+	sandboxtest.MustExec(t, db, "UPDATE hot SET v = v + 1 WHERE id = 1")
 	waited := time.Since(start)
 	if err := <-done; err != nil {
 		t.Fatal(err)
@@ -63,8 +63,8 @@ func TestRankingByLockWaits(t *testing.T) {
 		t.Errorf("totals: %+v", p.Totals)
 	}
 
-	quiet, qdb := srv.FreshDatabase(t)
-	sandbox.MustExec(t, qdb,
+	quiet, qdb := sandboxtest.FreshDatabase(t, srv)
+	sandboxtest.MustExec(t, qdb,
 		"CREATE TABLE small (id INT PRIMARY KEY) ENGINE=MyISAM",
 		"CREATE TABLE large (id INT PRIMARY KEY) ENGINE=MyISAM",
 		"INSERT INTO large SELECT seq FROM seq_1_to_1000")

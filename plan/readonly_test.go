@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/enginemig/enginemig/sandbox"
+	"github.com/enginemig/enginemig/sandbox/sandboxtest"
 )
 
 // serverState is what plan must leave unchanged: every table's definition, size, timestamps and
@@ -52,8 +52,8 @@ func serverState(t *testing.T, db *sql.DB, schema string) map[string]string {
 // not a table, not a variable, not a byte of binlog (the test-compile session sets
 // sql_log_bin=0 when the account may, as root may here).
 func TestPlanIsReadOnly(t *testing.T) {
-	schema, db := srv.FreshDatabase(t)
-	sandbox.MustExec(t, db,
+	schema, db := sandboxtest.FreshDatabase(t, srv)
+	sandboxtest.MustExec(t, db,
 		"CREATE TABLE t1 (id INT UNSIGNED NOT NULL AUTO_INCREMENT PRIMARY KEY, v VARCHAR(20), KEY (v)) ENGINE=MyISAM",
 		"CREATE TABLE t2 (a INT NOT NULL, b INT NOT NULL AUTO_INCREMENT, c TEXT, PRIMARY KEY (a, b), FULLTEXT KEY (c)) ENGINE=MyISAM",
 		"INSERT INTO t1 (v) SELECT CONCAT('v', seq) FROM seq_1_to_5000",

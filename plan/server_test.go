@@ -6,24 +6,25 @@ import (
 	"testing"
 
 	"github.com/enginemig/enginemig/sandbox"
+	"github.com/enginemig/enginemig/sandbox/sandboxtest"
 )
 
 // TestMisconfiguredServer plans against a second server with every setting the server checks
 // look for set the wrong way; the shared server (set up as enginemig needs) is the negative case.
 func TestMisconfiguredServer(t *testing.T) {
-	bad := sandbox.ForTest(t, sandbox.Options{BinlogFormat: "STATEMENT", BufferPool: "8M", ExtraArgs: []string{
+	bad := sandboxtest.ForTest(t, sandbox.Options{BinlogFormat: "STATEMENT", BufferPool: "8M", ExtraArgs: []string{
 		"--binlog-row-metadata=MINIMAL", "--innodb-file-per-table=OFF", "--innodb-strict-mode=OFF",
 		"--innodb-force-primary-key=ON", "--innodb-flush-log-at-trx-commit=2",
 	}})
-	badSchema, badDB := bad.FreshDatabase(t)
-	sandbox.MustExec(t, badDB,
+	badSchema, badDB := sandboxtest.FreshDatabase(t, bad)
+	sandboxtest.MustExec(t, badDB,
 		"CREATE TABLE hit_keyless (a INT, b INT) ENGINE=MyISAM",
 		"CREATE TABLE ok_unique (a INT NOT NULL, UNIQUE KEY (a)) ENGINE=MyISAM",
 		// ~10 MiB projected InnoDB size: more than the 8 MiB buffer pool.
 		"CREATE TABLE ok_big (id INT PRIMARY KEY, pad CHAR(60) NOT NULL) ENGINE=MyISAM",
 		"INSERT INTO ok_big SELECT seq, 'x' FROM seq_1_to_120000")
-	goodSchema, goodDB := srv.FreshDatabase(t)
-	sandbox.MustExec(t, goodDB, "CREATE TABLE ok_big (id INT PRIMARY KEY, pad CHAR(60) NOT NULL) ENGINE=MyISAM",
+	goodSchema, goodDB := sandboxtest.FreshDatabase(t, srv)
+	sandboxtest.MustExec(t, goodDB, "CREATE TABLE ok_big (id INT PRIMARY KEY, pad CHAR(60) NOT NULL) ENGINE=MyISAM",
 		"INSERT INTO ok_big SELECT seq, 'x' FROM seq_1_to_120000")
 
 	badPlan := inspect(t, badDB, Options{Databases: []string{badSchema}, TestCompile: true})

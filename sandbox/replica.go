@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"fmt"
 	"sync/atomic"
-	"testing"
 	"time"
 )
 
@@ -47,19 +46,6 @@ func StartReplica(ctx context.Context, primary *Server, opts Options) (*Server, 
 		return nil, err
 	}
 	return r, nil
-}
-
-// ReplicaForTest starts a replica of primary for one test and stops it when the test ends.
-func ReplicaForTest(tb testing.TB, primary *Server, opts Options) *Server {
-	tb.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	r, err := StartReplica(ctx, primary, opts)
-	if err != nil {
-		tb.Fatalf("start sandbox replica: %v", err)
-	}
-	tb.Cleanup(func() { r.Stop() })
-	return r
 }
 
 func (s *Server) masterPosition(ctx context.Context) (file string, pos int64, err error) {

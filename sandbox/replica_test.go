@@ -1,17 +1,20 @@
-package sandbox
+package sandbox_test
 
 import (
 	"context"
 	"database/sql"
 	"testing"
 	"time"
+
+	"github.com/enginemig/enginemig/sandbox"
+	"github.com/enginemig/enginemig/sandbox/sandboxtest"
 )
 
 func TestReplicaFollowsPrimary(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	primary := ForTest(t, Options{})
-	replica := ReplicaForTest(t, primary, Options{})
+	primary := sandboxtest.ForTest(t, sandbox.Options{})
+	replica := sandboxtest.ReplicaForTest(t, primary, sandbox.Options{})
 
 	pdb, err := primary.Open("")
 	if err != nil {
@@ -28,8 +31,8 @@ func TestReplicaFollowsPrimary(t *testing.T) {
 	if err := rdb.QueryRow("SELECT @@server_id").Scan(&id); err != nil || id < 2 {
 		t.Fatalf("replica server_id=%d err=%v, want >= 2", id, err)
 	}
-	MustExec(t, pdb, "CREATE DATABASE r", "CREATE TABLE r.t (id INT PRIMARY KEY) ENGINE=InnoDB", "INSERT INTO r.t VALUES (1)")
-	if err := SyncReplica(ctx, primary, replica); err != nil {
+	sandboxtest.MustExec(t, pdb, "CREATE DATABASE r", "CREATE TABLE r.t (id INT PRIMARY KEY) ENGINE=InnoDB", "INSERT INTO r.t VALUES (1)")
+	if err := sandbox.SyncReplica(ctx, primary, replica); err != nil {
 		t.Fatal(err)
 	}
 	if n := count(t, rdb); n != 1 {
@@ -44,7 +47,7 @@ func TestReplicaFollowsPrimary(t *testing.T) {
 	if err != nil || !st.IORunning || st.SQLRunning {
 		t.Fatalf("after StopReplicaSQL: %+v err=%v", st, err)
 	}
-	MustExec(t, pdb, "INSERT INTO r.t VALUES (2)")
+	sandboxtest.MustExec(t, pdb, "INSERT INTO r.t VALUES (2)")
 	time.Sleep(200 * time.Millisecond)
 	if n := count(t, rdb); n != 1 {
 		t.Fatalf("replica applied a row with its SQL thread stopped: %d rows", n)
@@ -52,7 +55,7 @@ func TestReplicaFollowsPrimary(t *testing.T) {
 	if err := replica.StartReplicaSQL(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := SyncReplica(ctx, primary, replica); err != nil {
+	if err := sandbox.SyncReplica(ctx, primary, replica); err != nil {
 		t.Fatal(err)
 	}
 	if n := count(t, rdb); n != 2 {

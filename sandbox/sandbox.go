@@ -1,5 +1,7 @@
 // Package sandbox starts private, throwaway MariaDB servers (own datadir, free port, the binlog
-// settings enginemig needs) for tests and for the demo, and stops them again.
+// settings enginemig needs) for tests and for the demo, and stops them again. The demo ships in
+// the binary, so this package must not import testing: helpers that take a *testing.T live in
+// sandboxtest.
 package sandbox
 
 import (

@@ -1,9 +1,14 @@
-package sandbox
+package sandbox_test
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/enginemig/enginemig/sandbox"
+	"github.com/enginemig/enginemig/sandbox/sandboxtest"
+)
 
 func TestStartAnswersWithBinlogRow(t *testing.T) {
-	s := ForTest(t, Options{})
+	s := sandboxtest.ForTest(t, sandbox.Options{})
 	db, err := s.Open("")
 	if err != nil {
 		t.Fatal(err)
@@ -19,7 +24,7 @@ func TestStartAnswersWithBinlogRow(t *testing.T) {
 }
 
 func TestBinlogOff(t *testing.T) {
-	s := ForTest(t, Options{BinlogFormat: "OFF"})
+	s := sandboxtest.ForTest(t, sandbox.Options{BinlogFormat: "OFF"})
 	db, _ := s.Open("")
 	defer db.Close()
 	var logBin string

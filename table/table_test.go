@@ -7,17 +7,18 @@ import (
 	"testing"
 
 	"github.com/enginemig/enginemig/sandbox"
+	"github.com/enginemig/enginemig/sandbox/sandboxtest"
 )
 
 var srv *sandbox.Server
 
 func TestMain(m *testing.M) {
-	os.Exit(sandbox.Main(m, sandbox.Options{}, func(s *sandbox.Server) { srv = s }))
+	os.Exit(sandboxtest.Main(m, sandbox.Options{}, func(s *sandbox.Server) { srv = s }))
 }
 
 func TestLoadAndShadowKeepsDefinitionButDefersIndexes(t *testing.T) {
-	schema, db := srv.FreshDatabase(t)
-	sandbox.MustExec(t, db, "CREATE TABLE `odd ``name` (id INT UNSIGNED NOT NULL AUTO_INCREMENT, a VARCHAR(40) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin, b INT NOT NULL, "+
+	schema, db := sandboxtest.FreshDatabase(t, srv)
+	sandboxtest.MustExec(t, db, "CREATE TABLE `odd ``name` (id INT UNSIGNED NOT NULL AUTO_INCREMENT, a VARCHAR(40) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin, b INT NOT NULL, "+
 		"c CHAR(40) NOT NULL DEFAULT '', g INT AS (b*2) VIRTUAL, PRIMARY KEY (id), UNIQUE KEY ub (b), KEY `k a` (a(10), c), FULLTEXT KEY ft (c)) "+
 		"ENGINE=MyISAM DEFAULT CHARSET=latin1 ROW_FORMAT=FIXED PACK_KEYS=1 CHECKSUM=1 DELAY_KEY_WRITE=1 AUTO_INCREMENT=1000 COMMENT='it''s'")
 	ctx := context.Background()
@@ -69,8 +70,8 @@ func TestLoadAndShadowKeepsDefinitionButDefersIndexes(t *testing.T) {
 }
 
 func TestCopyKeyFallsBackToUniqueNotNull(t *testing.T) {
-	schema, db := srv.FreshDatabase(t)
-	sandbox.MustExec(t, db,
+	schema, db := sandboxtest.FreshDatabase(t, srv)
+	sandboxtest.MustExec(t, db,
 		"CREATE TABLE u (a INT NOT NULL, b INT NOT NULL, c INT NULL, UNIQUE KEY ab (a,b), UNIQUE KEY c (c), UNIQUE KEY a1 (a)) ENGINE=MyISAM",
 		"CREATE TABLE n (a INT NULL, UNIQUE KEY a (a)) ENGINE=MyISAM")
 	ctx := context.Background()
@@ -88,8 +89,8 @@ func TestCopyKeyFallsBackToUniqueNotNull(t *testing.T) {
 }
 
 func TestShadowOfPartitionedTable(t *testing.T) {
-	schema, db := srv.FreshDatabase(t)
-	sandbox.MustExec(t, db, "CREATE TABLE p (id INT NOT NULL, v INT, PRIMARY KEY (id), KEY v (v)) ENGINE=MyISAM PARTITION BY RANGE (id) (PARTITION p0 VALUES LESS THAN (100), PARTITION p1 VALUES LESS THAN MAXVALUE)")
+	schema, db := sandboxtest.FreshDatabase(t, srv)
+	sandboxtest.MustExec(t, db, "CREATE TABLE p (id INT NOT NULL, v INT, PRIMARY KEY (id), KEY v (v)) ENGINE=MyISAM PARTITION BY RANGE (id) (PARTITION p0 VALUES LESS THAN (100), PARTITION p1 VALUES LESS THAN MAXVALUE)")
 	ti, err := Load(context.Background(), db, schema, "p")
 	if err != nil {
 		t.Fatal(err)

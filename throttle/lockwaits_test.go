@@ -6,14 +6,15 @@ import (
 	"time"
 
 	"github.com/enginemig/enginemig/sandbox"
+	"github.com/enginemig/enginemig/sandbox/sandboxtest"
 )
 
 // Contended reports a MyISAM lock wait that happened since the previous call, and nothing when
 // there was none: copy and verify size their chunks by it.
 func TestLockWaitsSeesMyISAMLockWaits(t *testing.T) {
-	s := sandbox.ForTest(t, sandbox.Options{})
-	_, db := s.FreshDatabase(t)
-	sandbox.MustExec(t, db, "CREATE TABLE t (id INT PRIMARY KEY, v INT) ENGINE=MyISAM", "INSERT INTO t SELECT seq, seq FROM seq_1_to_100")
+	s := sandboxtest.ForTest(t, sandbox.Options{})
+	_, db := sandboxtest.FreshDatabase(t, s)
+	sandboxtest.MustExec(t, db, "CREATE TABLE t (id INT PRIMARY KEY, v INT) ENGINE=MyISAM", "INSERT INTO t SELECT seq, seq FROM seq_1_to_100")
 	ctx := context.Background()
 	lw := NewLockWaits(db)
 	if !lw.Contended(ctx) {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/enginemig/enginemig/sandbox"
+	"github.com/enginemig/enginemig/sandbox/sandboxtest"
 )
 
 // Short intervals keep the test fast; assertions wait for behaviour with generous deadlines and
@@ -74,8 +75,8 @@ func mustBlock(t *testing.T, thr *Throttler, want, what string) Status {
 
 func TestReplicaLag(t *testing.T) {
 	ctx := context.Background()
-	primary := sandbox.ForTest(t, sandbox.Options{})
-	replica := sandbox.ReplicaForTest(t, primary, sandbox.Options{})
+	primary := sandboxtest.ForTest(t, sandbox.Options{})
+	replica := sandboxtest.ReplicaForTest(t, primary, sandbox.Options{})
 	pdb, err := primary.Open("")
 	if err != nil {
 		t.Fatal(err)
@@ -150,7 +151,7 @@ func TestReplicaLag(t *testing.T) {
 }
 
 func TestPrimaryOnly(t *testing.T) {
-	primary := sandbox.ForTest(t, sandbox.Options{})
+	primary := sandboxtest.ForTest(t, sandbox.Options{})
 	pdb, err := primary.Open("")
 	if err != nil {
 		t.Fatal(err)

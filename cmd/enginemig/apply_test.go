@@ -13,12 +13,13 @@ import (
 
 	"github.com/enginemig/enginemig/outcome"
 	"github.com/enginemig/enginemig/sandbox"
+	"github.com/enginemig/enginemig/sandbox/sandboxtest"
 )
 
 func TestApplyCommand(t *testing.T) {
-	srv := sandbox.ForTest(t, sandbox.Options{})
-	schema, db := srv.FreshDatabase(t)
-	sandbox.MustExec(t, db,
+	srv := sandboxtest.ForTest(t, sandbox.Options{})
+	schema, db := sandboxtest.FreshDatabase(t, srv)
+	sandboxtest.MustExec(t, db,
 		"CREATE TABLE players (id INT UNSIGNED NOT NULL AUTO_INCREMENT PRIMARY KEY, coins INT NOT NULL, KEY (coins)) ENGINE=MyISAM",
 		"INSERT INTO players (coins) SELECT seq FROM seq_1_to_3000",
 		"CREATE TABLE sessions (id INT PRIMARY KEY) ENGINE=InnoDB")
@@ -68,7 +69,7 @@ func TestApplyCommand(t *testing.T) {
 		}
 	})
 	t.Run("plan file: converts its tables and skips blocked ones", func(t *testing.T) {
-		sandbox.MustExec(t, db,
+		sandboxtest.MustExec(t, db,
 			"CREATE TABLE a1 (id INT PRIMARY KEY, v INT) ENGINE=MyISAM", "INSERT INTO a1 SELECT seq, seq FROM seq_1_to_500",
 			"CREATE TABLE a2 (id INT PRIMARY KEY, v INT) ENGINE=MyISAM", "INSERT INTO a2 SELECT seq, seq FROM seq_1_to_700",
 			"CREATE TABLE blocked (grp INT NOT NULL, n INT NOT NULL AUTO_INCREMENT, PRIMARY KEY (grp, n)) ENGINE=MyISAM")
@@ -142,10 +143,10 @@ func TestApplyCommand(t *testing.T) {
 
 // The password must not show in the process list, output, errors or the state table.
 func TestApplyNeverShowsPassword(t *testing.T) {
-	srv := sandbox.ForTest(t, sandbox.Options{})
-	schema, db := srv.FreshDatabase(t)
+	srv := sandboxtest.ForTest(t, sandbox.Options{})
+	schema, db := sandboxtest.FreshDatabase(t, srv)
 	const secret = "S3cret-Pass-42"
-	sandbox.MustExec(t, db,
+	sandboxtest.MustExec(t, db,
 		"CREATE TABLE t (id INT PRIMARY KEY, v INT) ENGINE=MyISAM",
 		"INSERT INTO t SELECT seq, seq FROM seq_1_to_200000",
 		"CREATE USER 'mig'@'127.0.0.1' IDENTIFIED BY '"+secret+"'",

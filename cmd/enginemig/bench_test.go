@@ -12,6 +12,7 @@ import (
 
 	"github.com/enginemig/enginemig/outcome"
 	"github.com/enginemig/enginemig/sandbox"
+	"github.com/enginemig/enginemig/sandbox/sandboxtest"
 )
 
 // runCLI runs the app in-process and returns its standard output and exit code.
@@ -31,9 +32,9 @@ func runCLI(t *testing.T, args ...string) (string, outcome.Code) {
 // TestBenchCommand drives `enginemig bench` against a sandbox server: one server for all the
 // cases, started here rather than in a TestMain this package's other commands also need.
 func TestBenchCommand(t *testing.T) {
-	srv := sandbox.ForTest(t, sandbox.Options{})
-	schema, db := srv.FreshDatabase(t)
-	sandbox.MustExec(t, db,
+	srv := sandboxtest.ForTest(t, sandbox.Options{})
+	schema, db := sandboxtest.FreshDatabase(t, srv)
+	sandboxtest.MustExec(t, db,
 		"CREATE TABLE players (id INT UNSIGNED NOT NULL AUTO_INCREMENT, level INT NOT NULL, coins INT NOT NULL, guild INT NOT NULL, "+
 			"name CHAR(40) NOT NULL, PRIMARY KEY (id), KEY guild (guild)) ENGINE=MyISAM",
 		"INSERT INTO players (level, coins, guild, name) SELECT seq % 100, seq % 1000, seq % 50, CONCAT('p', seq) FROM seq_1_to_3000")
@@ -101,7 +102,7 @@ func TestBenchCommand(t *testing.T) {
 	})
 
 	t.Run("text report with auto mix", func(t *testing.T) {
-		sandbox.MustExec(t, db, "UPDATE players SET coins = coins + 1 WHERE id < 10")
+		sandboxtest.MustExec(t, db, "UPDATE players SET coins = coins + 1 WHERE id < 10")
 		out, code := runCLI(t, append(append(conn, short...), "--threads", "2", "--mix", "auto")...)
 		if code != outcome.OK || !strings.Contains(out, "table_io_waits_summary_by_table") || !strings.Contains(out, "InnoDB") {
 			t.Fatalf("exit %d:\n%s", code, out)

@@ -18,6 +18,7 @@ import (
 	"github.com/enginemig/enginemig/dbconn"
 	"github.com/enginemig/enginemig/internal/ackload"
 	"github.com/enginemig/enginemig/sandbox"
+	"github.com/enginemig/enginemig/sandbox/sandboxtest"
 )
 
 // faultEnv is one sandbox server, the enginemig binary, and an application account ("app")
@@ -114,7 +115,7 @@ func openAs(s *sandbox.Server, user string) (*sql.DB, error) {
 // database creates a fresh database, dropped when the test ends.
 func (e *faultEnv) database(t *testing.T, name string) string {
 	t.Helper()
-	sandbox.MustExec(t, e.app, "DROP DATABASE IF EXISTS "+dbconn.QuoteIdent(name), "CREATE DATABASE "+dbconn.QuoteIdent(name))
+	sandboxtest.MustExec(t, e.app, "DROP DATABASE IF EXISTS "+dbconn.QuoteIdent(name), "CREATE DATABASE "+dbconn.QuoteIdent(name))
 	t.Cleanup(func() { e.app.Exec("DROP DATABASE IF EXISTS " + dbconn.QuoteIdent(name)) })
 	return name
 }

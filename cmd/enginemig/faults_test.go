@@ -14,7 +14,7 @@ import (
 
 	"github.com/enginemig/enginemig/internal/ackload"
 	"github.com/enginemig/enginemig/outcome"
-	"github.com/enginemig/enginemig/sandbox"
+	"github.com/enginemig/enginemig/sandbox/sandboxtest"
 )
 
 // Fault tests: the enginemig binary runs as a subprocess against a sandbox server while an
@@ -258,7 +258,7 @@ func TestDDLDuringCopy(t *testing.T) {
 	p := e.start(t, apply...)
 	e.waitStage(t, p, schema, "t", func(s string) bool { return s == "copy" })
 	time.Sleep(100 * time.Millisecond)
-	sandbox.MustExec(t, e.app, "ALTER TABLE `"+schema+"`.t ADD COLUMN extra INT NULL")
+	sandboxtest.MustExec(t, e.app, "ALTER TABLE `"+schema+"`.t ADD COLUMN extra INT NULL")
 	code, out := p.wait(t, time.Minute)
 	if code != int(outcome.FailedSafe) || !strings.Contains(out, "changed by DDL") {
 		t.Fatalf("exit %d (want 6 and a message about the DDL)\n%s", code, out)

@@ -11,6 +11,7 @@ import (
 	"github.com/enginemig/enginemig/outcome"
 	"github.com/enginemig/enginemig/plan"
 	"github.com/enginemig/enginemig/sandbox"
+	"github.com/enginemig/enginemig/sandbox/sandboxtest"
 )
 
 // runPlanCLI runs `enginemig plan` in-process (see runCLI).
@@ -22,9 +23,9 @@ func runPlanCLI(t *testing.T, args ...string) (string, outcome.Code) {
 // TestPlanCommand drives `enginemig plan` against one sandbox server: exit codes, the text
 // report, JSON output and the plan file apply reads.
 func TestPlanCommand(t *testing.T) {
-	srv := sandbox.ForTest(t, sandbox.Options{})
-	schema, db := srv.FreshDatabase(t)
-	sandbox.MustExec(t, db,
+	srv := sandboxtest.ForTest(t, sandbox.Options{})
+	schema, db := sandboxtest.FreshDatabase(t, srv)
+	sandboxtest.MustExec(t, db,
 		"CREATE TABLE players (id INT UNSIGNED NOT NULL AUTO_INCREMENT PRIMARY KEY, coins INT NOT NULL, KEY (coins)) ENGINE=MyISAM",
 		"INSERT INTO players (coins) SELECT seq FROM seq_1_to_3000",
 		"CREATE TABLE scores (grp INT NOT NULL, n INT NOT NULL AUTO_INCREMENT, PRIMARY KEY (grp, n)) ENGINE=MyISAM",

@@ -19,6 +19,7 @@ import (
 	"github.com/enginemig/enginemig/internal/ackload"
 	"github.com/enginemig/enginemig/outcome"
 	"github.com/enginemig/enginemig/sandbox"
+	"github.com/enginemig/enginemig/sandbox/sandboxtest"
 )
 
 // Names with backticks, spaces, unicode and SQL keywords, in a database whose name has them too,
@@ -57,11 +58,11 @@ func TestOddIdentifiersEndToEnd(t *testing.T) {
 	// backticks in SQL (TRUNCATE writes no row events: only the statement text shows it).
 	t.Run("TRUNCATE during the copy", func(t *testing.T) {
 		const tbl2 = "t `2` order"
-		sandbox.MustExec(t, e.app, ackload.DDL(dbconn.QualifiedName(schema, tbl2), [4]string{}),
+		sandboxtest.MustExec(t, e.app, ackload.DDL(dbconn.QualifiedName(schema, tbl2), [4]string{}),
 			"INSERT INTO "+dbconn.QualifiedName(schema, tbl2)+" (id, v) SELECT seq, seq FROM "+dbconn.QuoteIdent(schema)+".seq_1_to_60000")
 		p := e.start(t, "apply", "--database", schema, "--table", tbl2, "--chunk-time", "1ms", "--no-progress", "--skip-verify")
 		e.waitStage(t, p, schema, tbl2, func(s string) bool { return s == "copy" })
-		sandbox.MustExec(t, e.app, "TRUNCATE TABLE "+dbconn.QualifiedName(schema, tbl2))
+		sandboxtest.MustExec(t, e.app, "TRUNCATE TABLE "+dbconn.QualifiedName(schema, tbl2))
 		code, out := p.wait(t, time.Minute)
 		var n int
 		e.app.QueryRow("SELECT COUNT(*) FROM " + dbconn.QualifiedName(schema, tbl2)).Scan(&n)
@@ -80,7 +81,7 @@ func TestReadmePrivilegesSuffice(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer root.Close()
-	sandbox.MustExec(t, root,
+	sandboxtest.MustExec(t, root,
 		"CREATE USER 'enginemig'@'127.0.0.1' IDENTIFIED BY 'pw-7'",
 		"GRANT SELECT, INSERT, UPDATE, DELETE, CREATE, DROP, ALTER, INDEX, LOCK TABLES ON `grants`.* TO 'enginemig'@'127.0.0.1'",
 		"GRANT REPLICATION SLAVE, BINLOG MONITOR ON *.* TO 'enginemig'@'127.0.0.1'",
@@ -164,9 +165,9 @@ func TestTLSModes(t *testing.T) {
 	dir := t.TempDir()
 	ca, cert, key := certPair(t, dir, "good")
 	otherCA, _, _ := certPair(t, dir, "other")
-	srv := sandbox.ForTest(t, sandbox.Options{ExtraArgs: []string{"--ssl-cert=" + cert, "--ssl-key=" + key, "--ssl-ca=" + ca}})
-	schema, db := srv.FreshDatabase(t)
-	sandbox.MustExec(t, db,
+	srv := sandboxtest.ForTest(t, sandbox.Options{ExtraArgs: []string{"--ssl-cert=" + cert, "--ssl-key=" + key, "--ssl-ca=" + ca}})
+	schema, db := sandboxtest.FreshDatabase(t, srv)
+	sandboxtest.MustExec(t, db,
 		"CREATE USER 'sec'@'127.0.0.1' IDENTIFIED BY 'tls-pw' REQUIRE SSL",
 		"GRANT ALL ON *.* TO 'sec'@'127.0.0.1'",
 		ackload.DDL(dbconn.QualifiedName(schema, "a"), [4]string{}), ackload.DDL(dbconn.QualifiedName(schema, "b"), [4]string{}),

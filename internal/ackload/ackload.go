@@ -3,8 +3,8 @@
 //
 // Each writer owns a key range of its own (writer i owns ids [Base+i*Span, Base+(i+1)*Span)), so
 // the expected content of its rows is known without any coordination: it is the last
-// acknowledged write to each id. Writers run the web mix (per 24 operations: 16 primary-key
-// SELECTs, 7 UPDATEs, 1 INSERT) plus DELETEs and primary-key changes. Every SELECT is checked
+// acknowledged write to each id. Writers run the production mix, bench.WebMix (16:7:1 primary-key
+// SELECTs, UPDATEs and INSERTs), plus DELETEs and primary-key changes. Every SELECT is checked
 // against the model too: an application that reads back an older version of a row it wrote
 // has lost a write, even if the final table turns out right.
 //
@@ -25,6 +25,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/enginemig/enginemig/bench"
 	"github.com/enginemig/enginemig/dbconn"
 )
 
@@ -37,9 +38,12 @@ type Config struct {
 	Columns       [4]string // id, integer value, text, binary; default id, v, s, b
 	// Pause between one writer's operations (0: none).
 	Pause time.Duration
-	// DeletesAndKeyChanges per 24 mix operations (each); default 1. Negative: none.
+	// DeletesAndKeyChanges per 24 operations of bench.WebMix (each); default 1. Negative: none.
 	DeletesAndKeyChanges int
 }
+
+// webMix is the share of the load that imitates the application.
+var webMix = bench.WebMix()
 
 type row struct {
 	v int64
@@ -214,84 +218,117 @@ func (w *writer) pick() (int64, bool) {
 	return w.live[w.r.IntN(len(w.live))], true
 }
 
+// step runs one operation. The 16:7:1 choice is bench.WebMix's; the DELETEs and key changes
+// are this load's own, drawn from the values past the mix's total so the mix keeps its shape.
+// The operation is drawn before the id, always in this order: a Seed replays the same sequence.
 func (w *writer) step() {
-	l := w.l
-	q := l.q
-	extra := l.cfg.DeletesAndKeyChanges
-	op := w.r.IntN(24 + 2*extra)
+	extra := w.l.cfg.DeletesAndKeyChanges
+	n := w.r.IntN(webMix.Total() + 2*extra)
 	id, ok := w.pick()
-	switch {
-	case op < 16: // primary-key read, checked against the acknowledged state
-		if !ok {
-			return
+	if n >= webMix.Total() {
+		if n < webMix.Total()+extra {
+			w.delete(id, ok)
+		} else {
+			w.changeKey(id, ok)
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		var got row
-		err := l.db.QueryRowContext(ctx, "SELECT "+q[1]+","+q[2]+","+q[3]+" FROM "+l.qt+" WHERE "+q[0]+"=?", id).Scan(&got.v, &got.s, &got.b)
-		w.reads.Add(1)
-		if err != nil && !errors.Is(err, sql.ErrNoRows) {
-			w.mu.Lock()
-			w.errs = append(w.errs, fmt.Sprintf("SELECT: %v", err))
-			w.mu.Unlock()
-			time.Sleep(20 * time.Millisecond)
-			return
-		}
-		want := w.model[id]
-		if errors.Is(err, sql.ErrNoRows) {
-			w.mu.Lock()
-			w.stale = append(w.stale, fmt.Sprintf("read of id %d found no row; acknowledged %s", id, want))
-			w.mu.Unlock()
-		} else if !got.equal(want) {
-			w.mu.Lock()
-			w.stale = append(w.stale, fmt.Sprintf("read of id %d returned %s; acknowledged %s", id, got, want))
-			w.mu.Unlock()
-		}
-	case op < 23: // update
-		if !ok {
-			return
-		}
-		rw := randomRow(w.r)
-		if w.r.IntN(3) == 0 { // a one-column update
-			rw.s, rw.b = w.model[id].s, w.model[id].b
-			if w.exec([]int64{id}, "UPDATE "+l.qt+" SET "+q[1]+"=? WHERE "+q[0]+"=?", rw.v, id) {
-				w.model[id] = rw
-			}
-			return
-		}
-		if w.exec([]int64{id}, "UPDATE "+l.qt+" SET "+q[1]+"=?,"+q[2]+"=?,"+q[3]+"=? WHERE "+q[0]+"=?", rw.v, rw.s, rw.b, id) {
+		return
+	}
+	switch webMix.Op(n) {
+	case bench.OpSelect:
+		w.read(id, ok)
+	case bench.OpUpdate:
+		w.update(id, ok)
+	case bench.OpInsert:
+		w.insert()
+	}
+}
+
+// read is a primary-key read, checked against the acknowledged state.
+func (w *writer) read(id int64, ok bool) {
+	if !ok {
+		return
+	}
+	l, q := w.l, w.l.q
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var got row
+	err := l.db.QueryRowContext(ctx, "SELECT "+q[1]+","+q[2]+","+q[3]+" FROM "+l.qt+" WHERE "+q[0]+"=?", id).Scan(&got.v, &got.s, &got.b)
+	w.reads.Add(1)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		w.mu.Lock()
+		w.errs = append(w.errs, fmt.Sprintf("SELECT: %v", err))
+		w.mu.Unlock()
+		time.Sleep(20 * time.Millisecond)
+		return
+	}
+	want := w.model[id]
+	if errors.Is(err, sql.ErrNoRows) {
+		w.mu.Lock()
+		w.stale = append(w.stale, fmt.Sprintf("read of id %d found no row; acknowledged %s", id, want))
+		w.mu.Unlock()
+	} else if !got.equal(want) {
+		w.mu.Lock()
+		w.stale = append(w.stale, fmt.Sprintf("read of id %d returned %s; acknowledged %s", id, got, want))
+		w.mu.Unlock()
+	}
+}
+
+// update rewrites a row: one column in a third of the updates, all three otherwise.
+func (w *writer) update(id int64, ok bool) {
+	if !ok {
+		return
+	}
+	l, q := w.l, w.l.q
+	rw := randomRow(w.r)
+	if w.r.IntN(3) == 0 { // a one-column update
+		rw.s, rw.b = w.model[id].s, w.model[id].b
+		if w.exec([]int64{id}, "UPDATE "+l.qt+" SET "+q[1]+"=? WHERE "+q[0]+"=?", rw.v, id) {
 			w.model[id] = rw
 		}
-	case op < 24: // insert
-		if w.next >= w.hi {
-			return
-		}
-		nid := w.next
-		w.next++
-		rw := randomRow(w.r)
-		if w.exec([]int64{nid}, "INSERT INTO "+l.qt+" ("+strings.Join(q[:], ",")+") VALUES (?,?,?,?)", nid, rw.v, rw.s, rw.b) {
-			w.model[nid] = rw
-			w.live = append(w.live, nid)
-		}
-	case op < 24+extra: // delete
-		if !ok {
-			return
-		}
-		if w.exec([]int64{id}, "DELETE FROM "+l.qt+" WHERE "+q[0]+"=?", id) {
-			w.forget(id)
-		}
-	default: // primary-key change
-		if !ok || w.next >= w.hi {
-			return
-		}
-		nid := w.next
-		w.next++
-		if w.exec([]int64{id, nid}, "UPDATE "+l.qt+" SET "+q[0]+"=? WHERE "+q[0]+"=?", nid, id) {
-			rw := w.model[id]
-			w.forget(id)
-			w.model[nid] = rw
-			w.live = append(w.live, nid)
-		}
+		return
+	}
+	if w.exec([]int64{id}, "UPDATE "+l.qt+" SET "+q[1]+"=?,"+q[2]+"=?,"+q[3]+"=? WHERE "+q[0]+"=?", rw.v, rw.s, rw.b, id) {
+		w.model[id] = rw
+	}
+}
+
+// insert adds a row at the writer's next free id.
+func (w *writer) insert() {
+	if w.next >= w.hi {
+		return
+	}
+	l, q := w.l, w.l.q
+	nid := w.next
+	w.next++
+	rw := randomRow(w.r)
+	if w.exec([]int64{nid}, "INSERT INTO "+l.qt+" ("+strings.Join(q[:], ",")+") VALUES (?,?,?,?)", nid, rw.v, rw.s, rw.b) {
+		w.model[nid] = rw
+		w.live = append(w.live, nid)
+	}
+}
+
+func (w *writer) delete(id int64, ok bool) {
+	if !ok {
+		return
+	}
+	if w.exec([]int64{id}, "DELETE FROM "+w.l.qt+" WHERE "+w.l.q[0]+"=?", id) {
+		w.forget(id)
+	}
+}
+
+// changeKey moves a row to the writer's next free id (a primary-key UPDATE).
+func (w *writer) changeKey(id int64, ok bool) {
+	if !ok || w.next >= w.hi {
+		return
+	}
+	l, q := w.l, w.l.q
+	nid := w.next
+	w.next++
+	if w.exec([]int64{id, nid}, "UPDATE "+l.qt+" SET "+q[0]+"=? WHERE "+q[0]+"=?", nid, id) {
+		rw := w.model[id]
+		w.forget(id)
+		w.model[nid] = rw
+		w.live = append(w.live, nid)
 	}
 }
 

@@ -1,5 +1,6 @@
 // Command applybench measures enginemig apply against native ALTER TABLE ... ENGINE=InnoDB on the
-// same game-state table in one run, idle and under the 16:7:1 query mix, and prints the figures.
+// same game-state table in one run, idle and under the production query mix (bench.WebMix), and
+// prints the figures.
 //
 //	go run ./migration/applybench -rows 2000000
 //
@@ -24,6 +25,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/enginemig/enginemig/bench"
 	"github.com/enginemig/enginemig/sandbox"
 )
 
@@ -135,7 +137,7 @@ func run(ctx context.Context, rows, threads int, share float64, window time.Dura
 		if err != nil {
 			return fmt.Errorf("%s under load: %w", mode, err)
 		}
-		fmt.Printf("\nunder load (%d threads, 16:7:1 mix, target %.0f q/s = %.0f%% of capacity %.0f q/s):\n", threads, rate, share*100, capacity.qps)
+		fmt.Printf("\nunder load (%d threads, %s mix, target %.0f q/s = %.0f%% of capacity %.0f q/s):\n", threads, appMix, rate, share*100, capacity.qps)
 		fmt.Printf("  %s: conversion %.2fs; baseline %.0f q/s; during %.0f q/s (%.0f%% of baseline); failed queries %d; longest time with no completed write %s; p99 %s\n",
 			mode, took.Seconds(), base.qps, during.qps, 100*during.qps/base.qps, during.errors, during.maxWriteGap.Round(time.Millisecond), during.p99.Round(time.Millisecond))
 		if mode == "enginemig" {
@@ -199,7 +201,10 @@ type loadStats struct {
 	p99         time.Duration
 }
 
-// measure runs the 16:7:1 primary-key mix on game.state with threads clients, paced to rate
+// appMix is the application load: the production mix, on game.state's primary key.
+var appMix = bench.WebMix()
+
+// measure runs appMix on game.state with threads clients, paced to rate
 // queries/s in total (0: as fast as possible), for d (0: until ctx ends).
 func measure(ctx context.Context, db *sql.DB, threads int, rate float64, d time.Duration, rows int) loadStats {
 	if d > 0 {
@@ -233,18 +238,9 @@ func measure(ctx context.Context, db *sql.DB, threads int, rate float64, d time.
 					}
 				}
 				id := 1 + r.IntN(rows)
-				op := r.IntN(24)
+				op := appMix.Draw(r)
 				t0 := time.Now()
-				var err error
-				switch {
-				case op < 16:
-					var coins, level int
-					err = db.QueryRowContext(context.WithoutCancel(ctx), "SELECT coins, level FROM state WHERE id = ?", id).Scan(&coins, &level)
-				case op < 23:
-					_, err = db.ExecContext(context.WithoutCancel(ctx), "UPDATE state SET coins = coins + 1 WHERE id = ?", id)
-				default:
-					_, err = db.ExecContext(context.WithoutCancel(ctx), "INSERT INTO state (player, coins, level, score, name) VALUES (?, 0, 1, 0, 'new')", r.IntN(100000))
-				}
+				err := query(context.WithoutCancel(ctx), db, r, op, id)
 				now := time.Now()
 				lat[i] = append(lat[i], now.Sub(t0))
 				if err != nil {
@@ -252,7 +248,7 @@ func measure(ctx context.Context, db *sql.DB, threads int, rate float64, d time.
 					continue
 				}
 				done.Add(1)
-				if op >= 16 {
+				if op != bench.OpSelect {
 					prev := time.Unix(0, lastWrite.Swap(now.UnixNano()))
 					if g := now.Sub(prev); g > 0 {
 						gapMu.Lock()
@@ -274,6 +270,22 @@ func measure(ctx context.Context, db *sql.DB, threads int, rate float64, d time.
 		st.p99 = all[len(all)*99/100]
 	}
 	return st
+}
+
+// query runs one statement of the mix on row id (an INSERT adds a row instead).
+func query(ctx context.Context, db *sql.DB, r *rand.Rand, op bench.Op, id int) error {
+	switch op {
+	case bench.OpSelect:
+		var coins, level int
+		return db.QueryRowContext(ctx, "SELECT coins, level FROM state WHERE id = ?", id).Scan(&coins, &level)
+	case bench.OpUpdate:
+		_, err := db.ExecContext(ctx, "UPDATE state SET coins = coins + 1 WHERE id = ?", id)
+		return err
+	case bench.OpInsert:
+		_, err := db.ExecContext(ctx, "INSERT INTO state (player, coins, level, score, name) VALUES (?, 0, 1, 0, 'new')", r.IntN(100000))
+		return err
+	}
+	return fmt.Errorf("applybench: the mix has no statement for %s", op)
 }
 
 func numCPU() int { n, _ := strconv.Atoi(os.Getenv("NPROC")); return max(n, runtimeCPUs()) }
