@@ -19,7 +19,6 @@ import (
 	"github.com/enginemig/enginemig/outcome"
 	"github.com/enginemig/enginemig/shadow"
 	"github.com/enginemig/enginemig/table"
-	"github.com/enginemig/enginemig/throttle"
 	"github.com/enginemig/enginemig/verify"
 )
 
@@ -188,7 +187,6 @@ type migrator struct {
 	resume   *State   // the interrupted run being resumed, if any
 	rec      *recorder
 	pipe     *shadow.Pipeline
-	thr      *throttle.Throttler
 	res      *Result
 }
 
