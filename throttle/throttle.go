@@ -7,6 +7,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 )
@@ -42,7 +43,13 @@ type Config struct {
 	HeartbeatSchema string
 	// Interval is how often the heartbeat is written and the checks run (DefaultInterval).
 	Interval time.Duration
-	// Log, when set, receives a line whenever the throttle state changes (not on every check).
+	// Logger receives a record whenever the throttle state changes (not on every check): Info when
+	// the copy is throttled or resumes, Warn when it waits because something cannot be measured.
+	// Nil discards.
+	Logger *slog.Logger
+	// Log is the printf-style logger of before Logger; it is used only when Logger is nil.
+	//
+	// Deprecated: set Logger. Kept until migration (being rewritten) sets Logger, then removed.
 	Log func(format string, args ...any)
 }
 
