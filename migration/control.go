@@ -102,25 +102,28 @@ func (c *controller) SetMaxThreadsRunning(n int) error {
 	return errors.New("the copy is not running")
 }
 
-// Status is what `enginemig control status` prints.
-func (c *controller) Status() any {
+// Status is what `enginemig control status` prints: the recorded state with the live counters of
+// the copy, replay and throttle.
+func (c *controller) Status() control.Status {
 	m := c.m
 	m.stageMu.Lock()
 	st := m.state
 	thr := m.thr
 	cp := m.copy
 	m.stageMu.Unlock()
-	out := map[string]any{"migration_id": st.ID, "schema": st.Schema, "table": st.Table, "stage": st.Stage,
-		"rows_total": st.RowsTotal, "elapsed_s": time.Since(m.start).Seconds()}
+	out := StatusOf(st, "", 0, time.Now())
+	out.Elapsed = time.Since(m.start)
 	if cp != nil {
-		out["rows_copied"] = cp.Copied()
-		out["chunk_size"] = cp.ChunkSize()
+		out.RowsCopied = cp.Copied()
+		out.ChunkSize = cp.ChunkSize()
 	}
 	if m.replay != nil {
-		out["replay"] = m.replay.Stats()
+		rs := m.replay.Stats()
+		out.ReplayEvents, out.ReplayAppliedOps, out.ReplayPosition, out.ReplayCatchingUp = rs.Events, rs.Applied, rs.Position, rs.Behind
 	}
 	if thr != nil {
-		out["throttle"] = thr.Status()
+		ts := thr.Status()
+		out.Throttle = &ts
 	}
 	return out
 }

@@ -14,7 +14,6 @@ import (
 	"golang.org/x/term"
 
 	"github.com/enginemig/enginemig/bench"
-	"github.com/enginemig/enginemig/copier"
 	"github.com/enginemig/enginemig/cutover"
 	"github.com/enginemig/enginemig/dbconn"
 	"github.com/enginemig/enginemig/migration"
@@ -37,7 +36,7 @@ func applyCommand() *cli.Command {
 			&cli.StringFlag{Name: "table", Aliases: []string{"t"}, Usage: "table to convert"},
 			&cli.StringFlag{Name: "plan", Usage: "plan file written by `enginemig plan --out`: convert its tables in plan order, stopping at the first failure (tables with blockers are skipped and reported)"},
 			&cli.BoolFlag{Name: "dry-run", Usage: "do everything except the swap, then drop the shadow; reports how long the copy took"},
-			&cli.DurationFlag{Name: "chunk-time", Value: copier.DefaultChunkTime, Usage: "target duration of one chunk's source read; MyISAM blocks writers for this long per chunk"},
+			&cli.DurationFlag{Name: "chunk-time", Value: migration.DefaultChunkTime, Usage: "target duration of one chunk's source read; MyISAM blocks writers for this long per chunk"},
 			&cli.BoolFlag{Name: "skip-verify", Usage: "skip the chunk-by-chunk checksum comparison of source and shadow before the cut-over (on by default)"},
 			&cli.BoolFlag{Name: "client-side-copy", Usage: "copy by reading rows into enginemig and writing them back (holds the source lock only for reads, but is several times slower) instead of one REPLACE ... SELECT per chunk"},
 			&cli.DurationFlag{Name: "cutover-lock-wait", Value: def.LockWait, Usage: "how long one cut-over attempt may wait for the table lock (the application's worst stall for a failed attempt)"},
