@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/enginemig/enginemig/bench"
+	"github.com/enginemig/enginemig/dbconn"
 	"github.com/enginemig/enginemig/migration"
 	"github.com/enginemig/enginemig/outcome"
 	"github.com/enginemig/enginemig/plan"
@@ -128,8 +129,9 @@ func (d *run) rollback(ctx context.Context) error {
 	if err := sleep(ctx, afterCutover); err != nil {
 		return err
 	}
-	res, err := migration.Rollback(ctx, d.t.db, migration.RollbackOptions{Conn: d.t.conn, Schema: d.t.schema, Table: StateTable,
-		StateSchema: d.t.schema, Log: func(format string, args ...any) { say(out, "  rollback: "+format, args...) }})
+	res, err := migration.Rollback(ctx, d.t.db, migration.RollbackOptions{Conn: d.t.conn, Schema: d.t.schema, Table: StateTable, StateSchema: d.t.schema,
+		Log: dbconn.Logf(narrate(out, "rollback")), // needs migration.RollbackOptions.Logger: then Logger: narrate(out, "rollback")
+	})
 	if err != nil {
 		return fmt.Errorf("rollback: %w", err)
 	}
@@ -275,7 +277,7 @@ func (d *run) apply(ctx context.Context) error {
 			say(out, "  %-9s %7d of ~%d rows (%3.0f%%), %d changes replayed | %s", p.Stage, p.RowsCopied, p.RowsTotal, pct,
 				p.ReplayEvents, d.loadLine())
 		},
-		Log: func(format string, args ...any) { say(out, "  apply: "+format, args...) },
+		Log: dbconn.Logf(narrate(out, "apply")), // needs migration.Options.Logger: then Logger: narrate(out, "apply")
 	}
 	res, err := migration.Run(ctx, d.t.db, opts)
 	if err != nil {

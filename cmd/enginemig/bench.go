@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"os"
 	"strconv"
 	"strings"
@@ -111,7 +112,7 @@ func runBench(c *cli.Context) error {
 		if err := bench.WriteChart(path, rep); err != nil {
 			return err
 		}
-		fmt.Fprintf(os.Stderr, "bench: chart written to %s\n", path)
+		loggerOf(c).Info("bench: chart written", slog.String("path", path))
 	}
 	if format == "json" {
 		enc := json.NewEncoder(c.App.Writer)

@@ -1,0 +1,25 @@
+package demo
+
+import (
+	"bytes"
+	"errors"
+	"log/slog"
+	"testing"
+
+	"github.com/enginemig/enginemig/dbconn"
+)
+
+func TestNarrate(t *testing.T) {
+	var buf bytes.Buffer
+	l := narrate(&buf, "apply").With(slog.String("table", "game.horses"))
+	l.Debug("not told")
+	l.Info("cut-over done", slog.Int("attempts", 1))
+	l.WithGroup("copy").Warn("copy throttled", slog.String("reason", "replica r1 lags 2s"), slog.Any("error", errors.New("x")))
+	dbconn.Logf(l)("copied %d rows", 5)
+	want := "  apply: cut-over done table=game.horses attempts=1\n" +
+		"  apply: WARN: copy throttled table=game.horses copy.reason=\"replica r1 lags 2s\" copy.error=x\n" +
+		"  apply: copied 5 rows table=game.horses\n"
+	if buf.String() != want {
+		t.Fatalf("got\n%s\nwant\n%s", buf.String(), want)
+	}
+}
