@@ -88,7 +88,8 @@ func runApply(c *cli.Context) error {
 		return outcome.New(outcome.Usage, err, "")
 	}
 	gateCfg := bench.GateConfig{Threads: c.Int("gate-threads"), Duration: c.Duration("gate-duration"), SampleRows: c.Int("gate-sample-rows"),
-		Thresholds: bench.Thresholds{MinQPSRatio: c.Float64("gate-min-qps-ratio"), MaxP99Ratio: c.Float64("gate-max-p99-ratio")}}
+		Thresholds: bench.Thresholds{MinQPSRatio: c.Float64("gate-min-qps-ratio"), MaxP99Ratio: c.Float64("gate-max-p99-ratio")},
+		Logger:     loggerOf(c)}
 
 	var results []*migration.Result
 	for _, tg := range targets {

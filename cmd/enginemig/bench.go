@@ -94,6 +94,7 @@ func runBench(c *cli.Context) error {
 		}
 	}
 	opts.Progress = func(line string) { fmt.Fprintln(os.Stderr, "bench:", line) }
+	opts.Logger = loggerOf(c)
 	rep, err := bench.Run(c.Context, db, opts)
 	if err != nil {
 		return fmt.Errorf("bench: %w", err)
