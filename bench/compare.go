@@ -5,6 +5,9 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
+
+	"github.com/enginemig/enginemig/dbconn"
 )
 
 // Mode says where a benchmark's statements go.
@@ -29,6 +32,9 @@ type Options struct {
 	Compare    string
 	SampleRows int
 	ScratchDB  string
+	// Logger gets Debug details (the scratch copies) and a Warn when the scratch copies cannot be
+	// dropped; nil discards. Per-step results go to Progress.
+	Logger *slog.Logger `json:"-"`
 	Config
 }
 
@@ -50,15 +56,11 @@ func Run(ctx context.Context, db *sql.DB, opts Options) (rep Report, err error) 
 		if opts.Compare != "" {
 			return rep, errors.New("a second table is compared only in live or read-only mode; scratch mode compares MyISAM and InnoDB copies of one table")
 		}
-		sc, err := NewScratch(ctx, db, opts.ScratchDB, opts.Schema, opts.Table, opts.SampleRows)
+		sc, err := newScratchLogged(ctx, db, opts.ScratchDB, opts.Schema, opts.Table, opts.SampleRows, dbconn.Logger(opts.Logger))
 		if err != nil {
 			return rep, err
 		}
-		defer func() {
-			if derr := sc.Drop(ctx); derr != nil && err == nil {
-				err = derr
-			}
-		}()
+		defer sc.dropLogged(ctx, &err)
 		rep.Scratch, rep.Sample = sc.Schema, sc.Rows
 		targets = sc.Targets(opts.Schema, opts.Table)
 	case ModeLive, ModeReadOnly:

@@ -4,9 +4,12 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"log/slog"
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/enginemig/enginemig/dbconn"
 )
 
 // Thresholds decide a gate: the candidate side must keep at least MinQPSRatio of the baseline's
@@ -174,6 +177,8 @@ type GateConfig struct {
 	SkipBinlog bool
 	Thresholds Thresholds
 	Seed       uint64
+	// Logger is as in Options (nil discards).
+	Logger *slog.Logger `json:"-"`
 }
 
 // Gate defaults: 16 threads is the concurrency where MyISAM's lock waits show on small machines.
@@ -220,15 +225,11 @@ func readOnlyOnly(ts []Template) []Template {
 // into the scratch database, runs the mix on both at cfg.Threads, and passes when InnoDB meets the
 // thresholds against MyISAM. The live table is only read; the copies are always dropped.
 func SampleGate(ctx context.Context, db *sql.DB, schema, table string, cfg GateConfig) (res GateResult, err error) {
-	sc, err := NewScratch(ctx, db, cfg.ScratchDB, schema, table, cfg.SampleRows)
+	sc, err := newScratchLogged(ctx, db, cfg.ScratchDB, schema, table, cfg.SampleRows, dbconn.Logger(cfg.Logger))
 	if err != nil {
 		return GateResult{}, fmt.Errorf("before-copy gate: %w", err)
 	}
-	defer func() {
-		if derr := sc.Drop(ctx); derr != nil && err == nil {
-			err = derr
-		}
-	}()
+	defer sc.dropLogged(ctx, &err)
 	results, err := Sweep(ctx, db, sc.Targets(schema, table), cfg.sweep(false))
 	if err != nil {
 		return GateResult{}, fmt.Errorf("before-copy gate: %w", err)

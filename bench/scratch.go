@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -35,6 +36,7 @@ type Scratch struct {
 	InnoDB    string
 	Rows      int64
 	createdDB bool
+	logger    *slog.Logger
 }
 
 // NewScratch copies up to rows rows of schema.name (in key order, in short chunks) into a MyISAM
@@ -66,7 +68,7 @@ func NewScratch(ctx context.Context, db *sql.DB, scratchDB, schema, name string,
 	if len(base) > 40 {
 		base = base[:40]
 	}
-	s := &Scratch{db: db, Schema: scratchDB, MyISAM: base + "_" + id + "_myisam", InnoDB: base + "_" + id + "_innodb"}
+	s := &Scratch{db: db, logger: dbconn.Logger(nil), Schema: scratchDB, MyISAM: base + "_" + id + "_myisam", InnoDB: base + "_" + id + "_innodb"}
 	var exists int
 	if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = ?", scratchDB).Scan(&exists); err != nil {
 		return nil, fmt.Errorf("look for scratch database: %w", err)
@@ -201,4 +203,34 @@ func runID() (string, error) {
 		return "", fmt.Errorf("scratch table name: %w", err)
 	}
 	return hex.EncodeToString(b), nil
+}
+
+// newScratchLogged is NewScratch telling logger (Debug) what it made and how long it took.
+func newScratchLogged(ctx context.Context, db *sql.DB, scratchDB, schema, name string, rows int, logger *slog.Logger) (*Scratch, error) {
+	start := time.Now()
+	s, err := NewScratch(ctx, db, scratchDB, schema, name, rows)
+	if err != nil {
+		return nil, err
+	}
+	s.logger = logger
+	logger.Debug("bench: scratch copies ready", slog.String("table", schema+"."+name), slog.String("scratch_database", s.Schema),
+		slog.String("myisam", s.MyISAM), slog.String("innodb", s.InnoDB), slog.Int64("rows", s.Rows),
+		slog.Duration("took", time.Since(start).Round(time.Millisecond)))
+	return s, nil
+}
+
+// dropLogged drops the copies when a benchmark ends. A failure becomes *errp when the benchmark
+// itself succeeded; otherwise the benchmark's error wins, and the leftover tables are a warning
+// rather than lost.
+func (s *Scratch) dropLogged(ctx context.Context, errp *error) {
+	derr := s.Drop(ctx)
+	switch {
+	case derr == nil:
+		s.logger.Debug("bench: scratch copies dropped", slog.String("scratch_database", s.Schema))
+	case *errp == nil:
+		*errp = derr
+	default:
+		s.logger.Warn("bench: scratch copies left behind; drop them by hand", slog.String("scratch_database", s.Schema),
+			slog.String("myisam", s.MyISAM), slog.String("innodb", s.InnoDB), slog.Any("error", derr))
+	}
 }

@@ -19,8 +19,8 @@ type Handler interface {
 	SetChunkTime(time.Duration) error
 	SetMaxLag(time.Duration) error
 	SetMaxThreadsRunning(int) error
-	// Status returns a JSON-marshalable snapshot.
-	Status() any
+	// Status returns a snapshot of the migration.
+	Status() Status
 }
 
 // Command is one parsed control command.

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/enginemig/enginemig/throttle"
 )
 
 // fakeHandler records the calls control makes.
@@ -48,9 +50,9 @@ func (f *fakeHandler) SetMaxThreadsRunning(n int) error {
 	f.threads = n
 	return f.failWith
 }
-func (f *fakeHandler) Status() any {
+func (f *fakeHandler) Status() Status {
 	f.record("status")
-	return map[string]any{"stage": "copy", "rows_copied": 42}
+	return Status{Stage: "copy", RowsCopied: 42, Throttle: &throttle.Status{Paused: true, ThreadsRunning: -1}}
 }
 
 func (f *fakeHandler) last() string {
@@ -116,9 +118,14 @@ func TestCommands(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var st map[string]any
-	if err := json.Unmarshal([]byte(reply), &st); err != nil || st["stage"] != "copy" {
+	// The reply is one line of snake_case JSON, and GetStatus decodes it back into a Status.
+	var raw map[string]any
+	if err := json.Unmarshal([]byte(reply), &raw); err != nil || raw["stage"] != "copy" || raw["rows_copied"] != 42.0 {
 		t.Fatalf("status reply %q: %v", reply, err)
+	}
+	st, err := GetStatus(ctx, path)
+	if err != nil || st.Stage != "copy" || st.RowsCopied != 42 || st.Throttle == nil || !st.Throttle.Paused {
+		t.Fatalf("GetStatus: %+v %v", st, err)
 	}
 
 	reply, err = Send(ctx, path, "help")

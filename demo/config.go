@@ -2,6 +2,7 @@ package demo
 
 import (
 	"io"
+	"log/slog"
 	"time"
 
 	"github.com/enginemig/enginemig/dbconn"
@@ -61,12 +62,17 @@ type Config struct {
 	SkipVerify bool
 	// Tool is enginemig's version, recorded in the plan.
 	Tool string
+	// Logger receives what is not part of the walkthrough: details at Debug, and at Warn what the
+	// demo could not clean up. Nil discards. (Apply's and rollback's own events are told in the
+	// walkthrough.)
+	Logger *slog.Logger
 }
 
 func (c *Config) fill() {
 	if c.Out == nil {
 		c.Out = io.Discard
 	}
+	c.Logger = dbconn.Logger(c.Logger)
 	if c.Database == "" {
 		c.Database = DefaultDatabase
 	}

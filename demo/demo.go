@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"slices"
 	"strings"
 	"time"
@@ -130,8 +129,8 @@ func (d *run) rollback(ctx context.Context) error {
 	if err := sleep(ctx, afterCutover); err != nil {
 		return err
 	}
-	res, err := migration.Rollback(ctx, d.t.db, migration.RollbackOptions{Conn: d.t.conn, Schema: d.t.schema, Table: StateTable,
-		StateSchema: d.t.schema, Logger: sayLogger(out, "  rollback: ")})
+	res, err := migration.Rollback(ctx, d.t.db, migration.RollbackOptions{Conn: d.t.conn, Schema: d.t.schema, Table: StateTable, StateSchema: d.t.schema,
+		Logger: narrate(out, "rollback")})
 	if err != nil {
 		return fmt.Errorf("rollback: %w", err)
 	}
@@ -277,7 +276,7 @@ func (d *run) apply(ctx context.Context) error {
 			say(out, "  %-9s %7d of ~%d rows (%3.0f%%), %d changes replayed | %s", p.Stage, p.RowsCopied, p.RowsTotal, pct,
 				p.ReplayEvents, d.loadLine())
 		},
-		Logger: sayLogger(out, "  apply: "),
+		Logger: narrate(out, "apply"),
 	}
 	res, err := migration.Run(ctx, d.t.db, opts)
 	if err != nil {
@@ -301,24 +300,6 @@ func atThreads(r bench.Result, n int) bench.Result {
 func step(w io.Writer, n int, title string) {
 	fmt.Fprintf(w, "\n== %d. %s\n", n, title)
 }
-
-// sayLogger shows log records as plain lines behind a prefix: the demo reads as a narrative.
-func sayLogger(w io.Writer, prefix string) *slog.Logger {
-	return slog.New(slog.NewTextHandler(prefixWriter{w, prefix}, &slog.HandlerOptions{
-		ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
-			if len(groups) == 0 && (a.Key == slog.TimeKey || a.Key == slog.LevelKey) {
-				return slog.Attr{}
-			}
-			return a
-		}}))
-}
-
-type prefixWriter struct {
-	w      io.Writer
-	prefix string
-}
-
-func (p prefixWriter) Write(b []byte) (int, error) { return fmt.Fprint(p.w, p.prefix+string(b)) }
 
 func say(w io.Writer, format string, args ...any) {
 	fmt.Fprintf(w, format+"\n", args...)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"log/slog"
 
 	"github.com/enginemig/enginemig/dbconn"
 	"github.com/enginemig/enginemig/sandbox"
@@ -38,6 +39,7 @@ func openTarget(ctx context.Context, cfg *Config, poolSize int) (*target, error)
 		t.conn = dbconn.Config{Host: "127.0.0.1", Port: srv.Port, User: "root", SSLMode: dbconn.SSLDisabled}
 		t.schema = sandboxSchema
 		say(cfg.Out, "  server on 127.0.0.1:%d, data in %s", srv.Port, srv.Dir)
+		cfg.Logger.Debug("demo: sandbox server started", slog.Int("port", srv.Port), slog.String("dir", srv.Dir), slog.Bool("keep", cfg.Keep))
 	} else {
 		t.conn = *cfg.Conn
 		t.schema = cfg.Database
@@ -48,7 +50,7 @@ func openTarget(ctx context.Context, cfg *Config, poolSize int) (*target, error)
 		return nil, err
 	}
 	t.db = db
-	if err := t.createSchema(ctx); err != nil {
+	if err := t.createSchema(ctx, cfg.Logger); err != nil {
 		t.close(ctx, cfg)
 		return nil, err
 	}
@@ -57,7 +59,7 @@ func openTarget(ctx context.Context, cfg *Config, poolSize int) (*target, error)
 
 // createSchema refuses a non-empty database: on a real server the demo must never touch tables
 // it did not create.
-func (t *target) createSchema(ctx context.Context) error {
+func (t *target) createSchema(ctx context.Context, logger *slog.Logger) error {
 	var n int
 	if err := t.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = ?", t.schema).Scan(&n); err != nil {
 		return fmt.Errorf("check database %s: %w", t.schema, err)
@@ -69,7 +71,9 @@ func (t *target) createSchema(ctx context.Context) error {
 		return fmt.Errorf("create database %s: %w", t.schema, err)
 	}
 	t.cleanup = func(ctx context.Context) {
-		t.db.ExecContext(ctx, "DROP DATABASE IF EXISTS "+dbconn.QuoteIdent(t.schema))
+		if _, err := t.db.ExecContext(ctx, "DROP DATABASE IF EXISTS "+dbconn.QuoteIdent(t.schema)); err != nil {
+			logger.Warn("demo: could not drop the scratch database; drop it by hand", slog.String("database", t.schema), slog.Any("error", err))
+		}
 	}
 	return nil
 }
@@ -98,7 +102,7 @@ func (t *target) close(ctx context.Context, cfg *Config) {
 	}
 	if t.srv != nil {
 		if err := t.srv.Stop(); err != nil {
-			say(cfg.Out, "could not remove the sandbox directory %s: %v", t.srv.Dir, err)
+			cfg.Logger.Warn("demo: could not stop the sandbox server or remove its directory", slog.String("dir", t.srv.Dir), slog.Any("error", err))
 		}
 	}
 }

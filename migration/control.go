@@ -115,23 +115,24 @@ func (c *controller) SetMaxThreadsRunning(n int) error {
 	return errors.New("the copy is not running")
 }
 
-// Status is what `enginemig control status` prints.
-func (c *controller) Status() any {
+// Status is what `enginemig control status` prints: the recorded state with the live counters of
+// the copy, replay and throttle.
+func (c *controller) Status() control.Status {
 	m, thr := c.current()
 	if m == nil || m.rec == nil {
-		return map[string]any{"stage": StagePreflight}
+		return control.Status{Stage: StagePreflight.String()}
 	}
-	st := m.rec.snapshot()
-	out := map[string]any{"migration_id": st.ID, "schema": st.Schema, "table": st.Table, "stage": st.Stage,
-		"rows_total": st.RowsTotal, "elapsed_s": time.Since(m.start).Seconds()}
+	out := StatusOf(m.rec.snapshot(), "", 0, time.Now())
+	out.Elapsed = time.Since(m.start)
 	if m.pipe != nil {
 		pr := m.pipe.Progress()
-		out["rows_copied"] = pr.RowsCopied
-		out["chunk_size"] = pr.ChunkSize
-		out["replay"] = pr.Capture
+		out.RowsCopied, out.ChunkSize = pr.RowsCopied, pr.ChunkSize
+		rs := pr.Capture
+		out.ReplayEvents, out.ReplayAppliedOps, out.ReplayPosition, out.ReplayCatchingUp = rs.Events, rs.Applied, rs.Position, rs.Behind
 	}
 	if thr != nil {
-		out["throttle"] = thr.Status()
+		ts := thr.Status()
+		out.Throttle = &ts
 	}
 	return out
 }

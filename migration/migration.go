@@ -22,9 +22,6 @@ import (
 	"github.com/enginemig/enginemig/verify"
 )
 
-// DefaultChunkTime is the copy's default lock-time target per chunk (see copier.DefaultChunkTime).
-const DefaultChunkTime = copier.DefaultChunkTime
-
 // Options configure one migration.
 type Options struct {
 	Conn        dbconn.Config

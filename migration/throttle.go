@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"log/slog"
 
 	"github.com/enginemig/enginemig/copier"
 	"github.com/enginemig/enginemig/dbconn"
@@ -15,7 +14,7 @@ import (
 // startThrottle connects to the replicas and starts the heartbeat and checks.
 func (m *migrator) startThrottle(ctx context.Context) (*throttle.Throttler, func(), error) {
 	cfg := throttle.Config{MaxThreadsRunning: m.opts.MaxThreadsRunning, MaxLag: m.opts.MaxLag,
-		HeartbeatSchema: m.rec.store.schema, Log: logf(m.log)}
+		HeartbeatSchema: m.rec.store.schema, Logger: m.log}
 	var pools []*sql.DB
 	closeAll := func() {
 		for _, p := range pools {
@@ -72,9 +71,4 @@ func (m *migrator) originalInPlace(ctx context.Context) bool {
 func (m *migrator) dropShadow(ctx context.Context) error {
 	_, err := m.db.ExecContext(context.WithoutCancel(ctx), "DROP TABLE IF EXISTS "+dbconn.QualifiedName(m.ti.Schema, table.ShadowName(m.ti.Name)))
 	return err
-}
-
-// logf adapts a slog.Logger to the printf-style Log fields of packages not yet on slog.
-func logf(l *slog.Logger) func(string, ...any) {
-	return func(format string, args ...any) { l.Info(fmt.Sprintf(format, args...)) }
 }

@@ -6,6 +6,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"log/slog"
 	"path"
 	"regexp"
 	"strings"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
+	"github.com/enginemig/enginemig/dbconn"
 	"github.com/enginemig/enginemig/table"
 )
 
@@ -39,6 +41,8 @@ type Options struct {
 	SampleRows int64
 	// Tool is recorded in the plan (enginemig's version).
 	Tool string
+	// Logger gets Debug records of the work (tables found, each table planned); nil discards.
+	Logger *slog.Logger
 }
 
 // Inspect plans the conversion of the MyISAM tables that opts select. It reads only, except for
@@ -83,12 +87,17 @@ func Inspect(ctx context.Context, db *sql.DB, opts Options) (*Plan, error) {
 			return nil, err
 		}
 	}
+	logger := dbconn.Logger(opts.Logger)
+	logger.Debug("plan: tables found", slog.Int("myisam", len(cands)), slog.Int("skipped", len(skipped)), slog.Bool("test_compile", opts.TestCompile))
 	var largestBinlog int64
 	for _, c := range cands {
+		start := time.Now()
 		tp, err := planTable(ctx, conn, compileQ, srv, cat, c, opts.SampleRows)
 		if err != nil {
 			return nil, err
 		}
+		logger.Debug("plan: table planned", slog.String("table", c.schema+"."+c.name), slog.Int64("rows", tp.Rows),
+			slog.Int("findings", len(tp.Findings)), slog.Bool("blocked", tp.Blocked), slog.Duration("took", time.Since(start).Round(time.Millisecond)))
 		if ct := contention[c.schema+"."+c.name]; ct != nil {
 			tp.Contention = *ct
 		}

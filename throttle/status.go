@@ -2,6 +2,7 @@ package throttle
 
 import (
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 )
@@ -132,14 +133,32 @@ func (t *Throttler) logChangeLocked(v verdict, now time.Time) {
 		t.since = now
 	}
 	t.lastKey = key
-	if t.cfg.Log == nil || t.stopped {
+	if t.stopped {
 		return
 	}
-	if v.throttled {
-		t.cfg.Log("copy throttled: %s", strings.Join(v.reasons, "; "))
-	} else {
-		t.cfg.Log("copy resumed (throttle clear)")
+	reason := strings.Join(v.reasons, "; ")
+	if t.cfg.Logger == nil {
+		return
 	}
+	switch {
+	case !v.throttled:
+		t.cfg.Logger.Info("copy resumed (throttle clear)")
+	case v.unmeasured():
+		// Failing closed on something that cannot be measured needs a look; lag or load does not.
+		t.cfg.Logger.Warn("copy throttled", slog.String("reason", reason))
+	default:
+		t.cfg.Logger.Info("copy throttled", slog.String("reason", reason))
+	}
+}
+
+// unmeasured reports whether the copy waits (also) because something could not be measured.
+func (v *verdict) unmeasured() bool {
+	for _, k := range v.keys {
+		if k == "threads-unknown" || strings.HasPrefix(k, "unmeasured:") {
+			return true
+		}
+	}
+	return false
 }
 
 func round(d time.Duration) time.Duration {

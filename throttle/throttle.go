@@ -7,6 +7,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 )
@@ -42,8 +43,10 @@ type Config struct {
 	HeartbeatSchema string
 	// Interval is how often the heartbeat is written and the checks run (DefaultInterval).
 	Interval time.Duration
-	// Log, when set, receives a line whenever the throttle state changes (not on every check).
-	Log func(format string, args ...any)
+	// Logger receives a record whenever the throttle state changes (not on every check): Info when
+	// the copy is throttled or resumes, Warn when it waits because something cannot be measured.
+	// Nil discards.
+	Logger *slog.Logger
 }
 
 // Throttler watches the primary and the replicas in the background; Wait only reads its cached

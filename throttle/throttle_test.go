@@ -4,7 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -21,17 +21,20 @@ const (
 	eventually   = 20 * time.Second
 )
 
-// logRecorder collects the throttler's log lines.
+// logRecorder collects the throttler's log records, one text line each.
 type logRecorder struct {
 	mu    sync.Mutex
 	lines []string
 }
 
-func (l *logRecorder) log(format string, args ...any) {
+func (l *logRecorder) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.lines = append(l.lines, fmt.Sprintf(format, args...))
+	l.lines = append(l.lines, strings.TrimSuffix(string(p), "\n"))
+	return len(p), nil
 }
+
+func (l *logRecorder) logger() *slog.Logger { return slog.New(slog.NewTextHandler(l, nil)) }
 
 func (l *logRecorder) all() []string {
 	l.mu.Lock()
@@ -90,7 +93,7 @@ func TestReplicaLag(t *testing.T) {
 
 	var logs logRecorder
 	thr := New(pdb, Config{Replicas: []*sql.DB{rdb}, ReplicaNames: []string{"r1"}, MaxLag: 300 * time.Millisecond,
-		Interval: testInterval, Log: logs.log})
+		Interval: testInterval, Logger: logs.logger()})
 	if err := thr.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +150,13 @@ func TestReplicaLag(t *testing.T) {
 	if len(lines) == 0 || len(lines) > 20 {
 		t.Fatalf("want a few log lines on state changes, got %d:\n%s", len(lines), strings.Join(lines, "\n"))
 	}
-	t.Logf("log:\n%s", strings.Join(lines, "\n"))
+	// Lag is Info; failing closed because lag cannot be measured is a Warn with the reason.
+	all := strings.Join(lines, "\n")
+	if !strings.Contains(all, `level=INFO msg="copy throttled" reason="replica r1 lags`) ||
+		!strings.Contains(all, `level=WARN msg="copy throttled" reason="cannot measure lag on r1`) {
+		t.Errorf("throttle log lacks the expected records:\n%s", all)
+	}
+	t.Logf("log:\n%s", all)
 }
 
 func TestPrimaryOnly(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"strconv"
@@ -14,7 +15,6 @@ import (
 	"golang.org/x/term"
 
 	"github.com/enginemig/enginemig/bench"
-	"github.com/enginemig/enginemig/copier"
 	"github.com/enginemig/enginemig/cutover"
 	"github.com/enginemig/enginemig/dbconn"
 	"github.com/enginemig/enginemig/migration"
@@ -37,7 +37,7 @@ func applyCommand() *cli.Command {
 			&cli.StringFlag{Name: "table", Aliases: []string{"t"}, Usage: "table to convert"},
 			&cli.StringFlag{Name: "plan", Usage: "plan file written by `enginemig plan --out`: convert its tables in plan order, stopping at the first failure (tables with blockers are skipped and reported)"},
 			&cli.BoolFlag{Name: "dry-run", Usage: "do everything except the swap, then drop the shadow; reports how long the copy took"},
-			&cli.DurationFlag{Name: "chunk-time", Value: copier.DefaultChunkTime, Usage: "target duration of one chunk's source read; MyISAM blocks writers for this long per chunk"},
+			&cli.DurationFlag{Name: "chunk-time", Value: migration.DefaultChunkTime, Usage: "target duration of one chunk's source read; MyISAM blocks writers for this long per chunk"},
 			&cli.BoolFlag{Name: "skip-verify", Usage: "skip the chunk-by-chunk checksum comparison of source and shadow before the cut-over (on by default)"},
 			&cli.BoolFlag{Name: "client-side-copy", Usage: "copy by reading rows into enginemig and writing them back (holds the source lock only for reads, but is several times slower) instead of one REPLACE ... SELECT per chunk"},
 			&cli.DurationFlag{Name: "cutover-lock-wait", Value: def.LockWait, Usage: "how long one cut-over attempt may wait for the table lock (the application's worst stall for a failed attempt)"},
@@ -88,7 +88,8 @@ func runApply(c *cli.Context) error {
 		return outcome.New(outcome.Usage, err, "")
 	}
 	gateCfg := bench.GateConfig{Threads: c.Int("gate-threads"), Duration: c.Duration("gate-duration"), SampleRows: c.Int("gate-sample-rows"),
-		Thresholds: bench.Thresholds{MinQPSRatio: c.Float64("gate-min-qps-ratio"), MaxP99Ratio: c.Float64("gate-max-p99-ratio")}}
+		Thresholds: bench.Thresholds{MinQPSRatio: c.Float64("gate-min-qps-ratio"), MaxP99Ratio: c.Float64("gate-max-p99-ratio")},
+		Logger:     loggerOf(c)}
 
 	var results []*migration.Result
 	for _, tg := range targets {
@@ -116,14 +117,20 @@ func runApply(c *cli.Context) error {
 		if d := c.Duration("postpone-max"); d > 0 {
 			opts.PostponeUntil = time.Now().Add(d)
 		}
-		display := newProgressDisplay(c.App.ErrWriter, !c.Bool("no-progress"), fmt.Sprintf("%s.%s", tg.schema, tg.table))
+		name := tg.schema + "." + tg.table
+		logger := loggerOf(c).With(slog.String("table", name))
+		display := newProgressDisplay(c.App.ErrWriter, !c.Bool("no-progress"), name)
+		onLog(c, display.clear)
 		opts.Progress = display.update
-		opts.Logger = printfLogger(display.log)
+		opts.Logger = logger
 		if h := c.String("hook"); h != "" {
-			opts.Hook = migration.CommandHook(h, c.Duration("hook-timeout"), opts.Logger)
+			opts.Hook = migration.CommandHook(h, c.Duration("hook-timeout"), logger)
 		}
+		logger.Debug("starting apply", slog.Bool("dry_run", opts.DryRun), slog.Duration("chunk_time", opts.ChunkTime),
+			slog.String("state_schema", opts.StateSchema), slog.Int("replicas", len(opts.Replicas)))
 		res, err := migration.Run(ctx, db, opts)
 		display.finish()
+		onLog(c, nil)
 		if res != nil && c.String("output") == "text" {
 			printApplyResult(c.App.Writer, res)
 		}
@@ -149,7 +156,7 @@ func applyTargets(c *cli.Context) ([]target, error) {
 	case c.String("plan") != "" && (c.String("table") != ""):
 		return nil, outcome.Errorf(outcome.Usage, "give either --plan or --table, not both")
 	case c.String("plan") != "":
-		return planTargets(c.String("plan"), c.App.ErrWriter)
+		return planTargets(c.String("plan"), loggerOf(c))
 	case c.String("database") == "" || c.String("table") == "":
 		return nil, outcome.Errorf(outcome.Usage, "--database and --table are required (or --plan)")
 	}
@@ -241,11 +248,11 @@ func (d *progressDisplay) update(p migration.Progress) {
 		float64(p.RowsCopied)/max(p.Elapsed.Seconds(), 0.001), eta, p.ReplayEvents, lag)
 }
 
-func (d *progressDisplay) log(format string, args ...any) {
+// clear takes the bar off the screen so a log record can be written; the next update redraws it.
+func (d *progressDisplay) clear() {
 	if d.bar != nil {
 		d.bar.Clear()
 	}
-	fmt.Fprintf(d.w, "%s %s: %s\n", time.Now().Format("15:04:05"), d.label, fmt.Sprintf(format, args...))
 }
 
 func (d *progressDisplay) finish() {

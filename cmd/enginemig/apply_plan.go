@@ -1,8 +1,7 @@
 package main
 
 import (
-	"fmt"
-	"io"
+	"log/slog"
 
 	"github.com/enginemig/enginemig/outcome"
 	"github.com/enginemig/enginemig/plan"
@@ -10,7 +9,7 @@ import (
 
 // planTargets reads a plan file and returns its tables in plan order, skipping (and reporting)
 // tables with blockers.
-func planTargets(path string, warn io.Writer) ([]target, error) {
+func planTargets(path string, logger *slog.Logger) ([]target, error) {
 	p, err := plan.ReadFile(path)
 	if err != nil {
 		return nil, outcome.New(outcome.Usage, err, "write a plan with `enginemig plan --out FILE`")
@@ -18,7 +17,8 @@ func planTargets(path string, warn io.Writer) ([]target, error) {
 	var out []target
 	for _, t := range p.Tables {
 		if b := plan.Blockers(t.Findings); len(b) > 0 {
-			fmt.Fprintf(warn, "skipping %s.%s: %d blocker(s), first: %s\n", t.Schema, t.Table, len(b), b[0].Message)
+			logger.Warn("skipping a table of the plan: it has blockers", slog.String("table", t.Schema+"."+t.Table),
+				slog.Int("blockers", len(b)), slog.String("first", b[0].Message))
 			continue
 		}
 		out = append(out, target{t.Schema, t.Table})

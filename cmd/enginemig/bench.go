@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"os"
 	"strconv"
 	"strings"
@@ -93,6 +94,7 @@ func runBench(c *cli.Context) error {
 		}
 	}
 	opts.Progress = func(line string) { fmt.Fprintln(os.Stderr, "bench:", line) }
+	opts.Logger = loggerOf(c)
 	rep, err := bench.Run(c.Context, db, opts)
 	if err != nil {
 		return fmt.Errorf("bench: %w", err)
@@ -111,7 +113,7 @@ func runBench(c *cli.Context) error {
 		if err := bench.WriteChart(path, rep); err != nil {
 			return err
 		}
-		fmt.Fprintf(os.Stderr, "bench: chart written to %s\n", path)
+		loggerOf(c).Info("bench: chart written", slog.String("path", path))
 	}
 	if format == "json" {
 		enc := json.NewEncoder(c.App.Writer)

@@ -57,7 +57,9 @@ func TestBenchCommand(t *testing.T) {
 
 	t.Run("json report and offline chart", func(t *testing.T) {
 		chart := filepath.Join(t.TempDir(), "bench.html")
-		out, code := runCLI(t, append(append(conn, short...), "--threads", "1,2", "--output", "json", "--chart", chart,
+		// runCLI merges stdout and stderr: --log-level warn keeps the log's "chart written" record
+		// (stderr) out of the JSON report (stdout).
+		out, code := runCLI(t, append(append([]string{"--log-level", "warn"}, append(conn, short...)...), "--threads", "1,2", "--output", "json", "--chart", chart,
 			"--query", "1:SELECT name, coins FROM players WHERE id BETWEEN ? AND ?",
 			"--background", "SELECT SUM(coins) FROM players")...)
 		if code != outcome.OK {

@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -40,12 +38,19 @@ func controlCommand() *cli.Command {
 			}
 			command := c.Args().First()
 			// Checked here too so a typo is reported as such even when no apply is running.
-			if _, err := control.Parse(command); err != nil {
+			cmd, err := control.Parse(command)
+			if err != nil {
 				return outcome.New(outcome.Usage, err, "")
 			}
 			ctx, cancel := context.WithTimeout(c.Context, c.Duration("timeout"))
 			defer cancel()
-			reply, err := control.Send(ctx, c.String("socket"), command)
+			var reply string
+			var st control.Status
+			if cmd.Name == "status" {
+				st, err = control.GetStatus(ctx, c.String("socket"))
+			} else {
+				reply, err = control.Send(ctx, c.String("socket"), command)
+			}
 			var refused *control.RemoteError
 			switch {
 			case errors.As(err, &refused):
@@ -53,12 +58,10 @@ func controlCommand() *cli.Command {
 			case err != nil:
 				return outcome.New(outcome.Internal, err, "")
 			}
-			if strings.HasPrefix(reply, "{") {
-				// status: indented for people, still JSON for jq.
-				var buf bytes.Buffer
-				if json.Indent(&buf, []byte(reply), "", "  ") == nil {
-					reply = buf.String()
-				}
+			if cmd.Name == "status" {
+				// Indented for people, still JSON for jq; the same fields as `enginemig status`.
+				writeJSON(c.App.Writer, st)
+				return nil
 			}
 			fmt.Fprintln(c.App.Writer, reply)
 			return nil

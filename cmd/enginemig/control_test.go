@@ -13,6 +13,7 @@ import (
 
 	"github.com/enginemig/enginemig/control"
 	"github.com/enginemig/enginemig/outcome"
+	"github.com/enginemig/enginemig/throttle"
 )
 
 // pausable is a minimal control.Handler: the CLI test needs no database.
@@ -28,10 +29,10 @@ func (p *pausable) ReleaseCutover()                  {}
 func (p *pausable) SetChunkTime(time.Duration) error { return nil }
 func (p *pausable) SetMaxLag(time.Duration) error    { return nil }
 func (p *pausable) SetMaxThreadsRunning(int) error   { return nil }
-func (p *pausable) Status() any {
+func (p *pausable) Status() control.Status {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return map[string]any{"paused": p.paused}
+	return control.Status{Stage: "copy", Throttle: &throttle.Status{Paused: p.paused, ThreadsRunning: -1}}
 }
 
 func runControlCLI(args ...string) (string, outcome.Code) {
@@ -60,8 +61,8 @@ func TestControlCommand(t *testing.T) {
 		t.Fatalf("pause: exit %d, output %q", code, out)
 	}
 	out, code := runControlCLI("--socket", sock, "status")
-	var st map[string]any
-	if code != outcome.OK || json.Unmarshal([]byte(out), &st) != nil || st["paused"] != true {
+	var st control.Status
+	if code != outcome.OK || json.Unmarshal([]byte(out), &st) != nil || st.Stage != "copy" || st.Throttle == nil || !st.Throttle.Paused {
 		t.Fatalf("status: exit %d, output %q", code, out)
 	}
 

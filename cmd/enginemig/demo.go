@@ -58,7 +58,8 @@ func runDemo(c *cli.Context) error {
 	cfg := demo.Config{Out: c.App.Writer, Database: c.String("database"), Keep: c.Bool("keep"), SandboxDir: c.String("sandbox-dir"),
 		Rows: c.Int64("rows"), Threads: c.Int("threads"), Rate: c.Int("rate"), GateThreads: c.IntSlice("gate-threads"),
 		GateDuration: c.Duration("gate-duration"), GateSample: c.Int("gate-sample-rows"), Chart: c.String("chart"),
-		ChunkTime: c.Duration("chunk-time"), Rollback: c.Bool("rollback"), SkipVerify: c.Bool("skip-verify"), Tool: version}
+		ChunkTime: c.Duration("chunk-time"), Rollback: c.Bool("rollback"), SkipVerify: c.Bool("skip-verify"), Tool: version,
+		Logger: loggerOf(c)}
 	if cfg.Rate == 0 {
 		cfg.Rate = -1 // unpaced
 	}

@@ -46,6 +46,10 @@ func newApp() *cli.App {
 			"Exit codes: 0 ok, 1 internal error, 2 usage, 3 connection, 4 refused (blocker; nothing changed),\n" +
 			"5 gate failed, 6 migration failed (original table in place), 7 needs attention.",
 		Commands: commands(),
+		// The log flags are global (enginemig --log-level debug apply ...); the logger is built
+		// once here and passed down by every command.
+		Flags:  logFlags(),
+		Before: setupLogging,
 		// Flag parse errors are usage errors: exit 2, not 1.
 		OnUsageError: func(cCtx *cli.Context, err error, isSubcommand bool) error {
 			return outcome.New(outcome.Usage, err, "see --help")

@@ -67,6 +67,7 @@ func runPlan(c *cli.Context) error {
 		TestCompile: !c.Bool("no-test-compile"),
 		SampleRows:  c.Int64("sample-rows"),
 		Tool:        version,
+		Logger:      loggerOf(c),
 	})
 	if err != nil {
 		if errors.Is(err, plan.ErrUnknownDatabase) || errors.Is(err, plan.ErrSystemSchema) || errors.Is(err, plan.ErrNoMatch) {

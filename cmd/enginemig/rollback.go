@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -45,11 +46,9 @@ func rollbackCommand() *cli.Command {
 			defer db.Close()
 			cfg := def
 			cfg.LockWait, cfg.Attempts = c.Duration("cutover-lock-wait"), c.Int("cutover-attempts")
-			logf := func(f string, a ...any) {
-				fmt.Fprintf(c.App.ErrWriter, "%s rollback %s.%s: %s\n", time.Now().Format("15:04:05"), c.String("database"), c.String("table"), fmt.Sprintf(f, a...))
-			}
+			logger := loggerOf(c).With(slog.String("table", c.String("database")+"."+c.String("table")), slog.String("command", "rollback"))
 			res, err := migration.Rollback(c.Context, db, migration.RollbackOptions{Conn: conn, Schema: c.String("database"),
-				Table: c.String("table"), StateSchema: c.String("state-schema"), Cutover: cfg, ServerID: uint32(c.Uint("server-id")), Logger: printfLogger(logf)})
+				Table: c.String("table"), StateSchema: c.String("state-schema"), Cutover: cfg, ServerID: uint32(c.Uint("server-id")), Logger: logger})
 			if c.String("output") == "json" {
 				out := map[string]any{"result": res, "exit_code": int(outcome.CodeOf(err)), "status": outcome.CodeOf(err).Name()}
 				if err != nil {

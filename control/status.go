@@ -1,0 +1,74 @@
+package control
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/enginemig/enginemig/throttle"
+)
+
+// Status describes one migration. The running apply answers `status` on its control socket with
+// one (`enginemig control status`), and `enginemig status` builds one per migration recorded in the
+// state table; fields only one of them knows are omitted by the other.
+type Status struct {
+	MigrationID int64  `json:"migration_id"`
+	Schema      string `json:"schema"`
+	Table       string `json:"table"`
+	Stage       string `json:"stage"`
+	DryRun      bool   `json:"dry_run,omitempty"`
+
+	RowsTotal  int64 `json:"rows_total"` // the server's estimate: the copy can pass it
+	RowsCopied int64 `json:"rows_copied"`
+	// ChunkSize is the copier's current chunk in rows (live only).
+	ChunkSize int64 `json:"chunk_size,omitempty"`
+	// CopyETA is the rest of the copy at the rate so far (empty when not copying).
+	CopyETA string `json:"copy_eta,omitempty"`
+	// CopyWatermark is the last copied key as saved for a resume (state table only).
+	CopyWatermark string `json:"copy_watermark,omitempty"`
+
+	// ReplayEvents counts the row changes to the table read from the binlog.
+	ReplayEvents int64 `json:"replay_events"`
+	// ReplayAppliedOps counts the operations written to the shadow after skipping (live only).
+	ReplayAppliedOps int64 `json:"replay_applied_ops,omitempty"`
+	// ReplayPosition is the binlog position replay has applied up to (live only; the state
+	// table has the last saved one in BinlogAppliedFile and BinlogAppliedPos).
+	ReplayPosition string `json:"replay_position,omitempty"`
+	// ReplayCatchingUp is true while more changes were waiting at replay's last batch (live only).
+	ReplayCatchingUp bool `json:"replay_catching_up,omitempty"`
+	// ReplayBehind says how far the saved replay position trails the server's binlog, in bytes
+	// when both are in the same file (state table only).
+	ReplayBehind      string `json:"replay_behind,omitempty"`
+	ReplayBehindBytes int64  `json:"replay_behind_bytes,omitempty"`
+
+	BinlogStartFile   string `json:"binlog_start_file,omitempty"`
+	BinlogStartPos    uint32 `json:"binlog_start_pos,omitempty"`
+	BinlogAppliedFile string `json:"binlog_applied_file,omitempty"`
+	BinlogAppliedPos  uint32 `json:"binlog_applied_pos,omitempty"`
+	BinlogCutoverFile string `json:"binlog_cutover_file,omitempty"`
+	BinlogCutoverPos  uint32 `json:"binlog_cutover_pos,omitempty"`
+
+	// Throttle is the copy throttle's view: paused, why the copy waits, replica lag (live only).
+	Throttle *throttle.Status `json:"throttle,omitempty"`
+
+	// Elapsed is the time since the migration started (until it finished, for a finished one).
+	Elapsed    time.Duration `json:"elapsed_ns"`
+	StartedAt  time.Time     `json:"started_at,omitzero"`
+	UpdatedAt  time.Time     `json:"updated_at,omitzero"`
+	FinishedAt *time.Time    `json:"finished_at,omitempty"`
+	Error      string        `json:"error,omitempty"`
+}
+
+// GetStatus asks the apply listening on the control socket at path for its status.
+func GetStatus(ctx context.Context, path string) (Status, error) {
+	reply, err := Send(ctx, path, "status")
+	if err != nil {
+		return Status{}, err
+	}
+	var st Status
+	if err := json.Unmarshal([]byte(reply), &st); err != nil {
+		return Status{}, fmt.Errorf("control: status reply from %s is not a status: %w", path, err)
+	}
+	return st, nil
+}
