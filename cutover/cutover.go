@@ -142,7 +142,6 @@ func (f *fatalError) Error() string { return f.err.Error() }
 func attempt(ctx context.Context, db *sql.DB, sw Swap, target Target, cfg Config, rec Recorder) (time.Duration, binlog.Position, error) {
 	from := dbconn.QualifiedName(sw.Schema, sw.From)
 	aside := dbconn.QualifiedName(sw.Schema, sw.Sentry)
-	to := dbconn.QualifiedName(sw.Schema, sw.To)
 
 	connA, err := db.Conn(ctx)
 	if err != nil {
@@ -194,18 +193,30 @@ func attempt(ctx context.Context, db *sql.DB, sw Swap, target Target, cfg Config
 		}
 	}
 
-	connB, err := db.Conn(ctx)
+	dropped, err := renameBehindLock(ctx, db, connA, idA, sw, cfg, unlock)
+	sentryDropped = dropped
 	if err != nil {
 		return 0, pos, err
+	}
+	return time.Since(locked), pos, nil
+}
+
+// renameBehindLock queues the rename behind the lock connA holds, then drops the sentry and
+// unlocks, which lets the rename through. It reports whether the sentry was dropped.
+func renameBehindLock(ctx context.Context, db *sql.DB, connA *sql.Conn, idA int64, sw Swap, cfg Config, unlock func()) (bool, error) {
+	from, to, sentry := dbconn.QualifiedName(sw.Schema, sw.From), dbconn.QualifiedName(sw.Schema, sw.To), dbconn.QualifiedName(sw.Schema, sw.Sentry)
+	connB, err := db.Conn(ctx)
+	if err != nil {
+		return false, err
 	}
 	defer connB.Close()
 	var idB int64
 	if err := connB.QueryRowContext(ctx, "SELECT CONNECTION_ID()").Scan(&idB); err != nil {
-		return 0, pos, err
+		return false, err
 	}
 	renameDone := make(chan error, 1)
 	go func() {
-		_, err := connB.ExecContext(context.WithoutCancel(ctx), fmt.Sprintf("RENAME TABLE %s TO %s, %s TO %s", from, aside, to, from))
+		_, err := connB.ExecContext(context.WithoutCancel(ctx), fmt.Sprintf("RENAME TABLE %s TO %s, %s TO %s", from, sentry, to, from))
 		renameDone <- err
 	}()
 	// The rename must be queued behind our lock before the sentry goes: its exclusive metadata
@@ -214,24 +225,22 @@ func attempt(ctx context.Context, db *sql.DB, sw Swap, target Target, cfg Config
 	if err := waitUntilBlocked(ctx, db, idB, renameDone, cfg.LockWait); err != nil {
 		killQuery(db, idB)
 		<-renameDone
-		return 0, pos, err
+		return false, err
 	}
 	if cfg.OnRenameQueued != nil {
 		cfg.OnRenameQueued(idA)
 	}
-	if _, err := connA.ExecContext(ctx, "DROP TABLE "+aside); err != nil {
+	if _, err := connA.ExecContext(ctx, "DROP TABLE "+sentry); err != nil {
 		killQuery(db, idB)
 		<-renameDone
-		return 0, pos, fmt.Errorf("drop sentry under lock: %w", err)
+		return false, fmt.Errorf("drop sentry under lock: %w", err)
 	}
-	sentryDropped = true
 	unlock()
-	held := time.Since(locked)
 	if err := <-renameDone; err != nil {
 		// Nothing was renamed (RENAME is atomic); the sentry is gone, the original in place.
-		return 0, pos, fmt.Errorf("rename: %w", err)
+		return true, fmt.Errorf("rename: %w", err)
 	}
-	return held, pos, nil
+	return true, nil
 }
 
 // lockWithDeadline runs stmt on conn and kills it if it has not got its lock within d, because

@@ -47,18 +47,7 @@ type RollbackResult struct {
 // is gone.
 func Rollback(ctx context.Context, db *sql.DB, opts RollbackOptions) (*RollbackResult, error) {
 	start := time.Now()
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
-	}
-	if opts.Cutover.Attempts == 0 {
-		opts.Cutover = cutover.DefaultConfig()
-	}
-	if opts.Cutover.Logger == nil {
-		opts.Cutover.Logger = opts.Logger
-	}
-	if opts.ServerID == 0 {
-		opts.ServerID = 1<<30 + rand.Uint32N(1<<30)
-	}
+	opts = opts.withDefaults()
 	version, err := checkServer(ctx, db)
 	if err != nil {
 		return nil, err
@@ -67,6 +56,70 @@ func Rollback(ctx context.Context, db *sql.DB, opts RollbackOptions) (*RollbackR
 	if err != nil {
 		return nil, err
 	}
+	cur, err := checkRollback(ctx, db, opts)
+	if err != nil {
+		return nil, err
+	}
+	from := binlog.Position{Name: st.CutoverFile, Pos: st.CutoverPos}
+	if ok, err := binlog.StillAvailable(ctx, db, from); err != nil {
+		return nil, err
+	} else if !ok {
+		return nil, refuse("a lossless rollback needs every binlog since the cut-over; keep binlogs longer (binlog_expire_logs_seconds) next time. Swapping back by hand would lose the writes made since then",
+			"binlog %s (the cut-over position %s) has been purged", from.Name, from)
+	}
+
+	// The same pipeline as apply, the other way round and without a copy: the kept original is
+	// the target, the converted table the source, from the position recorded under the swap's lock.
+	oldName, innoName := table.OldName(opts.Table), table.ShadowName(opts.Table)
+	pipe, err := shadow.Open(ctx, shadow.Config{Conn: opts.Conn, DB: db, Source: cur, Target: oldName, Flavor: binlog.Flavor(version),
+		ServerID: opts.ServerID, Start: from, IgnoreQuery: isCutoverRename(opts.Table), Logger: opts.Logger})
+	if err != nil {
+		return nil, outcome.New(outcome.FailedSafe, err, "")
+	}
+	defer pipe.Close()
+	opts.Logger.Info("replaying changes since the cut-over onto the kept original", "from", from.String(), "table", oldName)
+	if err := pipe.CatchUp(ctx); err != nil {
+		return nil, outcome.New(outcome.FailedSafe, fmt.Errorf("replay onto %s: %w", oldName, err), "nothing was swapped; the InnoDB table is live")
+	}
+	opts.Logger.Info("caught up; swapping back", "changes", pipe.Progress().Capture.Events)
+	sw := cutover.Swap{Schema: opts.Schema, From: opts.Table, To: oldName, Aside: innoName, Sentry: table.SwapName(opts.Table)}
+	cut, err := cutover.Run(ctx, db, sw, pipe, opts.Cutover, nil)
+	if err != nil {
+		return nil, outcome.New(outcome.FailedSafe, fmt.Errorf("swap back: %w", err), "the InnoDB table is still live; retry the rollback")
+	}
+	if err := pipe.Stop(); err != nil {
+		opts.Logger.Warn("capture ended with an error after the swap back (the swap is complete)", "error", err)
+	}
+	now := time.Now().UTC()
+	st.Stage, st.FinishedAt = StageRolledBack, &now
+	st.Error = fmt.Sprintf("rolled back at %s; InnoDB table kept as %s", cut.Position, innoName)
+	if err := NewStore(db, opts.StateSchema).Save(context.WithoutCancel(ctx), st); err != nil {
+		opts.Logger.Warn("rolled back, but could not record it in the state table", "error", err)
+	}
+	return &RollbackResult{Schema: opts.Schema, Table: opts.Table, MigrationID: st.ID, ReplayEvents: pipe.Progress().Capture.Events,
+		Cutover: &cut, InnoDBTable: innoName, TotalTime: time.Since(start)}, nil
+}
+
+func (o RollbackOptions) withDefaults() RollbackOptions {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Cutover.Attempts == 0 {
+		o.Cutover = cutover.DefaultConfig()
+	}
+	if o.Cutover.Logger == nil {
+		o.Cutover.Logger = o.Logger
+	}
+	if o.ServerID == 0 {
+		o.ServerID = 1<<30 + rand.Uint32N(1<<30)
+	}
+	return o
+}
+
+// checkRollback refuses, changing nothing, unless the table is the converted InnoDB table, its
+// kept MyISAM original is there with the same columns, and the InnoDB table's kept name is free.
+// It returns the converted table.
+func checkRollback(ctx context.Context, db *sql.DB, opts RollbackOptions) (*table.Info, error) {
 	cur, err := loadTable(ctx, db, opts.Schema, opts.Table)
 	if err != nil {
 		return nil, err
@@ -90,46 +143,7 @@ func Rollback(ctx context.Context, db *sql.DB, opts RollbackOptions) (*RollbackR
 	if len(old.CopyColumns()) != len(cur.CopyColumns()) {
 		return nil, refuse("the tables' columns differ (DDL since the cut-over?): roll back by hand", "%s and %s have different columns", cur.QuotedName(), old.QuotedName())
 	}
-	from := binlog.Position{Name: st.CutoverFile, Pos: st.CutoverPos}
-	ok, err := binlog.StillAvailable(ctx, db, from)
-	if err != nil {
-		return nil, err
-	}
-	if !ok {
-		return nil, refuse("a lossless rollback needs every binlog since the cut-over; keep binlogs longer (binlog_expire_logs_seconds) next time. Swapping back by hand would lose the writes made since then",
-			"binlog %s (the cut-over position %s) has been purged", from.Name, from)
-	}
-
-	// The same pipeline as apply, the other way round and without a copy: the kept original is
-	// the target, the converted table the source, from the position recorded under the swap's lock.
-	pipe, err := shadow.Open(ctx, shadow.Config{Conn: opts.Conn, DB: db, Source: cur, Target: oldName, Flavor: binlog.Flavor(version),
-		ServerID: opts.ServerID, Start: from, IgnoreQuery: isCutoverRename(opts.Table), Logger: opts.Logger})
-	if err != nil {
-		return nil, outcome.New(outcome.FailedSafe, err, "")
-	}
-	defer pipe.Close()
-	opts.Logger.Info("replaying changes since the cut-over onto the kept original", "from", from.String(), "table", oldName)
-	if err := pipe.CatchUp(ctx); err != nil {
-		return nil, outcome.New(outcome.FailedSafe, fmt.Errorf("replay onto %s: %w", oldName, err), "nothing was swapped; the InnoDB table is live")
-	}
-	opts.Logger.Info("caught up; swapping back", "changes", pipe.Progress().Capture.Events)
-	sw := cutover.Swap{Schema: opts.Schema, From: opts.Table, To: oldName, Aside: innoName, Sentry: table.SwapName(opts.Table)}
-	cut, err := cutover.Run(ctx, db, sw, pipe, opts.Cutover, nil)
-	if err != nil {
-		return nil, outcome.New(outcome.FailedSafe, fmt.Errorf("swap back: %w", err), "the InnoDB table is still live; retry the rollback")
-	}
-	if err := pipe.Stop(); err != nil {
-		opts.Logger.Warn("capture ended with an error after the swap back (the swap is complete)", "error", err)
-	}
-	store := NewStore(db, opts.StateSchema)
-	now2 := time.Now().UTC()
-	st.Stage, st.FinishedAt = StageRolledBack, &now2
-	st.Error = fmt.Sprintf("rolled back at %s; InnoDB table kept as %s", cut.Position, innoName)
-	if err := store.Save(context.WithoutCancel(ctx), st); err != nil {
-		opts.Logger.Warn("rolled back, but could not record it in the state table", "error", err)
-	}
-	return &RollbackResult{Schema: opts.Schema, Table: opts.Table, MigrationID: st.ID, ReplayEvents: pipe.Progress().Capture.Events,
-		Cutover: &cut, InnoDBTable: innoName, TotalTime: time.Since(start)}, nil
+	return cur, nil
 }
 
 // lastCutover finds the newest completed, not rolled-back migration of the table.
