@@ -36,6 +36,7 @@ func main() {
 	window := flag.Duration("window", 10*time.Second, "baseline measurement window")
 	skipLoad := flag.Bool("idle-only", false, "skip the runs under load")
 	flag.StringVar(&serverArgs, "server-args", "", "extra mariadbd arguments for the sandbox, space separated (e.g. \"--innodb-log-file-size=1G\")")
+	flag.StringVar(&compareBin, "compare-bin", "", "an older enginemig binary to measure in the same run, on identical tables (before/after)")
 	flag.StringVar(&extraApplyArgs, "apply-args", "", "extra arguments for enginemig apply, space separated (e.g. \"--chunk-time 50ms\")")
 	flag.Parse()
 	ctx := context.Background()
@@ -69,6 +70,12 @@ func run(ctx context.Context, rows, threads int, share float64, window time.Dura
 	if out, err := exec.Command("go", "build", "-o", bin, "./cmd/enginemig").CombinedOutput(); err != nil {
 		return fmt.Errorf("build: %v\n%s", err, out)
 	}
+	// Each build runs on an identical, freshly seeded table in the same run, so a before/after
+	// comparison is not skewed by the machine's mood.
+	builds := []build{{"enginemig", bin}}
+	if compareBin != "" {
+		builds = []build{{"before", compareBin}, {"after", bin}}
+	}
 	srv, err := sandbox.Start(ctx, sandbox.Options{BufferPool: "2G",
 		ExtraArgs: append([]string{"--key-buffer-size=512M", "--max-binlog-size=1G"}, strings.Fields(serverArgs)...)})
 	if err != nil {
@@ -88,8 +95,24 @@ func run(ctx context.Context, rows, threads int, share float64, window time.Dura
 	db.SetMaxOpenConns(threads + 8)
 	defer db.Close()
 	fmt.Printf("MariaDB sandbox, %d rows, GOMAXPROCS machine: %d CPUs\n\n", rows, numCPU())
+	if err := runIdle(db, srv.Port, rows, builds); err != nil || idleOnly {
+		return err
+	}
+	for _, b := range append([]build{{"native", ""}}, builds...) {
+		if err := runLoaded(ctx, db, srv.Port, rows, threads, share, window, b); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
-	// Idle: native ALTER vs enginemig on identical tables.
+// build is one enginemig binary under test ("" path: native ALTER).
+type build struct{ name, path string }
+
+var compareBin string
+
+// runIdle converts identical tables with native ALTER and with each build, nothing else running.
+func runIdle(db *sql.DB, port, rows int, builds []build) error {
 	if err := seed(db, "native", rows); err != nil {
 		return err
 	}
@@ -98,52 +121,54 @@ func run(ctx context.Context, rows, threads int, share float64, window time.Dura
 		return err
 	}
 	native := time.Since(start)
-	if err := seed(db, "state", rows); err != nil {
-		return err
-	}
-	idle, err := runApply(bin, srv.Port, "state")
-	if err != nil {
-		return err
-	}
-	fmt.Printf("idle conversion: native ALTER %.2fs, enginemig apply %.2fs (copy %.2fs, index build %.2fs), ratio %.2fx, peak RSS %d MiB\n",
-		native.Seconds(), idle.wall.Seconds(), idle.copySec, idle.indexSec, idle.wall.Seconds()/native.Seconds(), idle.maxRSSKiB/1024)
-	if idleOnly {
-		return nil
-	}
-
-	// Under load: capacity, then the mix at a share of it during native ALTER and during apply.
-	for _, mode := range []string{"native", "enginemig"} {
+	fmt.Printf("idle conversion: native ALTER %.2fs\n", native.Seconds())
+	for _, b := range builds {
 		if err := seed(db, "state", rows); err != nil {
 			return err
 		}
-		capacity := measure(ctx, db, threads, 0, 5*time.Second, rows)
-		rate := capacity.qps * share
-		base := measure(ctx, db, threads, rate, window, rows)
-		loadCtx, stop := context.WithCancel(ctx)
-		result := make(chan loadStats, 1)
-		go func() { result <- measure(loadCtx, db, threads, rate, 0, rows) }()
-		time.Sleep(time.Second)
-		t0 := time.Now()
-		var ar applyResult
-		if mode == "native" {
-			_, err = db.Exec("ALTER TABLE state ENGINE=InnoDB")
-		} else {
-			ar, err = runApply(bin, srv.Port, "state")
-		}
-		took := time.Since(t0)
-		time.Sleep(time.Second)
-		stop()
-		during := <-result
+		idle, err := runApply(b.path, port, "state")
 		if err != nil {
-			return fmt.Errorf("%s under load: %w", mode, err)
+			return err
 		}
-		fmt.Printf("\nunder load (%d threads, %s mix, target %.0f q/s = %.0f%% of capacity %.0f q/s):\n", threads, appMix, rate, share*100, capacity.qps)
-		fmt.Printf("  %s: conversion %.2fs; baseline %.0f q/s; during %.0f q/s (%.0f%% of baseline); failed queries %d; longest time with no completed write %s; p99 %s\n",
-			mode, took.Seconds(), base.qps, during.qps, 100*during.qps/base.qps, during.errors, during.maxWriteGap.Round(time.Millisecond), during.p99.Round(time.Millisecond))
-		if mode == "enginemig" {
-			fmt.Printf("  enginemig: %d changes replayed (%.0f/s over the copy), cut-over lock %s, peak RSS %d MiB\n",
-				ar.events, float64(ar.events)/max(ar.copySec, 0.001), ar.lockHeld, ar.maxRSSKiB/1024)
-		}
+		fmt.Printf("  %s apply %.2fs (copy %.2fs, index build %.2fs), ratio %.2fx, peak RSS %d MiB\n",
+			b.name, idle.wall.Seconds(), idle.copySec, idle.indexSec, idle.wall.Seconds()/native.Seconds(), idle.maxRSSKiB/1024)
+	}
+	return nil
+}
+
+// runLoaded measures capacity, then runs the mix at a share of it during one conversion.
+func runLoaded(ctx context.Context, db *sql.DB, port, rows, threads int, share float64, window time.Duration, b build) error {
+	if err := seed(db, "state", rows); err != nil {
+		return err
+	}
+	capacity := measure(ctx, db, threads, 0, 5*time.Second, rows)
+	rate := capacity.qps * share
+	base := measure(ctx, db, threads, rate, window, rows)
+	loadCtx, stop := context.WithCancel(ctx)
+	result := make(chan loadStats, 1)
+	go func() { result <- measure(loadCtx, db, threads, rate, 0, rows) }()
+	time.Sleep(time.Second)
+	t0 := time.Now()
+	var ar applyResult
+	var err error
+	if b.path == "" {
+		_, err = db.Exec("ALTER TABLE state ENGINE=InnoDB")
+	} else {
+		ar, err = runApply(b.path, port, "state")
+	}
+	took := time.Since(t0)
+	time.Sleep(time.Second)
+	stop()
+	during := <-result
+	if err != nil {
+		return fmt.Errorf("%s under load: %w", b.name, err)
+	}
+	fmt.Printf("\nunder load (%d threads, %s mix, target %.0f q/s = %.0f%% of capacity %.0f q/s):\n", threads, appMix, rate, share*100, capacity.qps)
+	fmt.Printf("  %s: conversion %.2fs; baseline %.0f q/s; during %.0f q/s (%.0f%% of baseline); failed queries %d; longest time with no completed write %s; p99 %s\n",
+		b.name, took.Seconds(), base.qps, during.qps, 100*during.qps/base.qps, during.errors, during.maxWriteGap.Round(time.Millisecond), during.p99.Round(time.Millisecond))
+	if b.path != "" {
+		fmt.Printf("  %s: %d changes replayed (%.0f/s over the copy), cut-over lock %s, peak RSS %d MiB\n",
+			b.name, ar.events, float64(ar.events)/max(ar.copySec, 0.001), ar.lockHeld, ar.maxRSSKiB/1024)
 	}
 	return nil
 }

@@ -1,0 +1,127 @@
+package shadow
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/enginemig/enginemig/binlog"
+	"github.com/enginemig/enginemig/copier"
+	"github.com/enginemig/enginemig/dbconn"
+	"github.com/enginemig/enginemig/sandbox"
+	"github.com/enginemig/enginemig/sandbox/sandboxtest"
+	"github.com/enginemig/enginemig/table"
+)
+
+var srv *sandbox.Server
+
+func TestMain(m *testing.M) {
+	os.Exit(sandboxtest.Main(m, sandbox.Options{}, func(s *sandbox.Server) { srv = s }))
+}
+
+// open prepares t (MyISAM, rows) and an empty InnoDB target, and opens a pipeline into it.
+func open(t *testing.T, rows int) (*Pipeline, string, *dbconn.Config) {
+	t.Helper()
+	schema, sdb := sandboxtest.FreshDatabase(t, srv)
+	sandboxtest.MustExec(t, sdb, "CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(40)) ENGINE=MyISAM",
+		"INSERT INTO t SELECT seq, CONCAT('v', seq) FROM seq_1_to_"+strconv.Itoa(rows),
+		"CREATE TABLE tgt LIKE t", "ALTER TABLE tgt ENGINE=InnoDB")
+	conn := dbconn.Config{Host: "127.0.0.1", Port: srv.Port, User: "root", SSLMode: dbconn.SSLDisabled}
+	db, err := dbconn.Open(context.Background(), conn, "", 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	ti, err := table.Load(context.Background(), db, schema, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	start, err := binlog.CurrentPosition(context.Background(), db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := Open(context.Background(), Config{Conn: conn, DB: db, Source: ti, Target: "tgt", Flavor: binlog.Flavor("mariadb"),
+		ServerID: 1<<30 + rand.Uint32N(1<<30), Start: start})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p, schema, &conn
+}
+
+// Writers change the source while the pipeline copies it; afterwards the target equals the source
+// without verification having to repair anything.
+func TestPipelineKeepsTargetEqualUnderWrites(t *testing.T) {
+	p, schema, _ := open(t, 20000)
+	sdb := p.cfg.DB
+	q := dbconn.QualifiedName(schema, "t")
+	ctx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for w := 0; w < 3; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := rand.New(rand.NewPCG(uint64(w), 7))
+			for ctx.Err() == nil {
+				id := 1 + r.IntN(25000)
+				switch r.IntN(3) {
+				case 0:
+					sdb.Exec("UPDATE "+q+" SET v = CONCAT('u', RAND()) WHERE id = ?", id)
+				case 1:
+					sdb.Exec("DELETE FROM "+q+" WHERE id = ?", id)
+				default:
+					sdb.Exec("REPLACE INTO "+q+" VALUES (?, 'ins')", id)
+				}
+			}
+		}()
+	}
+	err := p.Copy(context.Background(), nil, nil, copier.Config{Pace: copier.Pace{ChunkTime: time.Millisecond, IdleChunkTime: time.Millisecond}, ClientSide: true})
+	stop()
+	wg.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.CatchUp(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	res, err := p.Verify(context.Background(), copier.Pace{})
+	if err != nil || res.Repaired > 0 {
+		t.Fatalf("verify %+v, %v: the target drifted from the source", res, err)
+	}
+	var diff int
+	sdb.QueryRow("SELECT COUNT(*) FROM " + q + " s LEFT JOIN " + dbconn.QualifiedName(schema, "tgt") + " d USING (id) WHERE d.v IS NULL OR d.v <> s.v").Scan(&diff)
+	if diff != 0 || res.Rows == 0 {
+		t.Fatalf("%d rows differ after %d verified", diff, res.Rows)
+	}
+}
+
+// A capture failure (DDL on the source) ends whatever pipeline step runs, with ErrCapture.
+func TestCaptureFailureStopsTheRunningStep(t *testing.T) {
+	p, schema, _ := open(t, 100)
+	done := make(chan error, 1)
+	go func() {
+		done <- p.Do(context.Background(), func(ctx context.Context) error {
+			<-ctx.Done() // a step that would run forever
+			return ctx.Err()
+		})
+	}()
+	if _, err := p.cfg.DB.Exec("ALTER TABLE " + dbconn.QualifiedName(schema, "t") + " ADD COLUMN x INT"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrCapture) || !errors.Is(err, binlog.ErrTableChanged) {
+			t.Fatalf("want the capture's DDL error, got %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the running step was not stopped by the capture failure")
+	}
+	if err := p.CatchUp(context.Background()); !errors.Is(err, ErrCapture) {
+		t.Fatalf("later steps must report the failure too, got %v", err)
+	}
+}
