@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/enginemig/enginemig/dbconn"
 	"github.com/go-mysql-org/go-mysql/mysql"
 )
 
@@ -20,9 +21,7 @@ type Position = mysql.Position
 var ErrBinlogOff = errors.New("binary logging is off (log_bin=OFF)")
 
 // Querier runs a query: a *sql.DB, *sql.Conn or *sql.Tx.
-type Querier interface {
-	QueryContext(context.Context, string, ...any) (*sql.Rows, error)
-}
+type Querier = dbconn.Querier
 
 // CurrentPosition reads where the server is writing its binlog now.
 func CurrentPosition(ctx context.Context, db Querier) (Position, error) {

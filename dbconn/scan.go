@@ -1,5 +1,10 @@
 package dbconn
 
+import (
+	"context"
+	"database/sql"
+)
+
 // Scanner is a *sql.Row or *sql.Rows.
 type Scanner interface {
 	Scan(dest ...any) error
@@ -17,4 +22,16 @@ func ScanValues(s Scanner, n int) ([]any, error) {
 		return nil, err
 	}
 	return vals, nil
+}
+
+// Querier reads: a *sql.DB, *sql.Conn or *sql.Tx.
+type Querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// Execer reads and writes: a *sql.DB, *sql.Conn or *sql.Tx.
+type Execer interface {
+	Querier
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 }

@@ -2,21 +2,18 @@ package plan
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"os"
 	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/enginemig/enginemig/dbconn"
 )
 
 // Querier is what plan reads through: a *sql.DB or a *sql.Conn.
-type Querier interface {
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-}
+type Querier = dbconn.Execer
 
 // ServerInfo is what plan knows about the server; server-level checks read it, table checks too.
 type ServerInfo struct {

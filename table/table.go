@@ -14,10 +14,7 @@ import (
 )
 
 // Querier is what Load needs: a *sql.DB, *sql.Conn or *sql.Tx.
-type Querier interface {
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-}
+type Querier = dbconn.Querier
 
 // ErrNotFound means the table (or view) does not exist.
 var ErrNotFound = errors.New("table not found")

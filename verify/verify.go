@@ -13,6 +13,7 @@ import (
 
 	"github.com/enginemig/enginemig/binlog"
 	"github.com/enginemig/enginemig/copier"
+	"github.com/enginemig/enginemig/dbconn"
 	"github.com/enginemig/enginemig/table"
 )
 
@@ -206,11 +207,7 @@ func (v *verifier) recopy(ctx context.Context, r table.Range) (held time.Duratio
 	return 0, nil
 }
 
-type querier interface {
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-}
-
-func (v *verifier) checksum(ctx context.Context, q querier, r table.Range, target bool) (int64, int64, error) {
+func (v *verifier) checksum(ctx context.Context, q dbconn.Querier, r table.Range, target bool) (int64, int64, error) {
 	var n, sum int64
 	query, args := v.q.Checksum(r, target)
 	if err := q.QueryRowContext(ctx, query, args...).Scan(&n, &sum); err != nil {
