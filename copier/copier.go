@@ -59,13 +59,12 @@ type Copier struct {
 // (OpenRowWriter). wait may be nil. The watermark is set here, not in Run, because capture runs
 // before the copy starts and asks Ahead from the first change on.
 func New(reader, writer *sql.DB, q *table.SQL, order Order, wait Waiter, cfg Config, resumeAfter []any) *Copier {
-	return &Copier{reader: reader, writer: writer, q: q, cfg: cfg, chunks: NewChunker(reader, q, cfg.Pace), order: order, wait: wait,
+	return &Copier{reader: reader, writer: writer, q: q, cfg: cfg, chunks: NewChunker(writer, q, cfg.Pace), order: order, wait: wait,
 		watermark: resumeAfter}
 }
 
 // Run copies to the end of the table.
 func (c *Copier) Run(ctx context.Context) error {
-	defer c.chunks.Close()
 	lo := c.Watermark()
 	if c.cfg.ClientSide {
 		return c.runClientSide(ctx, lo)

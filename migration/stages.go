@@ -104,7 +104,8 @@ func (m *migrator) openPipeline(ctx context.Context) error {
 		start = binlog.Position{Name: m.resume.AppliedFile, Pos: m.resume.AppliedPos}
 	}
 	p, err := shadow.Open(ctx, shadow.Config{Conn: m.opts.Conn, DB: m.db, Source: m.ti, Target: shadowName,
-		Flavor: binlog.Flavor(m.version), ServerID: m.opts.ServerID, Start: start, ApplyDelay: m.opts.replayDelay, Logger: m.log})
+		Flavor: binlog.Flavor(m.version), ServerID: m.opts.ServerID, Start: start, ApplyDelay: m.opts.replayDelay, Logger: m.log,
+		IgnoreQuery: isCutoverRename(m.ti.Name)}) // capture may read the swap's own RENAME before it is stopped
 	if err != nil {
 		return outcome.New(outcome.FailedSafe, err, "the user needs REPLICATION SLAVE (and BINLOG MONITOR or REPLICATION CLIENT)")
 	}

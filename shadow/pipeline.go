@@ -169,7 +169,7 @@ func (p *Pipeline) Exec(ctx context.Context, stmt string) error {
 func (p *Pipeline) Verify(ctx context.Context, pace copier.Pace) (verify.Result, error) {
 	var res verify.Result
 	err := p.Do(ctx, func(ctx context.Context) (err error) {
-		res, err = verify.Run(ctx, p.cfg.DB, p.q, copier.NewChunker(p.reader, p.q, pace), p, verify.Config{Logger: p.cfg.Logger})
+		res, err = verify.Run(ctx, p.cfg.DB, p.q, copier.NewChunker(p.writer, p.q, pace), p, verify.Config{Logger: p.cfg.Logger})
 		return err
 	})
 	return res, err

@@ -65,7 +65,6 @@ func Run(ctx context.Context, db *sql.DB, q *table.SQL, chunks *copier.Chunker, 
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	v := &verifier{db: db, q: q, target: target, cfg: cfg}
-	defer chunks.Close()
 	start := time.Now()
 	var res Result
 	var lo []any
