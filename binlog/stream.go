@@ -30,6 +30,9 @@ type StreamConfig struct {
 	// IgnoreQuery, when set, exempts statements from DDL detection (rollback must step over the
 	// cut-over's own RENAME, which follows the position it starts from).
 	IgnoreQuery func(query string) bool
+	// Triggers are the names of the table's triggers: dropping one is DDL on the table too
+	// (DROP TRIGGER does not name the table). Creating a trigger on the table always is.
+	Triggers []string
 }
 
 // Stream reads the binlog from a position and yields the migrated table's changes with the
@@ -92,7 +95,7 @@ func OpenStream(ctx context.Context, cfg StreamConfig, start Position) (*Stream,
 		sc.Host, sc.Port = host, uint16(p)
 	}
 	s := &Stream{cfg: cfg, file: start.Name, pos: start}
-	s.ddlRe = ddlPattern(cfg.Table.Name)
+	s.ddlRe = ddlPattern(cfg.Table.Name, cfg.Triggers)
 	s.syncer = replication.NewBinlogSyncer(sc)
 	s.streamer, err = s.syncer.StartSync(start)
 	if err != nil {
@@ -223,10 +226,19 @@ func truncate(s string, n int) string {
 	return s[:n] + "..."
 }
 
-// ddlPattern matches DDL statements that name the table. The name must stand alone (quoted,
-// qualified or between spaces), so `_t_old` does not match t.
-func ddlPattern(name string) *regexp.Regexp {
-	// Inside a quoted name, SQL text doubles each backtick: match the name written either way.
-	n := "(?:" + regexp.QuoteMeta(name) + "|" + regexp.QuoteMeta(strings.ReplaceAll(name, "`", "``")) + ")"
-	return regexp.MustCompile(`(?i)^\s*(/\*.*?\*/\s*)*(ALTER|DROP|RENAME|TRUNCATE|OPTIMIZE|REPAIR)\b[^;]*(^|[\s.,(` + "`" + `])` + "`?" + n + "`?" + `([\s.,;()` + "`" + `]|$)`)
+// ddlPattern matches DDL statements that name the table, CREATE TRIGGER on it, and DROP TRIGGER of
+// one of its triggers. A name must stand alone (quoted, qualified or between spaces), so `_t_old`
+// does not match t.
+func ddlPattern(name string, triggers []string) *regexp.Regexp {
+	alone := func(n string) string {
+		// Inside a quoted name, SQL text doubles each backtick: match the name written either way.
+		return "`?(?:" + regexp.QuoteMeta(n) + "|" + regexp.QuoteMeta(strings.ReplaceAll(n, "`", "``")) + ")`?"
+	}
+	end := `([\s.,;()` + "`" + `]|$)`
+	alt := []string{`^\s*(/\*.*?\*/\s*)*(ALTER|DROP|RENAME|TRUNCATE|OPTIMIZE|REPAIR)\b[^;]*(^|[\s.,(` + "`" + `])` + alone(name) + end,
+		`^\s*(/\*.*?\*/\s*)*CREATE\b.*?\bTRIGGER\b.*?\bON\s+(\S+\.)?` + alone(name) + end}
+	for _, t := range triggers {
+		alt = append(alt, `^\s*(/\*.*?\*/\s*)*DROP\s+TRIGGER\s+(IF\s+EXISTS\s+)?(\S+\.)?`+alone(t)+end)
+	}
+	return regexp.MustCompile(`(?is)(?:` + strings.Join(alt, ")|(?:") + `)`)
 }

@@ -3,7 +3,7 @@ package binlog
 import "testing"
 
 func TestDDLDetectionMatchesOnlyTheTable(t *testing.T) {
-	re := ddlPattern("t")
+	re := ddlPattern("t", nil)
 	for q, want := range map[string]bool{
 		"ALTER TABLE t ADD COLUMN x INT":                                    true,
 		"ALTER TABLE `db`.`t` ENGINE=MyISAM":                                true,

@@ -52,11 +52,16 @@ type Target interface {
 	WaitFor(ctx context.Context, conn *sql.Conn) (binlog.Position, error)
 }
 
-// Recorder durably notes the position of a swap before it happens (under the lock): should the
-// process die right after the rename, the next run still knows where a rollback must replay from.
+// Recorder runs under the lock, once To has caught up and before the rename: it durably notes
+// the swap's position (should the process die right after the rename, the next run still knows
+// where a rollback must replay from) and may prepare To (its triggers). An error wrapping ErrAbort
+// ends the cut-over; any other fails this attempt only.
 type Recorder interface {
 	RecordSwap(ctx context.Context, pos binlog.Position) error
 }
+
+// ErrAbort, wrapped in a Recorder's error, stops the cut-over instead of retrying.
+var ErrAbort = errors.New("cut-over aborted")
 
 // Swap describes one rename: From becomes Aside, To becomes From. For a migration From is the
 // original table, To the shadow `_t_new`, Aside `_t_old`; for a rollback To is `_t_old` and Aside
@@ -189,7 +194,10 @@ func attempt(ctx context.Context, db *sql.DB, sw Swap, target Target, cfg Config
 	}
 	if rec != nil {
 		if err := rec.RecordSwap(ctx, pos); err != nil {
-			return 0, pos, fmt.Errorf("record the swap position: %w", err)
+			if errors.Is(err, ErrAbort) {
+				return 0, pos, &fatalError{err}
+			}
+			return 0, pos, fmt.Errorf("before the rename: %w", err)
 		}
 	}
 

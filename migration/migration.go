@@ -62,6 +62,7 @@ type Options struct {
 	// entering a stage; save progress this often (default 2 s).
 	crashAfterRows int64
 	crashAtStage   Stage
+	crashAtTrigger int // simulate dying in the trigger step, before moving trigger n (from 1)
 	saveEvery      time.Duration
 	idleChunkTime  time.Duration // copier.Pace.IdleChunkTime, to keep a test's copy slow
 	replayDelay    time.Duration // shadow.Config.ApplyDelay, to keep replay behind
@@ -96,6 +97,9 @@ type Result struct {
 	ShadowChanges []string           `json:"shadow_changes,omitempty"`
 	Gates         []bench.GateResult `json:"gates,omitempty"`
 	Verify        *verify.Result     `json:"verify,omitempty"`
+	// Triggers: the statements that carry the table's triggers across the swap (a dry run lists
+	// what it would run), or the names of the triggers carried.
+	Triggers []string `json:"triggers,omitempty"`
 }
 
 // Run migrates one table. Errors carry an outcome code: Refused before anything was created,
@@ -182,6 +186,8 @@ type migrator struct {
 	ddl      table.ShadowDDL
 	deferred []string // index definitions still to build
 	resume   *State   // the interrupted run being resumed, if any
+	triggers []table.Trigger
+	probe    *bench.Result // the after-cutover gate's baseline, taken before the swap
 	rec      *recorder
 	pipe     *shadow.Pipeline
 	res      *Result
@@ -231,6 +237,9 @@ func (m *migrator) run(ctx context.Context) (*Result, error) {
 	if err := planBlockers(ctx, m.db, ti, m.log); err != nil {
 		return nil, err
 	}
+	if err := m.loadTriggers(ctx); err != nil {
+		return nil, err
+	}
 	if m.ddl, err = ti.Shadow(table.ShadowName(ti.Name), true); err != nil {
 		return nil, outcome.New(outcome.Refused, err, "")
 	}
@@ -245,7 +254,7 @@ func (m *migrator) run(ctx context.Context) (*Result, error) {
 		return nil, outcome.New(outcome.Refused, err, "")
 	}
 	if m.rec, err = startRecord(ctx, store, m.resume, State{Schema: ti.Schema, Table: ti.Name, Stage: StagePreflight,
-		DryRun: m.opts.DryRun, RowsTotal: ti.Rows}, m.log); err != nil {
+		DryRun: m.opts.DryRun, RowsTotal: ti.Rows, Triggers: m.triggers}, m.log); err != nil {
 		return nil, outcome.New(outcome.Refused, err, "")
 	}
 	m.res.ID = m.rec.snapshot().ID

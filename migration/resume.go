@@ -110,7 +110,14 @@ func (m *migrator) settleInterrupted(ctx context.Context, store *Store, prev *St
 
 	switch {
 	case strings.EqualFold(cur.Engine, "InnoDB") && !hasShadow && oldErr == nil && strings.EqualFold(oldTable.Engine, "MyISAM") && prev.CutoverFile != "":
-		// The rename went through before the process died: the migration is complete.
+		// The rename went through before the process died: the migration is complete once its
+		// triggers have their own names on the new table.
+		if len(prev.Triggers) > 0 {
+			c := &triggerCarrier{db: m.db, schema: schema, live: name, trs: prev.Triggers, log: m.log}
+			if err := c.finish(ctx); err != nil {
+				return nil, false, err
+			}
+		}
 		now := time.Now().UTC()
 		prev.Stage, prev.FinishedAt = StageDone, &now
 		m.log.Info("the interrupted migration had completed its cut-over; recorded it as done", "id", prev.ID,
@@ -172,6 +179,12 @@ func (m *migrator) prepareResume(ctx context.Context, st *State, deferred []stri
 	}
 	shadowName := table.ShadowName(m.ti.Name)
 	if err := shadow.Rewind(ctx, m.db, m.ti, shadowName, watermark); err != nil {
+		return nil, err
+	}
+	// Stand-ins left on the shadow by a cut-over attempt never fire there, but each costs a query
+	// per replayed row: the next attempt installs them again.
+	c := &triggerCarrier{db: m.db, schema: m.ti.Schema, live: m.ti.Name, trs: st.Triggers, log: m.log}
+	if err := c.dropStandIns(ctx, shadowName); err != nil {
 		return nil, err
 	}
 	sh, err := table.Load(ctx, m.db, m.ti.Schema, shadowName)

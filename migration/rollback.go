@@ -71,8 +71,16 @@ func Rollback(ctx context.Context, db *sql.DB, opts RollbackOptions) (*RollbackR
 	// The same pipeline as apply, the other way round and without a copy: the kept original is
 	// the target, the converted table the source, from the position recorded under the swap's lock.
 	oldName, innoName := table.OldName(opts.Table), table.ShadowName(opts.Table)
+	// The converted table's triggers (as they are now) go back with it; the stream steps over the
+	// apply's own trigger statements after its swap, and the check under the lock catches changes.
+	trs, err := table.LoadTriggers(ctx, db, opts.Schema, opts.Table)
+	if err != nil {
+		return nil, err
+	}
+	carrier := &triggerCarrier{db: db, schema: opts.Schema, live: opts.Table, trs: trs, log: opts.Logger}
+	ignore := isCutoverRename(opts.Table)
 	pipe, err := shadow.Open(ctx, shadow.Config{Conn: opts.Conn, DB: db, Source: cur, Target: oldName, Flavor: binlog.Flavor(version),
-		ServerID: opts.ServerID, Start: from, IgnoreQuery: isCutoverRename(opts.Table), Logger: opts.Logger})
+		ServerID: opts.ServerID, Start: from, IgnoreQuery: func(q string) bool { return ignore(q) || isTriggerDDL(q) }, Logger: opts.Logger})
 	if err != nil {
 		return nil, outcome.New(outcome.FailedSafe, err, "")
 	}
@@ -83,9 +91,13 @@ func Rollback(ctx context.Context, db *sql.DB, opts RollbackOptions) (*RollbackR
 	}
 	opts.Logger.Info("caught up; swapping back", "changes", pipe.Progress().Capture.Events)
 	sw := cutover.Swap{Schema: opts.Schema, From: opts.Table, To: oldName, Aside: innoName, Sentry: table.SwapName(opts.Table)}
-	cut, err := cutover.Run(ctx, db, sw, pipe, opts.Cutover, nil)
+	cut, err := cutover.Run(ctx, db, sw, pipe, opts.Cutover, rollbackHook{carrier, oldName})
 	if err != nil {
 		return nil, outcome.New(outcome.FailedSafe, fmt.Errorf("swap back: %w", err), "the InnoDB table is still live; retry the rollback")
+	}
+	if err := carrier.finish(context.WithoutCancel(ctx)); err != nil {
+		return nil, outcome.New(outcome.NeedsAttention, fmt.Errorf("swapped back, but carrying the triggers stopped: %w", err),
+			"every trigger still fires through its stand-in; create the listed trigger by hand")
 	}
 	if err := pipe.Stop(); err != nil {
 		opts.Logger.Warn("capture ended with an error after the swap back (the swap is complete)", "error", err)

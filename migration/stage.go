@@ -20,9 +20,11 @@ const (
 	StagePostponed Stage = "postponed"
 	StageVerify    Stage = "verify"
 	StageCutover   Stage = "cutover"
-	StageDone      Stage = "done"
-	StageDryRun    Stage = "dry-run-done"
-	StageFailed    Stage = "failed"
+	// StageTriggers: the swap is done; the table's triggers get their own names on it again.
+	StageTriggers Stage = "triggers"
+	StageDone     Stage = "done"
+	StageDryRun   Stage = "dry-run-done"
+	StageFailed   Stage = "failed"
 	// StageRolledBack marks a migration whose conversion was undone.
 	StageRolledBack Stage = "rolled-back"
 )
@@ -31,7 +33,7 @@ const (
 // the table's lock means its process died.
 func (s Stage) inProgress() bool {
 	switch s {
-	case StagePreflight, StageCopy, StageIndexes, StageVerify, StagePostponed, StageCutover:
+	case StagePreflight, StageCopy, StageIndexes, StageVerify, StagePostponed, StageCutover, StageTriggers:
 		return true
 	}
 	return false

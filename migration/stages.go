@@ -39,6 +39,7 @@ func (m *migrator) migrate(ctx context.Context) (*Result, error) {
 		{name: StagePostponed, skip: m.notPostponed, run: m.postpone},
 		{name: StageVerify, skip: func() bool { return m.opts.SkipVerify }, run: m.verify},
 		{name: StageCutover, run: m.cutover},
+		{name: StageTriggers, skip: func() bool { return len(m.triggers) == 0 }, run: m.finishTriggers},
 	}
 	for _, s := range stages {
 		if s.skip != nil && s.skip() {
@@ -62,8 +63,7 @@ func (m *migrator) migrate(ctx context.Context) (*Result, error) {
 			return m.stopped(ctx, outcome.New(outcome.FailedSafe, err, ""))
 		}
 	}
-	m.succeeded(ctx)
-	return m.res, nil
+	return m.succeeded(ctx)
 }
 
 // enter records the stage and runs the hook before it.
@@ -105,7 +105,8 @@ func (m *migrator) openPipeline(ctx context.Context) error {
 	}
 	p, err := shadow.Open(ctx, shadow.Config{Conn: m.opts.Conn, DB: m.db, Source: m.ti, Target: shadowName,
 		Flavor: binlog.Flavor(m.version), ServerID: m.opts.ServerID, Start: start, ApplyDelay: m.opts.replayDelay, Logger: m.log,
-		IgnoreQuery: isCutoverRename(m.ti.Name)}) // capture may read the swap's own RENAME before it is stopped
+		IgnoreQuery: isCutoverRename(m.ti.Name), // capture may read the swap's own RENAME before it is stopped
+		Triggers:    triggerNames(m.triggers)})
 	if err != nil {
 		return outcome.New(outcome.FailedSafe, err, "the user needs REPLICATION SLAVE (and BINLOG MONITOR or REPLICATION CLIENT)")
 	}
@@ -206,6 +207,7 @@ func (m *migrator) endDryRun(ctx context.Context) (*Result, error) {
 		return m.stopped(ctx, m.coded(err))
 	}
 	m.res.ReplayEvents = m.pipe.Progress().Capture.Events
+	m.res.Triggers = m.carrier().statements(table.ShadowName(m.ti.Name))
 	if err := m.dropShadow(ctx); err != nil {
 		m.log.Warn("dry run: could not drop the shadow; `enginemig cleanup` removes it", "error", err)
 	}
@@ -216,13 +218,13 @@ func (m *migrator) endDryRun(ctx context.Context) (*Result, error) {
 }
 
 func (m *migrator) cutover(ctx context.Context) error {
-	before, err := m.probeBeforeCutover(ctx)
-	if err != nil {
+	var err error
+	if m.probe, err = m.probeBeforeCutover(ctx); err != nil {
 		return err
 	}
 	sw := cutover.Swap{Schema: m.ti.Schema, From: m.ti.Name, To: table.ShadowName(m.ti.Name), Aside: table.OldName(m.ti.Name),
 		Sentry: table.SwapName(m.ti.Name)}
-	cut, err := cutover.Run(ctx, m.db, sw, m.pipe, m.opts.Cutover, m.rec)
+	cut, err := cutover.Run(ctx, m.db, sw, m.pipe, m.opts.Cutover, swapHook{m})
 	var swapped *cutover.SwappedError
 	switch {
 	case errors.As(err, &swapped):
@@ -238,21 +240,22 @@ func (m *migrator) cutover(ctx context.Context) error {
 	}
 	m.res.Cutover, m.res.OldTable = &cut, table.OldName(m.ti.Name)
 	m.res.ReplayEvents = m.pipe.Progress().Capture.Events
-	m.rec.finish(ctx, StageDone, "") // the cut-over position was recorded under the lock
 	m.log.Info("cut-over done", "attempts", cut.Attempts, "lock_held", cut.LockHeld.Round(time.Millisecond),
 		"original_kept_as", dbconn.QualifiedName(m.ti.Schema, m.res.OldTable))
-	if before != nil {
-		if err := m.afterCutoverGate(ctx, m.res, *before); err != nil {
-			return &settled{err}
-		}
-	}
 	return nil
 }
 
-// succeeded ends a migration whose swap went through.
-func (m *migrator) succeeded(ctx context.Context) {
+// succeeded ends a migration whose swap went through (and whose triggers are carried).
+func (m *migrator) succeeded(ctx context.Context) (*Result, error) {
+	m.rec.finish(ctx, StageDone, "") // the cut-over position was recorded under the lock
+	if m.probe != nil {
+		if err := m.afterCutoverGate(ctx, m.res, *m.probe); err != nil {
+			return m.res, err
+		}
+	}
 	m.hook(ctx, PointSuccess)
 	m.res.TotalTime = time.Since(m.start)
+	return m.res, nil
 }
 
 // coded gives an error from the pipeline its outcome: a capture failure stops the migration with

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/enginemig/enginemig/dbconn"
+	"github.com/enginemig/enginemig/table"
 )
 
 // DefaultStateSchema holds enginemig's own bookkeeping, apart from application tables.
@@ -16,25 +17,27 @@ const DefaultStateSchema = "_enginemig"
 
 // State is one migration's row in the state table.
 type State struct {
-	ID            int64      `json:"id"`
-	Schema        string     `json:"schema"`
-	Table         string     `json:"table"`
-	Stage         Stage      `json:"stage"`
-	DryRun        bool       `json:"dry_run"`
-	StartFile     string     `json:"binlog_start_file"`
-	StartPos      uint32     `json:"binlog_start_pos"`
-	CutoverFile   string     `json:"binlog_cutover_file,omitempty"`
-	CutoverPos    uint32     `json:"binlog_cutover_pos,omitempty"`
-	Watermark     string     `json:"copy_watermark,omitempty"` // the last copied key, see encodeKey
-	AppliedFile   string     `json:"binlog_applied_file,omitempty"`
-	AppliedPos    uint32     `json:"binlog_applied_pos,omitempty"` // every change before this is in the shadow
-	RowsTotal     int64      `json:"rows_total"`
-	RowsCopied    int64      `json:"rows_copied"`
-	EventsApplied int64      `json:"events_applied"`
-	Error         string     `json:"error,omitempty"`
-	StartedAt     time.Time  `json:"started_at"`
-	UpdatedAt     time.Time  `json:"updated_at"`
-	FinishedAt    *time.Time `json:"finished_at,omitempty"`
+	ID            int64  `json:"id"`
+	Schema        string `json:"schema"`
+	Table         string `json:"table"`
+	Stage         Stage  `json:"stage"`
+	DryRun        bool   `json:"dry_run"`
+	StartFile     string `json:"binlog_start_file"`
+	StartPos      uint32 `json:"binlog_start_pos"`
+	CutoverFile   string `json:"binlog_cutover_file,omitempty"`
+	CutoverPos    uint32 `json:"binlog_cutover_pos,omitempty"`
+	Watermark     string `json:"copy_watermark,omitempty"` // the last copied key, see encodeKey
+	AppliedFile   string `json:"binlog_applied_file,omitempty"`
+	AppliedPos    uint32 `json:"binlog_applied_pos,omitempty"` // every change before this is in the shadow
+	RowsTotal     int64  `json:"rows_total"`
+	RowsCopied    int64  `json:"rows_copied"`
+	EventsApplied int64  `json:"events_applied"`
+	// Triggers are the table's triggers when the migration started, carried across the swap.
+	Triggers   []table.Trigger `json:"triggers,omitempty"`
+	Error      string          `json:"error,omitempty"`
+	StartedAt  time.Time       `json:"started_at"`
+	UpdatedAt  time.Time       `json:"updated_at"`
+	FinishedAt *time.Time      `json:"finished_at,omitempty"`
 }
 
 const stateDDL = `CREATE TABLE IF NOT EXISTS %s (
@@ -53,6 +56,7 @@ const stateDDL = `CREATE TABLE IF NOT EXISTS %s (
   rows_total BIGINT NOT NULL DEFAULT 0,
   rows_copied BIGINT NOT NULL DEFAULT 0,
   events_applied BIGINT NOT NULL DEFAULT 0,
+  triggers LONGTEXT NULL,
   error TEXT NULL,
   started_at DATETIME(3) NOT NULL,
   updated_at DATETIME(3) NOT NULL,
@@ -84,6 +88,17 @@ func (s *Store) Ensure(ctx context.Context) error {
 	if _, err := s.db.ExecContext(ctx, fmt.Sprintf(stateDDL, s.table())); err != nil {
 		return fmt.Errorf("create state table %s: %w", s.table(), err)
 	}
+	// State tables of earlier versions lack the triggers column.
+	var has int
+	if err := s.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = 'migrations' AND COLUMN_NAME = 'triggers'",
+		s.schema).Scan(&has); err != nil {
+		return fmt.Errorf("read state table %s: %w", s.table(), err)
+	}
+	if has == 0 {
+		if _, err := s.db.ExecContext(ctx, "ALTER TABLE "+s.table()+" ADD COLUMN triggers LONGTEXT NULL AFTER events_applied"); err != nil {
+			return fmt.Errorf("upgrade state table %s: %w", s.table(), err)
+		}
+	}
 	return nil
 }
 
@@ -92,8 +107,8 @@ func (s *Store) Begin(ctx context.Context, st *State) error {
 	now := time.Now().UTC()
 	st.StartedAt, st.UpdatedAt = now, now
 	res, err := s.db.ExecContext(ctx, "INSERT INTO "+s.table()+` (schema_name, table_name, stage, dry_run, binlog_start_file,
-		binlog_start_pos, rows_total, started_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?)`,
-		st.Schema, st.Table, st.Stage, st.DryRun, st.StartFile, st.StartPos, st.RowsTotal, now, now)
+		binlog_start_pos, rows_total, triggers, started_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?)`,
+		st.Schema, st.Table, st.Stage, st.DryRun, st.StartFile, st.StartPos, st.RowsTotal, encodeTriggers(st.Triggers), now, now)
 	if err != nil {
 		return fmt.Errorf("record migration: %w", err)
 	}
@@ -119,6 +134,7 @@ func (s *Store) Save(ctx context.Context, st *State) error {
 func (s *Store) List(ctx context.Context, schema, table string) ([]State, error) {
 	q := "SELECT id, schema_name, table_name, stage, dry_run, binlog_start_file, binlog_start_pos, binlog_cutover_file, " +
 		"binlog_cutover_pos, COALESCE(copy_watermark,''), binlog_applied_file, binlog_applied_pos, rows_total, rows_copied, events_applied, COALESCE(error,''), " +
+		"COALESCE(triggers,''), " +
 		"started_at, updated_at, finished_at FROM " + s.table()
 	var args []any
 	if schema != "" {
@@ -139,9 +155,15 @@ func (s *Store) List(ctx context.Context, schema, table string) ([]State, error)
 		var st State
 		var started, updated []byte
 		var finished sql.NullString
+		var triggers string
 		if err := rows.Scan(&st.ID, &st.Schema, &st.Table, &st.Stage, &st.DryRun, &st.StartFile, &st.StartPos, &st.CutoverFile,
-			&st.CutoverPos, &st.Watermark, &st.AppliedFile, &st.AppliedPos, &st.RowsTotal, &st.RowsCopied, &st.EventsApplied, &st.Error, &started, &updated, &finished); err != nil {
+			&st.CutoverPos, &st.Watermark, &st.AppliedFile, &st.AppliedPos, &st.RowsTotal, &st.RowsCopied, &st.EventsApplied, &st.Error, &triggers, &started, &updated, &finished); err != nil {
 			return nil, err
+		}
+		if triggers != "" {
+			if err := json.Unmarshal([]byte(triggers), &st.Triggers); err != nil {
+				return nil, fmt.Errorf("migration #%d: triggers: %w", st.ID, err)
+			}
 		}
 		st.StartedAt, _ = time.Parse("2006-01-02 15:04:05.000", string(started))
 		st.UpdatedAt, _ = time.Parse("2006-01-02 15:04:05.000", string(updated))
@@ -152,6 +174,15 @@ func (s *Store) List(ctx context.Context, schema, table string) ([]State, error)
 		out = append(out, st)
 	}
 	return out, rows.Err()
+}
+
+// encodeTriggers stores trigger definitions as JSON (bodies base64, byte for byte); nil for none.
+func encodeTriggers(trs []table.Trigger) any {
+	if len(trs) == 0 {
+		return nil
+	}
+	b, _ := json.Marshal(trs)
+	return string(b)
 }
 
 func nullIfEmpty(s string) any {

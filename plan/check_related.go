@@ -2,11 +2,12 @@ package plan
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
 func init() {
-	registerTable("triggers", Blocker, "the table has triggers: they would stay with the renamed old table at cut-over, and apply does not yet recreate them inside the swap", checkTriggers)
+	registerTable("triggers", Blocker, "the table has triggers: apply carries them to the InnoDB table inside the cut-over (same names, order, body, definer and context); blocks only triggers it cannot create again faithfully", checkTriggers)
 	registerTable("partitioned", Warning, "partitioned MyISAM table (blocker on MySQL 8.0+, which has no partitioned MyISAM)", checkPartitioned)
 	registerTable("foreign-keys", Info, "foreign keys of other tables point at this table: InnoDB starts enforcing them once both sides are InnoDB", checkForeignKeys)
 }
@@ -15,9 +16,20 @@ func checkTriggers(in *TableInput) []Finding {
 	if len(in.Triggers) == 0 {
 		return nil
 	}
-	return []Finding{newFinding("triggers", Blocker,
-		fmt.Sprintf("%d trigger(s) (%s): at cut-over they would follow the renamed MyISAM table; apply does not recreate them on the InnoDB table yet", len(in.Triggers), strings.Join(in.Triggers, ", ")),
-		"drop the triggers, convert, then recreate them on the new table (the application's writes in between are not seen by them)")}
+	var names, definers []string
+	for _, tr := range in.Triggers {
+		if why := tr.Carryable(in.Info.Schema, in.Info.Name); why != "" {
+			return []Finding{newFinding("triggers", Blocker, why+": apply cannot create it again byte for byte",
+				"recreate the trigger from a utf8mb4 session (SHOW CREATE TRIGGER gives its text), or drop it, convert, and create it again")}
+		}
+		names = append(names, tr.Name)
+		definers = append(definers, tr.Definer)
+	}
+	slices.Sort(definers)
+	return []Finding{newFinding("triggers", Info,
+		fmt.Sprintf("%d trigger(s) (%s) are carried to the InnoDB table inside the cut-over: same names, order, body, DEFINER (%s), sql_mode and character set; neither the copy nor the replay fires them",
+			len(names), strings.Join(names, ", "), strings.Join(slices.Compact(definers), ", ")),
+		"the account needs TRIGGER on the table, and SUPER (MariaDB: SET USER) to create a trigger for another DEFINER; each DEFINER must see the table's triggers (TRIGGER privilege) for the few milliseconds after the swap")}
 }
 
 func checkPartitioned(in *TableInput) []Finding {

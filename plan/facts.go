@@ -17,7 +17,7 @@ type TableInput struct {
 	Server *ServerInfo
 	// Crashed is the server's complaint when the table cannot be opened (ENGINE is NULL).
 	Crashed  string
-	Triggers []string
+	Triggers []table.Trigger
 	// Partitions is the number of partitions, 0 when not partitioned.
 	Partitions int
 	// MergeParents are MERGE tables that list this table in their UNION.
@@ -111,10 +111,8 @@ func gatherTable(ctx context.Context, q Querier, srv *ServerInfo, cat *catalog, 
 	in.MergeParents = cat.mergeMembers[key]
 	in.MergeUnion = cat.mergeUnions[key]
 	var err error
-	in.Triggers, err = strings1(ctx, q, `SELECT TRIGGER_NAME FROM information_schema.TRIGGERS
-		WHERE EVENT_OBJECT_SCHEMA = ? AND EVENT_OBJECT_TABLE = ? ORDER BY TRIGGER_NAME`, info.Schema, info.Name)
-	if err != nil {
-		return nil, fmt.Errorf("read triggers of %s: %w", info.QuotedName(), err)
+	if in.Triggers, err = table.LoadTriggers(ctx, q, info.Schema, info.Name); err != nil {
+		return nil, err
 	}
 	if err := q.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.PARTITIONS
 		WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? AND PARTITION_NAME IS NOT NULL`, info.Schema, info.Name).Scan(&in.Partitions); err != nil {

@@ -36,7 +36,7 @@ type binlogCapture struct {
 
 func openBinlog(ctx context.Context, cfg Config, apply binlog.ApplyFunc) (*binlogCapture, error) {
 	stream, err := binlog.OpenStream(ctx, binlog.StreamConfig{Conn: cfg.Conn, Flavor: cfg.Flavor, ServerID: cfg.ServerID,
-		Table: cfg.Source, IgnoreQuery: cfg.IgnoreQuery}, cfg.Start)
+		Table: cfg.Source, IgnoreQuery: cfg.IgnoreQuery, Triggers: cfg.Triggers}, cfg.Start)
 	if err != nil {
 		return nil, err
 	}

@@ -33,6 +33,8 @@ type Config struct {
 	ServerID    uint32
 	Start       binlog.Position
 	IgnoreQuery func(query string) bool
+	// Triggers are the source's trigger names: dropping one stops capture like other DDL.
+	Triggers []string
 	// ApplyDelay is a fault-injection point for tests: it keeps replay behind.
 	ApplyDelay time.Duration
 	Logger     *slog.Logger
