@@ -2,8 +2,8 @@ package table
 
 import (
 	"context"
-	"database/sql"
 	"crypto/sha1"
+	"database/sql"
 	"encoding/hex"
 	"fmt"
 	"strings"
