@@ -62,7 +62,7 @@ type Options struct {
 	// entering a stage; save progress this often (default 2 s).
 	crashAfterRows int64
 	crashAtStage   Stage
-	crashAtTrigger int // simulate dying in the trigger step, before moving trigger n (from 1)
+	crashAtTrigger int // simulate dying in the trigger step, right after creating real trigger n (from 1)
 	saveEvery      time.Duration
 	idleChunkTime  time.Duration // copier.Pace.IdleChunkTime, to keep a test's copy slow
 	replayDelay    time.Duration // shadow.Config.ApplyDelay, to keep replay behind

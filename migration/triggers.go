@@ -22,8 +22,8 @@ import (
 // takes a table's triggers with it, so the move has two steps (docs/how-it-works.md, "Triggers"):
 //
 //  1. install, under the cut-over lock after the catch-up: guarded stand-ins under temporary names
-//     on the table about to become live (table.Trigger.CreateGuarded). They fire only once that
-//     table carries the live name, and only while the real trigger is not on it.
+//     on the table about to become live (table.Trigger.CreateGuarded). They fire only while the
+//     real trigger is not on the live table, which before the swap it is.
 //  2. finish, after the swap: per trigger, the real one is dropped from the table that left (no
 //     longer written by the application) and created on the live table just before its stand-in,
 //     which the guard silences at that instant; then the stand-in is dropped.
@@ -36,6 +36,9 @@ type triggerCarrier struct {
 	live   string // the name the application writes
 	trs    []table.Trigger
 	log    *slog.Logger
+	// crashAfterCreate is a test seam: finish stops (errSimulatedCrash) right after creating the
+	// n-th real trigger (from 1), while its stand-in is still on the live table too.
+	crashAfterCreate int
 }
 
 // unchanged fails when the live table's triggers differ from those being carried: a trigger
@@ -85,7 +88,7 @@ func (c *triggerCarrier) dropStandIns(ctx context.Context, onTable string) error
 
 // finish gives every trigger its real name on the live table (step 2). It is idempotent.
 func (c *triggerCarrier) finish(ctx context.Context) error {
-	for _, tr := range c.trs {
+	for i, tr := range c.trs {
 		tmp := table.TempTriggerName(c.schema, c.live, tr.Name)
 		onReal, err := c.tableOf(ctx, tr.Name)
 		if err != nil {
@@ -108,6 +111,9 @@ func (c *triggerCarrier) finish(ctx context.Context) error {
 			}
 			if err := c.exec(ctx, tr, tr.Create(c.schema, c.live, tr.Name, tmp)); err != nil {
 				return fmt.Errorf("create trigger %s on %s: %w", tr.Name, c.live, err)
+			}
+			if c.crashAfterCreate == i+1 {
+				return errSimulatedCrash
 			}
 		}
 		if onTmp == c.live {
@@ -201,8 +207,10 @@ func (h swapHook) RecordSwap(ctx context.Context, pos binlog.Position) error {
 		if err := c.unchanged(ctx); err != nil {
 			return fmt.Errorf("%w: %w", cutover.ErrAbort, err)
 		}
+		// Creating a trigger on the shadow fails for good (its definition, a privilege), not
+		// because the table is busy: stop instead of retrying.
 		if err := c.install(ctx, table.ShadowName(h.m.ti.Name)); err != nil {
-			return err
+			return fmt.Errorf("%w: %w", cutover.ErrAbort, err)
 		}
 	}
 	return h.m.rec.RecordSwap(ctx, pos)
@@ -212,13 +220,11 @@ func (h swapHook) RecordSwap(ctx context.Context, pos binlog.Position) error {
 // A failure here leaves the migration in progress (the table is converted and every trigger
 // fires through its stand-in): running the same apply again finishes it.
 func (m *migrator) finishTriggers(ctx context.Context) error {
-	if m.opts.crashAtTrigger > 0 {
-		c := m.carrier()
-		c.trs = c.trs[:min(m.opts.crashAtTrigger-1, len(c.trs))]
-		c.finish(ctx)
-		return errSimulatedCrash
-	}
-	if err := m.carrier().finish(ctx); err != nil {
+	c := m.carrier()
+	c.crashAfterCreate = m.opts.crashAtTrigger
+	if err := c.finish(ctx); errors.Is(err, errSimulatedCrash) {
+		return err
+	} else if err != nil {
 		m.rec.update(ctx, func(st *State) { st.Error = "triggers: " + err.Error() })
 		return &settled{outcome.New(outcome.NeedsAttention, fmt.Errorf("the table is converted, but carrying its triggers stopped: %w", err),
 			"every trigger still fires through its stand-in; run the same apply again to finish")}
@@ -242,7 +248,10 @@ func (h rollbackHook) RecordSwap(ctx context.Context, _ binlog.Position) error {
 	if err := h.c.unchanged(ctx); err != nil {
 		return fmt.Errorf("%w: %w", cutover.ErrAbort, err)
 	}
-	return h.c.install(ctx, h.onTable)
+	if err := h.c.install(ctx, h.onTable); err != nil {
+		return fmt.Errorf("%w: %w", cutover.ErrAbort, err)
+	}
+	return nil
 }
 
 func triggerNames(trs []table.Trigger) []string {

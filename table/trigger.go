@@ -149,22 +149,20 @@ func (t Trigger) create(schema, table, name, precedes, body string) string {
 	return b.String()
 }
 
-// CreateGuarded creates the trigger under its temporary name on schema.onTable with its body
-// wrapped in a guard that lets it fire only while (1) the table it sits on is named live, i.e. the
-// application writes it, and (2) no trigger with the real name sits on live. So on the shadow it
-// never fires (enginemig's own writes fire nothing), from the swap on it stands in for the real
-// trigger, and the instant the real one is created it stops: at every moment exactly one of the
-// two fires. The guard reads information_schema, which costs a query per row: it is in place only
-// between the swap and the end of the trigger step (milliseconds).
+// CreateGuarded creates the trigger under its temporary name on schema.onTable, with its body
+// wrapped in a guard: it fires only while no trigger of the real name sits on live, the table the
+// application writes. Before the swap the real trigger is on live, so the stand-in on the shadow
+// stays silent (enginemig's own writes fire nothing); from the swap on the real one is on the
+// table that left, so the stand-in speaks for it; the instant the real one is created on live, the
+// stand-in falls silent again. At every moment exactly one of the two fires. The guard reads
+// information_schema, a query per row, and is in place only from the swap to the end of the
+// trigger step (milliseconds).
 func (t Trigger) CreateGuarded(schema, onTable, live string) string {
-	tmp := TempTriggerName(schema, live, t.Name)
-	exists := func(name string) string {
-		return "(SELECT COUNT(*) FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = " + hexLiteral(schema) +
-			" AND EVENT_OBJECT_TABLE = " + hexLiteral(live) + " AND TRIGGER_NAME = " + hexLiteral(name) + ")"
-	}
+	realOnLive := "(SELECT COUNT(*) FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = " + hexLiteral(schema) +
+		" AND EVENT_OBJECT_TABLE = " + hexLiteral(live) + " AND TRIGGER_NAME = " + hexLiteral(t.Name) + ")"
 	// The body may end in a -- comment: the newline keeps the guard's END IF out of it.
-	body := "IF " + exists(tmp) + " = 1 AND " + exists(t.Name) + " = 0 THEN\n" + string(t.Body) + "\n; END IF"
-	return t.create(schema, onTable, tmp, "", body)
+	body := "IF " + realOnLive + " = 0 THEN\n" + string(t.Body) + "\n; END IF"
+	return t.create(schema, onTable, TempTriggerName(schema, live, t.Name), "", body)
 }
 
 // hexLiteral spells a string as a utf8mb4 hex literal, which reads the same whatever the

@@ -1,0 +1,41 @@
+package table
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestTriggerStatements(t *testing.T) {
+	tr := Trigger{Name: "t_ai", Timing: "AFTER", Event: "INSERT", Body: []byte("INSERT INTO a VALUES (NEW.id) -- audit"),
+		Definer: "app@x@%", Charset: "utf8mb4", Collation: "utf8mb4_general_ci", SQLMode: "STRICT_TRANS_TABLES"}
+	if got, want := tr.Create("db", "t", "t_ai", "_emtrg_1"), "CREATE DEFINER=`app@x`@`%` TRIGGER `db`.`t_ai` AFTER INSERT ON `db`.`t` FOR EACH ROW PRECEDES `_emtrg_1` INSERT INTO a VALUES (NEW.id) -- audit"; got != want {
+		t.Errorf("create:\n got %s\nwant %s", got, want)
+	}
+	tmp := TempTriggerName("db", "t", "t_ai")
+	if tmp != TempTriggerName("db", "t", "t_ai") || tmp == TempTriggerName("db", "t", "t_bi") || len(tmp) > 64 || !strings.HasPrefix(tmp, "_emtrg_") {
+		t.Errorf("temporary name %q: must be stable, distinct per trigger and short", tmp)
+	}
+	g := tr.CreateGuarded("db", "_t_new", "t")
+	for _, want := range []string{
+		"TRIGGER `db`.`" + tmp + "` AFTER INSERT ON `db`.`_t_new` FOR EACH ROW IF (SELECT COUNT(*) FROM information_schema.TRIGGERS",
+		"TRIGGER_SCHEMA = _utf8mb4 X'6462' AND EVENT_OBJECT_TABLE = _utf8mb4 X'74' AND TRIGGER_NAME = _utf8mb4 X'745f6169') = 0 THEN\n",
+		"-- audit\n; END IF", // a trailing comment cannot swallow the END IF
+	} {
+		if !strings.Contains(g, want) {
+			t.Errorf("guarded statement lacks %q:\n%s", want, g)
+		}
+	}
+	if tr.Carryable("db", "t") != "" {
+		t.Error("a utf8mb4 trigger is carryable")
+	}
+	latin := tr
+	latin.Charset, latin.Name = "latin1", "tr\u00e9"
+	if latin.Carryable("db", "t") == "" {
+		t.Error("a latin1 trigger with a non-ASCII name cannot be created again byte for byte")
+	}
+	other := tr
+	other.Body = []byte("INSERT INTO b VALUES (1)")
+	if SameTriggers([]Trigger{tr}, []Trigger{other}) || !SameTriggers([]Trigger{tr}, []Trigger{tr}) {
+		t.Error("SameTriggers must compare bodies")
+	}
+}
