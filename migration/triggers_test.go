@@ -314,3 +314,23 @@ func TestTriggerCreatedDuringMigrationStopsIt(t *testing.T) {
 		t.Fatalf("original not intact: %s with %d triggers, shadow left %v", e, len(trs), tableExists(t, db, schema, "_t_new"))
 	}
 }
+
+// A dry run lists the trigger statements it would run and leaves the triggers where they are.
+func TestTriggersDryRunReportsStatements(t *testing.T) {
+	schema, sdb := sandboxtest.FreshDatabase(t, srv)
+	db := openControl(t, srv)
+	seedTriggers(t, sdb, schema, 2000)
+	orig, _ := table.LoadTriggers(context.Background(), db, schema, "t")
+	opts := testOptions(srv, schema, "t")
+	opts.DryRun = true
+	res, err := Run(context.Background(), db, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Per trigger: its stand-in, then drop, create with its own name, drop the stand-in.
+	if len(res.Triggers) != 4*len(orig) || !strings.Contains(res.Triggers[0], "_emtrg_") ||
+		!strings.Contains(strings.Join(res.Triggers, "\n"), "TRIGGER "+dbconn.QualifiedName(schema, "t_bu")+" BEFORE UPDATE ON "+dbconn.QualifiedName(schema, "t")) {
+		t.Fatalf("dry run reported %d trigger statements:\n%s", len(res.Triggers), strings.Join(res.Triggers, "\n"))
+	}
+	checkTriggersOn(t, db, schema, "t", orig)
+}

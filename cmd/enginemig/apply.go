@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
@@ -185,6 +186,15 @@ func printApplyResult(w io.Writer, r *migration.Result) {
 			r.Cutover.Attempts, r.Cutover.LockHeld.Round(time.Millisecond), r.Cutover.Position, r.Schema, r.OldTable)
 	} else if r.DryRun {
 		fmt.Fprintf(w, "  the table is unchanged; the shadow was dropped\n")
+	}
+	switch {
+	case r.DryRun && len(r.Triggers) > 0:
+		fmt.Fprintf(w, "  the cut-over would carry the triggers with these statements:\n")
+		for _, s := range r.Triggers {
+			fmt.Fprintf(w, "    %s;\n", strings.ReplaceAll(s, "\n", "\n    "))
+		}
+	case len(r.Triggers) > 0:
+		fmt.Fprintf(w, "  triggers carried to the InnoDB table: %s\n", strings.Join(r.Triggers, ", "))
 	}
 }
 
