@@ -17,10 +17,12 @@ import (
 //     holds the order shared, replay exclusively). Otherwise a change made after the chunk was
 //     read could be applied before the chunk's older rows are written, and those rows would then
 //     overwrite it: a deleted row would come back, an update would be lost.
-//  2. Replay may drop a change to a key the copy will still read (copier.Copier.Ahead): the copy
-//     reads the row later, with the change in it. Asked under the exclusive order, so the
-//     watermark does not move meanwhile; only single integer keys, which Go orders exactly as the
-//     server does.
+//  2. Replay may drop an UPDATE's new row for a key the copy will still read
+//     (copier.Copier.Ahead): the copy reads the row later, with the change in it. Asked under the
+//     exclusive order, so the watermark does not move meanwhile; only single integer keys, which
+//     Go orders exactly as the server does. Inserts and deletes are always applied: a MyISAM
+//     concurrent insert may be invisible to a chunk that starts right after replay saw its event
+//     (binlog/apply.go, plan).
 //  3. With capture that writes into the target itself (triggers), there is no replay to order:
 //     the copy writes with INSERT IGNORE (the capture's row is newer) and MyISAM's table lock
 //     makes each source statement and its trigger writes one unit against a chunk's
