@@ -2,10 +2,12 @@ package migration
 
 import (
 	"context"
+	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/enginemig/enginemig/control"
 	"github.com/enginemig/enginemig/sandbox"
 	"github.com/enginemig/enginemig/sandbox/sandboxtest"
 )
@@ -16,14 +18,17 @@ func TestCopyPausesWhileReplicaLags(t *testing.T) {
 	primary := sandboxtest.ForTest(t, sandbox.Options{})
 	replica := sandboxtest.ReplicaForTest(t, primary, sandbox.Options{})
 	schema, sdb := sandboxtest.FreshDatabase(t, primary)
-	sandboxtest.MustExec(t, sdb, "CREATE TABLE t (id INT PRIMARY KEY, v INT) ENGINE=MyISAM", "INSERT INTO t SELECT seq, seq FROM seq_1_to_60000")
+	sandboxtest.MustExec(t, sdb, "CREATE TABLE t (id INT PRIMARY KEY, v INT) ENGINE=MyISAM", "INSERT INTO t SELECT seq, seq FROM seq_1_to_300000")
 	ctx := context.Background()
 	if err := sandbox.SyncReplica(ctx, primary, replica); err != nil {
 		t.Fatal(err)
 	}
 	db := openControl(t, primary)
 	opts := testOptions(primary, schema, "t")
-	opts.ChunkTime, opts.idleChunkTime = time.Millisecond, time.Millisecond // a slow copy
+	// A slow copy: 1 ms chunks of 300,000 rows would take ~10 s (MariaDB 10.11, 2 cores), long
+	// enough to see it stall; once replication runs again, the control socket speeds it up.
+	opts.ChunkTime, opts.idleChunkTime = time.Millisecond, time.Millisecond
+	opts.ControlSocket = filepath.Join(t.TempDir(), "ctl.sock")
 	opts.Replicas = append(opts.Replicas, connConfig(replica))
 	opts.MaxLag = 300 * time.Millisecond
 	var copied atomic.Int64
@@ -42,10 +47,13 @@ func TestCopyPausesWhileReplicaLags(t *testing.T) {
 	time.Sleep(1500 * time.Millisecond)
 	stalledAt := copied.Load()
 	time.Sleep(2 * time.Second)
-	if moved := copied.Load() - stalledAt; moved > 0 || stalledAt >= 60000 {
+	if moved := copied.Load() - stalledAt; moved > 0 || stalledAt >= 300000 {
 		t.Fatalf("copy went on while the replica lagged: %d rows at 3 s, %d more in the next 2 s", stalledAt, moved)
 	}
 	if err := replica.StartReplicaSQL(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := control.Send(ctx, opts.ControlSocket, "chunk-time=200ms"); err != nil {
 		t.Fatal(err)
 	}
 	select {
