@@ -27,6 +27,8 @@ type RollbackOptions struct {
 	Cutover     cutover.Config
 	ServerID    uint32
 	Logger      *slog.Logger // nil discards
+
+	crashAtTrigger int // test seam: die right after creating real trigger n (from 1) on t
 }
 
 // RollbackResult summarises a rollback.
@@ -55,6 +57,9 @@ func Rollback(ctx context.Context, db *sql.DB, opts RollbackOptions) (*RollbackR
 	st, err := lastCutover(ctx, db, opts)
 	if err != nil {
 		return nil, err
+	}
+	if res, done, err := finishInterruptedRollback(ctx, db, opts, st); err != nil || done {
+		return res, err
 	}
 	cur, err := checkRollback(ctx, db, opts)
 	if err != nil {
@@ -95,19 +100,17 @@ func Rollback(ctx context.Context, db *sql.DB, opts RollbackOptions) (*RollbackR
 	if err != nil {
 		return nil, outcome.New(outcome.FailedSafe, fmt.Errorf("swap back: %w", err), "the InnoDB table is still live; retry the rollback")
 	}
-	if err := carrier.finish(context.WithoutCancel(ctx)); err != nil {
+	carrier.crashAfterCreate = opts.crashAtTrigger
+	if err := carrier.finish(context.WithoutCancel(ctx)); errors.Is(err, errSimulatedCrash) {
+		return nil, err
+	} else if err != nil {
 		return nil, outcome.New(outcome.NeedsAttention, fmt.Errorf("swapped back, but carrying the triggers stopped: %w", err),
-			"every trigger still fires through its stand-in; create the listed trigger by hand")
+			"every trigger still fires through its stand-in; run the same rollback again to finish")
 	}
 	if err := pipe.Stop(); err != nil {
 		opts.Logger.Warn("capture ended with an error after the swap back (the swap is complete)", "error", err)
 	}
-	now := time.Now().UTC()
-	st.Stage, st.FinishedAt = StageRolledBack, &now
-	st.Error = fmt.Sprintf("rolled back at %s; InnoDB table kept as %s", cut.Position, innoName)
-	if err := NewStore(db, opts.StateSchema).Save(context.WithoutCancel(ctx), st); err != nil {
-		opts.Logger.Warn("rolled back, but could not record it in the state table", "error", err)
-	}
+	recordRolledBack(ctx, db, opts, st, fmt.Sprintf("rolled back at %s; InnoDB table kept as %s", cut.Position, innoName))
 	return &RollbackResult{Schema: opts.Schema, Table: opts.Table, MigrationID: st.ID, ReplayEvents: pipe.Progress().Capture.Events,
 		Cutover: &cut, InnoDBTable: innoName, TotalTime: time.Since(start)}, nil
 }
@@ -189,4 +192,46 @@ func isCutoverRename(name string) func(string) bool {
 		return strings.Contains(l, "rename table") && (strings.Contains(l, shadow) || strings.Contains(l, old)) &&
 			(strings.Contains(l, swap) || strings.Contains(l, old))
 	}
+}
+
+func recordRolledBack(ctx context.Context, db *sql.DB, opts RollbackOptions, st *State, what string) {
+	now := time.Now().UTC()
+	st.Stage, st.FinishedAt, st.Error = StageRolledBack, &now, what
+	if err := NewStore(db, opts.StateSchema).Save(context.WithoutCancel(ctx), st); err != nil {
+		opts.Logger.Warn("rolled back, but could not record it in the state table", "error", err)
+	}
+}
+
+// finishInterruptedRollback completes a rollback that died after its swap-back but before its
+// triggers had their own names again: the table is MyISAM, the InnoDB table is kept as `_t_new`,
+// and stand-ins are on the table (every trigger still fires once, through them). Their definitions
+// are recovered from the stand-ins. done is false when there is no such rollback to finish.
+func finishInterruptedRollback(ctx context.Context, db *sql.DB, opts RollbackOptions, st *State) (*RollbackResult, bool, error) {
+	cur, err := table.Load(ctx, db, opts.Schema, opts.Table)
+	if err != nil || !strings.EqualFold(cur.Engine, "MyISAM") {
+		return nil, false, nil
+	}
+	if inno, err := table.Load(ctx, db, opts.Schema, table.ShadowName(opts.Table)); err != nil || !strings.EqualFold(inno.Engine, "InnoDB") {
+		return nil, false, nil
+	}
+	on, err := table.LoadTriggers(ctx, db, opts.Schema, opts.Table)
+	if err != nil {
+		return nil, false, err
+	}
+	var trs []table.Trigger
+	for _, s := range on {
+		if tr, ok := table.FromStandIn(s); ok {
+			trs = append(trs, tr)
+		}
+	}
+	if len(trs) == 0 {
+		return nil, false, nil
+	}
+	opts.Logger.Info("finishing an interrupted rollback: giving the triggers their own names", "triggers", len(trs))
+	c := &triggerCarrier{db: db, schema: opts.Schema, live: opts.Table, trs: trs, log: opts.Logger}
+	if err := c.finish(ctx); err != nil {
+		return nil, false, outcome.New(outcome.NeedsAttention, fmt.Errorf("finish the interrupted rollback's triggers: %w", err), "")
+	}
+	recordRolledBack(ctx, db, opts, st, "rolled back (triggers finished by a second run); InnoDB table kept as "+table.ShadowName(opts.Table))
+	return &RollbackResult{Schema: opts.Schema, Table: opts.Table, MigrationID: st.ID, InnoDBTable: table.ShadowName(opts.Table)}, true, nil
 }

@@ -334,3 +334,41 @@ func TestTriggersDryRunReportsStatements(t *testing.T) {
 	}
 	checkTriggersOn(t, db, schema, "t", orig)
 }
+
+// A rollback that dies with a trigger and its stand-in both on the MyISAM table leaves every
+// trigger firing once; running the rollback again gives them their own names.
+func TestTriggersRollbackResumesAfterCrash(t *testing.T) {
+	schema, sdb := sandboxtest.FreshDatabase(t, srv)
+	db := openControl(t, srv)
+	seedTriggers(t, sdb, schema, 5000)
+	orig, _ := table.LoadTriggers(context.Background(), db, schema, "t")
+	ws, stop := startTrigWriters(sdb, schema, 3)
+	opts := testOptions(srv, schema, "t")
+	if _, err := Run(context.Background(), db, opts); err != nil {
+		stop()
+		t.Fatal(err)
+	}
+	rb := RollbackOptions{Conn: opts.Conn, Schema: schema, Table: "t", StateSchema: opts.StateSchema, Logger: opts.Logger, crashAtTrigger: 3}
+	if _, err := Rollback(context.Background(), db, rb); !errors.Is(err, errSimulatedCrash) {
+		stop()
+		t.Fatalf("want a simulated crash, got %v", err)
+	}
+	if e := engineOf(t, db, schema, "t"); e != "MyISAM" {
+		t.Fatalf("t is %s after the swap back", e)
+	}
+	checkEachFiresOnce(t, db, schema, orig)
+	time.Sleep(200 * time.Millisecond)
+	rb.crashAtTrigger = 0
+	if _, err := Rollback(context.Background(), db, rb); err != nil {
+		stop()
+		t.Fatalf("second rollback: %v", err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	stop()
+	checkTriggersOn(t, db, schema, "t", orig)
+	checkExactlyOnce(t, db, schema, ws)
+	states, _ := NewStore(db, opts.StateSchema).List(context.Background(), schema, "t")
+	if len(states) == 0 || states[0].Stage != StageRolledBack {
+		t.Fatalf("state after the second rollback: %+v", states)
+	}
+}

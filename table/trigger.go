@@ -178,3 +178,31 @@ func (t Trigger) Session() []string {
 		"SET SESSION character_set_client = " + dbconn.QuoteString(t.Charset),
 		"SET SESSION collation_connection = " + dbconn.QuoteString(t.Collation)}
 }
+
+// FromStandIn recovers a trigger's own definition from its stand-in (what CreateGuarded made):
+// the real name from the guard, the body from inside it; timing, event, DEFINER and context are
+// the stand-in's own, created in the original's session. ok is false for any other trigger.
+func FromStandIn(s Trigger) (Trigger, bool) {
+	body := string(s.Body)
+	// The server keeps the guard's text but drops the literals' _utf8mb4 introducer.
+	const nameAt, then, end = "AND TRIGGER_NAME =", ") = 0 THEN\n", "\n; END IF"
+	i := strings.Index(body, nameAt)
+	j := strings.Index(body, then)
+	if !strings.HasPrefix(s.Name, "_emtrg_") || !strings.HasPrefix(body, "IF (SELECT COUNT(*) FROM information_schema.TRIGGERS") ||
+		i < 0 || j < i || !strings.HasSuffix(body, end) {
+		return Trigger{}, false
+	}
+	lit := body[i+len(nameAt) : j]
+	k := strings.Index(lit, "X'")
+	if k < 0 || !strings.HasSuffix(lit, "'") {
+		return Trigger{}, false
+	}
+	name, err := hex.DecodeString(lit[k+2 : len(lit)-1])
+	if err != nil {
+		return Trigger{}, false
+	}
+	t := s
+	t.Name = string(name)
+	t.Body = []byte(body[j+len(then) : len(body)-len(end)])
+	return t, true
+}

@@ -39,3 +39,24 @@ func TestTriggerStatements(t *testing.T) {
 		t.Error("SameTriggers must compare bodies")
 	}
 }
+
+func TestTriggerFromStandIn(t *testing.T) {
+	tr := Trigger{Name: "t_bi", Timing: "BEFORE", Event: "INSERT", Body: []byte("BEGIN\n  SET NEW.w = 'x; END IF';\nEND"),
+		Definer: "root@localhost", Charset: "utf8mb4", Collation: "utf8mb4_general_ci", SQLMode: "ANSI"}
+	stmt := tr.CreateGuarded("db", "_t_old", "t")
+	standIn := tr
+	standIn.Name = TempTriggerName("db", "t", "t_bi")
+	standIn.Body = []byte(stmt[strings.Index(stmt, "FOR EACH ROW ")+len("FOR EACH ROW "):])
+	got, ok := FromStandIn(standIn)
+	if !ok || !SameTriggers([]Trigger{got}, []Trigger{tr}) {
+		t.Fatalf("recovered %+v (%v), want %+v", got, ok, tr)
+	}
+	// MariaDB 10.11 stores the guard without the literals' _utf8mb4 introducer.
+	standIn.Body = []byte(strings.ReplaceAll(string(standIn.Body), "_utf8mb4 ", ""))
+	if got, ok = FromStandIn(standIn); !ok || got.Name != "t_bi" || string(got.Body) != string(tr.Body) {
+		t.Fatalf("recovered %+v (%v) from the stored form", got, ok)
+	}
+	if _, ok := FromStandIn(tr); ok {
+		t.Fatal("an ordinary trigger is no stand-in")
+	}
+}
