@@ -5,6 +5,7 @@ package cutover
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -60,6 +61,14 @@ type Recorder interface {
 	RecordSwap(ctx context.Context, pos binlog.Position) error
 }
 
+// Preparer, when a Recorder also implements it, readies To before each attempt takes the lock
+// (work that would otherwise lengthen the application's stall), and undoes that after an attempt
+// that failed. An error wrapping ErrAbort ends the cut-over.
+type Preparer interface {
+	PrepareSwap(ctx context.Context) error
+	AbandonSwap(ctx context.Context)
+}
+
 // ErrAbort, wrapped in a Recorder's error, stops the cut-over instead of retrying.
 var ErrAbort = errors.New("cut-over aborted")
 
@@ -99,7 +108,9 @@ func Run(ctx context.Context, db *sql.DB, sw Swap, target Target, cfg Config, re
 		if err := waitForLongQueries(ctx, db, sw, cfg); err != nil {
 			return res, err
 		}
-		held, pos, err := attempt(ctx, db, sw, target, cfg, rec)
+		held, pos, err := prepared(ctx, rec, func() (time.Duration, binlog.Position, error) {
+			return attempt(ctx, db, sw, target, cfg, rec)
+		})
 		if err == nil {
 			res.Position, res.LockHeld = pos, held
 			// Out of the application's way now: move the original from the sentry's name to
@@ -133,6 +144,25 @@ func Run(ctx context.Context, db *sql.DB, sw Swap, target Target, cfg Config, re
 	return res, fmt.Errorf("%w after %d attempts (last: %v); the original table is in place", ErrGaveUp, res.Attempts, lastErr)
 }
 
+// prepared runs one attempt between the Recorder's PrepareSwap and, when it fails, AbandonSwap.
+func prepared(ctx context.Context, rec Recorder, attempt func() (time.Duration, binlog.Position, error)) (time.Duration, binlog.Position, error) {
+	p, ok := rec.(Preparer)
+	if !ok {
+		return attempt()
+	}
+	if err := p.PrepareSwap(ctx); err != nil {
+		if errors.Is(err, ErrAbort) {
+			return 0, binlog.Position{}, &fatalError{err}
+		}
+		return 0, binlog.Position{}, fmt.Errorf("prepare the swap: %w", err)
+	}
+	held, pos, err := attempt()
+	if err != nil {
+		p.AbandonSwap(context.WithoutCancel(ctx))
+	}
+	return held, pos, err
+}
+
 // SwappedError means the swap itself succeeded but a follow-up step failed.
 type SwappedError struct{ Err error }
 
@@ -153,6 +183,9 @@ func attempt(ctx context.Context, db *sql.DB, sw Swap, target Target, cfg Config
 		return 0, binlog.Position{}, err
 	}
 	defer connA.Close()
+	// connA's session gets lock_wait_timeout=1 below: it must not go back to the pool with it,
+	// where the next statement (a trigger DDL, an index build) would inherit a 1 s lock budget.
+	defer connA.Raw(func(any) error { return driver.ErrBadConn })
 	var idA int64
 	if err := connA.QueryRowContext(ctx, "SELECT CONNECTION_ID()").Scan(&idA); err != nil {
 		return 0, binlog.Position{}, err

@@ -13,6 +13,9 @@ import (
 // stays 0 and zero dates that MyISAM accepted are written back as they are.
 const rowSQLMode = "'NO_AUTO_VALUE_ON_ZERO,NO_ENGINE_SUBSTITUTION'"
 
+// OwnWriteVar is the user variable that marks enginemig's own writing sessions.
+const OwnWriteVar = "@enginemig_own_write"
+
 // OpenRowReader opens a pool whose queries use the binary protocol (server-side prepared
 // statements), which returns FLOAT/DOUBLE exactly; the text protocol prints FLOAT with 6 digits.
 func OpenRowReader(ctx context.Context, c Config, database string, maxConns int) (*sql.DB, error) {
@@ -35,6 +38,11 @@ func openRowSession(ctx context.Context, c Config, database string, maxConns int
 	dc.Params = map[string]string{
 		"time_zone": "'+00:00'",
 		"sql_mode":  rowSQLMode,
+	}
+	if interpolate {
+		// The writing sessions mark themselves so that the stand-ins of a table's triggers never
+		// fire for enginemig's own writes (see table.Trigger.CreateGuarded).
+		dc.Params[OwnWriteVar] = "1"
 	}
 	return OpenDriverConfig(ctx, dc, c.Address(), maxConns)
 }

@@ -158,12 +158,18 @@ func (t Trigger) create(schema, table, name, precedes, body string) string {
 // information_schema, a query per row, and is in place only from the swap to the end of the
 // trigger step (milliseconds).
 func (t Trigger) CreateGuarded(schema, onTable, live string) string {
-	realOnLive := "(SELECT COUNT(*) FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = " + hexLiteral(schema) +
+	realOnLive := "(SELECT COUNT(*) FROM information_schema.TRIGGERS WHERE EVENT_OBJECT_SCHEMA = " + hexLiteral(schema) +
 		" AND EVENT_OBJECT_TABLE = " + hexLiteral(live) + " AND TRIGGER_NAME = " + hexLiteral(t.Name) + ")"
-	// The body may end in a -- comment: the newline keeps the guard's END IF out of it.
-	body := "IF " + realOnLive + " = 0 THEN\n" + string(t.Body) + "\n; END IF"
+	// The body may end in a -- comment: the newline keeps the guard's END IF out of it. The
+	// session variable comes first (AND stops at the first false): enginemig's own writers set it,
+	// so their rows skip the lookup, ~250 us a row (MariaDB 10.11), and fire nothing.
+	body := "IF " + OwnWriteVar + " IS NULL AND " + realOnLive + " = 0 THEN\n" + string(t.Body) + "\n; END IF"
 	return t.create(schema, onTable, TempTriggerName(schema, live, t.Name), "", body)
 }
+
+// OwnWriteVar is the user variable set in enginemig's own writing sessions (copy and replay, see
+// dbconn.OpenRowWriter): a stand-in never fires for them.
+const OwnWriteVar = dbconn.OwnWriteVar
 
 // hexLiteral spells a string as a utf8mb4 hex literal, which reads the same whatever the
 // trigger's client character set.
@@ -186,9 +192,10 @@ func FromStandIn(s Trigger) (Trigger, bool) {
 	body := string(s.Body)
 	// The server keeps the guard's text but drops the literals' _utf8mb4 introducer.
 	const nameAt, then, end = "AND TRIGGER_NAME =", ") = 0 THEN\n", "\n; END IF"
+	const head = "IF " + OwnWriteVar + " IS NULL AND (SELECT COUNT(*) FROM information_schema.TRIGGERS"
 	i := strings.Index(body, nameAt)
 	j := strings.Index(body, then)
-	if !strings.HasPrefix(s.Name, "_emtrg_") || !strings.HasPrefix(body, "IF (SELECT COUNT(*) FROM information_schema.TRIGGERS") ||
+	if !strings.HasPrefix(s.Name, "_emtrg_") || !strings.HasPrefix(body, head) ||
 		i < 0 || j < i || !strings.HasSuffix(body, end) {
 		return Trigger{}, false
 	}
