@@ -24,6 +24,9 @@ type CompileResult struct {
 	ErrNumber  uint16
 	ErrMessage string
 	DDL        string
+	// TriggerRefused names the trigger the server would not create again (as apply's stand-in,
+	// on the scratch table) and why; empty when every trigger was accepted or none was tried.
+	TriggerRefused string
 }
 
 // compileErrorCheck maps InnoDB's refusals to the check that explains them, so a refusal that a
@@ -63,7 +66,7 @@ func compileSession(ctx context.Context, q Querier) (binlogged bool, err error) 
 
 // testCompile creates the InnoDB shadow of info (all indexes, as after the copy) under a scratch
 // name and drops it again. It is the only statement plan runs that writes.
-func testCompile(ctx context.Context, q Querier, info *table.Info) (*CompileResult, error) {
+func testCompile(ctx context.Context, q Querier, info *table.Info, trs []table.Trigger) (*CompileResult, error) {
 	res := &CompileResult{}
 	scratch := scratchName(info.Schema, info.Name)
 	ddl, err := info.Shadow(scratch, false)
@@ -79,6 +82,7 @@ func testCompile(ctx context.Context, q Querier, info *table.Info) (*CompileResu
 	switch {
 	case err == nil:
 		res.Ran = true
+		res.TriggerRefused = compileTriggers(ctx, q, info, scratch, trs)
 		if _, derr := q.ExecContext(ctx, "DROP TABLE IF EXISTS "+dbconn.QualifiedName(info.Schema, scratch)); derr != nil {
 			return res, fmt.Errorf("test-compile: drop scratch table %s: %w", dbconn.QualifiedName(info.Schema, scratch), derr)
 		}
@@ -94,6 +98,46 @@ func testCompile(ctx context.Context, q Querier, info *table.Info) (*CompileResu
 	return res, nil
 }
 
+// compileTriggers creates each trigger, as apply's stand-in, on the scratch table in the trigger's
+// own session context, which proves the server accepts its definition again (the scratch table
+// and its triggers go with the DROP). It returns the first refusal; a missing privilege is not
+// one (the privileges check reports it).
+func compileTriggers(ctx context.Context, q Querier, info *table.Info, scratch string, trs []table.Trigger) string {
+	if len(trs) == 0 {
+		return ""
+	}
+	var mode, cs, coll string
+	if err := q.QueryRowContext(ctx, "SELECT @@SESSION.sql_mode, @@SESSION.character_set_client, @@SESSION.collation_connection").Scan(&mode, &cs, &coll); err != nil {
+		return ""
+	}
+	defer func() {
+		for _, set := range (table.Trigger{SQLMode: mode, Charset: cs, Collation: coll}).Session() {
+			q.ExecContext(context.WithoutCancel(ctx), set)
+		}
+	}()
+	for _, tr := range trs {
+		err := execAll(ctx, q, append(tr.Session(), tr.CreateGuarded(info.Schema, scratch, info.Name)))
+		var me *mysql.MySQLError
+		switch {
+		case err == nil:
+		case errors.As(err, &me) && (me.Number == 1142 || me.Number == 1227 || me.Number == 1044):
+			return ""
+		default:
+			return fmt.Sprintf("trigger %s: %v", tr.Name, err)
+		}
+	}
+	return ""
+}
+
+func execAll(ctx context.Context, q Querier, stmts []string) error {
+	for _, s := range stmts {
+		if _, err := q.ExecContext(ctx, s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // mergeCompile folds the compile result into the static findings: a refusal that a static check
 // predicted gets the server's message appended; one that none predicted becomes a blocker of the
 // mapped check (or shadow-compile when unmapped). A skipped compile is an info finding.
@@ -107,6 +151,15 @@ func mergeCompile(fs []Finding, c *CompileResult) []Finding {
 				"the static checks still ran; grant CREATE and DROP on the database to have InnoDB confirm them"))
 		}
 		return fs
+	}
+	if c.TriggerRefused != "" {
+		for i := range fs {
+			if fs[i].Check == "triggers" {
+				fs[i].Severity = Blocker
+				fs[i].Message = "the server refused to create a trigger again (test-compile): " + c.TriggerRefused
+				fs[i].Remedy = "fix or drop the trigger (SHOW CREATE TRIGGER gives its text), then plan again"
+			}
+		}
 	}
 	if c.ErrNumber == 0 {
 		// InnoDB accepted the table: a static estimate that predicted a refusal was wrong, and

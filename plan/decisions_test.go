@@ -167,6 +167,12 @@ func TestMergeCompile(t *testing.T) {
 	if severities(got) != "row-too-large:blocker" || !strings.Contains(got[0].Message, "confirmed by test-compile") {
 		t.Fatalf("confirmed: %v", got)
 	}
+	// Triggers are carried (info) unless the server refused to create one again.
+	carried := []Finding{newFinding("triggers", Info, "1 trigger(s) (t_ai) are carried", "r")}
+	got = mergeCompile(carried, &CompileResult{Ran: true, TriggerRefused: "trigger t_ai: Error 1054: Unknown column"})
+	if severities(got) != "triggers:blocker" || !strings.Contains(got[0].Message, "t_ai: Error 1054") {
+		t.Fatalf("refused trigger: %v", got)
+	}
 }
 
 func TestInlineRowBytes(t *testing.T) {
