@@ -89,17 +89,27 @@ func (s *Store) Ensure(ctx context.Context) error {
 		return fmt.Errorf("create state table %s: %w", s.table(), err)
 	}
 	// State tables of earlier versions lack the triggers column.
-	var has int
-	if err := s.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = 'migrations' AND COLUMN_NAME = 'triggers'",
-		s.schema).Scan(&has); err != nil {
-		return fmt.Errorf("read state table %s: %w", s.table(), err)
+	has, err := s.hasTriggers(ctx)
+	if err != nil {
+		return err
 	}
-	if has == 0 {
+	if !has {
 		if _, err := s.db.ExecContext(ctx, "ALTER TABLE "+s.table()+" ADD COLUMN triggers LONGTEXT NULL AFTER events_applied"); err != nil {
 			return fmt.Errorf("upgrade state table %s: %w", s.table(), err)
 		}
 	}
 	return nil
+}
+
+// hasTriggers reports whether the state table has the triggers column (added in a later version:
+// reading an older table must not fail, and must not change it either).
+func (s *Store) hasTriggers(ctx context.Context) (bool, error) {
+	var n int
+	if err := s.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = 'migrations' AND COLUMN_NAME = 'triggers'",
+		s.schema).Scan(&n); err != nil {
+		return false, fmt.Errorf("read state table %s: %w", s.table(), err)
+	}
+	return n > 0, nil
 }
 
 // Begin records a new migration and returns its id.
@@ -132,9 +142,15 @@ func (s *Store) Save(ctx context.Context, st *State) error {
 
 // List returns recorded migrations, newest first, optionally for one table.
 func (s *Store) List(ctx context.Context, schema, table string) ([]State, error) {
+	triggersCol := "COALESCE(triggers,'')"
+	if has, err := s.hasTriggers(ctx); err != nil {
+		return nil, err
+	} else if !has {
+		triggersCol = "''"
+	}
 	q := "SELECT id, schema_name, table_name, stage, dry_run, binlog_start_file, binlog_start_pos, binlog_cutover_file, " +
 		"binlog_cutover_pos, COALESCE(copy_watermark,''), binlog_applied_file, binlog_applied_pos, rows_total, rows_copied, events_applied, COALESCE(error,''), " +
-		"COALESCE(triggers,''), " +
+		triggersCol + ", " +
 		"started_at, updated_at, finished_at FROM " + s.table()
 	var args []any
 	if schema != "" {

@@ -1,9 +1,12 @@
 package migration
 
 import (
+	"context"
 	"math"
 	"reflect"
 	"testing"
+
+	"github.com/enginemig/enginemig/sandbox/sandboxtest"
 )
 
 func TestKeyEncodingRoundTrips(t *testing.T) {
@@ -24,5 +27,34 @@ func TestKeyEncodingRoundTrips(t *testing.T) {
 	}
 	if _, err := decodeKey("{"); err == nil {
 		t.Fatal("corrupt watermark accepted")
+	}
+}
+
+// A state table written by an earlier version (no triggers column) is read as it is, and
+// upgraded only by Ensure, which apply runs after its refusals.
+func TestStateTableOfAnEarlierVersion(t *testing.T) {
+	_, sdb := sandboxtest.FreshDatabase(t, srv)
+	db := openControl(t, srv)
+	schema := "_state_old_version"
+	sandboxtest.MustExec(t, sdb, "CREATE DATABASE "+schema)
+	t.Cleanup(func() { db.Exec("DROP DATABASE " + schema) })
+	s := NewStore(db, schema)
+	if err := s.Ensure(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	sandboxtest.MustExec(t, db, "ALTER TABLE "+s.table()+" DROP COLUMN triggers")
+	st := State{Schema: "d", Table: "t", Stage: StageCopy}
+	if _, err := db.Exec("INSERT INTO " + s.table() + " (schema_name, table_name, stage, started_at, updated_at) VALUES ('d', 't', 'copy', NOW(), NOW())"); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.List(context.Background(), "d", "t")
+	if err != nil || len(got) != 1 || got[0].Stage != st.Stage {
+		t.Fatalf("reading an earlier version's table: %v %+v", err, got)
+	}
+	if err := s.Ensure(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if has, _ := s.hasTriggers(context.Background()); !has {
+		t.Fatal("Ensure did not add the triggers column")
 	}
 }
