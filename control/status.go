@@ -58,6 +58,10 @@ type Status struct {
 	UpdatedAt  time.Time     `json:"updated_at,omitzero"`
 	FinishedAt *time.Time    `json:"finished_at,omitempty"`
 	Error      string        `json:"error,omitempty"`
+	// Interrupted: the record says the migration is running, but no enginemig holds the table's
+	// lock any more (its process died); Remedy says what to run (state table only).
+	Interrupted bool   `json:"interrupted,omitempty"`
+	Remedy      string `json:"remedy,omitempty"`
 }
 
 // GetStatus asks the apply listening on the control socket at path for its status.

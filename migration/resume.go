@@ -26,14 +26,13 @@ import (
 // state says "in progress" proves the earlier process is gone (the server drops the lock of a
 // dead connection).
 func lockTable(ctx context.Context, c dbconn.Config, schema, name string) (*sql.DB, error) {
+	lockName := tableLockName(schema, name)
 	// A pool of its own, closed at the end: closing the connection is what releases the lock,
 	// also when this process is killed.
 	conn, err := dbconn.Open(ctx, c, "", 1)
 	if err != nil {
 		return nil, err
 	}
-	sum := sha1.Sum([]byte(schema + "\x00" + name))
-	lockName := "enginemig-" + hex.EncodeToString(sum[:])[:40]
 	var got sql.NullInt64
 	if err := conn.QueryRowContext(ctx, "SELECT GET_LOCK(?, 0)", lockName).Scan(&got); err != nil {
 		conn.Close()
@@ -47,6 +46,23 @@ func lockTable(ctx context.Context, c dbconn.Config, schema, name string) (*sql.
 			"another enginemig is migrating %s (server connection %d)", dbconn.QualifiedName(schema, name), holder.Int64)
 	}
 	return conn, nil
+}
+
+// tableLockName is the server-side advisory lock an apply holds on its table for its whole run.
+func tableLockName(schema, name string) string {
+	sum := sha1.Sum([]byte(schema + "\x00" + name))
+	return "enginemig-" + hex.EncodeToString(sum[:])[:40]
+}
+
+// Interrupted reports whether a migration recorded as in progress has no enginemig behind it any
+// more: nobody holds the table's advisory lock (the server released it when the process died).
+func Interrupted(ctx context.Context, db *sql.DB, st State) bool {
+	if !st.Stage.inProgress() || st.FinishedAt != nil {
+		return false
+	}
+	var free sql.NullInt64
+	err := db.QueryRowContext(ctx, "SELECT IS_FREE_LOCK(?)", tableLockName(st.Schema, st.Table)).Scan(&free)
+	return err == nil && free.Int64 == 1
 }
 
 // unfinished returns the newest migration record of the table if it was left in progress.

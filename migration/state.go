@@ -112,6 +112,16 @@ func (s *Store) hasTriggers(ctx context.Context) (bool, error) {
 	return n > 0, nil
 }
 
+// Exists reports whether the state table has been created (by a first apply).
+func (s *Store) Exists(ctx context.Context) (bool, error) {
+	var n int
+	if err := s.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = 'migrations'",
+		s.schema).Scan(&n); err != nil {
+		return false, fmt.Errorf("look for the state table %s: %w", s.table(), err)
+	}
+	return n > 0, nil
+}
+
 // Begin records a new migration and returns its id.
 func (s *Store) Begin(ctx context.Context, st *State) error {
 	now := time.Now().UTC()

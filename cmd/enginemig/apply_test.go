@@ -30,6 +30,16 @@ func TestApplyCommand(t *testing.T) {
 		return runCLI(t, append(append([]string{"apply"}, conn...), extra...)...)
 	}
 
+	t.Run("status before anything was migrated", func(t *testing.T) {
+		out, code := runCLI(t, append(append([]string{"status"}, conn...), "--output", "json")...)
+		if code != outcome.OK || !strings.Contains(out, `"migrations": []`) {
+			t.Fatalf("status on a fresh server: exit %d\n%s", code, out)
+		}
+		if out, code := runCLI(t, append(append([]string{"status"}, conn...), "--table", "players")...); code != outcome.Usage {
+			t.Fatalf("status --table without --database: exit %d\n%s", code, out)
+		}
+	})
+
 	t.Run("json summary and exit 0", func(t *testing.T) {
 		out, code := apply("--database", schema, "--table", "players", "--output", "json", "--no-progress")
 		if code != outcome.OK {

@@ -26,7 +26,7 @@ func (m *multiFlag) String() string     { return strings.Join(m.values, "; ") }
 func benchCommand() *cli.Command {
 	const cat = "Benchmark"
 	flags := append(connectionFlags(),
-		&cli.StringFlag{Name: "database", Aliases: []string{"D"}, Usage: "database (schema) of the table (required)", Category: cat},
+		&cli.StringFlag{Name: "database", Aliases: []string{"D", "d"}, Usage: "database (schema) of the table (required)", Category: cat},
 		&cli.StringFlag{Name: "table", Aliases: []string{"t"}, Usage: "table to benchmark (required)", Category: cat},
 		&cli.StringFlag{Name: "compare", Usage: "second table in the same database to run side by side (with --read-only or --on-live-table; user statements naming --table are rewritten to it)", Category: cat},
 		&cli.StringFlag{Name: "mix", Value: "16:7:1", Usage: "SELECT:UPDATE:INSERT[:DELETE] weights of primary-key statements, or auto (from performance_schema counts for the table)", Category: cat},
@@ -45,7 +45,7 @@ func benchCommand() *cli.Command {
 		&cli.Float64Flag{Name: "gate-min-qps-ratio", Value: bench.DefaultMinQPSRatio, Usage: "with --gate: minimum throughput of the second side relative to the first", Category: cat},
 		&cli.Float64Flag{Name: "gate-max-p99-ratio", Value: bench.DefaultMaxP99Ratio, Usage: "with --gate: maximum p99 latency of the second side relative to the first", Category: cat},
 		&cli.StringFlag{Name: "chart", Usage: "write a chart (queries/s and p99 vs threads, one line per side) to FILE: .html (self-contained, opens offline), .svg or .png", Category: cat},
-		&cli.StringFlag{Name: "output", Value: "text", Usage: "report format: text or json", Category: cat},
+		&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "text", Usage: "report format: text or json", Category: cat},
 	)
 	return &cli.Command{
 		Name:  "bench",

@@ -20,11 +20,11 @@ func cleanupCommand() *cli.Command {
 			"instead: run the same apply again. `_T_old` (the MyISAM original) is only dropped with --drop-old,\n" +
 			"which ends the possibility of `enginemig rollback`.",
 		Flags: append(connectionFlags(),
-			&cli.StringFlag{Name: "database", Aliases: []string{"D"}, Usage: "database (schema) of the table"},
+			&cli.StringFlag{Name: "database", Aliases: []string{"D", "d"}, Usage: "database (schema) of the table"},
 			&cli.StringFlag{Name: "table", Aliases: []string{"t"}, Usage: "the table whose leftovers to remove"},
 			&cli.BoolFlag{Name: "drop-old", Usage: "also drop the kept original _T_old (no rollback possible afterwards)"},
 			&cli.StringFlag{Name: "state-schema", Value: migration.DefaultStateSchema, Usage: "schema holding enginemig's state table"},
-			&cli.StringFlag{Name: "output", Value: "text", Usage: "text or json"},
+			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "text", Usage: "text or json"},
 		),
 		Action: func(c *cli.Context) error {
 			if err := requireFlags(c, "database", "table"); err != nil {

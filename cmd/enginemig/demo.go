@@ -22,7 +22,7 @@ func demoCommand() *cli.Command {
 			"--chart), apply with its cut-over; and checks every write the server acknowledged against the final\n" +
 			"table. Exit 0 only when the table was converted, the application saw no error and nothing was lost.",
 		Flags: append(connectionFlags(),
-			&cli.StringFlag{Name: "database", Aliases: []string{"D"}, Value: demo.DefaultDatabase, Usage: "with connection flags: the scratch database to create, use and drop (must not exist or be empty)"},
+			&cli.StringFlag{Name: "database", Aliases: []string{"D", "d"}, Value: demo.DefaultDatabase, Usage: "with connection flags: the scratch database to create, use and drop (must not exist or be empty)"},
 			&cli.Int64Flag{Name: "rows", Value: demo.DefaultRows, Usage: "rows in the horses table (the one converted)"},
 			&cli.IntFlag{Name: "threads", Value: demo.DefaultThreads, Usage: "application threads"},
 			&cli.IntFlag{Name: "rate", Value: demo.DefaultRate, Usage: "application queries/s in total (real applications have think time); 0 for as fast as possible"},
@@ -35,7 +35,7 @@ func demoCommand() *cli.Command {
 			&cli.BoolFlag{Name: "skip-verify", Usage: "skip apply's chunk-by-chunk verification before the cut-over (the demo's own check of every acknowledged write still runs)"},
 			&cli.BoolFlag{Name: "keep", Usage: "keep the sandbox server running (or the scratch database) afterwards and print how to connect"},
 			&cli.StringFlag{Name: "sandbox-dir", Usage: "put the sandbox server's files here instead of a temporary directory"},
-			&cli.StringFlag{Name: "output", Value: "text", Usage: "text, or json: the walkthrough goes to stderr and the summary to stdout as JSON"},
+			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "text", Usage: "text, or json: the walkthrough goes to stderr and the summary to stdout as JSON"},
 		),
 		Action: runDemo,
 	}

@@ -70,6 +70,16 @@ func TestSIGKILLDuringApply(t *testing.T) {
 	if st == "done" {
 		t.Fatal("the copy finished before the kill: make the table larger")
 	}
+	// status tells a dead run from a running one: nobody holds the table's lock any more.
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		_, out := e.run(t, "status", "--database", schema, "--table", "t", "--output", "json")
+		if strings.Contains(out, `"interrupted": true`) && strings.Contains(out, "run the same apply again") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("status does not say the killed run is interrupted:\n%s", out)
+		}
+	}
 
 	// 2. The next run resumes; killed again at a random point after the copy.
 	p = e.start(t, apply...)

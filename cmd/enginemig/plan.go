@@ -15,7 +15,7 @@ func init() { register(planCommand) }
 
 func planCommand() *cli.Command {
 	flags := append(connectionFlags(),
-		&cli.StringSliceFlag{Name: "database", Aliases: []string{"d"},
+		&cli.StringSliceFlag{Name: "database", Aliases: []string{"d", "D"},
 			Usage: "database(s) whose MyISAM tables to plan; repeat or separate with commas (mysql, sys, performance_schema and information_schema are refused)"},
 		&cli.StringSliceFlag{Name: "tables", Aliases: []string{"t"},
 			Usage: "only these tables: names or shell patterns (orders, log_*, shop.cart_?), repeat or separate with commas; default all MyISAM tables"},

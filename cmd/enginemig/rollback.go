@@ -24,13 +24,13 @@ func rollbackCommand() *cli.Command {
 			"tables back with the same sentry method. The InnoDB table is kept as `_T_new`. Refuses, changing\n" +
 			"nothing, when the binlog since the cut-over has been purged. Non-interactive; exit codes as for apply.",
 		Flags: append(connectionFlags(),
-			&cli.StringFlag{Name: "database", Aliases: []string{"D"}, Usage: "database (schema) of the table (required)"},
+			&cli.StringFlag{Name: "database", Aliases: []string{"D", "d"}, Usage: "database (schema) of the table (required)"},
 			&cli.StringFlag{Name: "table", Aliases: []string{"t"}, Usage: "the converted table (required)"},
 			&cli.StringFlag{Name: "state-schema", Value: migration.DefaultStateSchema, Usage: "schema holding enginemig's state table"},
 			&cli.DurationFlag{Name: "cutover-lock-wait", Value: def.LockWait, Usage: "how long one swap attempt may wait for the table lock"},
 			&cli.IntFlag{Name: "cutover-attempts", Value: def.Attempts, Usage: "swap attempts before giving up (the InnoDB table stays live)"},
 			&cli.UintFlag{Name: "server-id", Usage: "server_id for the binlog connection (default: random)"},
-			&cli.StringFlag{Name: "output", Value: "text", Usage: "text or json"},
+			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "text", Usage: "text or json"},
 		),
 		Action: func(c *cli.Context) error {
 			if err := requireFlags(c, "database", "table"); err != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -22,26 +23,39 @@ func statusCommand() *cli.Command {
 		Description: "Reads enginemig's state table (works from another shell while apply runs, and afterwards):\n" +
 			"stage, rows copied of total, changes replayed, binlog start and cut-over positions, timings, errors.",
 		Flags: append(connectionFlags(),
-			&cli.StringFlag{Name: "database", Aliases: []string{"D"}, Usage: "only migrations of this database"},
+			&cli.StringFlag{Name: "database", Aliases: []string{"D", "d"}, Usage: "only migrations of this database"},
 			&cli.StringFlag{Name: "table", Aliases: []string{"t"}, Usage: "only migrations of this table (with --database)"},
 			&cli.StringFlag{Name: "state-schema", Value: migration.DefaultStateSchema, Usage: "schema holding enginemig's state table"},
-			&cli.StringFlag{Name: "output", Value: "text", Usage: "text or json"},
+			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "text", Usage: "text or json"},
 		),
 		Action: func(c *cli.Context) error {
+			if c.String("table") != "" && c.String("database") == "" {
+				return outcome.New(outcome.Usage, fmt.Errorf("--table needs --database"), "give both, e.g. --database game --table horses")
+			}
 			db, _, err := openDB(c.Context, c, "", 2)
 			if err != nil {
 				return err
 			}
 			defer db.Close()
-			states, err := migration.NewStore(db, c.String("state-schema")).List(c.Context, c.String("database"), c.String("table"))
-			if err != nil {
-				return outcome.New(outcome.Usage, err, "no migrations recorded yet, or a different --state-schema")
+			store := migration.NewStore(db, c.String("state-schema"))
+			// A server nothing was migrated on yet has no state table: that is an empty history.
+			var states []migration.State
+			if ok, err := store.Exists(c.Context); err != nil {
+				return err
+			} else if ok {
+				if states, err = store.List(c.Context, c.String("database"), c.String("table")); err != nil {
+					return err
+				}
 			}
 			// Without the privilege to read it, the server's position is unknown: no replay lag then.
 			file, pos, _ := migration.ServerPosition(c.Context, db)
 			views := make([]control.Status, len(states))
 			for i, st := range states {
 				views[i] = migration.StatusOf(st, file, pos, time.Now())
+				if migration.Interrupted(c.Context, db, st) {
+					views[i].Interrupted = true
+					views[i].Remedy = fmt.Sprintf("no enginemig runs on %s.%s any more: run the same apply again to resume, or `enginemig cleanup` to give up", st.Schema, st.Table)
+				}
 			}
 			if c.String("output") == "json" {
 				writeJSON(c.App.Writer, map[string]any{"migrations": views})
@@ -62,14 +76,28 @@ func statusCommand() *cli.Command {
 				if s.DryRun {
 					stage += " (dry run)"
 				}
+				if s.Interrupted {
+					stage += " (interrupted)"
+				}
 				cut := ""
 				if s.BinlogCutoverFile != "" {
 					cut = fmt.Sprintf("%s:%d", s.BinlogCutoverFile, s.BinlogCutoverPos)
 				}
 				fmt.Fprintf(w, "%d\t%s.%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", s.MigrationID, s.Schema, s.Table, stage, rows, s.CopyETA, s.ReplayEvents,
-					s.ReplayBehind, s.StartedAt.Format(time.DateTime), s.UpdatedAt.Format(time.DateTime), cut, s.Error)
+					s.ReplayBehind, s.StartedAt.Format(time.DateTime), s.UpdatedAt.Format(time.DateTime), cut, joinNotes(s.Error, s.Remedy))
 			}
 			return w.Flush()
 		},
 	}
+}
+
+// joinNotes joins the non-empty notes with "; ".
+func joinNotes(notes ...string) string {
+	var out []string
+	for _, n := range notes {
+		if n != "" {
+			out = append(out, n)
+		}
+	}
+	return strings.Join(out, "; ")
 }
