@@ -6,6 +6,7 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -86,9 +87,19 @@ type Swap struct {
 
 // Result reports what the swap cost.
 type Result struct {
-	Position binlog.Position `json:"position"` // binlog position read under the lock: nothing of From is after it
+	Position binlog.Position `json:"-"` // binlog position read under the lock: nothing of From is after it
 	Attempts int             `json:"attempts"`
 	LockHeld time.Duration   `json:"lock_held_ns"` // the longest the application was blocked by the final attempt
+}
+
+// MarshalJSON spells the position as binlog_file and binlog_pos, like the rest of the output.
+func (r Result) MarshalJSON() ([]byte, error) {
+	type plain Result
+	return json.Marshal(struct {
+		plain
+		File string `json:"binlog_file"`
+		Pos  uint32 `json:"binlog_pos"`
+	}{plain(r), r.Position.Name, r.Position.Pos})
 }
 
 // ErrGaveUp means every attempt failed; the original table is untouched.
