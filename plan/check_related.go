@@ -51,6 +51,6 @@ func checkForeignKeys(in *TableInput) []Finding {
 		return nil
 	}
 	return []Finding{newFinding("foreign-keys", Info,
-		fmt.Sprintf("referenced by foreign key(s) %s, created while this table was MyISAM (not enforced so far)", strings.Join(in.ReferencedBy, ", ")),
+		fmt.Sprintf("referenced by foreign key(s) %s: while this table is MyISAM, InnoDB cannot see its rows, so with foreign_key_checks on every insert into those children fails (error 1452)", strings.Join(in.ReferencedBy, ", ")),
 		"after conversion InnoDB enforces them: look for orphan rows first; InnoDB refuses new foreign keys to a MyISAM parent, so convert parents before children")}
 }
