@@ -263,18 +263,13 @@ func (d *run) apply(ctx context.Context) error {
 				return
 			}
 			last = time.Now()
-			if p.Stage != migration.StageCopy {
+			if p.StageTotal == 0 {
 				say(out, "  %-9s %5s, %d changes replayed | %s", p.Stage, time.Since(stageStart).Round(time.Second),
 					p.ReplayEvents, d.loadLine())
 				return
 			}
-			pct := 0.0
-			if p.RowsTotal > 0 {
-				// RowsTotal is the server's estimate; rows inserted during the copy can pass it.
-				pct = min(100, 100*float64(p.RowsCopied)/float64(p.RowsTotal))
-			}
-			say(out, "  %-9s %7d of ~%d rows (%3.0f%%), %d changes replayed | %s", p.Stage, p.RowsCopied, p.RowsTotal, pct,
-				p.ReplayEvents, d.loadLine())
+			say(out, "  %-9s %7d of %d rows (%3.0f%%), ETA %s, %d changes replayed | %s", p.Stage, p.StageDone, p.StageTotal,
+				100*float64(p.StageDone)/float64(p.StageTotal), p.StageETA, p.ReplayEvents, d.loadLine())
 		},
 		Logger: narrate(out, "apply"),
 	}

@@ -77,6 +77,15 @@ type Progress struct {
 	ReplayEvents int64         `json:"replay_events"`
 	CatchingUp   bool          `json:"replay_catching_up"`
 	Elapsed      time.Duration `json:"elapsed_ns"`
+	// The current stage's own progress: rows copied during copy, rows compared during verify
+	// (0 for the other stages). Done never exceeds Total (TABLE_ROWS is an estimate the copy can
+	// pass); the rate and ETA are the stage's own.
+	StageDone  int64         `json:"stage_done"`
+	StageTotal int64         `json:"stage_total"`
+	StageRate  float64       `json:"stage_rate"`
+	StageETA   time.Duration `json:"stage_eta_ns"`
+	// RunETA is what is left of copy and verify together (see stageClock.runETA).
+	RunETA time.Duration `json:"run_eta_ns"`
 }
 
 // Result summarises a finished migration.

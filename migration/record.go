@@ -95,6 +95,7 @@ func (r *recorder) track(ctx context.Context, p *shadow.Pipeline, opts Options, 
 		tick := time.NewTicker(opts.ProgressEvery)
 		defer tick.Stop()
 		lastSave := time.Now()
+		var clock stageClock
 		for {
 			select {
 			case <-ctx.Done():
@@ -103,8 +104,10 @@ func (r *recorder) track(ctx context.Context, p *shadow.Pipeline, opts Options, 
 			}
 			st, pr := r.snapshot(), p.Progress()
 			if opts.Progress != nil {
-				opts.Progress(Progress{Stage: st.Stage, RowsCopied: pr.RowsCopied, RowsTotal: st.RowsTotal, ChunkSize: pr.ChunkSize,
-					ReplayEvents: pr.Capture.Events, CatchingUp: pr.Capture.Behind, Elapsed: time.Since(start)})
+				prog := Progress{Stage: st.Stage, RowsCopied: pr.RowsCopied, RowsTotal: st.RowsTotal, ChunkSize: pr.ChunkSize,
+					ReplayEvents: pr.Capture.Events, CatchingUp: pr.Capture.Behind, Elapsed: time.Since(start)}
+				clock.fill(&prog, pr.RowsVerified, time.Now())
+				opts.Progress(prog)
 			}
 			if time.Since(lastSave) > opts.saveEvery {
 				lastSave = time.Now()

@@ -31,12 +31,13 @@ type Progress struct {
 	RowsCopied   int64
 	ChunkSize    int64
 	CopyLockTime time.Duration
+	RowsVerified int64
 	Capture      binlog.Stats
 }
 
 // Progress returns the current counters.
 func (p *Pipeline) Progress() Progress {
-	pr := Progress{Capture: p.capture.Stats()}
+	pr := Progress{Capture: p.capture.Stats(), RowsVerified: p.verified.Load()}
 	if c := p.order.copy.Load(); c != nil {
 		pr.RowsCopied, pr.ChunkSize, pr.CopyLockTime = c.Copied(), c.ChunkSize(), c.LockTime()
 	}

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -56,6 +57,7 @@ type Pipeline struct {
 	mu       sync.Mutex
 	failed   error
 	stopped  bool
+	verified atomic.Int64 // rows compared by Verify so far
 }
 
 // ErrCapture marks a failure of the capture (e.g. DDL on the source), reported by whatever
@@ -171,7 +173,7 @@ func (p *Pipeline) Exec(ctx context.Context, stmt string) error {
 func (p *Pipeline) Verify(ctx context.Context, pace copier.Pace) (verify.Result, error) {
 	var res verify.Result
 	err := p.Do(ctx, func(ctx context.Context) (err error) {
-		res, err = verify.Run(ctx, p.cfg.DB, p.q, copier.NewChunker(p.writer, p.q, pace), p, verify.Config{Logger: p.cfg.Logger})
+		res, err = verify.Run(ctx, p.cfg.DB, p.q, copier.NewChunker(p.writer, p.q, pace), p, verify.Config{Logger: p.cfg.Logger, Rows: &p.verified})
 		return err
 	})
 	return res, err

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/enginemig/enginemig/binlog"
@@ -31,6 +32,8 @@ type Config struct {
 	// CatchUp bounds the wait for the target while the source is locked (default 1 s).
 	CatchUp time.Duration
 	Logger  *slog.Logger
+	// Rows, when set, counts the rows compared so far (progress).
+	Rows *atomic.Int64
 }
 
 // Result counts what verification saw.
@@ -80,6 +83,9 @@ func Run(ctx context.Context, db *sql.DB, q *table.SQL, chunks *copier.Chunker, 
 		}
 		res.Chunks++
 		res.Rows += rows
+		if v.cfg.Rows != nil {
+			v.cfg.Rows.Add(rows)
+		}
 		res.LockTime += held
 		if repaired {
 			res.Repaired++

@@ -229,33 +229,30 @@ func (d *progressDisplay) update(p migration.Progress) {
 	if p.CatchingUp {
 		lag = "replay catching up"
 	}
+	unit := map[migration.Stage]string{migration.StageCopy: "rows copied", migration.StageVerify: "rows verified"}[p.Stage]
 	if d.bar != nil {
-		if p.RowsTotal > 0 && d.bar.GetMax64() != max(p.RowsTotal, p.RowsCopied) {
-			d.bar.ChangeMax64(max(p.RowsTotal, p.RowsCopied))
+		if p.StageTotal > 0 && d.bar.GetMax64() != p.StageTotal {
+			d.bar.ChangeMax64(p.StageTotal)
 		}
 		d.bar.Describe(fmt.Sprintf("%s %s (chunk %d, %d changes, %s)", d.label, p.Stage, p.ChunkSize, p.ReplayEvents, lag))
-		d.bar.Set64(p.RowsCopied)
+		d.bar.Set64(p.StageDone)
 		return
 	}
 	if time.Since(d.lastLine) < 10*time.Second {
 		return
 	}
 	d.lastLine = time.Now()
-	eta := "?"
-	total := max(p.RowsTotal, p.RowsCopied) // TABLE_ROWS is an estimate the copy can pass
-	if p.RowsCopied > 0 && total > p.RowsCopied {
-		rate := float64(p.RowsCopied) / p.Elapsed.Seconds()
-		eta = time.Duration(float64(total-p.RowsCopied) / rate * float64(time.Second)).Round(time.Second).String()
-	} else if p.RowsCopied > 0 {
-		eta = "0s"
+	if unit == "" {
+		fmt.Fprintf(d.w, "%s %s %s: %d changes replayed, %s\n", time.Now().Format("15:04:05"), d.label, p.Stage, p.ReplayEvents, lag)
+		return
 	}
 	pct := 0.0
-	if total > 0 {
-		pct = 100 * float64(p.RowsCopied) / float64(total)
+	if p.StageTotal > 0 {
+		pct = 100 * float64(p.StageDone) / float64(p.StageTotal)
 	}
-	fmt.Fprintf(d.w, "%s %s %s: %d/%d rows (%.1f%%), %.0f rows/s, ETA %s, %d changes replayed, %s\n",
-		time.Now().Format("15:04:05"), d.label, p.Stage, p.RowsCopied, p.RowsTotal, pct,
-		float64(p.RowsCopied)/max(p.Elapsed.Seconds(), 0.001), eta, p.ReplayEvents, lag)
+	fmt.Fprintf(d.w, "%s %s %s: %d/%d %s (%.1f%%), %.0f rows/s, ETA %s (whole run %s), %d changes replayed, %s\n",
+		time.Now().Format("15:04:05"), d.label, p.Stage, p.StageDone, p.StageTotal, unit, pct, p.StageRate,
+		p.StageETA, p.RunETA, p.ReplayEvents, lag)
 }
 
 // clear takes the bar off the screen so a log record can be written; the next update redraws it.

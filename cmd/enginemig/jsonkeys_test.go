@@ -60,4 +60,3 @@ func walkKeys(v any, f func(string)) {
 		}
 	}
 }
-

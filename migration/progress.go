@@ -1,0 +1,54 @@
+package migration
+
+import "time"
+
+// verifyShare is verification's time as a share of the copy's, for the whole-run ETA: measured on
+// MariaDB 10.11, 2 cores, 1M rows idle, verify took 1.02 s after a 3.07 s copy (applybench).
+const verifyShare = 1.0 / 3
+
+// stageClock turns the counters into each stage's own progress, rate and ETA.
+type stageClock struct {
+	stage    Stage
+	since    time.Time
+	doneAt0  int64
+	copyRate float64 // rows/s of the copy, kept for the whole-run ETA
+}
+
+func (c *stageClock) fill(p *Progress, verified int64, now time.Time) {
+	var done int64
+	switch p.Stage {
+	case StageCopy:
+		done = p.RowsCopied
+	case StageVerify:
+		done = verified
+	}
+	if p.Stage != c.stage {
+		c.stage, c.since, c.doneAt0 = p.Stage, now, done
+	}
+	total := max(p.RowsTotal, p.RowsCopied, done)
+	if p.Stage != StageCopy && p.Stage != StageVerify {
+		total = 0
+	}
+	p.StageDone, p.StageTotal = done, total
+	if secs := now.Sub(c.since).Seconds(); secs > 0 && done > c.doneAt0 {
+		p.StageRate = float64(done-c.doneAt0) / secs
+		p.StageETA = time.Duration(float64(total-done) / p.StageRate * float64(time.Second)).Round(time.Second)
+		if p.Stage == StageCopy {
+			c.copyRate = p.StageRate
+		}
+	}
+	p.RunETA = c.runETA(p)
+}
+
+// runETA: during the copy, the rest of it plus verification estimated from the copy's rate;
+// during verification, the rest of it; 0 after.
+func (c *stageClock) runETA(p *Progress) time.Duration {
+	switch {
+	case p.Stage == StageCopy && c.copyRate > 0:
+		verify := time.Duration(verifyShare * float64(p.StageTotal) / c.copyRate * float64(time.Second))
+		return p.StageETA + verify.Round(time.Second)
+	case p.Stage == StageVerify:
+		return p.StageETA
+	}
+	return 0
+}
