@@ -73,10 +73,11 @@ func runApply(c *cli.Context) error {
 	if c.String("output") != "text" && c.String("output") != "json" {
 		return outcome.Errorf(outcome.Usage, "--output must be text or json")
 	}
-	targets, err := applyTargets(c)
+	targets, skipped, err := applyTargets(c)
 	if err != nil {
 		return err
 	}
+	planRun := c.String("plan") != ""
 	ctx := c.Context
 	db, conn, err := openDB(ctx, c, "", 8)
 	if err != nil {
@@ -93,30 +94,20 @@ func runApply(c *cli.Context) error {
 		Logger:     loggerOf(c)}
 
 	var results []*migration.Result
-	for _, tg := range targets {
-		opts := migration.Options{
-			Conn: conn, Schema: tg.schema, Table: tg.table, DryRun: c.Bool("dry-run"),
-			ChunkTime:   c.Duration("chunk-time"),
-			ClientSide:  c.Bool("client-side-copy"),
-			SkipVerify:  c.Bool("skip-verify"),
-			StateSchema: c.String("state-schema"),
-			ServerID:    uint32(c.Uint("server-id")),
-			Cutover: cutover.Config{LockWait: c.Duration("cutover-lock-wait"), CatchUp: c.Duration("cutover-catch-up"),
-				Attempts: c.Int("cutover-attempts"), Backoff: c.Duration("cutover-backoff"), LongQuery: c.Duration("long-query")},
-			PostponeFile: c.String("postpone-cutover-file"),
-			Gates:        gates, GateConfig: gateCfg,
-			MaxThreadsRunning: c.Int("max-threads-running"), MaxLag: c.Duration("max-lag"),
-			ControlSocket: c.String("control-socket"),
-		}
-		for _, r := range c.StringSlice("replica") {
-			rc, err := replicaConfig(conn, r)
-			if err != nil {
-				return outcome.New(outcome.Usage, err, "")
+	summary := skipped
+	for i, tg := range targets {
+		if planRun {
+			if done, why, err := alreadyConverted(ctx, db, c.String("state-schema"), tg); err != nil {
+				return err
+			} else if done {
+				loggerOf(c).Info("already converted: skipping", slog.String("table", tg.schema+"."+tg.table), slog.String("by", why))
+				summary = append(summary, tableOutcome{Table: tg.schema + "." + tg.table, Outcome: "already-converted", Reason: why})
+				continue
 			}
-			opts.Replicas = append(opts.Replicas, rc)
 		}
-		if d := c.Duration("postpone-max"); d > 0 {
-			opts.PostponeUntil = time.Now().Add(d)
+		opts, err := applyOptions(c, conn, tg, gates, gateCfg)
+		if err != nil {
+			return err
 		}
 		name := tg.schema + "." + tg.table
 		logger := loggerOf(c).With(slog.String("table", name))
@@ -136,32 +127,88 @@ func runApply(c *cli.Context) error {
 			printApplyResult(c.App.Writer, res)
 		}
 		if err != nil {
-			if c.String("output") == "json" {
-				writeJSON(c.App.Writer, map[string]any{"results": results, "error": err.Error(), "exit_code": int(outcome.CodeOf(err)),
-					"status": outcome.CodeOf(err).Name(), "failed_table": tg.schema + "." + tg.table})
+			summary = append(summary, tableOutcome{Table: name, Outcome: "failed", Reason: err.Error()})
+			for _, rest := range targets[i+1:] {
+				summary = append(summary, tableOutcome{Table: rest.schema + "." + rest.table, Outcome: "not-reached", Reason: "the plan stops at the first failure"})
 			}
-			return fmt.Errorf("%s.%s: %w", tg.schema, tg.table, err)
+			return reportApply(c, planRun, results, summary, name, fmt.Errorf("%s: %w", name, err))
 		}
 		results = append(results, res)
+		summary = append(summary, tableOutcome{Table: name, Outcome: "converted", Rows: res.RowsCopied, Time: res.TotalTime, LockHeld: lockHeld(res)})
+	}
+	return reportApply(c, planRun, results, summary, "", planOutcome(summary))
+}
+
+// reportApply prints the end of a run (a plan's per-table summary; the JSON document) and returns
+// its error: failed names the table that failed, if one did.
+func reportApply(c *cli.Context, planRun bool, results []*migration.Result, summary []tableOutcome, failed string, err error) error {
+	if planRun && c.String("output") == "text" {
+		planSummary(c.App.Writer, summary)
 	}
 	if c.String("output") == "json" {
-		writeJSON(c.App.Writer, map[string]any{"results": results, "exit_code": 0, "status": "ok"})
+		out := map[string]any{"results": results, "exit_code": int(outcome.CodeOf(err)), "status": outcome.CodeOf(err).Name()}
+		if planRun {
+			out["tables"] = summary
+		}
+		if err != nil {
+			out["error"] = err.Error()
+		}
+		if failed != "" {
+			out["failed_table"] = failed
+		}
+		writeJSON(c.App.Writer, out)
 	}
-	return nil
+	return err
+}
+
+// applyOptions turns the flags into one table's migration options.
+func applyOptions(c *cli.Context, conn dbconn.Config, tg target, gates map[migration.Point]bool, gateCfg bench.GateConfig) (migration.Options, error) {
+	opts := migration.Options{
+		Conn: conn, Schema: tg.schema, Table: tg.table, DryRun: c.Bool("dry-run"),
+		ChunkTime:   c.Duration("chunk-time"),
+		ClientSide:  c.Bool("client-side-copy"),
+		SkipVerify:  c.Bool("skip-verify"),
+		StateSchema: c.String("state-schema"),
+		ServerID:    uint32(c.Uint("server-id")),
+		Cutover: cutover.Config{LockWait: c.Duration("cutover-lock-wait"), CatchUp: c.Duration("cutover-catch-up"),
+			Attempts: c.Int("cutover-attempts"), Backoff: c.Duration("cutover-backoff"), LongQuery: c.Duration("long-query")},
+		PostponeFile: c.String("postpone-cutover-file"),
+		Gates:        gates, GateConfig: gateCfg,
+		MaxThreadsRunning: c.Int("max-threads-running"), MaxLag: c.Duration("max-lag"),
+		ControlSocket: c.String("control-socket"),
+	}
+	for _, r := range c.StringSlice("replica") {
+		rc, err := replicaConfig(conn, r)
+		if err != nil {
+			return opts, outcome.New(outcome.Usage, err, "")
+		}
+		opts.Replicas = append(opts.Replicas, rc)
+	}
+	if d := c.Duration("postpone-max"); d > 0 {
+		opts.PostponeUntil = time.Now().Add(d)
+	}
+	return opts, nil
+}
+
+func lockHeld(r *migration.Result) time.Duration {
+	if r.Cutover == nil {
+		return 0
+	}
+	return r.Cutover.LockHeld
 }
 
 type target struct{ schema, table string }
 
-func applyTargets(c *cli.Context) ([]target, error) {
+func applyTargets(c *cli.Context) ([]target, []tableOutcome, error) {
 	switch {
 	case c.String("plan") != "" && (c.String("table") != ""):
-		return nil, outcome.Errorf(outcome.Usage, "give either --plan or --table, not both")
+		return nil, nil, outcome.Errorf(outcome.Usage, "give either --plan or --table, not both")
 	case c.String("plan") != "":
 		return planTargets(c.String("plan"), loggerOf(c))
 	case c.String("database") == "" || c.String("table") == "":
-		return nil, outcome.Errorf(outcome.Usage, "--database and --table are required (or --plan)")
+		return nil, nil, outcome.Errorf(outcome.Usage, "--database and --table are required (or --plan)")
 	}
-	return []target{{c.String("database"), c.String("table")}}, nil
+	return []target{{c.String("database"), c.String("table")}}, nil, nil
 }
 
 func printApplyResult(w io.Writer, r *migration.Result) {

@@ -88,15 +88,34 @@ func TestApplyCommand(t *testing.T) {
 		if code != outcome.Refused {
 			t.Fatalf("plan with a blocked table: exit %d\n%s", code, out)
 		}
+		// Applied in part (the blocked table skipped): exit 4, and the summary says which.
 		out, code = apply("--plan", planFile, "--output", "json", "--no-progress")
-		if code != outcome.OK {
-			t.Fatalf("apply --plan: exit %d\n%s", code, out)
+		if code != outcome.Refused || !strings.Contains(out, `"outcome": "skipped"`) || strings.Count(out, `"outcome": "converted"`) != 2 {
+			t.Fatalf("apply --plan with a blocked table: exit %d\n%s", code, out)
 		}
 		for tbl, want := range map[string]string{"a1": "InnoDB", "a2": "InnoDB", "blocked": "MyISAM"} {
 			var engine string
 			db.QueryRow("SELECT ENGINE FROM information_schema.TABLES WHERE TABLE_SCHEMA=? AND TABLE_NAME=?", schema, tbl).Scan(&engine)
 			if engine != want {
 				t.Errorf("%s is %s, want %s", tbl, engine, want)
+			}
+		}
+		// Run again: what this plan converted is reported as done, not refused.
+		out, code = apply("--plan", planFile, "--no-progress")
+		if code != outcome.Refused || strings.Count(out, "already-converted: converted by migration #") != 2 {
+			t.Fatalf("apply --plan again: exit %d\n%s", code, out)
+		}
+		// A plan without blockers, run twice: both exit 0, the second a no-op.
+		sandboxtest.MustExec(t, db, "CREATE TABLE a3 (id INT PRIMARY KEY, v INT) ENGINE=MyISAM", "INSERT INTO a3 SELECT seq, seq FROM seq_1_to_300")
+		clean := filepath.Join(t.TempDir(), "clean.json")
+		if out, code := runCLI(t, append(append([]string{"plan"}, conn...), "--database", schema, "--tables", "a3", "--out", clean)...); code != outcome.OK {
+			t.Fatalf("plan a3: exit %d\n%s", code, out)
+		}
+		for run := 1; run <= 2; run++ {
+			out, code := apply("--plan", clean, "--no-progress")
+			want := map[int]string{1: " converted: 300 rows", 2: "already-converted"}[run]
+			if code != outcome.OK || !strings.Contains(out, want) {
+				t.Fatalf("clean plan, run %d: exit %d\n%s", run, code, out)
 			}
 		}
 	})

@@ -14,6 +14,7 @@ import (
 
 	"github.com/enginemig/enginemig/internal/ackload"
 	"github.com/enginemig/enginemig/outcome"
+	"github.com/enginemig/enginemig/plan"
 	"github.com/enginemig/enginemig/sandbox/sandboxtest"
 )
 
@@ -344,4 +345,44 @@ func TestCutoverBlocked(t *testing.T) {
 func lastLine(s string) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
 	return lines[len(lines)-1]
+}
+
+// A whole-plan run killed in its second table: running it again reports the first as already
+// converted, resumes the second, and exits 0 once every table of the plan is InnoDB; a third run
+// is a no-op.
+func TestSIGKILLDuringPlanResumes(t *testing.T) {
+	e := faultServer(t)
+	schema := e.database(t, "killplan")
+	l1, stop1 := startLoad(t, e, schema, "p1", 2, 2000)
+	l2, stop2 := startLoad(t, e, schema, "p2", 4, 6000)
+	planFile := filepath.Join(t.TempDir(), "plan.json")
+	if code, out := e.run(t, "plan", "--database", schema, "--out", planFile); code != 0 {
+		t.Fatalf("plan: exit %d\n%s", code, out)
+	}
+	pl, err := plan.ReadFile(planFile)
+	if err != nil || len(pl.Tables) != 2 {
+		t.Fatalf("plan file: %v %+v", err, pl)
+	}
+	first, second := pl.Tables[0].Table, pl.Tables[1].Table // the plan's order (by contention)
+	apply := []string{"apply", "--plan", planFile, "--chunk-time", "1ms", "--no-progress"}
+	p := e.start(t, apply...)
+	e.waitStage(t, p, schema, second, func(s string) bool { return s == "copy" })
+	time.Sleep(100 * time.Millisecond)
+	p.cmd.Process.Kill()
+	p.wait(t, time.Minute)
+	if e.engine(schema, first) != "InnoDB" || e.engine(schema, second) != "MyISAM" {
+		t.Fatalf("killed in %s's copy: %s is %s, %s is %s", second, first, e.engine(schema, first), second, e.engine(schema, second))
+	}
+	code, out := e.run(t, apply...)
+	if code != 0 || !strings.Contains(out, "already-converted") || !strings.Contains(out, "resuming migration") {
+		t.Fatalf("second run: exit %d\n%s", code, out)
+	}
+	time.Sleep(200 * time.Millisecond)
+	stop1()
+	stop2()
+	checkLoad(t, e.app, l1, schema, "p1", false)
+	checkLoad(t, e.app, l2, schema, "p2", false)
+	if code, out := e.run(t, apply...); code != 0 || strings.Count(out, "already-converted") != 2 {
+		t.Fatalf("third run: exit %d\n%s", code, out)
+	}
 }
