@@ -23,6 +23,10 @@ type Status struct {
 	RowsCopied int64 `json:"rows_copied"`
 	// ChunkSize is the copier's current chunk in rows (live only).
 	ChunkSize int64 `json:"chunk_size,omitempty"`
+	// RowsVerified are the rows verification compared so far (live only).
+	RowsVerified int64 `json:"rows_verified,omitempty"`
+	// StageRate is the current stage's own rate in rows per second (live only).
+	StageRate float64 `json:"stage_rows_per_second,omitempty"`
 	// CopyETA is the rest of the copy at the rate so far (empty when not copying).
 	CopyETA string `json:"copy_eta,omitempty"`
 	// CopyWatermark is the last copied key as saved for a resume (state table only).

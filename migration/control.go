@@ -129,6 +129,10 @@ func (c *controller) Status() control.Status {
 		out.RowsCopied, out.ChunkSize = pr.RowsCopied, pr.ChunkSize
 		rs := pr.Capture
 		out.ReplayEvents, out.ReplayAppliedOps, out.ReplayPosition, out.ReplayCatchingUp = rs.Events, rs.Applied, rs.Position, rs.Behind
+		out.RowsVerified = pr.RowsVerified
+		if last := m.rec.last.Load(); last != nil {
+			out.StageRate = last.StageRate
+		}
 	}
 	if thr != nil {
 		ts := thr.Status()

@@ -2,6 +2,9 @@ package migration
 
 import (
 	"context"
+	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -102,5 +105,46 @@ func TestPostponedCutoverReleasedAtDeadline(t *testing.T) {
 	}
 	if _, err := os.Stat(opts.PostponeFile); err != nil || engineOf(t, db, schema, "t") != "InnoDB" {
 		t.Fatal("not converted at the deadline (or the flag file was touched)")
+	}
+}
+
+// The metrics endpoint is scraped while the migration waits postponed: it shows the stage and
+// the copy's figures, labelled with the table.
+func TestMetricsScrapedDuringMigration(t *testing.T) {
+	schema, sdb := sandboxtest.FreshDatabase(t, srv)
+	db := openControl(t, srv)
+	sandboxtest.MustExec(t, sdb, "CREATE TABLE t (id INT PRIMARY KEY, v INT) ENGINE=MyISAM", "INSERT INTO t SELECT seq, seq FROM seq_1_to_3000")
+	opts := testOptions(srv, schema, "t")
+	opts.PostponeFile = filepath.Join(t.TempDir(), "hold")
+	os.WriteFile(opts.PostponeFile, nil, 0o600)
+	opts.MetricsListen = "127.0.0.1:0"
+	addr := make(chan string, 1)
+	opts.MetricsAddr = func(a string) { addr <- a }
+	opts.ProgressEvery = 50 * time.Millisecond
+	done := make(chan error, 1)
+	go func() { _, err := Run(context.Background(), db, opts); done <- err }()
+	url := "http://" + <-addr + "/metrics"
+	var body string
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		resp, err := http.Get(url)
+		if err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			body = string(b)
+			if strings.Contains(body, `stage="postponed"`) {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("never saw the postponed stage in the metrics:\n%s", body)
+		}
+	}
+	os.Remove(opts.PostponeFile)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf(`enginemig_rows_copied{schema=%q,table="t"} 3000`, schema)
+	if !strings.Contains(body, want) || !strings.Contains(body, "enginemig_replay_events{") || !strings.Contains(body, "# HELP enginemig_stage ") {
+		t.Fatalf("metrics lack %q:\n%s", want, body)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/enginemig/enginemig/bench"
+	"github.com/enginemig/enginemig/control"
 	"github.com/enginemig/enginemig/copier"
 	"github.com/enginemig/enginemig/cutover"
 	"github.com/enginemig/enginemig/dbconn"
@@ -50,6 +51,10 @@ type Options struct {
 	MaxLag            time.Duration
 	// ControlSocket, when set, is a unix socket for live control (see package control).
 	ControlSocket string
+	// MetricsListen, when set, is a host:port serving Prometheus metrics at /metrics
+	// (control.ServeMetrics); MetricsAddr, when set, receives the address it listens on.
+	MetricsListen string
+	MetricsAddr   func(addr string)
 	// SkipVerify skips the chunk-by-chunk comparison of source and shadow before the cut-over.
 	SkipVerify bool
 	// Gates to run (see ParseGates) and how they benchmark.
@@ -124,6 +129,17 @@ func Run(ctx context.Context, db *sql.DB, opts Options) (*Result, error) {
 		return nil, outcome.New(outcome.Usage, err, "choose another --control-socket path")
 	}
 	defer closeControl()
+	if opts.MetricsListen != "" {
+		metrics, err := control.ServeMetrics(opts.MetricsListen, ctl.Status)
+		if err != nil {
+			return nil, outcome.New(outcome.Usage, err, "choose another --metrics-listen address")
+		}
+		defer metrics.Close()
+		opts.Logger.Info("metrics served", "url", "http://"+metrics.Addr()+"/metrics")
+		if opts.MetricsAddr != nil {
+			opts.MetricsAddr(metrics.Addr())
+		}
+	}
 	start := time.Now()
 	attempt := func() (*Result, error) {
 		m := &migrator{db: db, opts: opts, log: opts.Logger, start: start, ctl: ctl}

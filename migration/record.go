@@ -20,6 +20,7 @@ type recorder struct {
 	store *Store
 	log   *slog.Logger
 	pipe  atomic.Pointer[shadow.Pipeline]
+	last  atomic.Pointer[Progress] // the newest progress snapshot, for control status and metrics
 	mu    sync.Mutex
 	st    State
 }
@@ -108,6 +109,7 @@ func (r *recorder) track(ctx context.Context, p *shadow.Pipeline, opts Options, 
 					ReplayEvents: pr.Capture.Events, CatchingUp: pr.Capture.Behind, Elapsed: time.Since(start)}
 				clock.fill(&prog, pr.RowsVerified, time.Now())
 				opts.Progress(prog)
+				r.last.Store(&prog)
 			}
 			if time.Since(lastSave) > opts.saveEvery {
 				lastSave = time.Now()

@@ -50,6 +50,7 @@ func applyCommand() *cli.Command {
 			&cli.StringSliceFlag{Name: "replica", Usage: "host:port of a replica whose lag must stay under --max-lag (same credentials; repeatable); lag is measured with a heartbeat enginemig writes, and lag that cannot be measured pauses the copy", Category: "Throttling"},
 			&cli.DurationFlag{Name: "max-lag", Value: time.Second, Usage: "pause the copy while a --replica lags more than this", Category: "Throttling"},
 			&cli.StringFlag{Name: "control-socket", Usage: "unix socket for live control while apply runs: 'enginemig control --socket PATH status|pause|resume|abort|release-cutover|chunk-time=20ms|max-lag=2s|max-threads-running=N'"},
+			&cli.StringFlag{Name: "metrics-listen", Usage: "serve Prometheus metrics (stage, rows, rates, replay, throttle, replica lag) at http://ADDR/metrics, e.g. 127.0.0.1:9104"},
 			&cli.StringFlag{Name: "postpone-cutover-file", Usage: "while this file exists after the copy, keep replaying and do not cut over; create it (touch) before starting, remove it to release"},
 			&cli.DurationFlag{Name: "postpone-max", Usage: "release a postponed cut-over after this long even if the file still exists (0: wait for the file)"},
 			&cli.StringFlag{Name: "gate", Usage: "benchmark gates to run: before-copy (a sample as MyISAM vs InnoDB), before-cutover (read-only probes, source vs shadow), after-cutover (probes before vs after the swap), comma-separated, or all", Category: "Gates"},
@@ -176,6 +177,7 @@ func applyOptions(c *cli.Context, conn dbconn.Config, tg target, gates map[migra
 		Gates:        gates, GateConfig: gateCfg,
 		MaxThreadsRunning: c.Int("max-threads-running"), MaxLag: c.Duration("max-lag"),
 		ControlSocket: c.String("control-socket"),
+		MetricsListen: c.String("metrics-listen"),
 	}
 	for _, r := range c.StringSlice("replica") {
 		rc, err := replicaConfig(conn, r)
