@@ -66,10 +66,29 @@ func checkServerPrivileges(s *ServerInfo) []Finding {
 			missing = append(missing, p)
 		}
 	}
-	if len(missing) == 0 {
+	var out []Finding
+	if len(missing) > 0 {
+		out = append(out, newFinding("privileges", Blocker,
+			fmt.Sprintf("account %s lacks %s: apply reads the binlog as a replica would", s.User, strings.Join(missing, ", ")),
+			fmt.Sprintf("GRANT %s ON *.* TO <enginemig account>", strings.Join(missing, ", "))))
+	}
+	return append(out, optionalPrivileges(s)...)
+}
+
+// optionalPrivileges are grants apply works without, each at a cost the finding names.
+func optionalPrivileges(s *ServerInfo) []Finding {
+	var costs, grants []string
+	if !s.Grants.Has("PROCESS", "", "") {
+		costs = append(costs, "PROCESS: the cut-over cannot see long-running queries on the table, so its lock request may queue behind one and stall the application until it ends")
+		grants = append(grants, "GRANT PROCESS ON *.* TO <enginemig account>")
+	}
+	if !s.Grants.Has("SELECT", "performance_schema", "") {
+		costs = append(costs, "SELECT on performance_schema: plan cannot measure lock waits (the contention ranking shows n/a) and bench --mix auto cannot read the table's statement mix")
+		grants = append(grants, "GRANT SELECT ON performance_schema.* TO <enginemig account>")
+	}
+	if len(costs) == 0 {
 		return nil
 	}
-	return []Finding{newFinding("privileges", Blocker,
-		fmt.Sprintf("account %s lacks %s: apply reads the binlog as a replica would", s.User, strings.Join(missing, ", ")),
-		fmt.Sprintf("GRANT %s ON *.* TO <enginemig account>", strings.Join(missing, ", ")))}
+	return []Finding{newFinding("privileges", Warning, fmt.Sprintf("account %s works without, but lacks: %s", s.User, strings.Join(costs, "; ")),
+		strings.Join(grants, "; "))}
 }

@@ -210,3 +210,18 @@ func TestInlineRowBytes(t *testing.T) {
 		t.Errorf("DECIMAL(18,9) = %d bytes, want 8", got)
 	}
 }
+
+// PROCESS and performance_schema are optional: a warning names what each missing one costs.
+func TestOptionalPrivileges(t *testing.T) {
+	s := &ServerInfo{User: "em@%", Grants: ParseGrants([]string{
+		"GRANT REPLICATION SLAVE, BINLOG MONITOR ON *.* TO `em`@`%`"})}
+	got := optionalPrivileges(s)
+	if len(got) != 1 || got[0].Severity != Warning || !strings.Contains(got[0].Message, "PROCESS: the cut-over cannot see long-running queries") ||
+		!strings.Contains(got[0].Remedy, "GRANT SELECT ON performance_schema.*") {
+		t.Fatalf("got %+v", got)
+	}
+	s.Grants = ParseGrants([]string{"GRANT PROCESS, REPLICATION SLAVE ON *.* TO `em`@`%`", "GRANT SELECT ON `performance_schema`.* TO `em`@`%`"})
+	if got := optionalPrivileges(s); len(got) != 0 {
+		t.Fatalf("all optional grants present, got %+v", got)
+	}
+}

@@ -87,7 +87,8 @@ func TestReadmePrivilegesSuffice(t *testing.T) {
 		"GRANT REPLICATION SLAVE, BINLOG MONITOR ON *.* TO 'enginemig'@'127.0.0.1'",
 		"GRANT ALL ON `_enginemig`.* TO 'enginemig'@'127.0.0.1'",
 		"GRANT ALL ON `_enginemig_bench`.* TO 'enginemig'@'127.0.0.1'",
-		"GRANT PROCESS ON *.* TO 'enginemig'@'127.0.0.1'")
+		"GRANT PROCESS ON *.* TO 'enginemig'@'127.0.0.1'",
+		"GRANT SELECT ON performance_schema.* TO 'enginemig'@'127.0.0.1'")
 	t.Cleanup(func() { e.app.Exec("DROP USER 'enginemig'@'127.0.0.1'") })
 	l, stop := startLoad(t, e, schema, "t", 3, 3000)
 	as := func(args ...string) (int, string) {
