@@ -88,6 +88,16 @@ func TestApplyCommand(t *testing.T) {
 		if code != outcome.Refused {
 			t.Fatalf("plan with a blocked table: exit %d\n%s", code, out)
 		}
+		statusPlan := func() string {
+			out, code := runCLI(t, append(append([]string{"status"}, conn...), "--plan", planFile, "--output", "json")...)
+			if code != outcome.OK {
+				t.Fatalf("status --plan: exit %d\n%s", code, out)
+			}
+			return out
+		}
+		if out := statusPlan(); strings.Count(out, `"state": "not-started"`) != 2 || !strings.Contains(out, `"state": "blocked"`) || !strings.Contains(out, `"left": 2`) {
+			t.Fatalf("status --plan before apply:\n%s", out)
+		}
 		// Applied in part (the blocked table skipped): exit 4, and the summary says which.
 		out, code = apply("--plan", planFile, "--output", "json", "--no-progress")
 		if code != outcome.Refused || !strings.Contains(out, `"outcome": "skipped"`) || strings.Count(out, `"outcome": "converted"`) != 2 {
@@ -99,6 +109,9 @@ func TestApplyCommand(t *testing.T) {
 			if engine != want {
 				t.Errorf("%s is %s, want %s", tbl, engine, want)
 			}
+		}
+		if out := statusPlan(); strings.Count(out, `"state": "done"`) != 2 || !strings.Contains(out, `"left": 0`) {
+			t.Fatalf("status --plan after apply:\n%s", out)
 		}
 		// Run again: what this plan converted is reported as done, not refused.
 		out, code = apply("--plan", planFile, "--no-progress")

@@ -26,69 +26,85 @@ func statusCommand() *cli.Command {
 			&cli.StringFlag{Name: "database", Aliases: []string{"D", "d"}, Usage: "only migrations of this database"},
 			&cli.StringFlag{Name: "table", Aliases: []string{"t"}, Usage: "only migrations of this table (with --database)"},
 			&cli.StringFlag{Name: "state-schema", Value: migration.DefaultStateSchema, Usage: "schema holding enginemig's state table"},
+			&cli.StringFlag{Name: "plan", Usage: "where the run of this plan file stands: each table's state, what is left, an ETA for the rest"},
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "text", Usage: "text or json"},
 		),
-		Action: func(c *cli.Context) error {
-			if c.String("table") != "" && c.String("database") == "" {
-				return outcome.New(outcome.Usage, fmt.Errorf("--table needs --database"), "give both, e.g. --database game --table horses")
-			}
-			db, _, err := openDB(c.Context, c, "", 2)
-			if err != nil {
-				return err
-			}
-			defer db.Close()
-			store := migration.NewStore(db, c.String("state-schema"))
-			// A server nothing was migrated on yet has no state table: that is an empty history.
-			var states []migration.State
-			if ok, err := store.Exists(c.Context); err != nil {
-				return err
-			} else if ok {
-				if states, err = store.List(c.Context, c.String("database"), c.String("table")); err != nil {
-					return err
-				}
-			}
-			// Without the privilege to read it, the server's position is unknown: no replay lag then.
-			file, pos, _ := migration.ServerPosition(c.Context, db)
-			views := make([]control.Status, len(states))
-			for i, st := range states {
-				views[i] = migration.StatusOf(st, file, pos, time.Now())
-				if migration.Interrupted(c.Context, db, st) {
-					views[i].Interrupted = true
-					views[i].Remedy = fmt.Sprintf("no enginemig runs on %s.%s any more: run the same apply again to resume, or `enginemig cleanup` to give up", st.Schema, st.Table)
-				}
-			}
-			if c.String("output") == "json" {
-				writeJSON(c.App.Writer, map[string]any{"migrations": views})
-				return nil
-			}
-			if len(states) == 0 {
-				fmt.Fprintln(c.App.Writer, "no migrations recorded")
-				return nil
-			}
-			w := tabwriter.NewWriter(c.App.Writer, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(w, "ID\tTABLE\tSTAGE\tROWS\tETA\tCHANGES\tREPLAY BEHIND\tSTARTED\tUPDATED\tCUT-OVER AT\tNOTE")
-			for _, s := range views {
-				rows := fmt.Sprintf("%d/%d", s.RowsCopied, s.RowsTotal)
-				if s.RowsTotal > 0 {
-					rows += fmt.Sprintf(" (%.0f%%)", 100*float64(s.RowsCopied)/float64(s.RowsTotal))
-				}
-				stage := s.Stage
-				if s.DryRun {
-					stage += " (dry run)"
-				}
-				if s.Interrupted {
-					stage += " (interrupted)"
-				}
-				cut := ""
-				if s.BinlogCutoverFile != "" {
-					cut = fmt.Sprintf("%s:%d", s.BinlogCutoverFile, s.BinlogCutoverPos)
-				}
-				fmt.Fprintf(w, "%d\t%s.%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", s.MigrationID, s.Schema, s.Table, stage, rows, s.CopyETA, s.ReplayEvents,
-					s.ReplayBehind, s.StartedAt.Format(time.DateTime), s.UpdatedAt.Format(time.DateTime), cut, joinNotes(s.Error, s.Remedy))
-			}
-			return w.Flush()
-		},
+		Action: runStatus,
 	}
+}
+
+// runStatus is the status command.
+func runStatus(c *cli.Context) error {
+	if c.String("table") != "" && c.String("database") == "" {
+		return outcome.New(outcome.Usage, fmt.Errorf("--table needs --database"), "give both, e.g. --database game --table horses")
+	}
+	db, _, err := openDB(c.Context, c, "", 2)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	store := migration.NewStore(db, c.String("state-schema"))
+	if path := c.String("plan"); path != "" {
+		ps, err := statusOfPlan(c.Context, db, store, path, time.Now())
+		if err != nil {
+			return outcome.New(outcome.Usage, err, "give a plan file written by 'enginemig plan --out FILE'")
+		}
+		if c.String("output") == "json" {
+			writeJSON(c.App.Writer, ps)
+		} else {
+			printPlanStatus(c.App.Writer, ps)
+		}
+		return nil
+	}
+	// A server nothing was migrated on yet has no state table: that is an empty history.
+	var states []migration.State
+	if ok, err := store.Exists(c.Context); err != nil {
+		return err
+	} else if ok {
+		if states, err = store.List(c.Context, c.String("database"), c.String("table")); err != nil {
+			return err
+		}
+	}
+	// Without the privilege to read it, the server's position is unknown: no replay lag then.
+	file, pos, _ := migration.ServerPosition(c.Context, db)
+	views := make([]control.Status, len(states))
+	for i, st := range states {
+		views[i] = migration.StatusOf(st, file, pos, time.Now())
+		if migration.Interrupted(c.Context, db, st) {
+			views[i].Interrupted = true
+			views[i].Remedy = fmt.Sprintf("no enginemig runs on %s.%s any more: run the same apply again to resume, or `enginemig cleanup` to give up", st.Schema, st.Table)
+		}
+	}
+	if c.String("output") == "json" {
+		writeJSON(c.App.Writer, map[string]any{"migrations": views})
+		return nil
+	}
+	if len(states) == 0 {
+		fmt.Fprintln(c.App.Writer, "no migrations recorded")
+		return nil
+	}
+	w := tabwriter.NewWriter(c.App.Writer, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(w, "ID\tTABLE\tSTAGE\tROWS\tETA\tCHANGES\tREPLAY BEHIND\tSTARTED\tUPDATED\tCUT-OVER AT\tNOTE")
+	for _, s := range views {
+		rows := fmt.Sprintf("%d/%d", s.RowsCopied, s.RowsTotal)
+		if s.RowsTotal > 0 {
+			rows += fmt.Sprintf(" (%.0f%%)", 100*float64(s.RowsCopied)/float64(s.RowsTotal))
+		}
+		stage := s.Stage
+		if s.DryRun {
+			stage += " (dry run)"
+		}
+		if s.Interrupted {
+			stage += " (interrupted)"
+		}
+		cut := ""
+		if s.BinlogCutoverFile != "" {
+			cut = fmt.Sprintf("%s:%d", s.BinlogCutoverFile, s.BinlogCutoverPos)
+		}
+		fmt.Fprintf(w, "%d\t%s.%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", s.MigrationID, s.Schema, s.Table, stage, rows, s.CopyETA, s.ReplayEvents,
+			s.ReplayBehind, s.StartedAt.Format(time.DateTime), s.UpdatedAt.Format(time.DateTime), cut, joinNotes(s.Error, s.Remedy))
+	}
+	return w.Flush()
 }
 
 // joinNotes joins the non-empty notes with "; ".
