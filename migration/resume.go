@@ -67,13 +67,8 @@ func Interrupted(ctx context.Context, db *sql.DB, st State) bool {
 
 // unfinished returns the newest migration record of the table if it was left in progress.
 func unfinished(ctx context.Context, store *Store, schema, name string) (*State, error) {
-	var exists int
-	if err := store.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = 'migrations'",
-		store.schema).Scan(&exists); err != nil {
-		return nil, fmt.Errorf("look for the state table: %w", err)
-	}
-	if exists == 0 {
-		return nil, nil
+	if exists, err := store.Exists(ctx); err != nil || !exists {
+		return nil, err
 	}
 	states, err := store.List(ctx, schema, name)
 	if err != nil || len(states) == 0 {

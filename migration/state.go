@@ -104,20 +104,19 @@ func (s *Store) Ensure(ctx context.Context) error {
 // hasTriggers reports whether the state table has the triggers column (added in a later version:
 // reading an older table must not fail, and must not change it either).
 func (s *Store) hasTriggers(ctx context.Context) (bool, error) {
-	var n int
-	if err := s.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = 'migrations' AND COLUMN_NAME = 'triggers'",
-		s.schema).Scan(&n); err != nil {
-		return false, fmt.Errorf("read state table %s: %w", s.table(), err)
-	}
-	return n > 0, nil
+	return s.any(ctx, "SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = 'migrations' AND COLUMN_NAME = 'triggers'")
 }
 
 // Exists reports whether the state table has been created (by a first apply).
 func (s *Store) Exists(ctx context.Context) (bool, error) {
+	return s.any(ctx, "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = 'migrations'")
+}
+
+// any runs a COUNT(*) about the state table (its schema the one argument) and says if it found any.
+func (s *Store) any(ctx context.Context, query string) (bool, error) {
 	var n int
-	if err := s.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = 'migrations'",
-		s.schema).Scan(&n); err != nil {
-		return false, fmt.Errorf("look for the state table %s: %w", s.table(), err)
+	if err := s.db.QueryRowContext(ctx, query, s.schema).Scan(&n); err != nil {
+		return false, fmt.Errorf("look up the state table %s: %w", s.table(), err)
 	}
 	return n > 0, nil
 }
