@@ -74,6 +74,10 @@ func TestTableDecisions(t *testing.T) {
 		{"insert delayed into another database's t", checkInsertDelayed, TableInput{Info: withPK, Server: withDigests(server("10.11.6-MariaDB", nil), Digest{Schema: "other", Text: "INSERT DELAYED INTO `t` VALUES (...)", Count: 1})}, ""},
 		{"count star with join is not count star", checkCountStar, TableInput{Info: withPK, Server: withDigests(server("10.11.6-MariaDB", nil), Digest{Schema: "s", Text: "SELECT COUNT ( * ) FROM `t` JOIN `u` USING ( `id` )", Count: 1})}, ""},
 		{"count star of a qualified table", checkCountStar, TableInput{Info: withPK, Server: withDigests(server("10.11.6-MariaDB", nil), Digest{Text: "SELECT COUNT ( * ) FROM `s` . `t`", Count: 1})}, "count-star:warning"},
+		{"enginemig's own lock tables are not the application's", checkLockTables, TableInput{Info: withPK, Server: withDigests(server("10.11.6-MariaDB", nil),
+			Digest{Text: "LOCK TABLES `s` . `t` READ , `s` . `t` AS `_enginemig_verify` READ", Count: 90},
+			Digest{Text: "LOCK TABLES `s` . `t` READ , `s` . `t` AS `s` READ , `s` . `_t_new` WRITE", Count: 2},
+			Digest{Text: "LOCK TABLES `s` . `t` WRITE , `s` . `t_emswap` WRITE", Count: 1})}, ""},
 		{"lock tables lists the table second", checkLockTables, TableInput{Info: withPK, Server: withDigests(server("10.11.6-MariaDB", nil), Digest{Schema: "s", Text: "LOCK TABLES `u` READ , `t` AS `x` WRITE", Count: 1})}, "lock-tables:warning"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
