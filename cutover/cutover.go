@@ -109,7 +109,7 @@ var ErrGaveUp = errors.New("cut-over gave up")
 // up; it must not touch From or Aside.
 func Run(ctx context.Context, db *sql.DB, sw Swap, target Target, cfg Config, rec Recorder) (Result, error) {
 	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
+		cfg.Logger = dbconn.Logger(nil)
 	}
 	var res Result
 	backoff := cfg.Backoff

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/enginemig/enginemig/dbconn"
 )
 
 // CommandHook returns a Hook that runs command through /bin/sh at every stage, with the
@@ -18,9 +20,7 @@ func CommandHook(command string, timeout time.Duration, log *slog.Logger) func(c
 	if timeout <= 0 {
 		timeout = time.Minute
 	}
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
+	log = dbconn.Logger(log)
 	return func(ctx context.Context, point Point, st *State) error {
 		hctx, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()

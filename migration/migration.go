@@ -167,7 +167,7 @@ func Run(ctx context.Context, db *sql.DB, opts Options) (*Result, error) {
 
 func (o Options) withDefaults() Options {
 	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
+		o.Logger = dbconn.Logger(nil)
 	}
 	if o.ChunkTime == 0 {
 		o.ChunkTime = copier.DefaultChunkTime

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -122,21 +123,12 @@ func (r *recorder) track(ctx context.Context, p *shadow.Pipeline, opts Options, 
 
 // hook runs the user's hook at a point it is offered at, with a fresh snapshot of the state.
 func (m *migrator) hook(ctx context.Context, at Point) error {
-	if m.opts.Hook == nil || !isHookPoint(at) {
+	if m.opts.Hook == nil || !slices.Contains(HookPoints, at) {
 		return nil
 	}
 	m.rec.update(ctx, func(*State) {})
 	st := m.rec.snapshot()
 	return m.opts.Hook(ctx, at, &st)
-}
-
-func isHookPoint(p Point) bool {
-	for _, h := range HookPoints {
-		if h == p {
-			return true
-		}
-	}
-	return false
 }
 
 // settled is an error whose consequences the stage has already recorded: it is returned as is.

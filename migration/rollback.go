@@ -100,15 +100,13 @@ func Rollback(ctx context.Context, db *sql.DB, opts RollbackOptions) (*RollbackR
 	if err != nil {
 		return nil, outcome.New(outcome.FailedSafe, fmt.Errorf("swap back: %w", err), "the InnoDB table is still live; retry the rollback")
 	}
+	pipe.StopAfterSwap()
 	carrier.crashAfterCreate = opts.crashAtTrigger
 	if err := carrier.finish(context.WithoutCancel(ctx)); errors.Is(err, errSimulatedCrash) {
 		return nil, err
 	} else if err != nil {
 		return nil, outcome.New(outcome.NeedsAttention, fmt.Errorf("swapped back, but carrying the triggers stopped: %w", err),
 			"every trigger still fires through its stand-in; run the same rollback again to finish")
-	}
-	if err := pipe.Stop(); err != nil {
-		opts.Logger.Warn("capture ended with an error after the swap back (the swap is complete)", "error", err)
 	}
 	recordRolledBack(ctx, db, opts, st, fmt.Sprintf("rolled back at %s; InnoDB table kept as %s", cut.Position, innoName))
 	return &RollbackResult{Schema: opts.Schema, Table: opts.Table, MigrationID: st.ID, ReplayEvents: pipe.Progress().Capture.Events,
@@ -117,7 +115,7 @@ func Rollback(ctx context.Context, db *sql.DB, opts RollbackOptions) (*RollbackR
 
 func (o RollbackOptions) withDefaults() RollbackOptions {
 	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
+		o.Logger = dbconn.Logger(nil)
 	}
 	if o.Cutover.Attempts == 0 {
 		o.Cutover = cutover.DefaultConfig()

@@ -105,8 +105,7 @@ func (m *migrator) openPipeline(ctx context.Context) error {
 	}
 	p, err := shadow.Open(ctx, shadow.Config{Conn: m.opts.Conn, DB: m.db, Source: m.ti, Target: shadowName,
 		Flavor: binlog.Flavor(m.version), ServerID: m.opts.ServerID, Start: start, ApplyDelay: m.opts.replayDelay, Logger: m.log,
-		IgnoreQuery: isCutoverRename(m.ti.Name), // capture may read the swap's own RENAME before it is stopped
-		Triggers:    triggerNames(m.triggers)})
+		Triggers: triggerNames(m.triggers)})
 	if err != nil {
 		return outcome.New(outcome.FailedSafe, err, "the user needs REPLICATION SLAVE (and BINLOG MONITOR or REPLICATION CLIENT)")
 	}
@@ -235,9 +234,7 @@ func (m *migrator) cutover(ctx context.Context) error {
 	case err != nil:
 		return outcome.New(outcome.FailedSafe, fmt.Errorf("cut-over: %w", m.coded(err)), "retry when the table is less busy, or raise --cutover-lock-wait")
 	}
-	if err := m.pipe.Stop(); err != nil {
-		m.log.Warn("capture ended with an error after the swap (the swap is complete)", "error", err)
-	}
+	m.pipe.StopAfterSwap()
 	m.res.Cutover, m.res.OldTable = &cut, table.OldName(m.ti.Name)
 	m.res.ReplayEvents = m.pipe.Progress().Capture.Events
 	m.log.Info("cut-over done", "attempts", cut.Attempts, "lock_held", cut.LockHeld.Round(time.Millisecond),

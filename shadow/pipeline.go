@@ -67,7 +67,7 @@ var ErrCapture = errors.New("change capture failed")
 // Open starts capturing the source's changes into the target from cfg.Start.
 func Open(ctx context.Context, cfg Config) (p *Pipeline, err error) {
 	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
+		cfg.Logger = dbconn.Logger(nil)
 	}
 	q, err := table.NewSQL(cfg.Source, cfg.Target)
 	if err != nil {
@@ -192,6 +192,15 @@ func (p *Pipeline) Stop() error {
 		p.capture.Close()
 	}
 	return p.Failure()
+}
+
+// StopAfterSwap stops capture once the target has been swapped in. Capture may already have
+// ended by then, on the swap's own RENAME (DDL on the source) or on the target's name being gone:
+// that is the expected end, not a failure, so it is only logged at debug level.
+func (p *Pipeline) StopAfterSwap() {
+	if err := p.Stop(); err != nil {
+		p.cfg.Logger.Debug("capture ended at the swap", "error", err)
+	}
 }
 
 // Close stops capture and releases the connections.

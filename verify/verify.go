@@ -65,7 +65,7 @@ func Run(ctx context.Context, db *sql.DB, q *table.SQL, chunks *copier.Chunker, 
 		cfg.CatchUp = time.Second
 	}
 	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
+		cfg.Logger = dbconn.Logger(nil)
 	}
 	v := &verifier{db: db, q: q, target: target, cfg: cfg}
 	start := time.Now()
