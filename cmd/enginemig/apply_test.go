@@ -78,6 +78,14 @@ func TestApplyCommand(t *testing.T) {
 			t.Fatalf("status after rollback: %d\n%s", code, out)
 		}
 	})
+	t.Run("plan does not count enginemig's own LOCK TABLES as the application's", func(t *testing.T) {
+		// players went through apply (verification, cut-over) and rollback (cut-over): every
+		// LOCK TABLES on it in the server's statement digests is enginemig's own.
+		out, code := runCLI(t, append(append([]string{"plan"}, conn...), "--database", schema, "--tables", "players", "--output", "json")...)
+		if code != outcome.OK || !strings.Contains(out, `"table": "players"`) || strings.Contains(out, "lock-tables") {
+			t.Fatalf("plan after apply and rollback: exit %d\n%s", code, out)
+		}
+	})
 	t.Run("plan file: converts its tables and skips blocked ones", func(t *testing.T) {
 		sandboxtest.MustExec(t, db,
 			"CREATE TABLE a1 (id INT PRIMARY KEY, v INT) ENGINE=MyISAM", "INSERT INTO a1 SELECT seq, seq FROM seq_1_to_500",
