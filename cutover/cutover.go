@@ -83,6 +83,10 @@ type Swap struct {
 	To     string
 	Aside  string
 	Sentry string
+	// LockWith is locked with From and the sentry (shadow.Pipeline.SwapLockWith): what
+	// Target.WaitFor reads under the lock (trigger capture's change log). Never To: the rename
+	// takes its metadata locks in name order, and must queue on From (see table.SwapName).
+	LockWith []string
 }
 
 // Result reports what the swap cost.
@@ -214,7 +218,11 @@ func attempt(ctx context.Context, db *sql.DB, sw Swap, target Target, cfg Config
 	}()
 	connA.ExecContext(ctx, "SET SESSION lock_wait_timeout = 1")
 
-	if err := lockWithDeadline(ctx, db, connA, idA, fmt.Sprintf("LOCK TABLES %s WRITE, %s WRITE", from, aside), cfg.LockWait); err != nil {
+	lock := fmt.Sprintf("LOCK TABLES %s WRITE, %s WRITE", from, aside)
+	for _, l := range sw.LockWith {
+		lock += ", " + l
+	}
+	if err := lockWithDeadline(ctx, db, connA, idA, lock, cfg.LockWait); err != nil {
 		return 0, binlog.Position{}, fmt.Errorf("lock %s within %s: %w", from, cfg.LockWait, err)
 	}
 	locked := time.Now()

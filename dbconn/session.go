@@ -3,6 +3,9 @@ package dbconn
 import (
 	"context"
 	"database/sql"
+	"errors"
+
+	"github.com/go-sql-driver/mysql"
 )
 
 // Session kinds for the connections that move row data.
@@ -45,4 +48,17 @@ func openRowSession(ctx context.Context, c Config, database string, maxConns int
 		dc.Params[OwnWriteVar] = "1"
 	}
 	return OpenDriverConfig(ctx, dc, c.Address(), maxConns)
+}
+
+// IsLockWait reports a lock wait timeout (error 1205): for a metadata lock (lock_wait_timeout)
+// as for a row lock (innodb_lock_wait_timeout).
+func IsLockWait(err error) bool {
+	var me *mysql.MySQLError
+	return errors.As(err, &me) && me.Number == 1205
+}
+
+// IsLockConflict reports a lock wait timeout or a deadlock (error 1213): worth retrying.
+func IsLockConflict(err error) bool {
+	var me *mysql.MySQLError
+	return IsLockWait(err) || errors.As(err, &me) && me.Number == 1213
 }

@@ -52,6 +52,12 @@ func Cleanup(ctx context.Context, db *sql.DB, opts CleanupOptions) (*CleanupResu
 		_, err := table.Load(ctx, db, opts.Schema, name)
 		return err == nil || !errors.Is(err, table.ErrNotFound)
 	}
+	// Capture triggers first: one left without its change log would fail the application's writes.
+	dropped, err := dropCaptureLeftovers(ctx, db, opts.Schema, opts.Table)
+	res.Dropped = append(res.Dropped, dropped...)
+	if err != nil {
+		return res, err
+	}
 	if swap := table.SwapName(opts.Table); exists(swap) {
 		if !cutover.IsSentry(ctx, db, opts.Schema, swap) {
 			return nil, refuse("it holds data: a cut-over was interrupted right after the swap; rename it to "+table.OldName(opts.Table)+" by hand",

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/enginemig/enginemig/dbconn"
+	"github.com/enginemig/enginemig/sandbox"
 	"github.com/enginemig/enginemig/sandbox/sandboxtest"
 )
 
@@ -199,12 +200,14 @@ func seedAllTypes(t *testing.T, db *sql.DB, schema string, rows, writers int, se
 func TestConcurrentWritersDuringCopyAndCutover(t *testing.T) {
 	for _, clientSide := range []bool{false, true} {
 		t.Run(map[bool]string{false: "server-side", true: "client-side"}[clientSide], func(t *testing.T) {
-			concurrentWriters(t, clientSide)
+			concurrentWriters(t, srv, func(o *Options) { o.ClientSide = clientSide })
 		})
 	}
 }
 
-func concurrentWriters(t *testing.T, clientSide bool) {
+// concurrentWriters runs the central claim on srv, with opts adjusted by set. It returns the
+// writers, still owning their rows, and the database.
+func concurrentWriters(t *testing.T, srv *sandbox.Server, set func(*Options)) (string, *sql.DB, []*writer) {
 	schema, _ := sandboxtest.FreshDatabase(t, srv)
 	db := openControl(t, srv)
 	ws := seedAllTypes(t, db, schema, 40000, 4, 42)
@@ -212,7 +215,7 @@ func concurrentWriters(t *testing.T, clientSide bool) {
 	stop := runWriters(ws, 0)
 	opts := testOptions(srv, schema, "t")
 	opts.ChunkTime = 2 * time.Millisecond // many small chunks: more interleaving with the writers
-	opts.ClientSide = clientSide
+	set(&opts)
 	res, err := Run(context.Background(), db, opts)
 	// Keep writing to the converted table for a moment: those writes must land there too.
 	time.Sleep(300 * time.Millisecond)
@@ -252,6 +255,16 @@ func concurrentWriters(t *testing.T, clientSide bool) {
 		if len(first) > 0 {
 			detail = dumpRow(t, db, schema, "id", first[0], allTypesColumns, "t", "ref")
 		}
+		for _, c := range allTypesColumns {
+			var n int
+			q := dbconn.QuoteIdent(c)
+			db.QueryRow("SELECT COUNT(*) FROM " + dbconn.QualifiedName(schema, "t") + " x JOIN " + dbconn.QualifiedName(schema, "ref") + " y USING (id) WHERE NOT (x." + q + " <=> y." + q + ")").Scan(&n)
+			if n > 0 {
+				var a, b sql.NullString
+				db.QueryRow("SELECT CAST(x."+q+" AS CHAR), CAST(y."+q+" AS CHAR) FROM "+dbconn.QualifiedName(schema, "t")+" x JOIN "+dbconn.QualifiedName(schema, "ref")+" y USING (id) WHERE NOT (x."+q+" <=> y."+q+") LIMIT 1").Scan(&a, &b)
+				detail += fmt.Sprintf("\ncolumn %s differs in %d rows, e.g. %v vs %v", c, n, a, b)
+			}
+		}
 		t.Fatalf("converted table differs from reference: %s\n%s", diff, detail)
 	}
 	if diff := sameRows(t, db, schema, "ref", "t", allTypesColumns, "id"); diff != "" {
@@ -264,6 +277,7 @@ func concurrentWriters(t *testing.T, clientSide bool) {
 	if norm(showT) != norm(showRef) {
 		t.Fatalf("definition changed:\n%s\nvs\n%s", showT, showRef)
 	}
+	return schema, db, ws
 }
 
 // runWriters starts every writer in its own goroutine, each pausing between statements, and

@@ -25,12 +25,14 @@ import (
 
 // Options configure one migration.
 type Options struct {
-	Conn        dbconn.Config
-	Schema      string
-	Table       string
-	DryRun      bool
-	ChunkTime   time.Duration
-	ClientSide  bool // see copier.Config.ClientSide
+	Conn       dbconn.Config
+	Schema     string
+	Table      string
+	DryRun     bool
+	ChunkTime  time.Duration
+	ClientSide bool // see copier.Config.ClientSide
+	// Capture is how changes are captured: plan.CaptureAuto (""), CaptureBinlog or CaptureTriggers.
+	Capture     string
 	Cutover     cutover.Config
 	StateSchema string
 	// PostponeFile: while this file exists after the copy, the cut-over waits (replay continues).
@@ -202,6 +204,7 @@ var errSuspended = errors.New("connection lost")
 type migrator struct {
 	db      *sql.DB
 	version string // VERSION() of the server, for the binlog flavor
+	capture shadow.Mode
 	opts    Options
 	log     *slog.Logger
 	start   time.Time
@@ -221,11 +224,11 @@ type migrator struct {
 // run is the preflight: checks, the table's advisory lock, settling an interrupted run, the
 // before-copy gate; then the stages.
 func (m *migrator) run(ctx context.Context) (*Result, error) {
-	version, err := checkServer(ctx, m.db)
+	version, capture, why, err := checkServer(ctx, m.db, m.opts.Capture)
 	if err != nil {
 		return nil, err
 	}
-	m.version = version
+	m.version, m.capture = version, capture
 	ti, err := loadTable(ctx, m.db, m.opts.Schema, m.opts.Table)
 	if err != nil {
 		return nil, err
@@ -252,14 +255,18 @@ func (m *migrator) run(ctx context.Context) (*Result, error) {
 			return nil, err
 		}
 		m.resume = resume
+		if resume != nil && resume.captureMode() != capture {
+			m.capture, why = resume.captureMode(), "the interrupted run being resumed used it"
+		}
 	}
+	m.log.Info("capturing changes with "+string(m.capture), "why", why)
 	m.ti = ti
 	if m.resume == nil {
 		if err := checkTable(ctx, m.db, ti); err != nil {
 			return nil, err
 		}
 	}
-	if err := planBlockers(ctx, m.db, ti, m.log); err != nil {
+	if err := planBlockers(ctx, m.db, ti, m.capture, m.log); err != nil {
 		return nil, err
 	}
 	if err := m.loadTriggers(ctx); err != nil {
@@ -279,7 +286,7 @@ func (m *migrator) run(ctx context.Context) (*Result, error) {
 		return nil, outcome.New(outcome.Refused, err, "")
 	}
 	if m.rec, err = startRecord(ctx, store, m.resume, State{Schema: ti.Schema, Table: ti.Name, Stage: StagePreflight,
-		DryRun: m.opts.DryRun, RowsTotal: ti.Rows, Triggers: m.triggers}, m.log); err != nil {
+		DryRun: m.opts.DryRun, RowsTotal: ti.Rows, Triggers: m.triggers, Capture: m.capture}, m.log); err != nil {
 		return nil, outcome.New(outcome.Refused, err, "")
 	}
 	m.res.ID = m.rec.snapshot().ID

@@ -11,6 +11,7 @@ import (
 	"github.com/enginemig/enginemig/dbconn"
 	"github.com/enginemig/enginemig/outcome"
 	"github.com/enginemig/enginemig/plan"
+	"github.com/enginemig/enginemig/shadow"
 	"github.com/enginemig/enginemig/table"
 )
 
@@ -19,25 +20,18 @@ func refuse(remedy, format string, args ...any) error {
 	return outcome.New(outcome.Refused, fmt.Errorf(format, args...), remedy)
 }
 
-// checkServer verifies the binlog settings the capture depends on.
-func checkServer(ctx context.Context, db *sql.DB) (version string, err error) {
-	var logBin, format, image string
-	if err := db.QueryRowContext(ctx, "SELECT VERSION(), @@log_bin, @@binlog_format, @@binlog_row_image").Scan(&version, &logBin, &format, &image); err != nil {
-		return "", fmt.Errorf("read server settings: %w", err)
+// checkServer decides how changes are captured (want: auto, binlog or triggers; see
+// plan.ChooseCapture) and refuses when that capture cannot work on this server.
+func checkServer(ctx context.Context, db *sql.DB, want string) (version string, mode shadow.Mode, why string, err error) {
+	srv, err := plan.LoadServer(ctx, db)
+	if err != nil {
+		return "", "", "", fmt.Errorf("read server settings: %w", err)
 	}
-	if logBin != "1" {
-		return version, refuse("enable the binary log (log_bin in the server configuration, needs a restart) with binlog_format=ROW and binlog_row_image=FULL",
-			"binary logging is off: enginemig captures concurrent changes from the binlog")
+	got, why, err := plan.ChooseCapture(srv, want)
+	if err != nil {
+		return srv.Version, "", "", refuse("for binlog capture enable the binary log (log_bin, needs a restart) with binlog_format=ROW and binlog_row_image=FULL, and reconnect the application; or use --capture triggers", "%v", err)
 	}
-	if !strings.EqualFold(format, "ROW") {
-		return version, refuse("SET GLOBAL binlog_format='ROW' (and in the config file); new sessions pick it up, so restart long-lived application connections or wait for them to cycle",
-			"binlog_format is %s, not ROW: row changes cannot be captured", format)
-	}
-	if !strings.EqualFold(image, "FULL") {
-		return version, refuse("SET GLOBAL binlog_row_image='FULL' (and in the config file)",
-			"binlog_row_image is %s, not FULL: changes would not carry whole rows", image)
-	}
-	return version, nil
+	return srv.Version, shadow.Mode(got), why, nil
 }
 
 // checkTable verifies that ti can be migrated online and that no leftovers are in the way.
@@ -70,12 +64,12 @@ func checkTable(ctx context.Context, db *sql.DB, ti *table.Info) error {
 
 // planBlockers runs plan's server and table checks (the same ones `enginemig plan` reports) and
 // refuses when any is a blocker. Warnings are logged: the DBA has seen them in the plan.
-func planBlockers(ctx context.Context, db *sql.DB, ti *table.Info, log *slog.Logger) error {
-	server, err := plan.CheckServer(ctx, db)
+func planBlockers(ctx context.Context, db *sql.DB, ti *table.Info, capture shadow.Mode, log *slog.Logger) error {
+	server, err := plan.CheckServer(ctx, db, string(capture))
 	if err != nil {
 		return fmt.Errorf("server checks: %w", err)
 	}
-	findings, err := plan.CheckTable(ctx, db, ti.Schema, ti.Name)
+	findings, err := plan.CheckTable(ctx, db, ti.Schema, ti.Name, string(capture))
 	if err != nil {
 		return fmt.Errorf("table checks: %w", err)
 	}

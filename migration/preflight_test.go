@@ -8,6 +8,7 @@ import (
 
 	"github.com/enginemig/enginemig/dbconn"
 	"github.com/enginemig/enginemig/outcome"
+	"github.com/enginemig/enginemig/plan"
 	"github.com/enginemig/enginemig/sandbox"
 	"github.com/enginemig/enginemig/sandbox/sandboxtest"
 )
@@ -93,21 +94,24 @@ func TestPreflightRefusalsChangeNothing(t *testing.T) {
 	}
 }
 
-func TestPreflightRefusesWithoutRowBinlog(t *testing.T) {
+// --capture binlog on a server whose binlog cannot be used refuses, saying why, and changes nothing.
+func TestPreflightRefusesBinlogCaptureWithoutRowBinlog(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		opts sandbox.Options
 		want string
 	}{
-		{"off", sandbox.Options{BinlogFormat: "OFF"}, "binary logging is off"},
-		{"statement", sandbox.Options{BinlogFormat: "STATEMENT"}, "binlog_format is STATEMENT"},
-		{"minimal", sandbox.Options{RowImage: "MINIMAL"}, "binlog_row_image is MINIMAL"},
+		{"off", sandbox.Options{BinlogFormat: "OFF"}, "log_bin is OFF"},
+		{"statement", sandbox.Options{BinlogFormat: "STATEMENT"}, "binlog_format=STATEMENT (need ROW)"},
+		{"minimal", sandbox.Options{RowImage: "MINIMAL"}, "binlog_row_image=MINIMAL (need FULL)"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			s := sandboxtest.ForTest(t, c.opts)
 			schema, db := sandboxtest.FreshDatabase(t, s)
 			sandboxtest.MustExec(t, db, "CREATE TABLE t (id INT PRIMARY KEY) ENGINE=MyISAM")
-			_, err := Run(context.Background(), db, testOptions(s, schema, "t"))
+			opts := testOptions(s, schema, "t")
+			opts.Capture = plan.CaptureBinlog
+			_, err := Run(context.Background(), db, opts)
 			if outcome.CodeOf(err) != outcome.Refused || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("got %d %v", outcome.CodeOf(err), err)
 			}

@@ -86,7 +86,7 @@ func unfinished(ctx context.Context, store *Store, schema, name string) (*State,
 // cleanly so a new migration can start.
 func (m *migrator) settleInterrupted(ctx context.Context, store *Store, prev *State) (resume *State, done bool, err error) {
 	schema, name := m.opts.Schema, m.opts.Table
-	shadow, old, swap := table.ShadowName(name), table.OldName(name), table.SwapName(name)
+	shadowName, old, swap := table.ShadowName(name), table.OldName(name), table.SwapName(name)
 	if cutover.IsSentry(ctx, m.db, schema, swap) {
 		m.log.Info("removing the cut-over sentry left by the interrupted run", "sentry", swap)
 		if _, err := m.db.ExecContext(ctx, "DROP TABLE "+dbconn.QualifiedName(schema, swap)); err != nil {
@@ -103,14 +103,17 @@ func (m *migrator) settleInterrupted(ctx context.Context, store *Store, prev *St
 	if err != nil {
 		return nil, false, err
 	}
-	_, shadowErr := table.Load(ctx, m.db, schema, shadow)
+	_, shadowErr := table.Load(ctx, m.db, schema, shadowName)
 	hasShadow := shadowErr == nil
 	oldTable, oldErr := table.Load(ctx, m.db, schema, old)
 
 	abandon := func(why string) (*State, bool, error) {
 		m.log.Info("settling an interrupted migration", "id", prev.ID, "stage", prev.Stage, "action", why)
+		if err := removeCapture(ctx, m.db, cur, false); err != nil {
+			return nil, false, err
+		}
 		if hasShadow {
-			if _, err := m.db.ExecContext(ctx, "DROP TABLE "+dbconn.QualifiedName(schema, shadow)); err != nil {
+			if _, err := m.db.ExecContext(ctx, "DROP TABLE "+dbconn.QualifiedName(schema, shadowName)); err != nil {
 				return nil, false, err
 			}
 		}
@@ -120,7 +123,8 @@ func (m *migrator) settleInterrupted(ctx context.Context, store *Store, prev *St
 	}
 
 	switch {
-	case strings.EqualFold(cur.Engine, "InnoDB") && !hasShadow && oldErr == nil && strings.EqualFold(oldTable.Engine, "MyISAM") && prev.CutoverFile != "":
+	case strings.EqualFold(cur.Engine, "InnoDB") && !hasShadow && oldErr == nil && strings.EqualFold(oldTable.Engine, "MyISAM") &&
+		(prev.CutoverFile != "" || prev.captureMode() == shadow.Triggers):
 		// The rename went through before the process died: the migration is complete once its
 		// triggers have their own names on the new table.
 		if len(prev.Triggers) > 0 {
@@ -128,6 +132,9 @@ func (m *migrator) settleInterrupted(ctx context.Context, store *Store, prev *St
 			if err := c.finish(ctx); err != nil {
 				return nil, false, err
 			}
+		}
+		if err := removeCapture(ctx, m.db, cur, false); err != nil {
+			return nil, false, err
 		}
 		now := time.Now().UTC()
 		prev.Stage, prev.FinishedAt = StageDone, &now
@@ -138,17 +145,21 @@ func (m *migrator) settleInterrupted(ctx context.Context, store *Store, prev *St
 		return abandon("nothing to resume; starting over")
 	case prev.DryRun != m.opts.DryRun:
 		return abandon("it was started with a different --dry-run; starting over")
+	case prev.captureMode() == shadow.Triggers:
+		// Its triggers kept noting changes while no enginemig ran; if they are gone (removed by
+		// hand), the resumed run installs them again and its verification recopies what they missed.
 	case prev.AppliedFile == "":
 		return abandon("it had not recorded a replay position yet; starting over")
+	default:
+		ok, err := binlog.StillAvailable(ctx, m.db, binlog.Position{Name: prev.AppliedFile, Pos: prev.AppliedPos})
+		if err != nil {
+			return nil, false, err
+		}
+		if !ok {
+			return abandon(fmt.Sprintf("the binlog it needs (%s) has been purged; restarting the copy from the beginning", prev.AppliedFile))
+		}
 	}
-	ok, err := binlog.StillAvailable(ctx, m.db, binlog.Position{Name: prev.AppliedFile, Pos: prev.AppliedPos})
-	if err != nil {
-		return nil, false, err
-	}
-	if !ok {
-		return abandon(fmt.Sprintf("the binlog it needs (%s) has been purged; restarting the copy from the beginning", prev.AppliedFile))
-	}
-	if err := m.stopOrphans(ctx, shadow); err != nil {
+	if err := m.stopOrphans(ctx, shadowName); err != nil {
 		return nil, false, err
 	}
 	return prev, false, nil

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/enginemig/enginemig/binlog"
+	"github.com/enginemig/enginemig/copier"
 	"github.com/enginemig/enginemig/cutover"
 	"github.com/enginemig/enginemig/dbconn"
 	"github.com/enginemig/enginemig/outcome"
@@ -44,17 +45,18 @@ type RollbackResult struct {
 }
 
 // Rollback swaps a converted table back to its kept MyISAM original without losing writes made
-// since the cut-over: it replays the binlog from the recorded cut-over position onto `_t_old`,
-// then swaps the two with the same sentry method. It refuses, changing nothing, when that binlog
-// is gone.
+// since the cut-over. With binlog capture it replays the binlog from the recorded cut-over
+// position onto `_t_old` (and refuses, changing nothing, when that binlog is gone); with trigger
+// capture it notes changes with triggers on the converted table and verifies `_t_old` against it
+// chunk by chunk, recopying what differs. Then it swaps the two with the same sentry method.
 func Rollback(ctx context.Context, db *sql.DB, opts RollbackOptions) (*RollbackResult, error) {
 	start := time.Now()
 	opts = opts.withDefaults()
-	version, err := checkServer(ctx, db)
+	st, err := lastCutover(ctx, db, opts)
 	if err != nil {
 		return nil, err
 	}
-	st, err := lastCutover(ctx, db, opts)
+	version, _, _, err := checkServer(ctx, db, string(st.captureMode()))
 	if err != nil {
 		return nil, err
 	}
@@ -66,16 +68,14 @@ func Rollback(ctx context.Context, db *sql.DB, opts RollbackOptions) (*RollbackR
 		return nil, err
 	}
 	from := binlog.Position{Name: st.CutoverFile, Pos: st.CutoverPos}
-	if ok, err := binlog.StillAvailable(ctx, db, from); err != nil {
-		return nil, err
-	} else if !ok {
-		return nil, refuse("a lossless rollback needs every binlog since the cut-over; keep binlogs longer (binlog_expire_logs_seconds) next time. Swapping back by hand would lose the writes made since then",
-			"binlog %s (the cut-over position %s) has been purged", from.Name, from)
+	if st.captureMode() == shadow.Binlog {
+		if ok, err := binlog.StillAvailable(ctx, db, from); err != nil {
+			return nil, err
+		} else if !ok {
+			return nil, refuse("a lossless rollback needs every binlog since the cut-over; keep binlogs longer (binlog_expire_logs_seconds) next time. Swapping back by hand would lose the writes made since then",
+				"binlog %s (the cut-over position %s) has been purged", from.Name, from)
+		}
 	}
-
-	// The same pipeline as apply, the other way round and without a copy: the kept original is
-	// the target, the converted table the source, from the position recorded under the swap's lock.
-	oldName, innoName := table.OldName(opts.Table), table.ShadowName(opts.Table)
 	// The converted table's triggers (as they are now) go back with it; the stream steps over the
 	// apply's own trigger statements after its swap, and the check under the lock catches changes.
 	trs, err := table.LoadTriggers(ctx, db, opts.Schema, opts.Table)
@@ -83,20 +83,40 @@ func Rollback(ctx context.Context, db *sql.DB, opts RollbackOptions) (*RollbackR
 		return nil, err
 	}
 	carrier := &triggerCarrier{db: db, schema: opts.Schema, live: opts.Table, trs: trs, log: opts.Logger}
+	res, err := swapBack(ctx, db, opts, st, cur, version, from, carrier)
+	if err != nil {
+		return res, err
+	}
+	res.TotalTime = time.Since(start)
+	return res, nil
+}
+
+// swapBack runs the same pipeline as apply, the other way round and without a copy: the kept
+// original is the target, the converted table the source.
+func swapBack(ctx context.Context, db *sql.DB, opts RollbackOptions, st *State, cur *table.Info, version string, from binlog.Position, carrier *triggerCarrier) (*RollbackResult, error) {
+	oldName, innoName := table.OldName(opts.Table), table.ShadowName(opts.Table)
+	mode := st.captureMode()
 	ignore := isCutoverRename(opts.Table)
 	pipe, err := shadow.Open(ctx, shadow.Config{Conn: opts.Conn, DB: db, Source: cur, Target: oldName, Flavor: binlog.Flavor(version),
-		ServerID: opts.ServerID, Start: from, IgnoreQuery: func(q string) bool { return ignore(q) || isTriggerDDL(q) }, Logger: opts.Logger})
+		ServerID: opts.ServerID, Start: from, IgnoreQuery: func(q string) bool { return ignore(q) || isTriggerDDL(q) }, Logger: opts.Logger,
+		Mode: mode, ChangeLog: table.ChangeLogName(opts.Table, true)})
 	if err != nil {
 		return nil, outcome.New(outcome.FailedSafe, err, "")
 	}
 	defer pipe.Close()
-	opts.Logger.Info("replaying changes since the cut-over onto the kept original", "from", from.String(), "table", oldName)
-	if err := pipe.CatchUp(ctx); err != nil {
-		return nil, outcome.New(outcome.FailedSafe, fmt.Errorf("replay onto %s: %w", oldName, err), "nothing was swapped; the InnoDB table is live")
+	if mode == shadow.Triggers {
+		// Whatever happens next, the capture triggers leave the converted table with this run.
+		defer func() {
+			if err := removeCapture(context.WithoutCancel(ctx), db, cur, true); err != nil {
+				opts.Logger.Warn("could not remove the rollback's capture triggers; `enginemig cleanup` removes them", "error", err)
+			}
+		}()
 	}
-	opts.Logger.Info("caught up; swapping back", "changes", pipe.Progress().Capture.Events)
-	sw := cutover.Swap{Schema: opts.Schema, From: opts.Table, To: oldName, Aside: innoName, Sentry: table.SwapName(opts.Table)}
-	cut, err := cutover.Run(ctx, db, sw, pipe, opts.Cutover, rollbackHook{carrier, oldName})
+	if err := catchUpBack(ctx, pipe, mode, from, oldName, opts.Logger); err != nil {
+		return nil, err
+	}
+	sw := cutover.Swap{Schema: opts.Schema, From: opts.Table, To: oldName, Aside: innoName, Sentry: table.SwapName(opts.Table), LockWith: pipe.SwapLockWith()}
+	cut, err := cutover.Run(ctx, db, sw, pipe, opts.Cutover, rollbackHook{carrier, oldName, pipe})
 	if err != nil {
 		return nil, outcome.New(outcome.FailedSafe, fmt.Errorf("swap back: %w", err), "the InnoDB table is still live; retry the rollback")
 	}
@@ -108,9 +128,34 @@ func Rollback(ctx context.Context, db *sql.DB, opts RollbackOptions) (*RollbackR
 		return nil, outcome.New(outcome.NeedsAttention, fmt.Errorf("swapped back, but carrying the triggers stopped: %w", err),
 			"every trigger still fires through its stand-in; run the same rollback again to finish")
 	}
-	recordRolledBack(ctx, db, opts, st, fmt.Sprintf("rolled back at %s; InnoDB table kept as %s", cut.Position, innoName))
+	at := "rolled back at " + cut.Position.String()
+	if mode == shadow.Triggers {
+		at = "rolled back (trigger capture)"
+	}
+	recordRolledBack(ctx, db, opts, st, fmt.Sprintf("%s; InnoDB table kept as %s", at, innoName))
 	return &RollbackResult{Schema: opts.Schema, Table: opts.Table, MigrationID: st.ID, ReplayEvents: pipe.Progress().Capture.Events,
-		Cutover: &cut, InnoDBTable: innoName, TotalTime: time.Since(start)}, nil
+		Cutover: &cut, InnoDBTable: innoName}, nil
+}
+
+// catchUpBack brings the kept original up to date before the swap-back: binlog capture replays
+// from the cut-over; trigger capture has no record of what changed before its triggers existed,
+// so it verifies the whole table, recopying the chunks that differ.
+func catchUpBack(ctx context.Context, pipe *shadow.Pipeline, mode shadow.Mode, from binlog.Position, oldName string, log *slog.Logger) error {
+	if mode == shadow.Triggers {
+		log.Info("verifying the kept original against the converted table (changes since the cut-over are recopied)", "table", oldName)
+		v, err := pipe.Verify(ctx, copier.Pace{ChunkTime: copier.DefaultChunkTime})
+		if err != nil {
+			return outcome.New(outcome.FailedSafe, fmt.Errorf("verify %s: %w", oldName, err), "nothing was swapped; the InnoDB table is live")
+		}
+		log.Info("verified; swapping back", "rows", v.Rows, "recopied_chunks", v.Repaired, "took", v.Duration.Round(time.Millisecond))
+		return nil
+	}
+	log.Info("replaying changes since the cut-over onto the kept original", "from", from.String(), "table", oldName)
+	if err := pipe.CatchUp(ctx); err != nil {
+		return outcome.New(outcome.FailedSafe, fmt.Errorf("replay onto %s: %w", oldName, err), "nothing was swapped; the InnoDB table is live")
+	}
+	log.Info("caught up; swapping back", "changes", pipe.Progress().Capture.Events)
+	return nil
 }
 
 func (o RollbackOptions) withDefaults() RollbackOptions {
@@ -168,7 +213,7 @@ func lastCutover(ctx context.Context, db *sql.DB, opts RollbackOptions) (*State,
 	for i := range states {
 		switch states[i].Stage {
 		case StageDone:
-			if states[i].CutoverFile == "" {
+			if states[i].CutoverFile == "" && states[i].captureMode() == shadow.Binlog {
 				break
 			}
 			return &states[i], nil

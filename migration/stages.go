@@ -87,9 +87,11 @@ func (m *migrator) openPipeline(ctx context.Context) error {
 		if _, err := m.db.ExecContext(ctx, m.ddl.Create); err != nil {
 			return &keepShadow{outcome.New(outcome.Refused, fmt.Errorf("create shadow table: %w", err), "run `enginemig plan` for this table")}
 		}
-		var err error
-		if start, err = binlog.CurrentPosition(ctx, m.db); err != nil {
-			return err
+		if m.capture == shadow.Binlog {
+			var err error
+			if start, err = binlog.CurrentPosition(ctx, m.db); err != nil {
+				return err
+			}
 		}
 		m.rec.update(ctx, func(st *State) {
 			st.StartFile, st.StartPos = start.Name, start.Pos
@@ -105,9 +107,13 @@ func (m *migrator) openPipeline(ctx context.Context) error {
 	}
 	p, err := shadow.Open(ctx, shadow.Config{Conn: m.opts.Conn, DB: m.db, Source: m.ti, Target: shadowName,
 		Flavor: binlog.Flavor(m.version), ServerID: m.opts.ServerID, Start: start, ApplyDelay: m.opts.replayDelay, Logger: m.log,
-		Triggers: triggerNames(m.triggers)})
+		Triggers: triggerNames(m.triggers), Mode: m.capture, ChangeLog: table.ChangeLogName(m.ti.Name, false)})
 	if err != nil {
-		return outcome.New(outcome.FailedSafe, err, "the user needs REPLICATION SLAVE (and BINLOG MONITOR or REPLICATION CLIENT)")
+		remedy := "the user needs REPLICATION SLAVE (and BINLOG MONITOR or REPLICATION CLIENT)"
+		if m.capture == shadow.Triggers {
+			remedy = "the user needs the TRIGGER privilege on the table"
+		}
+		return outcome.New(outcome.FailedSafe, err, remedy)
 	}
 	m.pipe = p
 	m.rec.attach(p)
@@ -222,7 +228,7 @@ func (m *migrator) cutover(ctx context.Context) error {
 		return err
 	}
 	sw := cutover.Swap{Schema: m.ti.Schema, From: m.ti.Name, To: table.ShadowName(m.ti.Name), Aside: table.OldName(m.ti.Name),
-		Sentry: table.SwapName(m.ti.Name)}
+		Sentry: table.SwapName(m.ti.Name), LockWith: m.pipe.SwapLockWith()}
 	cut, err := cutover.Run(ctx, m.db, sw, m.pipe, m.opts.Cutover, swapHook{m})
 	var swapped *cutover.SwappedError
 	switch {
@@ -235,6 +241,12 @@ func (m *migrator) cutover(ctx context.Context) error {
 		return outcome.New(outcome.FailedSafe, fmt.Errorf("cut-over: %w", m.coded(err)), "retry when the table is less busy, or raise --cutover-lock-wait")
 	}
 	m.pipe.StopAfterSwap()
+	if m.capture == shadow.Triggers {
+		// The capture triggers left with the original (now the kept table): nothing writes there.
+		if err := removeCapture(context.WithoutCancel(ctx), m.db, m.ti, false); err != nil {
+			m.log.Warn("could not remove the capture triggers from the kept original; `enginemig cleanup` removes them", "error", err)
+		}
+	}
 	m.res.Cutover, m.res.OldTable = &cut, table.OldName(m.ti.Name)
 	m.res.ReplayEvents = m.pipe.Progress().Capture.Events
 	m.log.Info("cut-over done", "attempts", cut.Attempts, "lock_held", cut.LockHeld.Round(time.Millisecond),

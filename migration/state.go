@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/enginemig/enginemig/dbconn"
+	"github.com/enginemig/enginemig/shadow"
 	"github.com/enginemig/enginemig/table"
 )
 
@@ -33,11 +34,14 @@ type State struct {
 	RowsCopied    int64  `json:"rows_copied"`
 	EventsApplied int64  `json:"events_applied"`
 	// Triggers are the table's triggers when the migration started, carried across the swap.
-	Triggers   []table.Trigger `json:"triggers,omitempty"`
-	Error      string          `json:"error,omitempty"`
-	StartedAt  time.Time       `json:"started_at"`
-	UpdatedAt  time.Time       `json:"updated_at"`
-	FinishedAt *time.Time      `json:"finished_at,omitempty"`
+	Triggers []table.Trigger `json:"triggers,omitempty"`
+	// Capture is how changes were captured (shadow.Binlog or shadow.Triggers): a migration with
+	// trigger capture records no binlog positions, and its rollback captures with triggers too.
+	Capture    shadow.Mode `json:"capture"`
+	Error      string      `json:"error,omitempty"`
+	StartedAt  time.Time   `json:"started_at"`
+	UpdatedAt  time.Time   `json:"updated_at"`
+	FinishedAt *time.Time  `json:"finished_at,omitempty"`
 }
 
 const stateDDL = `CREATE TABLE IF NOT EXISTS %s (
@@ -57,6 +61,7 @@ const stateDDL = `CREATE TABLE IF NOT EXISTS %s (
   rows_copied BIGINT NOT NULL DEFAULT 0,
   events_applied BIGINT NOT NULL DEFAULT 0,
   triggers LONGTEXT NULL,
+  capture VARCHAR(16) NOT NULL DEFAULT 'binlog',
   error TEXT NULL,
   started_at DATETIME(3) NOT NULL,
   updated_at DATETIME(3) NOT NULL,
@@ -88,23 +93,33 @@ func (s *Store) Ensure(ctx context.Context) error {
 	if _, err := s.db.ExecContext(ctx, fmt.Sprintf(stateDDL, s.table())); err != nil {
 		return fmt.Errorf("create state table %s: %w", s.table(), err)
 	}
-	// State tables of earlier versions lack the triggers column.
-	has, err := s.hasTriggers(ctx)
-	if err != nil {
-		return err
-	}
-	if !has {
-		if _, err := s.db.ExecContext(ctx, "ALTER TABLE "+s.table()+" ADD COLUMN triggers LONGTEXT NULL AFTER events_applied"); err != nil {
-			return fmt.Errorf("upgrade state table %s: %w", s.table(), err)
+	// State tables of earlier versions lack the later columns.
+	for _, col := range []struct{ name, def string }{
+		{"triggers", "triggers LONGTEXT NULL AFTER events_applied"},
+		{"capture", "capture VARCHAR(16) NOT NULL DEFAULT 'binlog' AFTER triggers"},
+	} {
+		has, err := s.hasColumn(ctx, col.name)
+		if err != nil {
+			return err
+		}
+		if !has {
+			if _, err := s.db.ExecContext(ctx, "ALTER TABLE "+s.table()+" ADD COLUMN "+col.def); err != nil {
+				return fmt.Errorf("upgrade state table %s: %w", s.table(), err)
+			}
 		}
 	}
 	return nil
 }
 
-// hasTriggers reports whether the state table has the triggers column (added in a later version:
-// reading an older table must not fail, and must not change it either).
-func (s *Store) hasTriggers(ctx context.Context) (bool, error) {
-	return s.any(ctx, "SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = 'migrations' AND COLUMN_NAME = 'triggers'")
+// hasColumn reports whether the state table has a column added in a later version: reading an
+// older table must not fail, and must not change it either.
+func (s *Store) hasColumn(ctx context.Context, name string) (bool, error) {
+	var n int
+	if err := s.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = 'migrations' AND COLUMN_NAME = ?",
+		s.schema, name).Scan(&n); err != nil {
+		return false, fmt.Errorf("look up the state table %s: %w", s.table(), err)
+	}
+	return n > 0, nil
 }
 
 // Exists reports whether the state table has been created (by a first apply).
@@ -126,8 +141,8 @@ func (s *Store) Begin(ctx context.Context, st *State) error {
 	now := time.Now().UTC()
 	st.StartedAt, st.UpdatedAt = now, now
 	res, err := s.db.ExecContext(ctx, "INSERT INTO "+s.table()+` (schema_name, table_name, stage, dry_run, binlog_start_file,
-		binlog_start_pos, rows_total, triggers, started_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?)`,
-		st.Schema, st.Table, st.Stage, st.DryRun, st.StartFile, st.StartPos, st.RowsTotal, encodeTriggers(st.Triggers), now, now)
+		binlog_start_pos, rows_total, triggers, capture, started_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?)`,
+		st.Schema, st.Table, st.Stage, st.DryRun, st.StartFile, st.StartPos, st.RowsTotal, encodeTriggers(st.Triggers), st.captureMode(), now, now)
 	if err != nil {
 		return fmt.Errorf("record migration: %w", err)
 	}
@@ -151,15 +166,20 @@ func (s *Store) Save(ctx context.Context, st *State) error {
 
 // List returns recorded migrations, newest first, optionally for one table.
 func (s *Store) List(ctx context.Context, schema, table string) ([]State, error) {
-	triggersCol := "COALESCE(triggers,'')"
-	if has, err := s.hasTriggers(ctx); err != nil {
+	triggersCol, captureCol := "COALESCE(triggers,'')", "capture"
+	if has, err := s.hasColumn(ctx, "triggers"); err != nil {
 		return nil, err
 	} else if !has {
 		triggersCol = "''"
 	}
+	if has, err := s.hasColumn(ctx, "capture"); err != nil {
+		return nil, err
+	} else if !has {
+		captureCol = "'binlog'"
+	}
 	q := "SELECT id, schema_name, table_name, stage, dry_run, binlog_start_file, binlog_start_pos, binlog_cutover_file, " +
 		"binlog_cutover_pos, COALESCE(copy_watermark,''), binlog_applied_file, binlog_applied_pos, rows_total, rows_copied, events_applied, COALESCE(error,''), " +
-		triggersCol + ", " +
+		triggersCol + ", " + captureCol + ", " +
 		"started_at, updated_at, finished_at FROM " + s.table()
 	var args []any
 	if schema != "" {
@@ -182,7 +202,7 @@ func (s *Store) List(ctx context.Context, schema, table string) ([]State, error)
 		var finished sql.NullString
 		var triggers string
 		if err := rows.Scan(&st.ID, &st.Schema, &st.Table, &st.Stage, &st.DryRun, &st.StartFile, &st.StartPos, &st.CutoverFile,
-			&st.CutoverPos, &st.Watermark, &st.AppliedFile, &st.AppliedPos, &st.RowsTotal, &st.RowsCopied, &st.EventsApplied, &st.Error, &triggers, &started, &updated, &finished); err != nil {
+			&st.CutoverPos, &st.Watermark, &st.AppliedFile, &st.AppliedPos, &st.RowsTotal, &st.RowsCopied, &st.EventsApplied, &st.Error, &triggers, &st.Capture, &started, &updated, &finished); err != nil {
 			return nil, err
 		}
 		if triggers != "" {
@@ -199,6 +219,14 @@ func (s *Store) List(ctx context.Context, schema, table string) ([]State, error)
 		out = append(out, st)
 	}
 	return out, rows.Err()
+}
+
+// captureMode is the capture the record stands for (binlog for records of earlier versions).
+func (st State) captureMode() shadow.Mode {
+	if st.Capture == "" {
+		return shadow.Binlog
+	}
+	return st.Capture
 }
 
 // encodeTriggers stores trigger definitions as JSON (bodies base64, byte for byte); nil for none.

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/enginemig/enginemig/sandbox/sandboxtest"
+	"github.com/enginemig/enginemig/shadow"
 )
 
 func TestKeyEncodingRoundTrips(t *testing.T) {
@@ -42,19 +43,21 @@ func TestStateTableOfAnEarlierVersion(t *testing.T) {
 	if err := s.Ensure(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	sandboxtest.MustExec(t, db, "ALTER TABLE "+s.table()+" DROP COLUMN triggers")
+	sandboxtest.MustExec(t, db, "ALTER TABLE "+s.table()+" DROP COLUMN triggers, DROP COLUMN capture")
 	st := State{Schema: "d", Table: "t", Stage: StageCopy}
 	if _, err := db.Exec("INSERT INTO " + s.table() + " (schema_name, table_name, stage, started_at, updated_at) VALUES ('d', 't', 'copy', NOW(), NOW())"); err != nil {
 		t.Fatal(err)
 	}
 	got, err := s.List(context.Background(), "d", "t")
-	if err != nil || len(got) != 1 || got[0].Stage != st.Stage {
+	if err != nil || len(got) != 1 || got[0].Stage != st.Stage || got[0].captureMode() != shadow.Binlog {
 		t.Fatalf("reading an earlier version's table: %v %+v", err, got)
 	}
 	if err := s.Ensure(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if has, _ := s.hasTriggers(context.Background()); !has {
-		t.Fatal("Ensure did not add the triggers column")
+	for _, col := range []string{"triggers", "capture"} {
+		if has, _ := s.hasColumn(context.Background(), col); !has {
+			t.Fatalf("Ensure did not add the %s column", col)
+		}
 	}
 }

@@ -69,6 +69,9 @@ func (m *migrator) originalInPlace(ctx context.Context) bool {
 }
 
 func (m *migrator) dropShadow(ctx context.Context) error {
+	if err := removeCapture(context.WithoutCancel(ctx), m.db, m.ti, false); err != nil {
+		return err
+	}
 	_, err := m.db.ExecContext(context.WithoutCancel(ctx), "DROP TABLE IF EXISTS "+dbconn.QualifiedName(m.ti.Schema, table.ShadowName(m.ti.Name)))
 	return err
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/enginemig/enginemig/cutover"
 	"github.com/enginemig/enginemig/dbconn"
 	"github.com/enginemig/enginemig/outcome"
+	"github.com/enginemig/enginemig/shadow"
 	"github.com/enginemig/enginemig/table"
 )
 
@@ -205,10 +206,15 @@ func (m *migrator) carrier() *triggerCarrier {
 type swapHook struct{ m *migrator }
 
 func (h swapHook) PrepareSwap(ctx context.Context) error {
-	return prepareStandIns(ctx, h.m.carrier(), table.ShadowName(h.m.ti.Name))
+	if err := prepareStandIns(ctx, h.m.carrier(), table.ShadowName(h.m.ti.Name)); err != nil {
+		return err
+	}
+	h.m.pipe.HoldSyncs() // released if the attempt fails; capture stops after a swap
+	return nil
 }
 
 func (h swapHook) AbandonSwap(ctx context.Context) {
+	h.m.pipe.ReleaseSyncs()
 	abandonStandIns(ctx, h.m.carrier(), table.ShadowName(h.m.ti.Name))
 }
 
@@ -278,12 +284,20 @@ func (m *migrator) finishTriggers(ctx context.Context) error {
 type rollbackHook struct {
 	c       *triggerCarrier
 	onTable string
+	pipe    *shadow.Pipeline
 }
 
 func (h rollbackHook) PrepareSwap(ctx context.Context) error {
-	return prepareStandIns(ctx, h.c, h.onTable)
+	if err := prepareStandIns(ctx, h.c, h.onTable); err != nil {
+		return err
+	}
+	h.pipe.HoldSyncs()
+	return nil
 }
-func (h rollbackHook) AbandonSwap(ctx context.Context) { abandonStandIns(ctx, h.c, h.onTable) }
+func (h rollbackHook) AbandonSwap(ctx context.Context) {
+	h.pipe.ReleaseSyncs()
+	abandonStandIns(ctx, h.c, h.onTable)
+}
 func (h rollbackHook) RecordSwap(ctx context.Context, _ binlog.Position) error {
 	return checkUnchanged(ctx, h.c)
 }

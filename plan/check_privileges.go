@@ -9,7 +9,7 @@ import (
 
 func init() {
 	register(Check{ID: "privileges", Severity: Blocker, Scope: ScopeTable,
-		What:   "the account lacks a privilege apply needs: SELECT, INSERT, UPDATE, DELETE, CREATE, DROP, ALTER, INDEX, LOCK TABLES, TRIGGER (with triggers) on the table's database; REPLICATION SLAVE and REPLICATION CLIENT/BINLOG MONITOR globally",
+		What:   "the account lacks a privilege apply needs: SELECT, INSERT, UPDATE, DELETE, CREATE, DROP, ALTER, INDEX, LOCK TABLES, TRIGGER (with triggers or trigger capture) on the table's database; REPLICATION SLAVE and REPLICATION CLIENT/BINLOG MONITOR globally (binlog capture)",
 		table:  checkTablePrivileges,
 		server: checkServerPrivileges})
 }
@@ -38,7 +38,7 @@ func checkTablePrivileges(in *TableInput) []Finding {
 			missing = append(missing, p)
 		}
 	}
-	if len(in.Triggers) > 0 && !g.Has("TRIGGER", schema, name) {
+	if (len(in.Triggers) > 0 || in.Server.capturesWithTriggers()) && !g.Has("TRIGGER", schema, name) {
 		missing = append(missing, "TRIGGER")
 	}
 	if len(missing) == 0 {
@@ -59,7 +59,7 @@ func checkServerPrivileges(s *ServerInfo) []Finding {
 	}
 	var missing []string
 	for _, p := range globalPrivileges {
-		if !s.Grants.Has(p, "", "") {
+		if !s.capturesWithTriggers() && !s.Grants.Has(p, "", "") {
 			if p == "REPLICATION CLIENT" && s.MariaDB() && s.AtLeast(10, 5, 2) {
 				p = "BINLOG MONITOR"
 			}

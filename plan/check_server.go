@@ -6,7 +6,7 @@ import (
 )
 
 func init() {
-	registerServer("binlog", Blocker, "log_bin off, binlog_format not ROW or binlog_row_image not FULL: apply reads row changes from the binlog", checkBinlog)
+	registerServer("binlog", Blocker, "how apply captures changes: from a ROW binlog, or with triggers (--capture auto|binlog|triggers); blocks when the chosen capture cannot work", checkBinlog)
 	registerServer("binlog-metadata", Info, "binlog_row_metadata not FULL: column names then come from information_schema, and DDL during a run is refused", checkBinlogMetadata)
 	registerServer("file-per-table", Warning, "innodb_file_per_table=OFF: converted tables grow the shared ibdata file, which never shrinks", checkFilePerTable)
 	registerServer("strict-mode", Info, "innodb_strict_mode=OFF: enginemig turns it on for its own sessions so bad table options fail loudly", checkStrictMode)
@@ -15,23 +15,17 @@ func init() {
 }
 
 func checkBinlog(s *ServerInfo) []Finding {
-	var problems []string
-	if !s.VarOn("log_bin") {
-		problems = append(problems, "log_bin is OFF")
-	} else {
-		if f := s.Var("binlog_format"); !strings.EqualFold(f, "ROW") {
-			problems = append(problems, "binlog_format="+f+" (need ROW)")
-		}
-		if img := s.Var("binlog_row_image"); img != "" && !strings.EqualFold(img, "FULL") {
-			problems = append(problems, "binlog_row_image="+img+" (need FULL)")
-		}
+	mode, why, err := ChooseCapture(s, s.WantCapture)
+	switch {
+	case err != nil:
+		return []Finding{newFinding("binlog", Blocker, "apply cannot capture the table's changes: "+err.Error(),
+			"for binlog capture set log_bin (needs a restart) and SET GLOBAL binlog_format=ROW, binlog_row_image=FULL (also in the config file), and reconnect the application; or use --capture triggers where GTID consistency is not enforced")}
+	case mode == CaptureTriggers:
+		return []Finding{newFinding("binlog", Info,
+			"apply captures changes with triggers ("+why+"): each write to a table under conversion also notes its key in a MyISAM change log, "+CaptureCostPerWrite+" a row",
+			"nothing to do; binlog capture (log_bin, binlog_format=ROW, binlog_row_image=FULL) adds no cost to the application's writes")}
 	}
-	if len(problems) == 0 {
-		return nil
-	}
-	return []Finding{newFinding("binlog", Blocker,
-		"apply follows the table's changes through the binlog, but "+strings.Join(problems, ", "),
-		"set log_bin (needs a restart) and SET GLOBAL binlog_format=ROW, binlog_row_image=FULL (also in the config file); sessions opened earlier keep their format, so reconnect the application")}
+	return nil
 }
 
 func checkBinlogMetadata(s *ServerInfo) []Finding {

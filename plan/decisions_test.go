@@ -104,9 +104,14 @@ func TestServerDecisions(t *testing.T) {
 		s     *ServerInfo
 		want  string
 	}{
-		{"binlog off", checkBinlog, server("10.11.6-MariaDB", map[string]string{"log_bin": "OFF", "binlog_format": "ROW"}), "binlog:blocker"},
-		{"binlog minimal image", checkBinlog, server("8.0.36", map[string]string{"log_bin": "ON", "binlog_format": "ROW", "binlog_row_image": "MINIMAL"}), "binlog:blocker"},
-		{"binlog mixed", checkBinlog, server("8.0.36", map[string]string{"log_bin": "ON", "binlog_format": "MIXED", "binlog_row_image": "FULL"}), "binlog:blocker"},
+		{"binlog off: triggers", checkBinlog, server("10.11.6-MariaDB", map[string]string{"log_bin": "OFF", "binlog_format": "ROW"}), "binlog:info"},
+		{"binlog minimal image: triggers", checkBinlog, server("8.0.36", map[string]string{"log_bin": "ON", "binlog_format": "ROW", "binlog_row_image": "MINIMAL"}), "binlog:info"},
+		{"binlog mixed: triggers", checkBinlog, server("8.0.36", map[string]string{"log_bin": "ON", "binlog_format": "MIXED", "binlog_row_image": "FULL"}), "binlog:info"},
+		{"binlog off, binlog asked for", checkBinlog, wantCapture(server("10.11.6-MariaDB", map[string]string{"log_bin": "OFF"}), CaptureBinlog), "binlog:blocker"},
+		{"binlog mixed, binlog asked for", checkBinlog, wantCapture(server("8.0.36", map[string]string{"log_bin": "ON", "binlog_format": "MIXED"}), CaptureBinlog), "binlog:blocker"},
+		{"binlog off under GTID consistency", checkBinlog, server("8.0.36", map[string]string{"log_bin": "OFF", "enforce_gtid_consistency": "ON"}), "binlog:blocker"},
+		{"triggers asked for under GTID consistency", checkBinlog, wantCapture(server("8.0.36", map[string]string{"log_bin": "ON", "binlog_format": "ROW", "enforce_gtid_consistency": "ON"}), CaptureTriggers), "binlog:blocker"},
+		{"triggers asked for", checkBinlog, wantCapture(server("10.11.6-MariaDB", rowOK), CaptureTriggers), "binlog:info"},
 		{"binlog fine", checkBinlog, server("8.0.36", rowOK), ""},
 		{"gtid consistency on", checkGTIDConsistency, server("8.0.36", map[string]string{"enforce_gtid_consistency": "ON"}), "gtid-consistency:warning"},
 		{"gtid consistency warn", checkGTIDConsistency, server("8.0.36", map[string]string{"enforce_gtid_consistency": "WARN"}), "gtid-consistency:warning"},
@@ -125,6 +130,11 @@ func TestServerDecisions(t *testing.T) {
 			}
 		})
 	}
+}
+
+func wantCapture(s *ServerInfo, want string) *ServerInfo {
+	s.WantCapture = want
+	return s
 }
 
 func withTotals(s *ServerInfo, need, free int64) *ServerInfo {

@@ -41,6 +41,8 @@ type Options struct {
 	SampleRows int64
 	// Tool is recorded in the plan (enginemig's version).
 	Tool string
+	// Capture is the capture apply will be asked to use (auto, binlog, triggers; "" is auto).
+	Capture string
 	// Logger gets Debug records of the work (tables found, each table planned); nil discards.
 	Logger *slog.Logger
 }
@@ -62,6 +64,7 @@ func Inspect(ctx context.Context, db *sql.DB, opts Options) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
+	srv.WantCapture = opts.Capture
 	p := &Plan{Version: FormatVersion, GeneratedAt: time.Now().UTC(), Tool: opts.Tool, Server: srv,
 		Databases: opts.Databases, TestCompile: opts.TestCompile, Findings: []Finding{}, Tables: []TablePlan{}}
 	cands, skipped, err := discover(ctx, conn, opts)
@@ -324,7 +327,7 @@ func discard(conn *sql.Conn) {
 // included, as apply's preflight does. The table need not be MyISAM (apply may call it on a
 // table that was converted meanwhile; the caller decides what that means). Like Inspect it
 // holds two connections of db's pool at once.
-func CheckTable(ctx context.Context, db *sql.DB, schema, name string) ([]Finding, error) {
+func CheckTable(ctx context.Context, db *sql.DB, schema, name, capture string) ([]Finding, error) {
 	conn, err := db.Conn(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("check %s.%s: connect: %w", schema, name, err)
@@ -335,6 +338,7 @@ func CheckTable(ctx context.Context, db *sql.DB, schema, name string) ([]Finding
 	if err != nil {
 		return nil, err
 	}
+	srv.WantCapture = capture
 	cat, err := loadCatalog(ctx, conn)
 	if err != nil {
 		return nil, err
@@ -371,10 +375,11 @@ func CheckTable(ctx context.Context, db *sql.DB, schema, name string) ([]Finding
 
 // CheckServer runs the server-level checks (binlog, configuration, global privileges). The
 // capacity checks that need all planned tables' totals are left to Inspect.
-func CheckServer(ctx context.Context, db *sql.DB) ([]Finding, error) {
+func CheckServer(ctx context.Context, db *sql.DB, capture string) ([]Finding, error) {
 	srv, err := LoadServer(ctx, db)
 	if err != nil {
 		return nil, err
 	}
+	srv.WantCapture = capture
 	return runServerChecks(srv), nil
 }

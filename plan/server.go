@@ -34,6 +34,9 @@ type ServerInfo struct {
 	// set sql_log_bin=0 in the session), so replicas saw the scratch table come and go.
 	TestCompileBinlogged bool `json:"test_compile_binlogged,omitempty"`
 
+	// WantCapture is the capture apply is asked to use (CaptureAuto when empty; see ChooseCapture).
+	WantCapture string `json:"-"`
+
 	Grants    *Grants  `json:"-"`
 	GrantsErr string   `json:"-"`
 	Digests   []Digest `json:"-"`

@@ -6,20 +6,21 @@ import (
 	"fmt"
 
 	"github.com/enginemig/enginemig/binlog"
+	"github.com/enginemig/enginemig/dbconn"
 	"github.com/enginemig/enginemig/table"
 )
 
-// Capture brings the source's changes into the target while the application writes. The binlog
-// stream is one implementation; capture triggers that write straight into the target would be
-// another (no replay: Run has nothing to do, WaitFor returns at once, the copy writes with
-// INSERT IGNORE).
+// Capture brings the source's changes into the target while the application writes: from the
+// binlog (binlogCapture) or through triggers and a change log (triggerCapture, triggers.go).
 type Capture interface {
 	// Run delivers changes until ctx ends (then it returns nil) or delivery fails.
 	Run(ctx context.Context) error
 	// WaitFor returns once every change committed before the call is in the target, and the
 	// binlog position that stands for that moment (empty without a binlog). q reads the position;
-	// it may hold the source locked.
-	WaitFor(ctx context.Context, q binlog.Querier) (binlog.Position, error)
+	// held says what q holds locked.
+	WaitFor(ctx context.Context, q dbconn.Execer, held Held) (binlog.Position, error)
+	// LockWith lists what a session must lock with the source for WaitFor with held.
+	LockWith(held Held) []string
 	// CopyMode is how the copy must write so that it never undoes a captured change.
 	CopyMode() table.WriteMode
 	// ResumeAt is where a resumed capture may restart (see order, rule 4).
@@ -27,6 +28,20 @@ type Capture interface {
 	Stats() binlog.Stats
 	Close()
 }
+
+// Held is what the session passed to Capture.WaitFor holds locked.
+type Held int
+
+const (
+	// HeldNone: nothing; capture takes whatever locks it needs itself.
+	HeldNone Held = iota
+	// HeldForVerify: the source READ-locked, with LockWith(HeldForVerify).
+	HeldForVerify
+	// HeldForSwap: the source and the cut-over sentry WRITE-locked, with LockWith(HeldForSwap),
+	// which never names the target: the swap's RENAME takes its metadata locks in name order, and
+	// must queue on the source, not on a target the session holds (table.SwapName).
+	HeldForSwap
+)
 
 // binlogCapture reads the binlog as a replica and replays the table's row events in batches.
 type binlogCapture struct {
@@ -47,7 +62,7 @@ func openBinlog(ctx context.Context, cfg Config, apply binlog.ApplyFunc) (*binlo
 
 func (b *binlogCapture) Run(ctx context.Context) error { return b.replay.Run(ctx) }
 
-func (b *binlogCapture) WaitFor(ctx context.Context, q binlog.Querier) (binlog.Position, error) {
+func (b *binlogCapture) WaitFor(ctx context.Context, q dbconn.Execer, _ Held) (binlog.Position, error) {
 	pos, err := binlog.CurrentPosition(ctx, q)
 	if err != nil {
 		return pos, err
@@ -58,6 +73,7 @@ func (b *binlogCapture) WaitFor(ctx context.Context, q binlog.Querier) (binlog.P
 	return pos, nil
 }
 
+func (b *binlogCapture) LockWith(Held) []string    { return nil }
 func (b *binlogCapture) CopyMode() table.WriteMode { return table.Replace }
 func (b *binlogCapture) ResumeAt() binlog.Position { return b.replay.ResumeAt() }
 func (b *binlogCapture) Stats() binlog.Stats       { return b.replay.Stats() }

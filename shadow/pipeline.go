@@ -36,10 +36,23 @@ type Config struct {
 	IgnoreQuery func(query string) bool
 	// Triggers are the source's trigger names: dropping one stops capture like other DDL.
 	Triggers []string
+	// Mode is how changes are captured; ChangeLog names trigger capture's log (table.ChangeLogName).
+	Mode      Mode
+	ChangeLog string
 	// ApplyDelay is a fault-injection point for tests: it keeps replay behind.
 	ApplyDelay time.Duration
 	Logger     *slog.Logger
 }
+
+// Mode is how a pipeline captures the source's changes.
+type Mode string
+
+const (
+	// Binlog reads the binary log as a replica (needs log_bin, binlog_format=ROW, FULL row images).
+	Binlog Mode = "binlog"
+	// Triggers notes changed keys with triggers on the source (any binlog setting, or none).
+	Triggers Mode = "triggers"
+)
 
 // Pipeline is an open capture into the target, with the copy and verification on top of it.
 // Capture runs in the background from Open to Stop; if it fails, every blocking method returns
@@ -85,11 +98,14 @@ func Open(ctx context.Context, cfg Config) (p *Pipeline, err error) {
 	if p.writer, err = dbconn.OpenRowWriter(ctx, cfg.Conn, "", 4); err != nil {
 		return nil, err
 	}
-	bc, err := openBinlog(ctx, cfg, p.order.replay(binlog.NewApplier(p.writer, q)))
+	if cfg.Mode == Triggers {
+		p.capture, err = openTriggers(ctx, cfg, q, p.writer, &p.order)
+	} else {
+		p.capture, err = openBinlog(ctx, cfg, p.order.replay(binlog.NewApplier(p.writer, q)))
+	}
 	if err != nil {
 		return nil, err
 	}
-	p.capture = bc
 	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	p.stop = stop
 	p.group, p.groupCtx = errgroup.WithContext(runCtx)
@@ -140,28 +156,62 @@ func (p *Pipeline) Copy(ctx context.Context, resumeAfter []any, wait copier.Wait
 // CatchUp returns once the target holds every change committed before the call.
 func (p *Pipeline) CatchUp(ctx context.Context) error {
 	return p.Do(ctx, func(ctx context.Context) error {
-		_, err := p.capture.WaitFor(ctx, p.cfg.DB)
+		_, err := p.capture.WaitFor(ctx, p.cfg.DB, HeldNone)
 		return err
 	})
 }
 
-// WaitFor returns once the target holds every change committed before the call, read on conn
-// (which the caller may hold locked), and the binlog position standing for that moment. It is
-// what verification and the cut-over need (verify.Target, cutover.Target).
+// WaitFor returns once the target holds every change committed before the call, read on conn,
+// which holds the source and the sentry locked with SwapLockWith's tables (cutover.Target), and
+// the binlog position standing for that moment.
 func (p *Pipeline) WaitFor(ctx context.Context, conn *sql.Conn) (binlog.Position, error) {
+	return p.waitFor(ctx, conn, HeldForSwap)
+}
+
+func (p *Pipeline) waitFor(ctx context.Context, conn *sql.Conn, held Held) (binlog.Position, error) {
 	var pos binlog.Position
 	err := p.Do(ctx, func(ctx context.Context) (err error) {
-		pos, err = p.capture.WaitFor(ctx, conn)
+		pos, err = p.capture.WaitFor(ctx, conn, held)
 		return err
 	})
 	return pos, err
 }
+
+// SwapLockWith lists the tables (with their lock type) the cut-over must lock with the source
+// and the sentry (cutover.Swap.LockWith).
+func (p *Pipeline) SwapLockWith() []string { return p.capture.LockWith(HeldForSwap) }
+
+// HoldSyncs holds trigger capture's own syncs off until ReleaseSyncs, waiting for one in flight:
+// a cut-over attempt calls it before it locks the tables, because a sync waiting for the source's
+// lock would hold up the attempt's own (Capture.WaitFor with HeldForSwap).
+func (p *Pipeline) HoldSyncs() {
+	if t, ok := p.capture.(*triggerCapture); ok {
+		t.pause()
+	}
+}
+
+// ReleaseSyncs ends a HoldSyncs.
+func (p *Pipeline) ReleaseSyncs() {
+	if t, ok := p.capture.(*triggerCapture); ok {
+		t.paused.Add(-1)
+	}
+}
+
+// verifyTarget is the pipeline as verification sees it: its sessions hold the source READ-locked.
+type verifyTarget struct{ p *Pipeline }
+
+func (v verifyTarget) WaitFor(ctx context.Context, conn *sql.Conn) (binlog.Position, error) {
+	return v.p.waitFor(ctx, conn, HeldForVerify)
+}
+func (v verifyTarget) Exclusive(fn func() error) error { return v.p.Exclusive(fn) }
 
 // Exclusive runs fn while no chunk is in flight and no captured change is being applied.
 func (p *Pipeline) Exclusive(fn func() error) error { return p.order.Exclusive(fn) }
 
 // Exec runs a statement on the target's server (an index build) while capture continues.
 func (p *Pipeline) Exec(ctx context.Context, stmt string) error {
+	p.HoldSyncs()
+	defer p.ReleaseSyncs()
 	return p.Do(ctx, func(ctx context.Context) error {
 		_, err := p.cfg.DB.ExecContext(ctx, stmt)
 		return err
@@ -173,7 +223,8 @@ func (p *Pipeline) Exec(ctx context.Context, stmt string) error {
 func (p *Pipeline) Verify(ctx context.Context, pace copier.Pace) (verify.Result, error) {
 	var res verify.Result
 	err := p.Do(ctx, func(ctx context.Context) (err error) {
-		res, err = verify.Run(ctx, p.cfg.DB, p.q, copier.NewChunker(p.writer, p.q, pace), p, verify.Config{Logger: p.cfg.Logger, Rows: &p.verified})
+		res, err = verify.Run(ctx, p.cfg.DB, p.q, copier.NewChunker(p.writer, p.q, pace), verifyTarget{p},
+			verify.Config{Logger: p.cfg.Logger, Rows: &p.verified, LockWith: p.capture.LockWith(HeldForVerify)})
 		return err
 	})
 	return res, err

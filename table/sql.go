@@ -155,16 +155,8 @@ func (s *SQL) WriteRows(n int, mode WriteMode) string {
 	return b.String()
 }
 
-// DeleteKeys deletes n keys (their values flattened into the arguments) from the target: `k`
-// IN (...) for one column, OR-ed equalities otherwise, which the range optimizer handles on every
-// supported server version.
-func (s *SQL) DeleteKeys(n int) string {
-	if len(s.key) == 1 {
-		return "DELETE FROM " + s.dst + " WHERE " + s.key[0] + " IN (" + strings.TrimSuffix(strings.Repeat("?,", n), ",") + ")"
-	}
-	one := "(" + strings.Join(s.key, "=? AND ") + "=?)"
-	return "DELETE FROM " + s.dst + " WHERE " + strings.TrimSuffix(strings.Repeat(one+" OR ", n), " OR ")
-}
+// DeleteKeys deletes n keys (their values flattened into the arguments) from the target.
+func (s *SQL) DeleteKeys(n int) string { return "DELETE FROM " + s.dst + " WHERE " + s.keysIn(n) }
 
 // DeleteRange deletes the target's rows in r (resume removes what lies above its watermark).
 func (s *SQL) DeleteRange(r Range) (string, []any) {
@@ -204,4 +196,14 @@ func (s *SQL) DeleteMissing(r Range) (string, []any) {
 	}
 	return "DELETE FROM " + s.dst + " WHERE " + where + " AND NOT EXISTS (SELECT 1 FROM " + s.src +
 		" s WHERE " + strings.Join(join, " AND ") + ")", args
+}
+
+// keysIn matches n keys: `k` IN (...) for one column, OR-ed equalities otherwise, which the
+// range optimizer handles on every supported server version.
+func (s *SQL) keysIn(n int) string {
+	if len(s.key) == 1 {
+		return s.key[0] + " IN (" + strings.TrimSuffix(strings.Repeat("?,", n), ",") + ")"
+	}
+	one := "(" + strings.Join(s.key, "=? AND ") + "=?)"
+	return strings.TrimSuffix(strings.Repeat(one+" OR ", n), " OR ")
 }

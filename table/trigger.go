@@ -26,7 +26,8 @@ type Trigger struct {
 	Collation string `json:"collation_connection"`
 }
 
-// LoadTriggers reads the table's triggers in the order they fire (timing, event, ACTION_ORDER).
+// LoadTriggers reads the table's triggers in the order they fire (timing, event, ACTION_ORDER),
+// leaving out enginemig's own capture triggers (IsCaptureTrigger), which are never carried.
 // The body is converted by the server to the trigger's own client character set and read as bytes,
 // so a body with non-ASCII literals is created again byte for byte.
 func LoadTriggers(ctx context.Context, q Querier, schema, name string) ([]Trigger, error) {
@@ -46,7 +47,9 @@ func LoadTriggers(ctx context.Context, q Querier, schema, name string) ([]Trigge
 			return nil, err
 		}
 		t.Definer = definer.String
-		out = append(out, t)
+		if !IsCaptureTrigger(t.Name) {
+			out = append(out, t)
+		}
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err

@@ -34,6 +34,10 @@ type Config struct {
 	Logger  *slog.Logger
 	// Rows, when set, counts the rows compared so far (progress).
 	Rows *atomic.Int64
+	// LockWith is what the target's capture needs locked with the source to catch up (trigger
+	// capture: the target and its change log). The target is then checksummed in the same
+	// session, after the source: no other session can read a table this one holds WRITE-locked.
+	LockWith []string
 }
 
 // Result counts what verification saw.
@@ -139,7 +143,11 @@ func (v *verifier) compare(ctx context.Context, r table.Range) (n int64, same bo
 	defer conn.Close()
 	// The second, aliased lock changes nothing but the statement's shape: plan's lock-tables check
 	// tells enginemig's own LOCK TABLES from the application's by it.
-	if _, err := conn.ExecContext(ctx, "LOCK TABLES "+v.q.Source()+" READ, "+v.q.Source()+" AS `_enginemig_verify` READ"); err != nil {
+	lock := "LOCK TABLES " + v.q.Source() + " READ, " + v.q.Source() + " AS `_enginemig_verify` READ"
+	for _, l := range v.cfg.LockWith {
+		lock += ", " + l
+	}
+	if _, err := conn.ExecContext(ctx, lock); err != nil {
 		return 0, false, 0, 0, fmt.Errorf("verify: lock %s: %w", v.q.Source(), err)
 	}
 	locked := time.Now()
@@ -156,6 +164,14 @@ func (v *verifier) compare(ctx context.Context, r table.Range) (n int64, same bo
 		return 0, false, 0, 0, fmt.Errorf("verify: the target did not catch up within %s: %w", v.cfg.CatchUp, err)
 	}
 	t0 := time.Now()
+	if len(v.cfg.LockWith) > 0 {
+		srcN, srcSum, err := v.checksum(ctx, conn, r, false)
+		if err != nil {
+			return 0, false, 0, 0, err
+		}
+		dstN, dstSum, err := v.checksum(ctx, conn, r, true)
+		return srcN, err == nil && srcN == dstN && srcSum == dstSum, time.Since(t0), 0, err
+	}
 	// Both sides at once: the target is stable too (it has nothing left to apply).
 	type sum struct {
 		n, sum int64

@@ -13,6 +13,7 @@ import (
 
 	"github.com/enginemig/enginemig/dbconn"
 	"github.com/enginemig/enginemig/outcome"
+	"github.com/enginemig/enginemig/plan"
 )
 
 // connectionFlags are shared by every command that talks to a server, named as in the mysql client.
@@ -87,4 +88,17 @@ func promptPassword() (string, error) {
 		return "", fmt.Errorf("--ask-password: no password on standard input")
 	}
 	return strings.TrimRight(line, "\r\n"), nil
+}
+
+// captureFlag is apply's --capture (plan takes it too, to check what apply will do).
+func captureFlag() cli.Flag {
+	return &cli.StringFlag{Name: "capture", Value: plan.CaptureAuto,
+		Usage: "how changes made during the copy are captured: auto (binlog where log_bin is on with binlog_format=ROW and binlog_row_image=FULL, triggers otherwise), binlog, or triggers",
+		Action: func(_ *cli.Context, v string) error {
+			switch v {
+			case plan.CaptureAuto, plan.CaptureBinlog, plan.CaptureTriggers:
+				return nil
+			}
+			return outcome.Errorf(outcome.Usage, "--capture must be auto, binlog or triggers, not %q", v)
+		}}
 }

@@ -25,6 +25,7 @@ func planCommand() *cli.Command {
 			Usage: "rows read per table, by key, to measure the copy rate for the time estimate (MyISAM holds a read lock for the few milliseconds this takes)"},
 		&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "text",
 			Usage: "what to print: text (a readable report) or json (the plan file's content, for scripts)"},
+		captureFlag(),
 		&cli.StringFlag{Name: "out",
 			Usage: "also write the plan file (JSON, versioned) to this path, for apply --plan"},
 	)
@@ -66,6 +67,7 @@ func runPlan(c *cli.Context) error {
 		Tables:      c.StringSlice("tables"),
 		TestCompile: !c.Bool("no-test-compile"),
 		SampleRows:  c.Int64("sample-rows"),
+		Capture:     c.String("capture"),
 		Tool:        version,
 		Logger:      loggerOf(c),
 	})

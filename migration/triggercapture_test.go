@@ -1,0 +1,233 @@
+package migration
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/enginemig/enginemig/dbconn"
+	"github.com/enginemig/enginemig/outcome"
+	"github.com/enginemig/enginemig/sandbox"
+	"github.com/enginemig/enginemig/sandbox/sandboxtest"
+	"github.com/enginemig/enginemig/shadow"
+)
+
+// Servers without a usable ROW binlog, where --capture auto chooses triggers: one with the binlog
+// off, one with binlog_format=STATEMENT. Each test starts its own.
+var noRowBinlog = []string{"OFF", "STATEMENT"}
+
+// The central claim, with trigger capture: writers on every column type during copy and cut-over,
+// then during a rollback, and the table equals the reference after each.
+func TestTriggerCaptureConcurrentWritersAndRollback(t *testing.T) {
+	for _, format := range noRowBinlog {
+		t.Run("binlog-"+strings.ToLower(format), func(t *testing.T) {
+			s := sandboxtest.ForTest(t, sandbox.Options{BinlogFormat: format})
+			schema, db, ws := concurrentWriters(t, s, func(o *Options) { o.ClientSide = format == "STATEMENT" })
+			if st := lastState(t, db, schema); st.captureMode() != shadow.Triggers {
+				t.Fatalf("auto chose %q capture on a server with binlog %s", st.Capture, format)
+			}
+			stop := runWriters(ws, 0)
+			res, err := Rollback(context.Background(), db, RollbackOptions{Conn: connConfig(s), Schema: schema, Table: "t",
+				StateSchema: "_enginemig_test", Logger: testOptions(s, schema, "t").Logger})
+			time.Sleep(200 * time.Millisecond)
+			stop()
+			if err != nil {
+				t.Fatalf("rollback: %v", err)
+			}
+			checkWriters(t, ws)
+			if e := engineOf(t, db, schema, "t"); e != "MyISAM" {
+				t.Fatalf("t is %s after the rollback", e)
+			}
+			if diff := sameRows(t, db, schema, "t", "ref", allTypesColumns, "id"); diff != "" {
+				t.Fatalf("after the rollback the table differs from the reference: %s", diff)
+			}
+			if diff := sameRows(t, db, schema, "ref", "t", allTypesColumns, "id"); diff != "" {
+				t.Fatalf("after the rollback the reference differs from the table: %s", diff)
+			}
+			assertNoCaptureLeft(t, db, schema)
+			t.Logf("rollback: %+v", res.Cutover)
+		})
+	}
+}
+
+// Transactions that write the MyISAM table and roll back keep their MyISAM changes (and so does a
+// multi-row INSERT that fails half-way): the converted table must keep them too. Triggers that
+// wrote the InnoDB shadow directly would lose each of them with the transaction.
+func TestTriggerCaptureExplicitTransactions(t *testing.T) {
+	s := sandboxtest.ForTest(t, sandbox.Options{BinlogFormat: "OFF"})
+	schema, db := sandboxtest.FreshDatabase(t, s)
+	for _, tbl := range []string{"t", "ref"} {
+		sandboxtest.MustExec(t, db, "CREATE TABLE "+dbconn.QualifiedName(schema, tbl)+" (id INT PRIMARY KEY, k INT NOT NULL, v VARCHAR(20)) ENGINE=MyISAM",
+			"INSERT INTO "+dbconn.QualifiedName(schema, tbl)+" SELECT seq, 0, 'seed' FROM seq_1_to_30000")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	var done, failed atomic.Int64
+	for w := range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			txWriter(ctx, t, db, schema, w, &done, &failed)
+		}()
+	}
+	opts := testOptions(s, schema, "t")
+	opts.ChunkTime = 2 * time.Millisecond
+	res, err := Run(context.Background(), db, opts)
+	time.Sleep(200 * time.Millisecond)
+	cancel()
+	wg.Wait()
+	if err != nil {
+		t.Fatalf("migration failed: %v", err)
+	}
+	t.Logf("transactions %d (%d with an error, as intended), verify %+v", done.Load(), failed.Load(), res.Verify)
+	if done.Load() < 50 {
+		t.Fatalf("only %d transactions ran: the test did not exercise them", done.Load())
+	}
+	if diff := sameRows(t, db, schema, "t", "ref", []string{"id", "k", "v"}, "id"); diff != "" {
+		ids := strings.Fields(diff[strings.LastIndex(diff, "[")+1 : strings.LastIndex(diff, "]")])
+		for _, id := range ids[:min(3, len(ids))] {
+			t.Log(dumpRow(t, db, schema, "id", id, []string{"id", "k", "v"}, "t", "ref", "_t_old"))
+		}
+		t.Fatalf("converted table differs from the reference: %s", diff)
+	}
+	if diff := sameRows(t, db, schema, "ref", "t", []string{"id", "k", "v"}, "id"); diff != "" {
+		t.Fatalf("reference differs from the converted table: %s", diff)
+	}
+}
+
+// txWriter runs transactions on t that it rolls back or commits at random, some left open for a
+// while, and multi-row INSERTs that fail on a duplicate key after their first row. ref (MyISAM,
+// never converted) then gets what t kept: everything while t was MyISAM, committed work once it
+// is InnoDB. A transaction is on one side of the swap or the other: the swap's lock waits for it.
+func txWriter(ctx context.Context, t *testing.T, db *sql.DB, schema string, w int, done, failed *atomic.Int64) {
+	r := rand.New(rand.NewPCG(uint64(w), 7))
+	tbl, ref := dbconn.QualifiedName(schema, "t"), dbconn.QualifiedName(schema, "ref")
+	next := 1_000_000 * (w + 1)
+	bg := context.Background()
+	for ctx.Err() == nil {
+		conn, err := db.Conn(bg)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		id := 1 + r.IntN(30000)
+		next++
+		stmts := []string{
+			fmt.Sprintf("UPDATE %%s SET k = k + 1, v = 'tx%d' WHERE id = %d", w, id),
+			fmt.Sprintf("INSERT INTO %%s VALUES (%d, 1, 'txins')", next),
+			fmt.Sprintf("DELETE FROM %%s WHERE id = %d", 1+r.IntN(30000)),
+		}
+		conn.ExecContext(bg, "BEGIN")
+		for _, st := range stmts {
+			if _, err := conn.ExecContext(bg, fmt.Sprintf(st, tbl)); err != nil {
+				t.Errorf("writer %d: %v", w, err)
+			}
+		}
+		if r.IntN(4) == 0 {
+			time.Sleep(30 * time.Millisecond) // open across chunks, verification and the cut-over's lock wait
+		}
+		// The engine the statements wrote: the swap cannot happen while this transaction holds
+		// the table's metadata lock.
+		var engine string
+		conn.QueryRowContext(bg, "SELECT ENGINE FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = 't'", schema).Scan(&engine)
+		end := "ROLLBACK"
+		if r.IntN(2) == 0 {
+			end = "COMMIT"
+		}
+		if _, err := conn.ExecContext(bg, end); err != nil {
+			t.Errorf("writer %d: %s: %v", w, end, err)
+		}
+		if engine == "MyISAM" || end == "COMMIT" {
+			for _, st := range stmts {
+				db.Exec(fmt.Sprintf(st, ref))
+			}
+		}
+		// A multi-row INSERT whose second row is a duplicate: MyISAM keeps the first, InnoDB not.
+		next++
+		dup := fmt.Sprintf("INSERT INTO %%s VALUES (%d, 2, 'partial'), (%d, 2, 'dup')", next, id)
+		if _, err := conn.ExecContext(bg, fmt.Sprintf(dup, tbl)); err == nil {
+			db.Exec(fmt.Sprintf(dup, ref)) // the duplicate had been deleted
+		} else {
+			failed.Add(1)
+			var kept int
+			conn.QueryRowContext(bg, fmt.Sprintf("SELECT COUNT(*) FROM %s WHERE id = %d", tbl, next)).Scan(&kept)
+			if kept == 1 {
+				db.Exec(fmt.Sprintf("INSERT INTO %s VALUES (%d, 2, 'partial')", ref, next))
+			}
+		}
+		conn.Close()
+		done.Add(1)
+	}
+}
+
+// On a server without a binlog, a user without the TRIGGER privilege is refused with the grant
+// named, and nothing is created. (--capture binlog there: TestPreflightRefusesBinlogCaptureWithoutRowBinlog.)
+func TestTriggerCaptureRefusesWithoutTriggerPrivilege(t *testing.T) {
+	s := sandboxtest.ForTest(t, sandbox.Options{BinlogFormat: "OFF"})
+	schema, db := sandboxtest.FreshDatabase(t, s)
+	sandboxtest.MustExec(t, db, "CREATE TABLE "+dbconn.QualifiedName(schema, "t")+" (id INT PRIMARY KEY, v INT) ENGINE=MyISAM",
+		"INSERT INTO "+dbconn.QualifiedName(schema, "t")+" VALUES (1,1),(2,2)")
+
+	sandboxtest.MustExec(t, db, "CREATE USER 'notrig'@'%' IDENTIFIED BY 'pw'",
+		"GRANT SELECT, INSERT, UPDATE, DELETE, CREATE, DROP, ALTER, INDEX, LOCK TABLES ON *.* TO 'notrig'@'%'")
+	t.Cleanup(func() { db.Exec("DROP USER 'notrig'@'%'") })
+	cfg := connConfig(s)
+	cfg.User, cfg.Password = "notrig", "pw"
+	limited, err := dbconn.Open(context.Background(), cfg, "", 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer limited.Close()
+	opts := testOptions(s, schema, "t")
+	opts.Conn = cfg
+	opts.StateSchema = "_enginemig_test_notrig"
+	_, err = Run(context.Background(), limited, opts)
+	t.Logf("refusal: %v", err)
+	if outcome.CodeOf(err) != outcome.Refused || !strings.Contains(err.Error(), "TRIGGER") {
+		t.Fatalf("without the TRIGGER privilege: want a refusal naming TRIGGER, got %v", err)
+	}
+	for _, name := range []string{"_t_new", "t_emchg"} {
+		if tableExists(t, db, schema, name) {
+			t.Errorf("%s was created by a refused run", name)
+		}
+	}
+	assertNoCaptureLeft(t, db, schema)
+}
+
+func checkWriters(t *testing.T, ws []*writer) {
+	t.Helper()
+	for _, w := range ws {
+		if len(w.failures) > 0 {
+			t.Errorf("writer %d: %d failed writes, first: %s", w.id, len(w.failures), w.failures[0])
+		}
+	}
+}
+
+func lastState(t *testing.T, db *sql.DB, schema string) State {
+	t.Helper()
+	states, err := NewStore(db, "_enginemig_test").List(context.Background(), schema, "t")
+	if err != nil || len(states) == 0 {
+		t.Fatalf("no state recorded: %v", err)
+	}
+	return states[0]
+}
+
+func assertNoCaptureLeft(t *testing.T, db *sql.DB, schema string) {
+	t.Helper()
+	var n int
+	db.QueryRow("SELECT COUNT(*) FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = ?", schema).Scan(&n)
+	if n > 0 {
+		t.Errorf("%d triggers left in %s", n, schema)
+	}
+	for _, name := range []string{"t_emchg", "t_emchb"} {
+		if tableExists(t, db, schema, name) {
+			t.Errorf("change log %s left behind", name)
+		}
+	}
+}

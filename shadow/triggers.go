@@ -1,0 +1,345 @@
+package shadow
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/enginemig/enginemig/binlog"
+	"github.com/enginemig/enginemig/dbconn"
+	"github.com/enginemig/enginemig/table"
+)
+
+// triggerCapture captures changes without a binlog: AFTER triggers on the source note each
+// changed key in a MyISAM change log, and a sync brings those keys' current rows from the source
+// into the target (table.CaptureSQL.Sync), then forgets the notes.
+//
+// Why notes and a sync rather than triggers that write the row into the InnoDB target directly
+// (pt-online-schema-change's way): a MyISAM change is permanent at once, but a trigger's write to
+// InnoDB belongs to the application's transaction. A ROLLBACK, or a multi-row statement that
+// fails half-way, keeps the MyISAM change and undoes the target's (measured on MariaDB 10.11:
+// BEGIN; INSERT; ROLLBACK leaves the row in the source and not in the target), and an open
+// transaction holds row locks on the target that the copy would wait on while holding the
+// source's lock. A note in a MyISAM log is as permanent as the change it notes, and the
+// application's statement gains one small MyISAM insert, with no InnoDB write or redo flush.
+//
+// A sync is correct because it reads the noted keys' current rows while the source is locked
+// against writes (LOCK TABLES ... READ) and every change after that lock writes a new note: the
+// last sync of a key sees its last change. For an InnoDB source (a rollback's capture) LOCK
+// TABLES ... READ also waits until every transaction that wrote it has ended (they hold its
+// metadata lock until then), so a change that is rolled back is never synced as if it had
+// stayed; a MyISAM source has nothing to wait for (its changes are final at once, and MariaDB
+// 10.11 does not make LOCK TABLES ... READ wait for them). Syncs run under the order's exclusive lock,
+// like replay batches (rule 1), and never during an index build on the target (Exec), whose
+// metadata lock LOCK TABLES ... WRITE would queue behind while holding the source, nor while a
+// cut-over attempt holds the tables (Pipeline.HoldSyncs).
+type triggerCapture struct {
+	c      *table.CaptureSQL
+	q      *table.SQL
+	db     *sql.DB // control pool: the syncs' locked sessions
+	writer *sql.DB // row writer pool: the cut-over's sync writes through it
+	order  *order
+	every  time.Duration
+	log    *slog.Logger
+
+	paused   atomic.Int32 // > 0: no periodic syncs (an index build, a cut-over attempt)
+	inflight sync.Mutex   // held by a periodic sync while it runs
+	synced   atomic.Int64 // syncs done
+	notes    atomic.Int64 // notes synced
+	behind   atomic.Bool  // the last periodic sync could not take its lock
+}
+
+// syncLockWait bounds each LOCK TABLES of a periodic sync: while it waits (for a transaction
+// that wrote the source to end), the application's new writes queue behind it.
+const syncLockWait = 1
+
+func openTriggers(ctx context.Context, cfg Config, q *table.SQL, writer *sql.DB, o *order) (*triggerCapture, error) {
+	t := &triggerCapture{c: q.Capture(cfg.Source, cfg.ChangeLog), q: q, db: cfg.DB, writer: writer, order: o, every: 200 * time.Millisecond, log: cfg.Logger}
+	if err := InstallTriggers(ctx, cfg.DB, t.c); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// InstallTriggers creates the change log and whichever capture triggers are missing (a resumed
+// run finds them still capturing). Creating a trigger waits for the source's metadata lock: each
+// attempt waits at most 2 s (the application's new statements on the table queue behind it
+// meanwhile) and is retried up to 10 times.
+func InstallTriggers(ctx context.Context, db *sql.DB, c *table.CaptureSQL) error {
+	if _, err := db.ExecContext(ctx, c.CreateLog()); err != nil {
+		return fmt.Errorf("create change log %s: %w", c.Log(), err)
+	}
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	defer conn.Raw(func(any) error { return driver.ErrBadConn }) // keep the short lock wait out of the pool
+	if _, err := conn.ExecContext(ctx, "SET SESSION lock_wait_timeout = 2"); err != nil {
+		return err
+	}
+	for i, stmt := range c.CreateTriggers() {
+		name := c.TriggerNames()[i]
+		for attempt := 1; ; attempt++ {
+			var n int
+			if err := conn.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = ? AND TRIGGER_NAME = ?",
+				c.Schema(), name).Scan(&n); err != nil {
+				return err
+			}
+			if n > 0 {
+				break
+			}
+			_, err := conn.ExecContext(ctx, stmt)
+			if err == nil {
+				break
+			}
+			if !dbconn.IsLockWait(err) || attempt == 10 {
+				return fmt.Errorf("create capture trigger %s: %w", name, err)
+			}
+		}
+	}
+	return nil
+}
+
+// RemoveTriggers drops the capture triggers, then the change log: in that order, so no
+// application write ever fires a trigger whose log is gone.
+func RemoveTriggers(ctx context.Context, db *sql.DB, c *table.CaptureSQL) error {
+	for _, stmt := range c.DropTriggers() {
+		if _, err := db.ExecContext(ctx, stmt); err != nil {
+			return fmt.Errorf("drop capture trigger: %w", err)
+		}
+	}
+	if _, err := db.ExecContext(ctx, c.DropLog()); err != nil {
+		return fmt.Errorf("drop change log %s: %w", c.Log(), err)
+	}
+	return nil
+}
+
+// Run syncs the notes every few hundred milliseconds, so that the final sync under the cut-over
+// lock has little left to do.
+func (t *triggerCapture) Run(ctx context.Context) error {
+	tick := time.NewTicker(t.every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+		err := t.syncOwnLock(ctx, false)
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case dbconn.IsLockConflict(err):
+			t.behind.Store(true)
+			t.log.Debug("trigger capture: sync waited for the table; retrying", "error", err)
+		case err != nil:
+			return err
+		default:
+			t.behind.Store(false)
+		}
+	}
+}
+
+// WaitFor syncs every note written before the call, in q's locks (held) or, with HeldNone, in
+// its own, retrying while a transaction keeps it waiting.
+func (t *triggerCapture) WaitFor(ctx context.Context, q dbconn.Execer, held Held) (binlog.Position, error) {
+	switch held {
+	case HeldForVerify:
+		// No order needed: q's lock on the target keeps every chunk's write out, and
+		// verification comes after the copy.
+		return binlog.Position{}, t.syncLocked(ctx, q)
+	case HeldForSwap:
+		return binlog.Position{}, t.syncForSwap(ctx, q)
+	}
+	for {
+		err := t.syncOwnLock(ctx, true)
+		if !dbconn.IsLockConflict(err) {
+			return binlog.Position{}, err
+		}
+		select {
+		case <-ctx.Done():
+			return binlog.Position{}, ctx.Err()
+		case <-time.After(t.every):
+		}
+	}
+}
+
+// syncOwnLock syncs in a session of its own, when there is anything to sync and (unless asked
+// for) syncs are not paused.
+func (t *triggerCapture) syncOwnLock(ctx context.Context, asked bool) error {
+	t.inflight.Lock()
+	defer t.inflight.Unlock()
+	if !asked && t.paused.Load() > 0 {
+		return nil
+	}
+	var last int64
+	if err := t.db.QueryRowContext(ctx, t.c.LastNote()).Scan(&last); err != nil || last == 0 {
+		return err
+	}
+	conn, err := t.db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	defer conn.Raw(func(any) error { return driver.ErrBadConn }) // a session that held LOCK TABLES and a short lock wait
+	if _, err := conn.ExecContext(ctx, fmt.Sprintf("SET SESSION lock_wait_timeout = %d", syncLockWait)); err != nil {
+		return err
+	}
+	return t.order.Exclusive(func() error {
+		if _, err := conn.ExecContext(ctx, t.c.Lock()); err != nil {
+			return fmt.Errorf("trigger capture: %w", err)
+		}
+		err := t.syncLocked(ctx, conn)
+		if _, uerr := conn.ExecContext(context.WithoutCancel(ctx), "UNLOCK TABLES"); err == nil {
+			err = uerr
+		}
+		return err
+	})
+}
+
+// pause holds periodic syncs off (until paused is decremented), waiting for one in flight to end.
+func (t *triggerCapture) pause() {
+	t.paused.Add(1)
+	t.inflight.Lock()
+	t.paused.Load() // the sync in flight, if any, has ended: nothing to do under the lock
+	t.inflight.Unlock()
+}
+
+// syncForSwap is the sync under the cut-over's lock. q holds the source, the sentry and the log
+// (READ), but not the target, so q reads the noted keys and their current rows, and another
+// session deletes those keys from the target and writes the rows (table.CaptureSQL.SyncForSwap).
+// Deleting every noted key first, by its exact bytes, and then writing the rows also handles a
+// key that changed only in case or accents. q's results are bytes as stored and times in UTC,
+// like the row sessions that write them.
+func (t *triggerCapture) syncForSwap(ctx context.Context, q dbconn.Execer) error {
+	var last int64
+	if err := q.QueryRowContext(ctx, t.c.LastNote()).Scan(&last); err != nil || last == 0 {
+		return err
+	}
+	if _, err := q.ExecContext(ctx, "SET SESSION character_set_results = binary, time_zone = '+00:00'"); err != nil {
+		return err
+	}
+	keys, read := t.c.SyncForSwap()
+	noted, err := scanAll(ctx, q, keys, len(t.q.KeyPositions()), last)
+	if err != nil {
+		return fmt.Errorf("trigger capture: read the noted keys: %w", err)
+	}
+	rows, err := scanAll(ctx, q, read, t.q.Columns(), last)
+	if err != nil {
+		return fmt.Errorf("trigger capture: read the noted rows: %w", err)
+	}
+	if err := t.writeBatches(ctx, noted, len(t.q.KeyPositions()), t.q.DeleteKeys); err != nil {
+		return fmt.Errorf("trigger capture: delete the noted keys: %w", err)
+	}
+	write := func(n int) string { return t.q.WriteRows(n, table.Replace) }
+	if err := t.writeBatches(ctx, rows, t.q.Columns(), write); err != nil {
+		return fmt.Errorf("trigger capture: write the noted rows: %w", err)
+	}
+	t.synced.Add(1)
+	t.notes.Store(last)
+	return nil
+}
+
+// scanAll reads every row of a query, width values each, flattened. It prepares the query when
+// q can: only the binary protocol returns FLOAT exactly (the text protocol prints 6 digits, and
+// the converted table differed from the source in FLOAT columns until this was done).
+func scanAll(ctx context.Context, q dbconn.Querier, query string, width int, args ...any) ([]any, error) {
+	var rows *sql.Rows
+	var err error
+	if p, ok := q.(interface {
+		PrepareContext(ctx context.Context, query string) (*sql.Stmt, error)
+	}); ok {
+		st, perr := p.PrepareContext(ctx, query)
+		if perr != nil {
+			return nil, perr
+		}
+		defer st.Close()
+		rows, err = st.QueryContext(ctx, args...)
+	} else {
+		rows, err = q.QueryContext(ctx, query, args...)
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []any
+	for rows.Next() {
+		vals, err := dbconn.ScanValues(rows, width)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, vals...)
+	}
+	return out, rows.Err()
+}
+
+// writeBatches runs stmt(n) through the writer for flat, syncBatch rows of width values at a time.
+func (t *triggerCapture) writeBatches(ctx context.Context, flat []any, width int, stmt func(n int) string) error {
+	for len(flat) > 0 {
+		n := min(len(flat)/width, syncBatch)
+		if _, err := t.writer.ExecContext(ctx, stmt(n), flat[:n*width]...); err != nil {
+			return err
+		}
+		flat = flat[n*width:]
+	}
+	return nil
+}
+
+// syncBatch is how many rows one write of the cut-over's sync carries.
+const syncBatch = 200
+
+// syncLocked runs the sync statements in q, which holds the locks. The session is marked as
+// enginemig's own while it writes, so stand-ins of carried triggers on the target stay silent
+// without looking anything up.
+func (t *triggerCapture) syncLocked(ctx context.Context, q dbconn.Execer) (err error) {
+	var last int64
+	if err := q.QueryRowContext(ctx, t.c.LastNote()).Scan(&last); err != nil || last == 0 {
+		return err
+	}
+	if _, err := q.ExecContext(ctx, "SET "+dbconn.OwnWriteVar+" = 1"); err != nil {
+		return err
+	}
+	defer func() {
+		if _, uerr := q.ExecContext(context.WithoutCancel(ctx), "SET "+dbconn.OwnWriteVar+" = NULL"); err == nil {
+			err = uerr
+		}
+	}()
+	for _, stmt := range t.c.Sync() {
+		if _, err := q.ExecContext(ctx, stmt, last); err != nil {
+			return fmt.Errorf("trigger capture: sync: %w", err)
+		}
+	}
+	t.synced.Add(1)
+	t.notes.Store(last) // ids only grow: the last synced id counts the notes so far
+	return nil
+}
+
+// LockWith is what verification (the target and the log, to sync under its lock) and the
+// cut-over (the log, see syncForSwap) lock with the source.
+func (t *triggerCapture) LockWith(held Held) []string {
+	if held == HeldForSwap {
+		return t.c.SwapLockWith()
+	}
+	return t.c.LockWith()
+}
+
+// CopyMode is INSERT IGNORE: a row a sync wrote is at least as new as the copy's, and when the
+// source changed after the sync, a note waits for the next one.
+func (t *triggerCapture) CopyMode() table.WriteMode { return table.InsertIgnore }
+func (t *triggerCapture) ResumeAt() binlog.Position { return binlog.Position{} }
+
+func (t *triggerCapture) Stats() binlog.Stats {
+	return binlog.Stats{Events: t.notes.Load(), Applied: t.synced.Load(), Behind: t.behind.Load()}
+}
+
+// Close leaves the triggers and the log in place: they keep capturing for a resumed run until
+// the migration removes them (RemoveTriggers).
+func (t *triggerCapture) Close() {}
+
+var _ Capture = (*triggerCapture)(nil)
