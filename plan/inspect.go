@@ -209,15 +209,23 @@ func discover(ctx context.Context, q Querier, opts Options) ([]candidate, []Skip
 	return out, skipped, nil
 }
 
-var workingRe = regexp.MustCompile(`^_(.+)_(new|old)$`)
+var (
+	workingRe   = regexp.MustCompile(`^_(.+)_(new|old)$`)
+	changeLogRe = regexp.MustCompile(`^(.+)_em(chg|chb)$`)
+)
 
-// isWorkingTable recognises apply's _<t>_new/_<t>_old next to <t>, and plan's scratch tables.
+// isWorkingTable recognises apply's _<t>_new/_<t>_old and trigger capture's change logs
+// <t>_emchg/<t>_emchb next to <t>, and plan's scratch tables.
 func isWorkingTable(name string, all map[string]bool) bool {
 	if strings.HasPrefix(name, "_enginemig_plan_") {
 		return true
 	}
-	m := workingRe.FindStringSubmatch(name)
-	return m != nil && all[m[1]]
+	for _, re := range []*regexp.Regexp{workingRe, changeLogRe} {
+		if m := re.FindStringSubmatch(name); m != nil && all[m[1]] {
+			return true
+		}
+	}
+	return false
 }
 
 // selected matches a table against the --tables names/patterns (all when none are given).

@@ -88,7 +88,8 @@ func TestSelected(t *testing.T) {
 		}
 	}
 	all := map[string]bool{"t": true, "_t_old": true, "_x_new": true}
-	if !isWorkingTable("_t_old", all) || isWorkingTable("_x_new", all) || !isWorkingTable("_enginemig_plan_0badc0de", all) {
+	if !isWorkingTable("_t_old", all) || isWorkingTable("_x_new", all) || !isWorkingTable("_enginemig_plan_0badc0de", all) ||
+		!isWorkingTable("t_emchg", all) || !isWorkingTable("t_emchb", all) || isWorkingTable("x_emchg", all) {
 		t.Error("isWorkingTable")
 	}
 }

@@ -38,6 +38,9 @@ func main() {
 	flag.StringVar(&serverArgs, "server-args", "", "extra mariadbd arguments for the sandbox, space separated (e.g. \"--innodb-log-file-size=1G\")")
 	flag.StringVar(&compareBin, "compare-bin", "", "an older enginemig binary to measure in the same run, on identical tables (before/after)")
 	flag.StringVar(&extraApplyArgs, "apply-args", "", "extra arguments for enginemig apply, space separated (e.g. \"--chunk-time 50ms\")")
+	flag.StringVar(&binlogFormat, "binlog-format", "ROW", "the sandbox's binlog: ROW, STATEMENT, MIXED or OFF (apply's --capture auto then chooses triggers)")
+	flag.BoolVar(&withPTOSC, "pt-osc", false, "also measure pt-online-schema-change --alter ENGINE=InnoDB under the same load")
+	flag.BoolVar(&costOnly, "capture-cost", false, "only measure what trigger capture adds to a single-row UPDATE, then exit")
 	flag.Parse()
 	ctx := context.Background()
 	if err := run(ctx, *rows, *threads, *loadShare, *window, *skipLoad); err != nil {
@@ -76,7 +79,7 @@ func run(ctx context.Context, rows, threads int, share float64, window time.Dura
 	if compareBin != "" {
 		builds = []build{{"before", compareBin}, {"after", bin}}
 	}
-	srv, err := sandbox.Start(ctx, sandbox.Options{BufferPool: "2G",
+	srv, err := sandbox.Start(ctx, sandbox.Options{BufferPool: "2G", BinlogFormat: binlogFormat,
 		ExtraArgs: append([]string{"--key-buffer-size=512M", "--max-binlog-size=1G"}, strings.Fields(serverArgs)...)})
 	if err != nil {
 		return err
@@ -94,11 +97,18 @@ func run(ctx context.Context, rows, threads int, share float64, window time.Dura
 	db, _ = srv.Open("game")
 	db.SetMaxOpenConns(threads + 8)
 	defer db.Close()
-	fmt.Printf("MariaDB sandbox, %d rows, GOMAXPROCS machine: %d CPUs\n\n", rows, numCPU())
+	fmt.Printf("MariaDB sandbox, binlog %s, %d rows, GOMAXPROCS machine: %d CPUs\n\n", binlogFormat, rows, numCPU())
+	if costOnly {
+		return captureCost(ctx, db, rows)
+	}
 	if err := runIdle(db, srv.Port, rows, builds); err != nil || idleOnly {
 		return err
 	}
-	for _, b := range append([]build{{"native", ""}}, builds...) {
+	loaded := append([]build{{"native", ""}}, builds...)
+	if withPTOSC {
+		loaded = append(loaded, build{"pt-osc", ptOSC})
+	}
+	for _, b := range loaded {
 		if err := runLoaded(ctx, db, srv.Port, rows, threads, share, window, b); err != nil {
 			return err
 		}
@@ -151,9 +161,12 @@ func runLoaded(ctx context.Context, db *sql.DB, port, rows, threads int, share f
 	t0 := time.Now()
 	var ar applyResult
 	var err error
-	if b.path == "" {
+	switch b.path {
+	case "":
 		_, err = db.Exec("ALTER TABLE state ENGINE=InnoDB")
-	} else {
+	case ptOSC:
+		err = runPTOSC(port, "state")
+	default:
 		ar, err = runApply(b.path, port, "state")
 	}
 	took := time.Since(t0)
@@ -166,7 +179,7 @@ func runLoaded(ctx context.Context, db *sql.DB, port, rows, threads int, share f
 	fmt.Printf("\nunder load (%d threads, %s mix, target %.0f q/s = %.0f%% of capacity %.0f q/s):\n", threads, appMix, rate, share*100, capacity.qps)
 	fmt.Printf("  %s: conversion %.2fs; baseline %.0f q/s; during %.0f q/s (%.0f%% of baseline); failed queries %d; longest time with no completed write %s; p99 %s\n",
 		b.name, took.Seconds(), base.qps, during.qps, 100*during.qps/base.qps, during.errors, during.maxWriteGap.Round(time.Millisecond), during.p99.Round(time.Millisecond))
-	if b.path != "" {
+	if b.path != "" && b.path != ptOSC {
 		fmt.Printf("  %s: %d changes replayed (%.0f/s over the copy), cut-over lock %s, peak RSS %d MiB\n",
 			b.name, ar.events, float64(ar.events)/max(ar.copySec, 0.001), ar.lockHeld, ar.maxRSSKiB/1024)
 	}
@@ -182,7 +195,22 @@ type applyResult struct {
 	maxRSSKiB int64
 }
 
-var extraApplyArgs, serverArgs string
+var extraApplyArgs, serverArgs, binlogFormat string
+var withPTOSC, costOnly bool
+
+// ptOSC stands for pt-online-schema-change in a build list.
+const ptOSC = "pt-online-schema-change"
+
+// runPTOSC converts the table with pt-online-schema-change (percona-toolkit), as a DBA would.
+func runPTOSC(port int, table string) error {
+	cmd := exec.Command(ptOSC, "--alter", "ENGINE=InnoDB", "--execute", "--no-check-unique-key-change",
+		fmt.Sprintf("h=127.0.0.1,P=%d,u=root,D=game,t=%s", port, table))
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("pt-online-schema-change: %v\n%s", err, out)
+	}
+	return nil
+}
 
 func runApply(bin string, port int, table string) (applyResult, error) {
 	args := []string{"apply", "--host", "127.0.0.1", "--port", strconv.Itoa(port), "--user", "root",
