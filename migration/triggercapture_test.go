@@ -221,9 +221,9 @@ func lastState(t *testing.T, db *sql.DB, schema string) State {
 func assertNoCaptureLeft(t *testing.T, db *sql.DB, schema string) {
 	t.Helper()
 	var n int
-	db.QueryRow("SELECT COUNT(*) FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = ?", schema).Scan(&n)
+	db.QueryRow("SELECT COUNT(*) FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = ? AND TRIGGER_NAME LIKE '\\_emcap\\_%'", schema).Scan(&n)
 	if n > 0 {
-		t.Errorf("%d triggers left in %s", n, schema)
+		t.Errorf("%d capture triggers left in %s", n, schema)
 	}
 	for _, name := range []string{"t_emchg", "t_emchb"} {
 		if tableExists(t, db, schema, name) {

@@ -14,6 +14,7 @@ import (
 	"github.com/enginemig/enginemig/cutover"
 	"github.com/enginemig/enginemig/dbconn"
 	"github.com/enginemig/enginemig/outcome"
+	"github.com/enginemig/enginemig/sandbox"
 	"github.com/enginemig/enginemig/sandbox/sandboxtest"
 	"github.com/enginemig/enginemig/table"
 )
@@ -189,6 +190,19 @@ func names(trs []table.Trigger) []string {
 // statement fires each of the table's triggers exactly once (enginemig's copy and replay fire
 // none), and afterwards the same definitions are on the live table.
 func TestTriggersCarriedAcrossApplyAndRollback(t *testing.T) {
+	triggersCarried(t, srv)
+}
+
+// The same with trigger capture: the capture triggers come after the table's own of the same
+// event, are never carried, and leave with the original (and, for the rollback, with the InnoDB
+// table).
+func TestTriggerCaptureWithTheTablesOwnTriggers(t *testing.T) {
+	s := sandboxtest.ForTest(t, sandbox.Options{BinlogFormat: "OFF"})
+	schema := triggersCarried(t, s)
+	assertNoCaptureLeft(t, openControl(t, s), schema)
+}
+
+func triggersCarried(t *testing.T, srv *sandbox.Server) string {
 	schema, sdb := sandboxtest.FreshDatabase(t, srv)
 	db := openControl(t, srv)
 	seedTriggers(t, sdb, schema, 20000)
@@ -230,6 +244,7 @@ func TestTriggersCarriedAcrossApplyAndRollback(t *testing.T) {
 	}
 	checkTriggersOn(t, db, schema, "t", orig)
 	checkExactlyOnce(t, db, schema, ws)
+	return schema
 }
 
 func fastCutover() cutover.Config {
