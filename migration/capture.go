@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	"github.com/enginemig/enginemig/dbconn"
-
 	"github.com/enginemig/enginemig/shadow"
 	"github.com/enginemig/enginemig/table"
 )

@@ -23,15 +23,11 @@ func refuse(remedy, format string, args ...any) error {
 // checkServer decides how changes are captured (want: auto, binlog or triggers; see
 // plan.ChooseCapture) and refuses when that capture cannot work on this server.
 func checkServer(ctx context.Context, db *sql.DB, want string) (version string, mode shadow.Mode, why string, err error) {
-	srv, err := plan.LoadServer(ctx, db)
+	version, got, why, err := plan.CaptureFor(ctx, db, want)
 	if err != nil {
-		return "", "", "", fmt.Errorf("read server settings: %w", err)
+		return version, "", "", refuse("for binlog capture enable the binary log (log_bin, needs a restart) with binlog_format=ROW and binlog_row_image=FULL, and reconnect the application; or use --capture triggers", "%v", err)
 	}
-	got, why, err := plan.ChooseCapture(srv, want)
-	if err != nil {
-		return srv.Version, "", "", refuse("for binlog capture enable the binary log (log_bin, needs a restart) with binlog_format=ROW and binlog_row_image=FULL, and reconnect the application; or use --capture triggers", "%v", err)
-	}
-	return srv.Version, shadow.Mode(got), why, nil
+	return version, shadow.Mode(got), why, nil
 }
 
 // checkTable verifies that ti can be migrated online and that no leftovers are in the way.

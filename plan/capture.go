@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"context"
 	"fmt"
 	"strings"
 )
@@ -47,6 +48,23 @@ func ChooseCapture(s *ServerInfo, want string) (mode, why string, err error) {
 		return CaptureTriggers, strings.Join(problems, ", "), nil
 	}
 	return "", "", fmt.Errorf("unknown capture %q: use auto, binlog or triggers", want)
+}
+
+// captureVariables are what ChooseCapture reads.
+var captureVariables = []string{"version", "log_bin", "binlog_format", "binlog_row_image", "enforce_gtid_consistency"}
+
+// CaptureFor reads only the variables ChooseCapture needs and decides (apply's and rollback's
+// preflight, which run the full server checks afterwards: LoadServer reads grants and statement
+// digests, too much to do twice).
+func CaptureFor(ctx context.Context, q Querier, want string) (version, mode, why string, err error) {
+	s := &ServerInfo{Variables: map[string]string{}}
+	if err := readNameValues(ctx, q, "SHOW GLOBAL VARIABLES WHERE Variable_name IN "+inList(captureVariables), func(k, v string) {
+		s.Variables[strings.ToLower(k)] = v
+	}); err != nil {
+		return "", "", "", fmt.Errorf("read server variables: %w", err)
+	}
+	mode, why, err = ChooseCapture(s, want)
+	return s.Variables["version"], mode, why, err
 }
 
 // binlogProblems lists why binlog capture cannot work on this server (none: it can).

@@ -32,12 +32,11 @@ func IsCaptureTrigger(name string) bool { return strings.HasPrefix(name, Capture
 // target. The log is non-transactional on purpose: a note survives whatever happens to the
 // statement or transaction that made it (see shadow/triggers.go for why that matters).
 type CaptureSQL struct {
-	q        *SQL
-	keyDefs  []string // the key columns' definitions, as in the source
-	log      string   // qualified
-	schema   string
-	names    [3]string // INSERT, UPDATE, DELETE trigger names
-	srcTable string
+	q       *SQL
+	keyDefs []string // the key columns' definitions, as in the source
+	log     string   // qualified
+	schema  string
+	names   [3]string // INSERT, UPDATE, DELETE trigger names
 }
 
 // Capture prepares the capture statements for q's source and target, through the change log
@@ -45,7 +44,7 @@ type CaptureSQL struct {
 func (s *SQL) Capture(src *Info, log string) *CaptureSQL {
 	sum := sha1.Sum([]byte(src.Schema + "\x00" + src.Name + "\x00" + s.dst))
 	base := CaptureTriggerPrefix + hex.EncodeToString(sum[:])[:16]
-	c := &CaptureSQL{q: s, log: dbconn.QualifiedName(src.Schema, log), schema: src.Schema, srcTable: src.Name,
+	c := &CaptureSQL{q: s, log: dbconn.QualifiedName(src.Schema, log), schema: src.Schema,
 		names: [3]string{base + "_i", base + "_u", base + "_d"}}
 	key, _ := src.CopyKey()
 	for _, name := range key.ColumnNames() {

@@ -173,6 +173,9 @@ func TestApplyCommand(t *testing.T) {
 		if _, code := apply("--database", schema); code != outcome.Usage {
 			t.Fatalf("missing --table: exit %d", code)
 		}
+		if _, code := apply("--database", schema, "--table", "players", "--capture", "sometimes"); code != outcome.Usage {
+			t.Errorf("--capture sometimes: exit %d, want usage", code)
+		}
 		if _, code := apply("--database", schema, "--table", "players", "--gate", "sometimes"); code != outcome.Usage {
 			t.Fatalf("bad gate: exit %d", code)
 		}
