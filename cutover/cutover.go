@@ -16,6 +16,7 @@ import (
 
 	"github.com/enginemig/enginemig/binlog"
 	"github.com/enginemig/enginemig/dbconn"
+	"github.com/go-sql-driver/mysql"
 )
 
 // SentryComment marks the placeholder table so cleanup only ever drops a table enginemig made.
@@ -201,10 +202,8 @@ func attempt(ctx context.Context, db *sql.DB, sw Swap, target Target, cfg Config
 	if err := connA.QueryRowContext(ctx, "SELECT CONNECTION_ID()").Scan(&idA); err != nil {
 		return 0, binlog.Position{}, err
 	}
-	// The sentry occupies the name the original will be renamed to. Should this connection die
-	// while the rename waits, the rename then fails on "table exists" and nothing changes.
-	if _, err := connA.ExecContext(ctx, fmt.Sprintf("CREATE TABLE %s (id INT) ENGINE=MyISAM COMMENT=%s", aside, dbconn.QuoteString(SentryComment))); err != nil {
-		return 0, binlog.Position{}, &fatalError{fmt.Errorf("create sentry %s: %w (a leftover from an earlier run? `enginemig cleanup` removes it)", aside, err)}
+	if err := createSentry(ctx, connA, sw); err != nil {
+		return 0, binlog.Position{}, err
 	}
 	sentryDropped := false
 	defer func() {
@@ -215,7 +214,11 @@ func attempt(ctx context.Context, db *sql.DB, sw Swap, target Target, cfg Config
 	connA.ExecContext(ctx, "SET SESSION lock_wait_timeout = 1")
 
 	if err := lockWithDeadline(ctx, db, connA, idA, fmt.Sprintf("LOCK TABLES %s WRITE, %s WRITE", from, aside), cfg.LockWait); err != nil {
-		return 0, binlog.Position{}, fmt.Errorf("lock %s within %s: %w", from, cfg.LockWait, err)
+		err = fmt.Errorf("lock %s within %s: %w", from, cfg.LockWait, err)
+		if me := (*mysql.MySQLError)(nil); errors.As(err, &me) && me.Number == errGTIDUnsafe {
+			return 0, binlog.Position{}, &fatalError{err} // the same on every attempt
+		}
+		return 0, binlog.Position{}, err
 	}
 	locked := time.Now()
 	unlocked := false
@@ -251,6 +254,41 @@ func attempt(ctx context.Context, db *sql.DB, sw Swap, target Target, cfg Config
 		return 0, pos, err
 	}
 	return time.Since(locked), pos, nil
+}
+
+// errGTIDUnsafe is MySQL's ER_GTID_UNSAFE_NON_TRANSACTIONAL_TABLE (1785).
+const errGTIDUnsafe = 1785
+
+// createSentry creates the sentry, which occupies the name the original will be renamed to: should
+// the lock holder die while the rename waits, the rename fails on "table exists" and nothing
+// changes. It gets the engine of the table it is locked with. With enforce_gtid_consistency=ON
+// (MySQL's default when GTIDs are on) a LOCK TABLES that write-locks a transactional and a
+// non-transactional table in one statement fails with Error 1785, so a MyISAM sentry beside the
+// InnoDB table (the rollback's swap back) could never be locked.
+func createSentry(ctx context.Context, conn *sql.Conn, sw Swap) error {
+	var engine sql.NullString
+	if err := conn.QueryRowContext(ctx, "SELECT ENGINE FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?",
+		sw.Schema, sw.From).Scan(&engine); err != nil {
+		return fmt.Errorf("engine of %s: %w", dbconn.QualifiedName(sw.Schema, sw.From), err)
+	}
+	if !plainWord(engine.String) {
+		return &fatalError{fmt.Errorf("%s has engine %q: not a table enginemig can swap", dbconn.QualifiedName(sw.Schema, sw.From), engine.String)}
+	}
+	sentry := dbconn.QualifiedName(sw.Schema, sw.Sentry)
+	if _, err := conn.ExecContext(ctx, fmt.Sprintf("CREATE TABLE %s (id INT) ENGINE=%s COMMENT=%s", sentry, engine.String, dbconn.QuoteString(SentryComment))); err != nil {
+		return &fatalError{fmt.Errorf("create sentry %s: %w (a leftover from an earlier run? `enginemig cleanup` removes it)", sentry, err)}
+	}
+	return nil
+}
+
+// plainWord reports whether s is a non-empty run of letters, digits and underscores (an engine name).
+func plainWord(s string) bool {
+	for _, r := range s {
+		if !(r == '_' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
+			return false
+		}
+	}
+	return s != ""
 }
 
 // renameBehindLock queues the rename behind the lock connA holds, then drops the sentry and
