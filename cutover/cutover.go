@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"strings"
 	"time"
 
@@ -362,13 +361,15 @@ func waitUntilBlocked(ctx context.Context, db *sql.DB, id int64, done <-chan err
 			return fmt.Errorf("rename failed before queueing: %w", err)
 		default:
 		}
-		var state sql.NullString
-		err := db.QueryRowContext(ctx, "SELECT STATE FROM information_schema.PROCESSLIST WHERE ID = ?", id).Scan(&state)
-		if err == nil && strings.Contains(strings.ToLower(state.String), "lock") {
+		state, err := processState(ctx, db, id)
+		if err == nil && strings.Contains(strings.ToLower(state), "lock") {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("rename did not queue on the lock within %s (state %q)", limit, state.String)
+			if err != nil {
+				return fmt.Errorf("rename did not queue on the lock within %s: process list: %w", limit, err)
+			}
+			return fmt.Errorf("rename did not queue on the lock within %s (state %q)", limit, state)
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
@@ -396,38 +397,6 @@ func waitForLongQueries(ctx context.Context, db *sql.DB, sw Swap, cfg Config) er
 			return ctx.Err()
 		}
 	}
-}
-
-// LongQueries lists connections whose current statement mentions the table and has run longer
-// than age. The table counts as mentioned when its name appears in the statement and the session's
-// default database is the table's or the statement names that database too. It is a text match:
-// it may over-report (a column with the same name), which only delays the cut-over.
-func LongQueries(ctx context.Context, db *sql.DB, schema, name string, age time.Duration) ([]int64, error) {
-	const base = `SELECT ID, COALESCE(DB, ''), COALESCE(INFO, '') FROM information_schema.PROCESSLIST
-		WHERE ID <> CONNECTION_ID() AND COMMAND NOT IN ('Sleep', 'Binlog Dump', 'Daemon') AND `
-	rows, err := db.QueryContext(ctx, base+"TIME_MS >= ?", age.Milliseconds())
-	if err != nil {
-		// MySQL has no TIME_MS; fall back to whole seconds, rounded up (TIME >= 0 would match
-		// every running query).
-		if rows, err = db.QueryContext(ctx, base+"TIME >= ?", max(1, int(math.Ceil(age.Seconds())))); err != nil {
-			return nil, err
-		}
-	}
-	defer rows.Close()
-	var ids []int64
-	table, database := strings.ToLower(name), strings.ToLower(schema)
-	for rows.Next() {
-		var id int64
-		var sessionDB, info string
-		if err := rows.Scan(&id, &sessionDB, &info); err != nil {
-			return nil, err
-		}
-		info = strings.ToLower(info)
-		if strings.Contains(info, table) && (strings.EqualFold(sessionDB, schema) || strings.Contains(info, database)) {
-			ids = append(ids, id)
-		}
-	}
-	return ids, rows.Err()
 }
 
 // dropSentry removes the sentry, but only when it is recognisably ours.
