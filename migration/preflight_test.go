@@ -122,7 +122,7 @@ func TestDryRunLeavesTableAndDropsShadow(t *testing.T) {
 	schema, sdb := sandboxtest.FreshDatabase(t, srv)
 	db := openControl(t, srv)
 	sandboxtest.MustExec(t, sdb, "CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(20), KEY v (v)) ENGINE=MyISAM",
-		"INSERT INTO t SELECT seq, CONCAT('v', seq) FROM seq_1_to_5000")
+		"INSERT INTO t SELECT seq, CONCAT('v', seq) FROM "+sandboxtest.Seq(5000))
 	opts := testOptions(srv, schema, "t")
 	opts.DryRun = true
 	res, err := Run(context.Background(), db, opts)
