@@ -21,7 +21,7 @@ func TestPreflightRefusalsChangeNothing(t *testing.T) {
 		"USE `"+schema+"`",
 		"CREATE TABLE inno (id INT PRIMARY KEY) ENGINE=InnoDB",
 		"CREATE TABLE nokey (a INT, b INT NULL, UNIQUE KEY b (b)) ENGINE=MyISAM",
-		"CREATE TABLE aria (id INT PRIMARY KEY) ENGINE=Aria",
+		"CREATE TABLE aria (id INT PRIMARY KEY) ENGINE="+otherEngine(srv),
 		"CREATE TABLE base (id INT PRIMARY KEY) ENGINE=MyISAM",
 		"CREATE VIEW v AS SELECT * FROM base",
 		"CREATE TABLE left1 (id INT PRIMARY KEY) ENGINE=MyISAM",
@@ -161,4 +161,12 @@ func TestPreflightRefusesMissingPrivileges(t *testing.T) {
 	if tableExists(t, sdb, schema, "_t_new") {
 		t.Fatal("shadow created")
 	}
+}
+
+// otherEngine is a non-transactional engine other than MyISAM: Aria on MariaDB, MEMORY on MySQL.
+func otherEngine(s *sandbox.Server) string {
+	if s.Flavour().MySQL() {
+		return "MEMORY"
+	}
+	return "Aria"
 }
