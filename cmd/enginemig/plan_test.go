@@ -91,7 +91,8 @@ func TestPlanCommand(t *testing.T) {
 		if err := json.Unmarshal([]byte(out), &doc); err != nil {
 			t.Fatalf("not JSON: %v\n%s", err, out)
 		}
-		if doc.Version != plan.FormatVersion || len(doc.Tables) != 2 || doc.Server["flavor"] != "mariadb" {
+		flavor := map[bool]string{false: "mariadb", true: "mysql"}[srv.Flavour().MySQL()]
+		if doc.Version != plan.FormatVersion || len(doc.Tables) != 2 || doc.Server["flavor"] != flavor {
 			t.Fatalf("json: %+v", doc)
 		}
 		if strings.Contains(out, "_enginemig_plan_") {
