@@ -2,6 +2,7 @@ package binlog
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -68,5 +69,56 @@ func TestStreamDecodesOnEveryFlavour(t *testing.T) {
 			}
 			t.Logf("%s, binlog_row_metadata=%s: %s -> %s", version, meta, start, end)
 		})
+	}
+}
+
+// MySQL logs only the change of a JSON value when a session sets
+// binlog_row_value_options=PARTIAL_JSON (InnoDB tables: a rollback's source). Replay writes whole
+// rows, so the stream must stop with ErrPartialJSON rather than write a diff as the value.
+func TestStreamStopsOnPartialJSON(t *testing.T) {
+	s := sandboxtest.ForFlavour(t, sandbox.MySQL97, sandbox.Options{})
+	schema, db := sandboxtest.FreshDatabase(t, s)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	sandboxtest.MustExec(t, db, "CREATE TABLE t (id INT PRIMARY KEY, j JSON) ENGINE=InnoDB",
+		`INSERT INTO t VALUES (1, '{"a": 1, "b": "a long enough value to be updated in place"}')`)
+	start, err := CurrentPosition(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	for _, q := range []string{"SET SESSION binlog_row_value_options = 'PARTIAL_JSON'", `UPDATE t SET j = JSON_SET(j, '$.a', 2) WHERE id = 1`} {
+		if _, err := conn.ExecContext(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	var version string
+	db.QueryRow("SELECT VERSION()").Scan(&version)
+	info, err := table.Load(ctx, db, schema, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := StreamConfig{Conn: dbconn.Config{Host: "127.0.0.1", Port: s.Port, User: "root", SSLMode: dbconn.SSLDisabled},
+		Flavor: Flavor(version), ServerID: 4243, Table: info}
+	st, err := OpenStream(ctx, cfg, start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	for {
+		it, err := st.Next(ctx)
+		if errors.Is(err, ErrPartialJSON) {
+			return
+		}
+		if err != nil {
+			t.Fatalf("want ErrPartialJSON, got %v", err)
+		}
+		if len(it.Changes) > 0 {
+			t.Fatalf("partial JSON update decoded as %v %v", it.Changes[0].Before, it.Changes[0].After)
+		}
 	}
 }
