@@ -2,6 +2,7 @@ package cutover
 
 import (
 	"context"
+	"database/sql"
 	"testing"
 	"time"
 
@@ -29,6 +30,26 @@ func TestSwapBothWaysUnderGTIDConsistency(t *testing.T) {
 	if err := db.QueryRow("SELECT @@enforce_gtid_consistency").Scan(&enforce); err != nil || enforce != "ON" {
 		t.Fatalf("enforce_gtid_consistency=%s %v: the test proves nothing", enforce, err)
 	}
+	swapBothWays(t, s, db)
+}
+
+// MariaDB's GTID strict mode is about the order of GTIDs, not engines: both swaps work there too.
+func TestSwapBothWaysUnderMariaDBGTIDStrictMode(t *testing.T) {
+	f := srv.Flavour()
+	if f.MySQL() {
+		f = sandbox.MariaDB1011
+	}
+	s := sandboxtest.ForFlavour(t, f, sandbox.Options{ExtraArgs: []string{"--gtid-strict-mode=ON"}})
+	_, db := sandboxtest.FreshDatabase(t, s)
+	var strict int
+	if err := db.QueryRow("SELECT @@gtid_strict_mode").Scan(&strict); err != nil || strict != 1 {
+		t.Fatalf("gtid_strict_mode=%d %v", strict, err)
+	}
+	swapBothWays(t, s, db)
+}
+
+func swapBothWays(t *testing.T, s *sandbox.Server, db *sql.DB) {
+	t.Helper()
 	schema := ""
 	db.QueryRow("SELECT DATABASE()").Scan(&schema)
 	sandboxtest.MustExec(t, db,
