@@ -51,7 +51,7 @@ func TestPackedTableWarns(t *testing.T) {
 	sandboxtest.MustExec(t, db,
 		"CREATE TABLE hit_packed (id INT PRIMARY KEY, name CHAR(20)) ENGINE=MyISAM",
 		"CREATE TABLE ok_unpacked (id INT PRIMARY KEY, name CHAR(20)) ENGINE=MyISAM",
-		"INSERT INTO hit_packed SELECT seq, 'name' FROM "+sandboxtest.Seq(200),
+		"INSERT INTO hit_packed SELECT seq, 'name' FROM seq_1_to_200",
 		"FLUSH TABLES hit_packed")
 	myi := filepath.Join(srv.Dir, "data", schema, "hit_packed.MYI")
 	if out, err := exec.Command(pack, "--silent", myi).CombinedOutput(); err != nil {

@@ -16,9 +16,9 @@ func TestRankingByLockWaits(t *testing.T) {
 	schema, db := sandboxtest.FreshDatabase(t, srv)
 	sandboxtest.MustExec(t, db,
 		"CREATE TABLE big (id INT PRIMARY KEY, pad CHAR(100) NOT NULL) ENGINE=MyISAM",
-		"INSERT INTO big SELECT seq, 'x' FROM "+sandboxtest.Seq(20000),
+		"INSERT INTO big SELECT seq, 'x' FROM seq_1_to_20000",
 		"CREATE TABLE hot (id INT PRIMARY KEY, v INT NOT NULL) ENGINE=MyISAM",
-		"INSERT INTO hot SELECT seq, 0 FROM "+sandboxtest.Seq(10))
+		"INSERT INTO hot SELECT seq, 0 FROM seq_1_to_10")
 	ctx := context.Background()
 	reader, _ := db.Conn(ctx)
 	defer reader.Close()
@@ -67,7 +67,7 @@ func TestRankingByLockWaits(t *testing.T) {
 	sandboxtest.MustExec(t, qdb,
 		"CREATE TABLE small (id INT PRIMARY KEY) ENGINE=MyISAM",
 		"CREATE TABLE large (id INT PRIMARY KEY) ENGINE=MyISAM",
-		"INSERT INTO large SELECT seq FROM "+sandboxtest.Seq(1000))
+		"INSERT INTO large SELECT seq FROM seq_1_to_1000")
 	q := inspect(t, qdb, Options{Databases: []string{quiet}})
 	if q.RankedBy != RankBySize || q.Tables[0].Table != "large" {
 		t.Fatalf("want size ranking with large first, got %s %+v", q.RankedBy, q.Tables)

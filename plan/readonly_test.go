@@ -56,7 +56,7 @@ func TestPlanIsReadOnly(t *testing.T) {
 	sandboxtest.MustExec(t, db,
 		"CREATE TABLE t1 (id INT UNSIGNED NOT NULL AUTO_INCREMENT PRIMARY KEY, v VARCHAR(20), KEY (v)) ENGINE=MyISAM",
 		"CREATE TABLE t2 (a INT NOT NULL, b INT NOT NULL AUTO_INCREMENT, c TEXT, PRIMARY KEY (a, b), FULLTEXT KEY (c)) ENGINE=MyISAM",
-		"INSERT INTO t1 (v) SELECT CONCAT('v', seq) FROM "+sandboxtest.Seq(5000),
+		"INSERT INTO t1 (v) SELECT CONCAT('v', seq) FROM seq_1_to_5000",
 		"CREATE TRIGGER t1_bi BEFORE INSERT ON t1 FOR EACH ROW SET NEW.v = UPPER(NEW.v)",
 		"FLUSH TABLES")
 	before := serverState(t, db, schema)

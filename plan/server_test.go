@@ -22,10 +22,10 @@ func TestMisconfiguredServer(t *testing.T) {
 		"CREATE TABLE ok_unique (a INT NOT NULL, UNIQUE KEY (a)) ENGINE=MyISAM",
 		// ~10 MiB projected InnoDB size: more than the 8 MiB buffer pool.
 		"CREATE TABLE ok_big (id INT PRIMARY KEY, pad CHAR(60) NOT NULL) ENGINE=MyISAM",
-		"INSERT INTO ok_big SELECT seq, 'x' FROM "+sandboxtest.Seq(120000))
+		"INSERT INTO ok_big SELECT seq, 'x' FROM seq_1_to_120000")
 	goodSchema, goodDB := sandboxtest.FreshDatabase(t, srv)
 	sandboxtest.MustExec(t, goodDB, "CREATE TABLE ok_big (id INT PRIMARY KEY, pad CHAR(60) NOT NULL) ENGINE=MyISAM",
-		"INSERT INTO ok_big SELECT seq, 'x' FROM "+sandboxtest.Seq(120000))
+		"INSERT INTO ok_big SELECT seq, 'x' FROM seq_1_to_120000")
 
 	badPlan := inspect(t, badDB, Options{Databases: []string{badSchema}, TestCompile: true})
 	goodPlan := inspect(t, goodDB, Options{Databases: []string{goodSchema}, TestCompile: true})

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"os"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -28,7 +29,7 @@ func open(t *testing.T, rows int) (*Pipeline, string, *dbconn.Config) {
 	t.Helper()
 	schema, sdb := sandboxtest.FreshDatabase(t, srv)
 	sandboxtest.MustExec(t, sdb, "CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(40)) ENGINE=MyISAM",
-		"INSERT INTO t SELECT seq, CONCAT('v', seq) FROM "+sandboxtest.Seq(rows),
+		"INSERT INTO t SELECT seq, CONCAT('v', seq) FROM seq_1_to_"+strconv.Itoa(rows),
 		"CREATE TABLE tgt LIKE t", "ALTER TABLE tgt ENGINE=InnoDB")
 	conn := dbconn.Config{Host: "127.0.0.1", Port: srv.Port, User: "root", SSLMode: dbconn.SSLDisabled}
 	db, err := dbconn.Open(context.Background(), conn, "", 8)
