@@ -65,7 +65,7 @@ build() {
   printf '#!/bin/sh\nexit 101\n' >"$tmp/usr/sbin/policy-rc.d"
   chmod +x "$tmp/usr/sbin/policy-rc.d"
   mount_into "$tmp"
-  trap 'unmount_from "$tmp"' EXIT
+  trap "unmount_from '$tmp'" EXIT
   chroot "$tmp" env DEBIAN_FRONTEND=noninteractive apt-get -q \
     -o Acquire::Check-Valid-Until=false update >/dev/null
   chroot "$tmp" env DEBIAN_FRONTEND=noninteractive apt-get -q -y \
