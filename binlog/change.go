@@ -1,6 +1,7 @@
 package binlog
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
@@ -37,6 +38,12 @@ type Change struct {
 	Before []any
 	After  []any
 }
+
+// ErrPartialJSON means a row event holds only a change to a JSON value, not the value: MySQL
+// writes such events for InnoDB tables when a session sets binlog_row_value_options=PARTIAL_JSON.
+// Replay writes whole rows, so it stops instead of guessing (a rollback's source is InnoDB).
+var ErrPartialJSON = errors.New("a partial JSON update is in the binlog (binlog_row_value_options=PARTIAL_JSON); " +
+	"replay needs whole values: set binlog_row_value_options='' (global and in the application's sessions)")
 
 // rowMapper maps binlog row images (all table columns, in the server's order) to copy columns.
 type rowMapper struct {
@@ -91,6 +98,9 @@ func (m *rowMapper) mapRow(row []any) ([]any, error) {
 	out := make([]any, len(m.source))
 	for i, src := range m.source {
 		v := row[src]
+		if _, ok := v.(*replication.JsonDiff); ok {
+			return nil, ErrPartialJSON
+		}
 		if m.unsigned[i] {
 			v = toUnsigned(v, m.types[i])
 		}

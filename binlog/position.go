@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 
 	"github.com/enginemig/enginemig/dbconn"
 	"github.com/go-mysql-org/go-mysql/mysql"
@@ -23,15 +24,25 @@ var ErrBinlogOff = errors.New("binary logging is off (log_bin=OFF)")
 // Querier runs a query: a *sql.DB, *sql.Conn or *sql.Tx.
 type Querier = dbconn.Querier
 
-// CurrentPosition reads where the server is writing its binlog now.
+// binaryLogStatus is set once a server has refused SHOW MASTER STATUS and answered SHOW BINARY
+// LOG STATUS (MySQL 8.4 and later): later calls ask that way first, so a hot path (every
+// verification chunk, the cut-over under its lock) does not pay a failing statement each time.
+var binaryLogStatus atomic.Bool
+
+// CurrentPosition reads where the server is writing its binlog now: SHOW MASTER STATUS (MariaDB,
+// MySQL before 8.4) or SHOW BINARY LOG STATUS (MySQL 8.2+, the only form since 8.4).
 func CurrentPosition(ctx context.Context, db Querier) (Position, error) {
-	rows, err := db.QueryContext(ctx, "SHOW MASTER STATUS")
+	first, second := "SHOW MASTER STATUS", "SHOW BINARY LOG STATUS"
+	if binaryLogStatus.Load() {
+		first, second = second, first
+	}
+	rows, err := db.QueryContext(ctx, first)
 	if err != nil {
-		// MySQL 8.4 removed SHOW MASTER STATUS in favour of SHOW BINARY LOG STATUS.
 		var err2 error
-		if rows, err2 = db.QueryContext(ctx, "SHOW BINARY LOG STATUS"); err2 != nil {
+		if rows, err2 = db.QueryContext(ctx, second); err2 != nil {
 			return Position{}, fmt.Errorf("read binlog position (needs BINLOG MONITOR or REPLICATION CLIENT): %w", err)
 		}
+		binaryLogStatus.Store(second == "SHOW BINARY LOG STATUS")
 	}
 	defer rows.Close()
 	cols, _ := rows.Columns()

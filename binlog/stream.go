@@ -133,7 +133,7 @@ func (s *Stream) Next(ctx context.Context) (Item, error) {
 		if !s.ours(e.Table) {
 			return Item{Pos: s.pos}, nil
 		}
-		changes, err := s.decode(e)
+		changes, err := s.decode(e, ev.Header.EventType)
 		return Item{Changes: changes, Pos: s.pos}, err
 	case *replication.QueryEvent:
 		s.advance(ev.Header)
@@ -172,7 +172,7 @@ func (s *Stream) touchesTable(e *replication.QueryEvent) bool {
 	return s.ddlRe.MatchString(q)
 }
 
-func (s *Stream) decode(e *replication.RowsEvent) ([]Change, error) {
+func (s *Stream) decode(e *replication.RowsEvent, evType replication.EventType) ([]Change, error) {
 	if s.mapper == nil || s.mapperID != e.TableID {
 		m, err := newRowMapper(s.cfg.Table, e.Table)
 		if err != nil {
@@ -180,8 +180,13 @@ func (s *Stream) decode(e *replication.RowsEvent) ([]Change, error) {
 		}
 		s.mapper, s.mapperID = m, e.TableID
 	}
+	kind := e.Type()
+	if evType == replication.PARTIAL_UPDATE_ROWS_EVENT {
+		// An update whose JSON values may be diffs (mapRow refuses those).
+		kind = replication.EnumRowsEventTypeUpdate
+	}
 	var out []Change
-	switch e.Type() {
+	switch kind {
 	case replication.EnumRowsEventTypeInsert:
 		for _, r := range e.Rows {
 			after, err := s.mapper.mapRow(r)

@@ -10,12 +10,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"strings"
 	"time"
 
 	"github.com/enginemig/enginemig/binlog"
 	"github.com/enginemig/enginemig/dbconn"
+	"github.com/go-sql-driver/mysql"
 )
 
 // SentryComment marks the placeholder table so cleanup only ever drops a table enginemig made.
@@ -205,10 +205,8 @@ func attempt(ctx context.Context, db *sql.DB, sw Swap, target Target, cfg Config
 	if err := connA.QueryRowContext(ctx, "SELECT CONNECTION_ID()").Scan(&idA); err != nil {
 		return 0, binlog.Position{}, err
 	}
-	// The sentry occupies the name the original will be renamed to. Should this connection die
-	// while the rename waits, the rename then fails on "table exists" and nothing changes.
-	if _, err := connA.ExecContext(ctx, fmt.Sprintf("CREATE TABLE %s (id INT) ENGINE=MyISAM COMMENT=%s", aside, dbconn.QuoteString(SentryComment))); err != nil {
-		return 0, binlog.Position{}, &fatalError{fmt.Errorf("create sentry %s: %w (a leftover from an earlier run? `enginemig cleanup` removes it)", aside, err)}
+	if err := createSentry(ctx, connA, sw); err != nil {
+		return 0, binlog.Position{}, err
 	}
 	sentryDropped := false
 	defer func() {
@@ -223,7 +221,11 @@ func attempt(ctx context.Context, db *sql.DB, sw Swap, target Target, cfg Config
 		lock += ", " + l
 	}
 	if err := lockWithDeadline(ctx, db, connA, idA, lock, cfg.LockWait); err != nil {
-		return 0, binlog.Position{}, fmt.Errorf("lock %s within %s: %w", from, cfg.LockWait, err)
+		err = fmt.Errorf("lock %s within %s: %w", from, cfg.LockWait, err)
+		if me := (*mysql.MySQLError)(nil); errors.As(err, &me) && me.Number == errGTIDUnsafe {
+			return 0, binlog.Position{}, &fatalError{err} // the same on every attempt
+		}
+		return 0, binlog.Position{}, err
 	}
 	locked := time.Now()
 	unlocked := false
@@ -259,6 +261,41 @@ func attempt(ctx context.Context, db *sql.DB, sw Swap, target Target, cfg Config
 		return 0, pos, err
 	}
 	return time.Since(locked), pos, nil
+}
+
+// errGTIDUnsafe is MySQL's ER_GTID_UNSAFE_NON_TRANSACTIONAL_TABLE (1785).
+const errGTIDUnsafe = 1785
+
+// createSentry creates the sentry, which occupies the name the original will be renamed to: should
+// the lock holder die while the rename waits, the rename fails on "table exists" and nothing
+// changes. It gets the engine of the table it is locked with. With enforce_gtid_consistency=ON
+// (MySQL's default when GTIDs are on) a LOCK TABLES that write-locks a transactional and a
+// non-transactional table in one statement fails with Error 1785, so a MyISAM sentry beside the
+// InnoDB table (the rollback's swap back) could never be locked.
+func createSentry(ctx context.Context, conn *sql.Conn, sw Swap) error {
+	var engine sql.NullString
+	if err := conn.QueryRowContext(ctx, "SELECT ENGINE FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?",
+		sw.Schema, sw.From).Scan(&engine); err != nil {
+		return fmt.Errorf("engine of %s: %w", dbconn.QualifiedName(sw.Schema, sw.From), err)
+	}
+	if !plainWord(engine.String) {
+		return &fatalError{fmt.Errorf("%s has engine %q: not a table enginemig can swap", dbconn.QualifiedName(sw.Schema, sw.From), engine.String)}
+	}
+	sentry := dbconn.QualifiedName(sw.Schema, sw.Sentry)
+	if _, err := conn.ExecContext(ctx, fmt.Sprintf("CREATE TABLE %s (id INT) ENGINE=%s COMMENT=%s", sentry, engine.String, dbconn.QuoteString(SentryComment))); err != nil {
+		return &fatalError{fmt.Errorf("create sentry %s: %w (a leftover from an earlier run? `enginemig cleanup` removes it)", sentry, err)}
+	}
+	return nil
+}
+
+// plainWord reports whether s is a non-empty run of letters, digits and underscores (an engine name).
+func plainWord(s string) bool {
+	for _, r := range s {
+		if !(r == '_' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
+			return false
+		}
+	}
+	return s != ""
 }
 
 // renameBehindLock queues the rename behind the lock connA holds, then drops the sentry and
@@ -332,13 +369,15 @@ func waitUntilBlocked(ctx context.Context, db *sql.DB, id int64, done <-chan err
 			return fmt.Errorf("rename failed before queueing: %w", err)
 		default:
 		}
-		var state sql.NullString
-		err := db.QueryRowContext(ctx, "SELECT STATE FROM information_schema.PROCESSLIST WHERE ID = ?", id).Scan(&state)
-		if err == nil && strings.Contains(strings.ToLower(state.String), "lock") {
+		state, err := processState(ctx, db, id)
+		if err == nil && strings.Contains(strings.ToLower(state), "lock") {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("rename did not queue on the lock within %s (state %q)", limit, state.String)
+			if err != nil {
+				return fmt.Errorf("rename did not queue on the lock within %s: process list: %w", limit, err)
+			}
+			return fmt.Errorf("rename did not queue on the lock within %s (state %q)", limit, state)
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
@@ -366,38 +405,6 @@ func waitForLongQueries(ctx context.Context, db *sql.DB, sw Swap, cfg Config) er
 			return ctx.Err()
 		}
 	}
-}
-
-// LongQueries lists connections whose current statement mentions the table and has run longer
-// than age. The table counts as mentioned when its name appears in the statement and the session's
-// default database is the table's or the statement names that database too. It is a text match:
-// it may over-report (a column with the same name), which only delays the cut-over.
-func LongQueries(ctx context.Context, db *sql.DB, schema, name string, age time.Duration) ([]int64, error) {
-	const base = `SELECT ID, COALESCE(DB, ''), COALESCE(INFO, '') FROM information_schema.PROCESSLIST
-		WHERE ID <> CONNECTION_ID() AND COMMAND NOT IN ('Sleep', 'Binlog Dump', 'Daemon') AND `
-	rows, err := db.QueryContext(ctx, base+"TIME_MS >= ?", age.Milliseconds())
-	if err != nil {
-		// MySQL has no TIME_MS; fall back to whole seconds, rounded up (TIME >= 0 would match
-		// every running query).
-		if rows, err = db.QueryContext(ctx, base+"TIME >= ?", max(1, int(math.Ceil(age.Seconds())))); err != nil {
-			return nil, err
-		}
-	}
-	defer rows.Close()
-	var ids []int64
-	table, database := strings.ToLower(name), strings.ToLower(schema)
-	for rows.Next() {
-		var id int64
-		var sessionDB, info string
-		if err := rows.Scan(&id, &sessionDB, &info); err != nil {
-			return nil, err
-		}
-		info = strings.ToLower(info)
-		if strings.Contains(info, table) && (strings.EqualFold(sessionDB, schema) || strings.Contains(info, database)) {
-			ids = append(ids, id)
-		}
-	}
-	return ids, rows.Err()
 }
 
 // dropSentry removes the sentry, but only when it is recognisably ours.

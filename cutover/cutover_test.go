@@ -39,7 +39,7 @@ func setup(t *testing.T) (string, *sql.DB) {
 	db.SetMaxOpenConns(20)
 	sandboxtest.MustExec(t, db,
 		"CREATE TABLE t (id INT PRIMARY KEY, v INT) ENGINE=MyISAM",
-		"INSERT INTO t SELECT seq, seq FROM seq_1_to_4000",
+		"INSERT INTO t SELECT seq, seq FROM "+sandboxtest.Seq(4000),
 		"CREATE TABLE _t_new (id INT PRIMARY KEY, v INT) ENGINE=InnoDB",
 		"INSERT INTO _t_new SELECT * FROM t")
 	return schema, db
@@ -235,7 +235,7 @@ func TestNoWriteLandsInOldTableAfterLock(t *testing.T) {
 func TestLongQueriesOnlyCountsThisDatabase(t *testing.T) {
 	schema, db := setup(t)
 	_, other := sandboxtest.FreshDatabase(t, srv)
-	sandboxtest.MustExec(t, other, "CREATE TABLE t (id INT PRIMARY KEY) ENGINE=MyISAM", "INSERT INTO t SELECT seq FROM seq_1_to_2000")
+	sandboxtest.MustExec(t, other, "CREATE TABLE t (id INT PRIMARY KEY) ENGINE=MyISAM", "INSERT INTO t SELECT seq FROM "+sandboxtest.Seq(2000))
 	done := make(chan struct{})
 	go func() {
 		other.Exec("SELECT COUNT(*) FROM t WHERE SLEEP(0.0005) = 0")

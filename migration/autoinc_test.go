@@ -15,7 +15,7 @@ func TestAutoIncrementCounterCarriedOverAtCutover(t *testing.T) {
 	schema, sdb := sandboxtest.FreshDatabase(t, srv)
 	db := openControl(t, srv)
 	sandboxtest.MustExec(t, sdb, "CREATE TABLE t (id INT AUTO_INCREMENT PRIMARY KEY, v INT) ENGINE=MyISAM",
-		"INSERT INTO t (v) SELECT seq FROM seq_1_to_100")
+		"INSERT INTO t (v) SELECT seq FROM "+sandboxtest.Seq(100))
 	q := dbconn.QualifiedName(schema, "t")
 	opts := testOptions(srv, schema, "t")
 	opts.Hook = func(ctx context.Context, at Point, _ *State) error {
@@ -23,7 +23,7 @@ func TestAutoIncrementCounterCarriedOverAtCutover(t *testing.T) {
 			return nil
 		}
 		// After the shadow exists: ids 101..110 are handed out and deleted again.
-		for _, stmt := range []string{"INSERT INTO " + q + " (v) SELECT seq FROM seq_1_to_10", "DELETE FROM " + q + " WHERE id > 100"} {
+		for _, stmt := range []string{"INSERT INTO " + q + " (v) SELECT seq FROM " + sandboxtest.Seq(10), "DELETE FROM " + q + " WHERE id > 100"} {
 			if _, err := sdb.ExecContext(ctx, stmt); err != nil {
 				return err
 			}

@@ -20,7 +20,7 @@ import (
 func TestControlSocketReleasesPostponedCutover(t *testing.T) {
 	schema, sdb := sandboxtest.FreshDatabase(t, srv)
 	db := openControl(t, srv)
-	sandboxtest.MustExec(t, sdb, "CREATE TABLE t (id INT PRIMARY KEY, v INT) ENGINE=MyISAM", "INSERT INTO t SELECT seq, seq FROM seq_1_to_2000")
+	sandboxtest.MustExec(t, sdb, "CREATE TABLE t (id INT PRIMARY KEY, v INT) ENGINE=MyISAM", "INSERT INTO t SELECT seq, seq FROM "+sandboxtest.Seq(2000))
 	dir := t.TempDir()
 	opts := testOptions(srv, schema, "t")
 	opts.ControlSocket = filepath.Join(dir, "ctl.sock")
@@ -49,7 +49,7 @@ func TestControlSocketReleasesPostponedCutover(t *testing.T) {
 func TestControlSocketAbortLeavesOriginal(t *testing.T) {
 	schema, sdb := sandboxtest.FreshDatabase(t, srv)
 	db := openControl(t, srv)
-	sandboxtest.MustExec(t, sdb, "CREATE TABLE t (id INT PRIMARY KEY, v INT) ENGINE=MyISAM", "INSERT INTO t SELECT seq, seq FROM seq_1_to_2000")
+	sandboxtest.MustExec(t, sdb, "CREATE TABLE t (id INT PRIMARY KEY, v INT) ENGINE=MyISAM", "INSERT INTO t SELECT seq, seq FROM "+sandboxtest.Seq(2000))
 	dir := t.TempDir()
 	opts := testOptions(srv, schema, "t")
 	opts.StateSchema = "_state_abort"
@@ -89,7 +89,7 @@ func waitForStage(t *testing.T, socket string, stage Stage) {
 func TestPostponedCutoverReleasedAtDeadline(t *testing.T) {
 	schema, sdb := sandboxtest.FreshDatabase(t, srv)
 	db := openControl(t, srv)
-	sandboxtest.MustExec(t, sdb, "CREATE TABLE t (id INT PRIMARY KEY, v INT) ENGINE=MyISAM", "INSERT INTO t SELECT seq, seq FROM seq_1_to_2000")
+	sandboxtest.MustExec(t, sdb, "CREATE TABLE t (id INT PRIMARY KEY, v INT) ENGINE=MyISAM", "INSERT INTO t SELECT seq, seq FROM "+sandboxtest.Seq(2000))
 	opts := testOptions(srv, schema, "t")
 	opts.PostponeFile = filepath.Join(t.TempDir(), "postpone")
 	os.WriteFile(opts.PostponeFile, nil, 0o600)
@@ -113,7 +113,7 @@ func TestPostponedCutoverReleasedAtDeadline(t *testing.T) {
 func TestMetricsScrapedDuringMigration(t *testing.T) {
 	schema, sdb := sandboxtest.FreshDatabase(t, srv)
 	db := openControl(t, srv)
-	sandboxtest.MustExec(t, sdb, "CREATE TABLE t (id INT PRIMARY KEY, v INT) ENGINE=MyISAM", "INSERT INTO t SELECT seq, seq FROM seq_1_to_3000")
+	sandboxtest.MustExec(t, sdb, "CREATE TABLE t (id INT PRIMARY KEY, v INT) ENGINE=MyISAM", "INSERT INTO t SELECT seq, seq FROM "+sandboxtest.Seq(3000))
 	opts := testOptions(srv, schema, "t")
 	opts.PostponeFile = filepath.Join(t.TempDir(), "hold")
 	os.WriteFile(opts.PostponeFile, nil, 0o600)

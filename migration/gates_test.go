@@ -19,7 +19,7 @@ func quickGates(minQPS, maxP99 float64) bench.GateConfig {
 func gateTable(t *testing.T) (string, *testing.T) {
 	schema, sdb := sandboxtest.FreshDatabase(t, srv)
 	sandboxtest.MustExec(t, sdb, "CREATE TABLE t (id INT AUTO_INCREMENT PRIMARY KEY, coins INT NOT NULL, name CHAR(20) NOT NULL, KEY coins (coins)) ENGINE=MyISAM",
-		"INSERT INTO t (coins, name) SELECT seq % 100, CONCAT('p', seq) FROM seq_1_to_3000")
+		"INSERT INTO t (coins, name) SELECT seq % 100, CONCAT('p', seq) FROM "+sandboxtest.Seq(3000))
 	return schema, t
 }
 

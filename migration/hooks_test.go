@@ -14,7 +14,7 @@ import (
 func TestCommandHookSeesStagesAndCanStop(t *testing.T) {
 	schema, sdb := sandboxtest.FreshDatabase(t, srv)
 	db := openControl(t, srv)
-	sandboxtest.MustExec(t, sdb, "CREATE TABLE t (id INT PRIMARY KEY) ENGINE=MyISAM", "INSERT INTO t SELECT seq FROM seq_1_to_1000")
+	sandboxtest.MustExec(t, sdb, "CREATE TABLE t (id INT PRIMARY KEY) ENGINE=MyISAM", "INSERT INTO t SELECT seq FROM "+sandboxtest.Seq(1000))
 	dir := t.TempDir()
 	logFile := filepath.Join(dir, "hooks.log")
 	opts := testOptions(srv, schema, "t")

@@ -18,7 +18,7 @@ import (
 func TestResumeRestartsCleanlyWhenBinlogPurged(t *testing.T) {
 	s := sandboxtest.ForTest(t, sandbox.Options{})
 	schema, sdb := sandboxtest.FreshDatabase(t, s)
-	sandboxtest.MustExec(t, sdb, "CREATE TABLE t (id INT PRIMARY KEY, v INT) ENGINE=MyISAM", "INSERT INTO t SELECT seq, seq FROM seq_1_to_50000",
+	sandboxtest.MustExec(t, sdb, "CREATE TABLE t (id INT PRIMARY KEY, v INT) ENGINE=MyISAM", "INSERT INTO t SELECT seq, seq FROM "+sandboxtest.Seq(50000),
 		"CREATE TABLE ref LIKE t", "INSERT INTO ref SELECT * FROM t")
 	db := openControl(t, s)
 	opts := testOptions(s, schema, "t")

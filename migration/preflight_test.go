@@ -22,7 +22,7 @@ func TestPreflightRefusalsChangeNothing(t *testing.T) {
 		"USE `"+schema+"`",
 		"CREATE TABLE inno (id INT PRIMARY KEY) ENGINE=InnoDB",
 		"CREATE TABLE nokey (a INT, b INT NULL, UNIQUE KEY b (b)) ENGINE=MyISAM",
-		"CREATE TABLE aria (id INT PRIMARY KEY) ENGINE=Aria",
+		"CREATE TABLE aria (id INT PRIMARY KEY) ENGINE="+otherEngine(srv),
 		"CREATE TABLE base (id INT PRIMARY KEY) ENGINE=MyISAM",
 		"CREATE VIEW v AS SELECT * FROM base",
 		"CREATE TABLE left1 (id INT PRIMARY KEY) ENGINE=MyISAM",
@@ -126,7 +126,7 @@ func TestDryRunLeavesTableAndDropsShadow(t *testing.T) {
 	schema, sdb := sandboxtest.FreshDatabase(t, srv)
 	db := openControl(t, srv)
 	sandboxtest.MustExec(t, sdb, "CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(20), KEY v (v)) ENGINE=MyISAM",
-		"INSERT INTO t SELECT seq, CONCAT('v', seq) FROM seq_1_to_5000")
+		"INSERT INTO t SELECT seq, CONCAT('v', seq) FROM "+sandboxtest.Seq(5000))
 	opts := testOptions(srv, schema, "t")
 	opts.DryRun = true
 	res, err := Run(context.Background(), db, opts)
@@ -165,4 +165,12 @@ func TestPreflightRefusesMissingPrivileges(t *testing.T) {
 	if tableExists(t, sdb, schema, "_t_new") {
 		t.Fatal("shadow created")
 	}
+}
+
+// otherEngine is a non-transactional engine other than MyISAM: Aria on MariaDB, MEMORY on MySQL.
+func otherEngine(s *sandbox.Server) string {
+	if s.Flavour().MySQL() {
+		return "MEMORY"
+	}
+	return "Aria"
 }

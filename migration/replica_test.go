@@ -18,7 +18,7 @@ func TestCopyPausesWhileReplicaLags(t *testing.T) {
 	primary := sandboxtest.ForTest(t, sandbox.Options{})
 	replica := sandboxtest.ReplicaForTest(t, primary, sandbox.Options{})
 	schema, sdb := sandboxtest.FreshDatabase(t, primary)
-	sandboxtest.MustExec(t, sdb, "CREATE TABLE t (id INT PRIMARY KEY, v INT) ENGINE=MyISAM", "INSERT INTO t SELECT seq, seq FROM seq_1_to_300000")
+	sandboxtest.MustExec(t, sdb, "CREATE TABLE t (id INT PRIMARY KEY, v INT) ENGINE=MyISAM", "INSERT INTO t SELECT seq, seq FROM "+sandboxtest.Seq(300000))
 	ctx := context.Background()
 	if err := sandbox.SyncReplica(ctx, primary, replica); err != nil {
 		t.Fatal(err)

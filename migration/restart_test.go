@@ -17,7 +17,7 @@ func TestServerRestartMidCopyResumesByItself(t *testing.T) {
 	s := sandboxtest.ForTest(t, sandbox.Options{})
 	schema, sdb := sandboxtest.FreshDatabase(t, s)
 	sandboxtest.MustExec(t, sdb, "CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(30), KEY v (v)) ENGINE=MyISAM",
-		"INSERT INTO t SELECT seq, CONCAT('v', seq) FROM seq_1_to_300000",
+		"INSERT INTO t SELECT seq, CONCAT('v', seq) FROM "+sandboxtest.Seq(300000),
 		"CREATE TABLE ref LIKE t", "INSERT INTO ref SELECT * FROM t")
 	db := openControl(t, s)
 	opts := testOptions(s, schema, "t")

@@ -65,7 +65,7 @@ func TestRollbackRefusesWhenBinlogPurged(t *testing.T) {
 	if _, err := sdb.Exec("CREATE TABLE t (id INT PRIMARY KEY, v INT) ENGINE=MyISAM"); err != nil {
 		t.Fatal(err)
 	}
-	sdb.Exec("INSERT INTO t SELECT seq, seq FROM seq_1_to_100")
+	sandboxtest.MustExec(t, sdb, "INSERT INTO t SELECT seq, seq FROM "+sandboxtest.Seq(100))
 	opts := testOptions(srv, schema, "t")
 	opts.StateSchema = "_state_purge"
 	if _, err := Run(context.Background(), db, opts); err != nil {

@@ -14,7 +14,7 @@ func TestVerifyFindsAndRepairsCorruptedShadow(t *testing.T) {
 	schema, sdb := sandboxtest.FreshDatabase(t, srv)
 	db := openControl(t, srv)
 	sandboxtest.MustExec(t, sdb, "CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(20), f FLOAT, n INT NULL) ENGINE=MyISAM",
-		"INSERT INTO t SELECT seq, CONCAT('v', seq), seq / 7, IF(seq % 3 = 0, NULL, seq) FROM seq_1_to_20000",
+		"INSERT INTO t SELECT seq, CONCAT('v', seq), seq / 7, IF(seq % 3 = 0, NULL, seq) FROM "+sandboxtest.Seq(20000),
 		"CREATE TABLE ref LIKE t", "INSERT INTO ref SELECT * FROM t")
 	shadow := dbconn.QualifiedName(schema, "_t_new")
 	opts := testOptions(srv, schema, "t")

@@ -1,5 +1,6 @@
-// Package sandbox starts private, throwaway MariaDB servers (own datadir, free port, the binlog
-// settings enginemig needs) for tests and for the demo, and stops them again. The demo ships in
+// Package sandbox starts private, throwaway MariaDB or MySQL servers (own datadir, free port, the
+// binlog settings enginemig needs) for tests and for the demo, and stops them again. The host's
+// MariaDB is the default; other versions run from Debian chroots (Flavour). The demo ships in
 // the binary, so this package must not import testing: helpers that take a *testing.T live in
 // sandboxtest.
 package sandbox
@@ -28,6 +29,8 @@ const startTimeout = 60 * time.Second
 // Options choose how a sandbox server is configured. The zero value gives what enginemig needs:
 // binlog ROW with FULL row image and FULL row metadata, performance_schema on.
 type Options struct {
+	// Flavour is the server to run; empty means the host's MariaDB (MariaDB1011).
+	Flavour Flavour
 	// BinlogFormat is ROW (default), STATEMENT, MIXED, or OFF to start without a binlog.
 	BinlogFormat string
 	// RowImage is FULL (default), MINIMAL or NOBLOB.
@@ -36,7 +39,7 @@ type Options struct {
 	ServerID int
 	// BufferPool is innodb_buffer_pool_size, default 256M.
 	BufferPool string
-	// ExtraArgs are appended to the mariadbd command line (e.g. "--key-buffer-size=64M").
+	// ExtraArgs are appended to the server's command line (e.g. "--key-buffer-size=64M").
 	ExtraArgs []string
 	// Dir, when set, is where the server lives; otherwise a temporary directory that Stop removes.
 	Dir string
@@ -44,8 +47,10 @@ type Options struct {
 	Keep bool
 }
 
-// Server is one running mariadbd.
+// Server is one running mariadbd or mysqld.
 type Server struct {
+	// Dir is the server's directory as the host sees it; for a chroot flavour it lies inside
+	// the chroot.
 	Dir    string
 	Socket string
 	Port   int
@@ -53,6 +58,18 @@ type Server struct {
 	cmd    *exec.Cmd
 	exited chan struct{}
 	ownDir bool
+	root   string // the chroot, or "" on the host
+}
+
+// Flavour is the server's flavour.
+func (s *Server) Flavour() Flavour { return s.opts.Flavour.orDefault() }
+
+// inner turns a host path under the server's chroot into the path the server sees.
+func (s *Server) inner(p string) string {
+	if s.root == "" {
+		return p
+	}
+	return "/" + strings.TrimPrefix(strings.TrimPrefix(p, s.root), "/")
 }
 
 // Available reports whether the MariaDB server binaries are installed, with the fix when not.
@@ -81,21 +98,29 @@ func lookPath(bin string) (string, error) {
 
 var pristineMu sync.Mutex
 
-// pristineDatadir returns a freshly initialised datadir shared by all sandboxes on this machine.
-// Copying it (a few tens of MB) is much faster than running mariadb-install-db for every server.
-// A file lock makes concurrent test binaries (go test ./... runs packages in parallel) build it once.
-func pristineDatadir(ctx context.Context) (string, error) {
+// pristineDatadir returns a freshly initialised datadir of flavour f, shared by all sandboxes on
+// this machine (inside the chroot for a chroot flavour). Copying it (a few tens of MB) is much
+// faster than initialising one for every server. A file lock makes concurrent test binaries
+// (go test ./... runs packages in parallel) build it once.
+func pristineDatadir(ctx context.Context, f Flavour) (string, error) {
 	pristineMu.Lock()
 	defer pristineMu.Unlock()
-	mariadbd, err := lookPath("mariadbd")
-	if err != nil {
-		return "", Available()
-	}
-	st, err := os.Stat(mariadbd)
+	bin, err := serverPath(f)
 	if err != nil {
 		return "", err
 	}
-	base := filepath.Join(os.TempDir(), fmt.Sprintf("enginemig-pristine-%d-%d", st.Size(), st.ModTime().Unix()))
+	st, err := os.Stat(bin)
+	if err != nil {
+		return "", err
+	}
+	dir := os.TempDir()
+	if root := f.Chroot(); root != "" {
+		dir = filepath.Join(root, "var/lib")
+	}
+	base := filepath.Join(dir, fmt.Sprintf("enginemig-pristine-%s-%d-%d", f.orDefault(), st.Size(), st.ModTime().Unix()))
+	if f.orDefault() == MariaDB1011 { // the name earlier versions of this package used
+		base = filepath.Join(dir, fmt.Sprintf("enginemig-pristine-%d-%d", st.Size(), st.ModTime().Unix()))
+	}
 	if _, err := os.Stat(filepath.Join(base, "ready")); err == nil {
 		return filepath.Join(base, "data"), nil
 	}
@@ -115,15 +140,16 @@ func pristineDatadir(ctx context.Context) (string, error) {
 		return filepath.Join(base, "data"), nil
 	}
 	os.RemoveAll(base)
-	installDB, err := lookPath("mariadb-install-db")
-	if err != nil {
-		return "", Available()
+	if err := os.MkdirAll(base, 0o755); err != nil {
+		return "", err
 	}
 	data := filepath.Join(base, "data")
-	cmd := exec.CommandContext(ctx, installDB, "--no-defaults", "--datadir="+data, "--user=root",
-		"--auth-root-authentication-method=normal", "--innodb-log-file-size=48M", "--skip-test-db")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("sandbox: mariadb-install-db: %w\n%s", err, lastLines(string(out), 20))
+	innerData := data
+	if root := f.Chroot(); root != "" {
+		innerData = "/" + strings.TrimPrefix(strings.TrimPrefix(data, root), "/")
+	}
+	if err := f.initDatadir(ctx, innerData); err != nil {
+		return "", err
 	}
 	if err := os.WriteFile(filepath.Join(base, "ready"), nil, 0o644); err != nil {
 		return "", err
@@ -131,19 +157,41 @@ func pristineDatadir(ctx context.Context) (string, error) {
 	return data, nil
 }
 
-// Start creates a datadir and starts mariadbd on a free loopback port, waiting until it answers.
+// serverPath is the server binary as the host sees it.
+func serverPath(f Flavour) (string, error) {
+	if root := f.Chroot(); root != "" {
+		if err := f.Available(); err != nil {
+			return "", err
+		}
+		return filepath.Join(root, "usr/sbin", f.serverBin()), nil
+	}
+	p, err := lookPath("mariadbd")
+	if err != nil {
+		return "", Available()
+	}
+	return p, nil
+}
+
+// Start creates a datadir and starts the server on a free loopback port, waiting until it answers.
 func Start(ctx context.Context, opts Options) (*Server, error) {
-	if err := Available(); err != nil {
+	if err := opts.Flavour.orDefault().Available(); err != nil {
 		return nil, err
 	}
-	pristine, err := pristineDatadir(ctx)
+	pristine, err := pristineDatadir(ctx, opts.Flavour)
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{opts: opts, Dir: opts.Dir}
+	s := &Server{opts: opts, Dir: opts.Dir, root: opts.Flavour.Chroot()}
+	if s.root != "" && opts.Dir != "" {
+		return nil, fmt.Errorf("sandbox: Options.Dir is not supported for %s (the datadir must be inside the chroot)", opts.Flavour)
+	}
 	if s.Dir == "" {
 		// Short path: the unix socket path must stay under 108 bytes.
-		s.Dir, err = os.MkdirTemp("", "emsb-")
+		tmp := ""
+		if s.root != "" {
+			tmp = filepath.Join(s.root, "tmp")
+		}
+		s.Dir, err = os.MkdirTemp(tmp, "emsb-")
 		if err != nil {
 			return nil, fmt.Errorf("sandbox: %w", err)
 		}
@@ -155,6 +203,8 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		s.removeDir()
 		return nil, fmt.Errorf("sandbox: copy datadir: %w: %s", err, out)
 	}
+	// MySQL keeps its server_uuid in auto.cnf; each copy must make its own (GTIDs, replication).
+	os.Remove(filepath.Join(s.Dir, "data", "auto.cnf"))
 	s.Socket = filepath.Join(s.Dir, "mysql.sock")
 	var lastErr error
 	for attempt := 0; attempt < 3; attempt++ {
@@ -181,22 +231,37 @@ func (s *Server) args() []string {
 	}
 	args := []string{
 		"--no-defaults",
-		"--datadir=" + filepath.Join(s.Dir, "data"),
-		"--socket=" + s.Socket,
+		"--datadir=" + s.inner(filepath.Join(s.Dir, "data")),
+		"--socket=" + s.inner(s.Socket),
 		"--port=" + strconv.Itoa(s.Port),
 		"--bind-address=127.0.0.1",
 		"--user=root",
-		"--pid-file=" + filepath.Join(s.Dir, "mariadbd.pid"),
-		"--log-error=" + filepath.Join(s.Dir, "error.log"),
-		"--tmpdir=" + s.Dir,
+		"--pid-file=" + s.inner(filepath.Join(s.Dir, s.Flavour().serverBin()+".pid")),
+		"--log-error=" + s.inner(filepath.Join(s.Dir, "error.log")),
+		"--tmpdir=" + s.inner(s.Dir),
 		"--server-id=" + strconv.Itoa(id),
 		"--performance-schema=ON",
 		"--innodb-buffer-pool-size=" + bp,
-		"--innodb-log-file-size=48M",
 		"--skip-name-resolve",
 		"--max-connections=500",
-		"--log-basename=mysql",
 	}
+	if s.Flavour().MySQL() {
+		// MySQL keeps its defaults otherwise (GTID on, binlog_row_metadata=MINIMAL, sync_binlog=1).
+		// The X plugin would listen on 33060 in every sandbox.
+		args = append(args, "--innodb-redo-log-capacity=48M", "--mysqlx=OFF",
+			"--relay-log=mysql-relay-bin", "--log-bin=mysql-bin")
+		if o.BinlogFormat != "" && !strings.EqualFold(o.BinlogFormat, "OFF") {
+			args = append(args, "--binlog-format="+o.BinlogFormat)
+		}
+		if strings.EqualFold(o.BinlogFormat, "OFF") {
+			args = append(args[:len(args)-1], "--disable-log-bin")
+		}
+		if o.RowImage != "" {
+			args = append(args, "--binlog-row-image="+o.RowImage)
+		}
+		return append(args, o.ExtraArgs...)
+	}
+	args = append(args, "--innodb-log-file-size=48M", "--log-basename=mysql")
 	format := strings.ToUpper(o.BinlogFormat)
 	if format == "" {
 		format = "ROW"
@@ -213,15 +278,17 @@ func (s *Server) args() []string {
 }
 
 func (s *Server) launch(ctx context.Context) error {
-	mariadbd, err := lookPath("mariadbd")
+	bin := s.Flavour().serverBin()
+	prog, args, err := s.Flavour().command(bin, s.args()...)
 	if err != nil {
-		return Available()
+		return err
 	}
-	// Not CommandContext: the server must outlive the context that started it.
-	cmd := exec.Command(mariadbd, s.args()...)
+	// Not CommandContext: the server must outlive the context that started it. In a chroot,
+	// chroot(8) execs the server, so the process is the server itself.
+	cmd := exec.Command(prog, args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("sandbox: start mariadbd: %w", err)
+		return fmt.Errorf("sandbox: start %s: %w", bin, err)
 	}
 	s.cmd = cmd
 	s.exited = make(chan struct{})
@@ -241,7 +308,7 @@ func (s *Server) launch(ctx context.Context) error {
 		}
 		select {
 		case <-s.exited:
-			return fmt.Errorf("sandbox: mariadbd exited during start-up:\n%s", s.ErrorLogTail(20))
+			return fmt.Errorf("sandbox: %s exited during start-up:\n%s", bin, s.ErrorLogTail(20))
 		case <-ctx.Done():
 			s.Stop()
 			return ctx.Err()
@@ -249,7 +316,7 @@ func (s *Server) launch(ctx context.Context) error {
 		}
 		if time.Now().After(deadline) {
 			s.kill()
-			return fmt.Errorf("sandbox: mariadbd did not answer within %s:\n%s", startTimeout, s.ErrorLogTail(20))
+			return fmt.Errorf("sandbox: %s did not answer within %s:\n%s", bin, startTimeout, s.ErrorLogTail(20))
 		}
 	}
 }

@@ -21,7 +21,7 @@ func TestApplyCommand(t *testing.T) {
 	schema, db := sandboxtest.FreshDatabase(t, srv)
 	sandboxtest.MustExec(t, db,
 		"CREATE TABLE players (id INT UNSIGNED NOT NULL AUTO_INCREMENT PRIMARY KEY, coins INT NOT NULL, KEY (coins)) ENGINE=MyISAM",
-		"INSERT INTO players (coins) SELECT seq FROM seq_1_to_3000",
+		"INSERT INTO players (coins) SELECT seq FROM "+sandboxtest.Seq(3000),
 		"CREATE TABLE sessions (id INT PRIMARY KEY) ENGINE=InnoDB")
 	empty := filepath.Join(t.TempDir(), "my.cnf")
 	os.WriteFile(empty, nil, 0o600)
@@ -88,8 +88,8 @@ func TestApplyCommand(t *testing.T) {
 	})
 	t.Run("plan file: converts its tables and skips blocked ones", func(t *testing.T) {
 		sandboxtest.MustExec(t, db,
-			"CREATE TABLE a1 (id INT PRIMARY KEY, v INT) ENGINE=MyISAM", "INSERT INTO a1 SELECT seq, seq FROM seq_1_to_500",
-			"CREATE TABLE a2 (id INT PRIMARY KEY, v INT) ENGINE=MyISAM", "INSERT INTO a2 SELECT seq, seq FROM seq_1_to_700",
+			"CREATE TABLE a1 (id INT PRIMARY KEY, v INT) ENGINE=MyISAM", "INSERT INTO a1 SELECT seq, seq FROM "+sandboxtest.Seq(500),
+			"CREATE TABLE a2 (id INT PRIMARY KEY, v INT) ENGINE=MyISAM", "INSERT INTO a2 SELECT seq, seq FROM "+sandboxtest.Seq(700),
 			"CREATE TABLE blocked (grp INT NOT NULL, n INT NOT NULL AUTO_INCREMENT, PRIMARY KEY (grp, n)) ENGINE=MyISAM")
 		planFile := filepath.Join(t.TempDir(), "plan.json")
 		out, code := runCLI(t, append(append([]string{"plan"}, conn...), "--database", schema, "--tables", "a*,blocked", "--out", planFile)...)
@@ -127,7 +127,7 @@ func TestApplyCommand(t *testing.T) {
 			t.Fatalf("apply --plan again: exit %d\n%s", code, out)
 		}
 		// A plan without blockers, run twice: both exit 0, the second a no-op.
-		sandboxtest.MustExec(t, db, "CREATE TABLE a3 (id INT PRIMARY KEY, v INT) ENGINE=MyISAM", "INSERT INTO a3 SELECT seq, seq FROM seq_1_to_300")
+		sandboxtest.MustExec(t, db, "CREATE TABLE a3 (id INT PRIMARY KEY, v INT) ENGINE=MyISAM", "INSERT INTO a3 SELECT seq, seq FROM "+sandboxtest.Seq(300))
 		clean := filepath.Join(t.TempDir(), "clean.json")
 		if out, code := runCLI(t, append(append([]string{"plan"}, conn...), "--database", schema, "--tables", "a3", "--out", clean)...); code != outcome.OK {
 			t.Fatalf("plan a3: exit %d\n%s", code, out)
@@ -201,7 +201,7 @@ func TestApplyNeverShowsPassword(t *testing.T) {
 	const secret = "S3cret-Pass-42"
 	sandboxtest.MustExec(t, db,
 		"CREATE TABLE t (id INT PRIMARY KEY, v INT) ENGINE=MyISAM",
-		"INSERT INTO t SELECT seq, seq FROM seq_1_to_200000",
+		"INSERT INTO t SELECT seq, seq FROM "+sandboxtest.Seq(200000),
 		"CREATE USER 'mig'@'127.0.0.1' IDENTIFIED BY '"+secret+"'",
 		"GRANT ALL ON *.* TO 'mig'@'127.0.0.1'")
 	bin := filepath.Join(t.TempDir(), "enginemig")

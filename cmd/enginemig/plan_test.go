@@ -27,7 +27,7 @@ func TestPlanCommand(t *testing.T) {
 	schema, db := sandboxtest.FreshDatabase(t, srv)
 	sandboxtest.MustExec(t, db,
 		"CREATE TABLE players (id INT UNSIGNED NOT NULL AUTO_INCREMENT PRIMARY KEY, coins INT NOT NULL, KEY (coins)) ENGINE=MyISAM",
-		"INSERT INTO players (coins) SELECT seq FROM seq_1_to_3000",
+		"INSERT INTO players (coins) SELECT seq FROM "+sandboxtest.Seq(3000),
 		"CREATE TABLE scores (grp INT NOT NULL, n INT NOT NULL AUTO_INCREMENT, PRIMARY KEY (grp, n)) ENGINE=MyISAM",
 		"CREATE TABLE sessions (id INT PRIMARY KEY) ENGINE=InnoDB")
 	empty := filepath.Join(t.TempDir(), "my.cnf")
@@ -91,7 +91,8 @@ func TestPlanCommand(t *testing.T) {
 		if err := json.Unmarshal([]byte(out), &doc); err != nil {
 			t.Fatalf("not JSON: %v\n%s", err, out)
 		}
-		if doc.Version != plan.FormatVersion || len(doc.Tables) != 2 || doc.Server["flavor"] != "mariadb" {
+		flavor := map[bool]string{false: "mariadb", true: "mysql"}[srv.Flavour().MySQL()]
+		if doc.Version != plan.FormatVersion || len(doc.Tables) != 2 || doc.Server["flavor"] != flavor {
 			t.Fatalf("json: %+v", doc)
 		}
 		if strings.Contains(out, "_enginemig_plan_") {

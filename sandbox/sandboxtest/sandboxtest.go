@@ -26,6 +26,13 @@ const startTimeout = 2 * time.Minute
 // that nothing was tested.
 func ForTest(tb testing.TB, opts sandbox.Options) *sandbox.Server {
 	tb.Helper()
+	if opts.Flavour == "" {
+		f, err := Flavour()
+		if err != nil {
+			tb.Fatal(err)
+		}
+		opts.Flavour = f
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
 	s, err := sandbox.Start(ctx, opts)
@@ -52,11 +59,19 @@ func ReplicaForTest(tb testing.TB, primary *sandbox.Server, opts sandbox.Options
 // Main is a TestMain body for packages whose tests share one server: it starts the server, hands
 // it to set, runs the tests and stops it. It returns the exit code for os.Exit.
 func Main(m *testing.M, opts sandbox.Options, set func(*sandbox.Server)) int {
+	if opts.Flavour == "" {
+		f, err := Flavour()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		opts.Flavour = f
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	s, err := sandbox.Start(ctx, opts)
 	cancel()
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "start sandbox server:", err)
+		fmt.Fprintf(os.Stderr, "start sandbox server (%s): %v\n", opts.Flavour, err)
 		return 1
 	}
 	set(s)
