@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/enginemig/enginemig/lockwait"
 	"github.com/enginemig/enginemig/throttle"
 )
 
@@ -55,6 +56,12 @@ type Status struct {
 
 	// Throttle is the copy throttle's view: paused, why the copy waits, replica lag (live only).
 	Throttle *throttle.Status `json:"throttle,omitempty"`
+
+	// Waiting lists what the migration waits on now: a lock another session holds (with the
+	// holders), long queries before the cut-over, the throttle, a postponed cut-over (live only).
+	Waiting []lockwait.Wait `json:"waiting,omitempty"`
+	// LockWaits counts the lock waits of the migration's statements seen so far (live only).
+	LockWaits int64 `json:"lock_waits,omitempty"`
 
 	// Elapsed is the time since the migration started (until it finished, for a finished one).
 	Elapsed    time.Duration `json:"elapsed_ns"`

@@ -44,5 +44,5 @@ func openRowSession(ctx context.Context, c Config, database string, maxConns int
 		// fire for enginemig's own writes (see table.Trigger.CreateGuarded).
 		dc.Params[OwnWriteVar] = "1"
 	}
-	return OpenDriverConfig(ctx, dc, c.Address(), maxConns)
+	return openOwn(ctx, dc, c, maxConns)
 }

@@ -25,6 +25,7 @@ type controller struct {
 	thr      *throttle.Throttler
 	release  chan struct{}
 	isClosed bool
+	waits    *waits // what the migration waits on (set once by Run)
 }
 
 func newController(log *slog.Logger, abort context.CancelCauseFunc) *controller {
@@ -119,9 +120,27 @@ func (c *controller) SetMaxThreadsRunning(n int) error {
 // the copy, replay and throttle.
 func (c *controller) Status() control.Status {
 	m, thr := c.current()
+	var out control.Status
 	if m == nil || m.rec == nil {
-		return control.Status{Stage: StagePreflight.String()}
+		out = control.Status{Stage: StagePreflight.String()}
+		if c.waits != nil {
+			out.Schema, out.Table = c.waits.tables[0].Schema, c.waits.tables[0].Name
+		}
+	} else {
+		out = c.recorded(m)
 	}
+	if c.waits != nil {
+		out.Waiting, out.LockWaits = c.waits.snapshot(), c.waits.seen.Load()
+	}
+	if thr != nil {
+		ts := thr.Status()
+		out.Throttle = &ts
+	}
+	return out
+}
+
+// recorded is the state table's view of the running migration with the live counters.
+func (c *controller) recorded(m *migrator) control.Status {
 	out := StatusOf(m.rec.snapshot(), "", 0, time.Now())
 	out.Elapsed = time.Since(m.start)
 	if m.pipe != nil {
@@ -133,10 +152,6 @@ func (c *controller) Status() control.Status {
 		if last := m.rec.last.Load(); last != nil {
 			out.StageRate = last.StageRate
 		}
-	}
-	if thr != nil {
-		ts := thr.Status()
-		out.Throttle = &ts
 	}
 	return out
 }

@@ -55,6 +55,9 @@ type Options struct {
 	// (control.ServeMetrics); MetricsAddr, when set, receives the address it listens on.
 	MetricsListen string
 	MetricsAddr   func(addr string)
+	// LockTimeout bounds how long one statement of the migration may wait for a lock another
+	// session holds before the migration stops with nothing changed (DefaultLockTimeout when 0).
+	LockTimeout time.Duration
 	// SkipVerify skips the chunk-by-chunk comparison of source and shadow before the cut-over.
 	SkipVerify bool
 	// Gates to run (see ParseGates) and how they benchmark.
@@ -124,6 +127,10 @@ func Run(ctx context.Context, db *sql.DB, opts Options) (*Result, error) {
 	ctx, abort := context.WithCancelCause(ctx)
 	defer abort(nil)
 	ctl := newController(opts.Logger, abort)
+	ctl.waits = newWaits(db, opts, abort)
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	go ctl.waits.run(watchCtx, ctl.watchThrottle)
 	closeControl, err := listenControl(ctx, opts, ctl)
 	if err != nil {
 		return nil, outcome.New(outcome.Usage, err, "choose another --control-socket path")
@@ -159,7 +166,9 @@ func Run(ctx context.Context, db *sql.DB, opts Options) (*Result, error) {
 		}
 		res, err = attempt()
 	}
-	if err != nil && errors.Is(context.Cause(ctx), errAborted) {
+	if lt := lockTimeout(ctx); err != nil && lt != nil {
+		err = lt
+	} else if err != nil && errors.Is(context.Cause(ctx), errAborted) {
 		err = outcome.New(outcome.FailedSafe, fmt.Errorf("%w; the shadow was dropped and the original table is unchanged", errAborted), "")
 	}
 	return res, err

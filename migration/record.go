@@ -183,7 +183,9 @@ func (m *migrator) fail(ctx context.Context, err error, drop bool) error {
 		}
 	}
 	err = m.coded(err)
-	if errors.Is(err, context.Canceled) {
+	if lt := lockTimeout(ctx); lt != nil {
+		err = lt
+	} else if errors.Is(err, context.Canceled) {
 		what := "interrupted; the original is unchanged"
 		if dropped {
 			what = "interrupted; the shadow table was dropped and the original is unchanged"
