@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -61,6 +63,14 @@ func init() {
 		{"stage_rows_per_second", "the current stage's own rate (copy or verify)", ""},
 		{"replay_events", "row changes of the table read from the binlog", ""},
 		{"replay_catching_up", "1 while changes were waiting at replay's last batch", ""},
+		{"replay_lag_seconds", "age of the oldest change read from the binlog but not yet applied (0 while replay waits for changes)", ""},
+		{"replay_lag_bytes", "binlog bytes between replay's applied position and the server's (same file only)", ""},
+		{"lock_waits_total", "lock waits of the migration's statements seen (another session held the table; cut-over attempts whose lock was not granted count too)", ""},
+		{"blocked", "1 while the migration waits (label on: lock, long_queries, throttle, postponed)", "on"},
+		{"blocked_seconds", "how long the current wait has lasted (label on)", "on"},
+		{"blocked_by", "1 for each session holding what the migration waits on (labels on, connection, user)", "on,connection,user"},
+		{"cutover_attempts_total", "cut-over attempts so far", ""},
+		{"cutover_lock_seconds", "how long the successful cut-over held the table locked", ""},
 		{"throttled", "1 while the copy waits (label reason)", "reason"},
 		{"paused", "1 while an operator paused the copy", ""},
 		{"replica_lag_seconds", "each watched replica's lag (label replica)", "replica"},
@@ -68,7 +78,7 @@ func init() {
 	} {
 		labels := []string{"schema", "table"}
 		if m.extra != "" {
-			labels = append(labels, m.extra)
+			labels = append(labels, strings.Split(m.extra, ",")...)
 		}
 		descs[m.name] = prometheus.NewDesc("enginemig_"+m.name, m.help, labels, nil)
 	}
@@ -96,6 +106,30 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	gauge("replay_events", float64(s.ReplayEvents))
 	gauge("replay_catching_up", b2f(s.ReplayCatchingUp))
 	gauge("elapsed_seconds", s.Elapsed.Seconds())
+	gauge("replay_lag_seconds", s.ReplayLagSeconds)
+	gauge("replay_lag_bytes", float64(s.ReplayBehindBytes))
+	counter := func(name string, v float64) {
+		ch <- prometheus.MustNewConstMetric(descs[name], prometheus.CounterValue, v, s.Schema, s.Table)
+	}
+	counter("lock_waits_total", float64(s.LockWaits))
+	counter("cutover_attempts_total", float64(s.CutoverAttempts))
+	gauge("cutover_lock_seconds", s.CutoverLockHeld.Seconds())
+	// Two waits of one kind (two statements waiting for locks) are one series: the longest.
+	longest := map[string]float64{}
+	holders := map[[3]string]bool{}
+	for _, w := range s.Waiting {
+		longest[w.Kind] = max(longest[w.Kind], w.Waited.Seconds())
+		for _, b := range w.Blockers {
+			holders[[3]string{w.Kind, strconv.FormatInt(b.ID, 10), b.User}] = true
+		}
+	}
+	for kind, secs := range longest {
+		gauge("blocked", 1, kind)
+		gauge("blocked_seconds", secs, kind)
+	}
+	for h := range holders {
+		gauge("blocked_by", 1, h[0], h[1], h[2])
+	}
 	if t := s.Throttle; t != nil {
 		gauge("throttled", b2f(t.Throttled), t.Reason)
 		gauge("paused", b2f(t.Paused))

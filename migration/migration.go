@@ -128,6 +128,7 @@ func Run(ctx context.Context, db *sql.DB, opts Options) (*Result, error) {
 	defer abort(nil)
 	ctl := newController(opts.Logger, abort)
 	ctl.waits = newWaits(db, opts, abort)
+	opts.Cutover.Observer = cutoverObserver{ctl}
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
 	go ctl.waits.run(watchCtx, ctl.watchThrottle)

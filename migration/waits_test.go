@@ -68,6 +68,9 @@ func TestLockWaitIsReportedWithItsHolder(t *testing.T) {
 	opts := testOptions(srv, schema, "t")
 	opts.Logger = logs.logger()
 	opts.ControlSocket = filepath.Join(t.TempDir(), "ctl.sock")
+	opts.MetricsListen = "127.0.0.1:0"
+	addr := make(chan string, 1)
+	opts.MetricsAddr = func(a string) { addr <- a }
 	start := time.Now()
 	done := make(chan error, 1)
 	go func() { _, err := Run(context.Background(), db, opts); done <- err }()
@@ -95,6 +98,15 @@ func TestLockWaitIsReportedWithItsHolder(t *testing.T) {
 	}
 	if len(st.Waiting) != 1 || st.Waiting[0].Kind != "lock" || st.LockWaits != 1 || !hasBlocker(st, holder) {
 		t.Errorf("control status while waiting: waiting %+v, lock_waits %d; want one lock wait held by %d", st.Waiting, st.LockWaits, holder)
+	}
+	metrics := scrape(t, "http://"+<-addr+"/metrics")
+	for _, want := range []string{`enginemig_blocked{on="lock",schema=`, fmt.Sprintf(`enginemig_blocked_by{connection="%d",on="lock"`, holder)} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("metrics while waiting lack %s:\n%s", want, metrics)
+		}
+	}
+	if v, _ := metricValue(metrics, "enginemig_lock_waits_total{"); v != 1 {
+		t.Errorf("enginemig_lock_waits_total %v while waiting; want 1", v)
 	}
 	unlock()
 	if err := <-done; err != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -46,6 +47,7 @@ func applyCommand() *cli.Command {
 			&cli.IntFlag{Name: "cutover-attempts", Value: def.Attempts, Usage: "cut-over attempts before giving up (the original table stays in place)"},
 			&cli.DurationFlag{Name: "cutover-backoff", Value: def.Backoff, Usage: "pause after a failed cut-over attempt; doubles up to 8x"},
 			&cli.DurationFlag{Name: "long-query", Value: def.LongQuery, Usage: "queries on the table running longer than this delay the cut-over (a lock queued behind them would block the application)"},
+			&cli.DurationFlag{Name: "lock-timeout", Value: migration.DefaultLockTimeout, Usage: "how long one statement of apply may wait for a lock another session holds (LOCK TABLES, a long statement, an open transaction, FLUSH) before apply stops with nothing changed (exit 6); the wait and its holder are logged from the first second"},
 			&cli.IntFlag{Name: "max-threads-running", Usage: "pause the copy while the server's Threads_running exceeds this (0: no limit)", Category: "Throttling"},
 			&cli.StringSliceFlag{Name: "replica", Usage: "host:port of a replica whose lag must stay under --max-lag (same credentials; repeatable); lag is measured with a heartbeat enginemig writes, and lag that cannot be measured pauses the copy", Category: "Throttling"},
 			&cli.DurationFlag{Name: "max-lag", Value: time.Second, Usage: "pause the copy while a --replica lags more than this", Category: "Throttling"},
@@ -178,6 +180,10 @@ func applyOptions(c *cli.Context, conn dbconn.Config, tg target, gates map[migra
 		MaxThreadsRunning: c.Int("max-threads-running"), MaxLag: c.Duration("max-lag"),
 		ControlSocket: c.String("control-socket"),
 		MetricsListen: c.String("metrics-listen"),
+		LockTimeout:   c.Duration("lock-timeout"),
+	}
+	if opts.LockTimeout <= 0 {
+		return opts, outcome.New(outcome.Usage, errors.New("--lock-timeout must be positive"), "e.g. --lock-timeout 30s")
 	}
 	for _, r := range c.StringSlice("replica") {
 		rc, err := replicaConfig(conn, r)
