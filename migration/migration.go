@@ -94,6 +94,8 @@ type Progress struct {
 	StageETA   time.Duration `json:"stage_eta_ns"`
 	// RunETA is what is left of copy and verify together (see stageClock.runETA).
 	RunETA time.Duration `json:"run_eta_ns"`
+	// Waiting says what the migration waits on, if anything (the longest wait first).
+	Waiting string `json:"waiting,omitempty"`
 }
 
 // Result summarises a finished migration.
@@ -167,7 +169,7 @@ func Run(ctx context.Context, db *sql.DB, opts Options) (*Result, error) {
 		}
 		res, err = attempt()
 	}
-	if lt := lockTimeout(ctx); err != nil && lt != nil {
+	if lt := ctl.waits.timeoutErr(); err != nil && lt != nil {
 		err = lt
 	} else if err != nil && errors.Is(context.Cause(ctx), errAborted) {
 		err = outcome.New(outcome.FailedSafe, fmt.Errorf("%w; the shadow was dropped and the original table is unchanged", errAborted), "")
@@ -292,6 +294,7 @@ func (m *migrator) run(ctx context.Context) (*Result, error) {
 		DryRun: m.opts.DryRun, RowsTotal: ti.Rows, Triggers: m.triggers}, m.log); err != nil {
 		return nil, outcome.New(outcome.Refused, err, "")
 	}
+	m.rec.waits = m.ctl.waits
 	m.res.ID = m.rec.snapshot().ID
 	if m.resume != nil {
 		m.log.Info("resuming migration", "id", m.resume.ID, "stage", m.resume.Stage,

@@ -3,7 +3,6 @@ package migration
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -67,9 +66,10 @@ type waits struct {
 	abort   context.CancelCauseFunc
 	now     func() time.Time
 
-	mu      sync.Mutex
-	current map[string]*tracked
-	seen    atomic.Int64 // lock waits seen, deliberate ones not counted
+	mu       sync.Mutex
+	current  map[string]*tracked
+	seen     atomic.Int64 // lock waits seen, deliberate ones not counted
+	timedOut atomic.Pointer[LockTimeoutError]
 
 	throttleUpdate func(string, []lockwait.Session) // the throttle's wait while it lasts
 	throttleEnd    func()
@@ -171,8 +171,13 @@ func (w *waits) lockWait(ctx context.Context, key string, s lockwait.Session) {
 	w.log.Warn(msg, "on", wt.What, "waited", s.Time.Round(100*time.Millisecond), "blocked_by", blockedBy(wt)[len("held by "):],
 		"connection", s.ID, "statement", s.Info, "gives_up_after", w.timeout)
 	if s.Time >= w.timeout {
-		w.abort(&LockTimeoutError{Wait: wt})
-		killQuery(w.db, s.ID) // the statement would otherwise wait on in the server after apply ends
+		// In this order: whatever error the run then meets is reported as the timeout, and the
+		// statement is gone from the server before the run can end (it would otherwise wait on
+		// there, and run once the lock is released).
+		lt := &LockTimeoutError{Wait: wt}
+		w.timedOut.CompareAndSwap(nil, lt)
+		killQuery(w.db, s.ID)
+		w.abort(lt)
 	}
 }
 
@@ -258,16 +263,12 @@ func (w *waits) snapshot() []lockwait.Wait {
 	return out
 }
 
-// lockTimeout turns the abort cause of a lock wait that timed out into the run's error.
-func lockTimeout(ctx context.Context) error {
-	var lt *LockTimeoutError
-	if !errors.As(context.Cause(ctx), &lt) {
+// timeoutErr is the run's error once a lock wait exceeded the timeout, nil before.
+func (w *waits) timeoutErr() error {
+	lt := w.timedOut.Load()
+	if lt == nil {
 		return nil
 	}
-	return outcomeLockTimeout(lt)
-}
-
-func outcomeLockTimeout(lt *LockTimeoutError) error {
 	return outcome.New(outcome.FailedSafe, fmt.Errorf("%w; nothing was changed: the original table is in place and any shadow was dropped", lt), lt.remedy())
 }
 
@@ -298,4 +299,21 @@ func postponedUntil(o Options) string {
 		what += ", at the latest " + o.PostponeUntil.Format(time.RFC3339)
 	}
 	return what
+}
+
+// summary is the longest current wait in a few words, for the progress line ("" when none).
+func (w *waits) summary() string {
+	if w == nil {
+		return ""
+	}
+	all := w.snapshot()
+	if len(all) == 0 {
+		return ""
+	}
+	wt := all[0]
+	out := fmt.Sprintf("%s for %s: %s", wt.Kind, wt.Waited.Round(time.Second), wt.What)
+	if len(wt.Blockers) > 0 {
+		out += ", " + blockedBy(wt)
+	}
+	return out
 }

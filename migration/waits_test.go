@@ -130,40 +130,59 @@ func hasBlocker(st control.Status, id int64) bool {
 
 // With a short --lock-timeout, a lock held longer ends the run: exit code 6 (original in place),
 // the holder named in the error with a remedy, no shadow or sentry left, and no statement of
-// enginemig left waiting in the server.
+// enginemig left waiting in the server. Once with the lock taken before apply starts (its
+// preflight waits), once taken when the shadow exists (the copy's first chunk waits).
 func TestLockTimeoutStopsWithNothingChanged(t *testing.T) {
-	schema, sdb := sandboxtest.FreshDatabase(t, srv)
-	db := openControl(t, srv)
-	sandboxtest.MustExec(t, sdb, "CREATE TABLE t (id INT PRIMARY KEY, v INT) ENGINE=MyISAM", "INSERT INTO t SELECT seq, seq FROM seq_1_to_20000")
-	holder, unlock := holdWriteLock(t, schema)
-	opts := testOptions(srv, schema, "t")
-	opts.LockTimeout = time.Second
-	start := time.Now()
-	_, err := Run(context.Background(), db, opts)
-	took := time.Since(start)
-	if err == nil {
-		t.Fatal("apply succeeded while the table was locked past --lock-timeout")
-	}
-	if outcome.CodeOf(err) != outcome.FailedSafe || !strings.Contains(err.Error(), "--lock-timeout") ||
-		!strings.Contains(err.Error(), fmt.Sprintf("connection %d", holder)) || !strings.Contains(err.Error(), "raise --lock-timeout") {
-		t.Fatalf("error: %v (code %v); want exit 6 naming --lock-timeout and connection %d", err, outcome.CodeOf(err), holder)
-	}
-	if took > 5*time.Second {
-		t.Errorf("gave up after %s with a 1 s timeout", took)
-	}
-	unlock()
-	for _, leftover := range []string{"_t_new", "t_emswap"} {
-		if tableExists(t, db, schema, leftover) {
-			t.Errorf("%s left behind", leftover)
-		}
-	}
-	var n int
-	db.QueryRow("SELECT COUNT(*) FROM `" + schema + "`.t").Scan(&n)
-	if engineOf(t, db, schema, "t") != "MyISAM" || n != 20000 {
-		t.Errorf("original changed: engine %s, %d rows", engineOf(t, db, schema, "t"), n)
-	}
-	if w := waitingStatements(t, db, schema); w != "" {
-		t.Errorf("statements left waiting in the server: %s", w)
+	for _, when := range []string{"preflight", "copy"} {
+		t.Run(when, func(t *testing.T) {
+			schema, sdb := sandboxtest.FreshDatabase(t, srv)
+			db := openControl(t, srv)
+			sandboxtest.MustExec(t, sdb, "CREATE TABLE t (id INT PRIMARY KEY, v INT) ENGINE=MyISAM", "INSERT INTO t SELECT seq, seq FROM seq_1_to_20000")
+			opts := testOptions(srv, schema, "t")
+			opts.LockTimeout = time.Second
+			var holder int64
+			unlock := func() {}
+			if when == "preflight" {
+				holder, unlock = holdWriteLock(t, schema)
+			} else {
+				opts.Hook = func(ctx context.Context, at Point, st *State) error {
+					if at == Before(StageCopy) {
+						if !tableExists(t, db, schema, "_t_new") {
+							t.Error("no shadow when the copy starts")
+						}
+						holder, unlock = holdWriteLock(t, schema)
+					}
+					return nil
+				}
+			}
+			start := time.Now()
+			_, err := Run(context.Background(), db, opts)
+			took := time.Since(start)
+			unlock()
+			if err == nil {
+				t.Fatal("apply succeeded while the table was locked past --lock-timeout")
+			}
+			if outcome.CodeOf(err) != outcome.FailedSafe || !strings.Contains(err.Error(), "--lock-timeout") ||
+				!strings.Contains(err.Error(), fmt.Sprintf("connection %d", holder)) || !strings.Contains(err.Error(), "raise --lock-timeout") {
+				t.Fatalf("error: %v (code %v); want exit 6 naming --lock-timeout and connection %d", err, outcome.CodeOf(err), holder)
+			}
+			if took > 5*time.Second {
+				t.Errorf("gave up after %s with a 1 s timeout", took)
+			}
+			for _, leftover := range []string{"_t_new", "t_emswap"} {
+				if tableExists(t, db, schema, leftover) {
+					t.Errorf("%s left behind", leftover)
+				}
+			}
+			var n int
+			db.QueryRow("SELECT COUNT(*) FROM `" + schema + "`.t").Scan(&n)
+			if engineOf(t, db, schema, "t") != "MyISAM" || n != 20000 {
+				t.Errorf("original changed: engine %s, %d rows", engineOf(t, db, schema, "t"), n)
+			}
+			if w := waitingStatements(t, db, schema); w != "" {
+				t.Errorf("statements left waiting in the server: %s", w)
+			}
+		})
 	}
 }
 

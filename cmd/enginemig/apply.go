@@ -289,7 +289,11 @@ func (d *progressDisplay) update(p migration.Progress) {
 		if p.StageTotal > 0 && d.bar.GetMax64() != p.StageTotal {
 			d.bar.ChangeMax64(p.StageTotal)
 		}
-		d.bar.Describe(fmt.Sprintf("%s %s (chunk %d, %d changes, %s)", d.label, p.Stage, p.ChunkSize, p.ReplayEvents, lag))
+		desc := fmt.Sprintf("%s %s (chunk %d, %d changes, %s)", d.label, p.Stage, p.ChunkSize, p.ReplayEvents, lag)
+		if p.Waiting != "" {
+			desc = fmt.Sprintf("%s %s waiting (%s)", d.label, p.Stage, p.Waiting)
+		}
+		d.bar.Describe(desc)
 		d.bar.Set64(p.StageDone)
 		return
 	}
@@ -297,6 +301,9 @@ func (d *progressDisplay) update(p migration.Progress) {
 		return
 	}
 	d.lastLine = time.Now()
+	if p.Waiting != "" {
+		lag += "; waiting: " + p.Waiting
+	}
 	if unit == "" {
 		fmt.Fprintf(d.w, "%s %s %s: %d changes replayed, %s\n", time.Now().Format("15:04:05"), d.label, p.Stage, p.ReplayEvents, lag)
 		return
