@@ -119,6 +119,9 @@ type Result struct {
 	// Triggers: the statements that carry the table's triggers across the swap (a dry run lists
 	// what it would run), or the names of the triggers carried.
 	Triggers []string `json:"triggers,omitempty"`
+	// Estimate is plan's copy estimate beside the actual copy and index build (not for a
+	// resumed run, whose copy started earlier).
+	Estimate *EstimateCheck `json:"estimate,omitempty"`
 }
 
 // Run migrates one table. Errors carry an outcome code: Refused before anything was created,
@@ -158,6 +161,7 @@ func Run(ctx context.Context, db *sql.DB, opts Options) (*Result, error) {
 		return m.run(ctx)
 	}
 	res, err := attempt()
+	defer func() { res.settleEstimate() }()
 	// A lost connection (server restart, network) leaves the shadow and the progress in place:
 	// reconnect with backoff and resume, then give up with a clear message.
 	for n := 1; err != nil && ctx.Err() == nil && n <= maxReconnects && (errors.Is(err, errSuspended) || isConnectionLoss(err)); n++ {
@@ -283,6 +287,7 @@ func (m *migrator) run(ctx context.Context) (*Result, error) {
 	m.deferred = m.ddl.Deferred
 	m.res = &Result{Schema: ti.Schema, Table: ti.Name, DryRun: m.opts.DryRun, DeferredIndex: len(m.ddl.Deferred), ShadowChanges: m.ddl.Changes}
 	if m.resume == nil {
+		m.estimate(ctx)
 		if err := m.sampleGate(ctx); err != nil {
 			return nil, err
 		}

@@ -137,7 +137,8 @@ func runApply(c *cli.Context) error {
 			return reportApply(c, planRun, results, summary, name, fmt.Errorf("%s: %w", name, err))
 		}
 		results = append(results, res)
-		summary = append(summary, tableOutcome{Table: name, Outcome: "converted", Rows: res.RowsCopied, Time: res.TotalTime, LockHeld: lockHeld(res)})
+		summary = append(summary, tableOutcome{Table: name, Outcome: "converted", Rows: res.RowsCopied, Time: res.TotalTime, LockHeld: lockHeld(res),
+			Estimate: res.Estimate})
 	}
 	return reportApply(c, planRun, results, summary, "", planOutcome(summary))
 }
@@ -232,6 +233,10 @@ func printApplyResult(w io.Writer, r *migration.Result) {
 	}
 	if r.Verify != nil {
 		fmt.Fprintf(w, "  verified: %d rows in %d chunks, %d chunk(s) recopied\n", r.Verify.Rows, r.Verify.Chunks, r.Verify.Repaired)
+	}
+	if e := r.Estimate; e != nil && e.ActualSeconds > 0 {
+		fmt.Fprintf(w, "  copy and index build took %s, estimated %s at the start (%.2fx)\n",
+			secs(e.ActualSeconds), secs(e.EstimatedSeconds), e.Ratio)
 	}
 	for _, g := range r.Gates {
 		fmt.Fprintf(w, "  gate %s: %s\n", g.Gate, passWord(g.Pass))
@@ -350,4 +355,13 @@ func replicaConfig(primary dbconn.Config, hostPort string) (dbconn.Config, error
 	rc := primary
 	rc.Host, rc.Port, rc.Socket = host, n, ""
 	return rc, nil
+}
+
+// secs prints seconds as a duration rounded for reading.
+func secs(s float64) time.Duration {
+	d := time.Duration(s * float64(time.Second))
+	if d >= 10*time.Second {
+		return d.Round(time.Second)
+	}
+	return d.Round(10 * time.Millisecond)
 }

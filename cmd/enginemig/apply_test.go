@@ -50,6 +50,11 @@ func TestApplyCommand(t *testing.T) {
 			Results []struct {
 				RowsCopied int64  `json:"rows_copied"`
 				OldTable   string `json:"old_table"`
+				Estimate   struct {
+					Estimated float64 `json:"estimated_seconds"`
+					Actual    float64 `json:"actual_seconds"`
+					Ratio     float64 `json:"actual_over_estimated"`
+				} `json:"estimate"`
 			} `json:"results"`
 		}
 		if err := json.Unmarshal([]byte(out[strings.Index(out, "{"):]), &summary); err != nil {
@@ -57,6 +62,10 @@ func TestApplyCommand(t *testing.T) {
 		}
 		if summary.Status != "ok" || len(summary.Results) != 1 || summary.Results[0].RowsCopied != 3000 || summary.Results[0].OldTable != "_players_old" {
 			t.Fatalf("summary %+v", summary)
+		}
+		// The estimate is beside what the copy and index build took (the ratio is theirs).
+		if e := summary.Results[0].Estimate; e.Estimated <= 0 || e.Actual <= 0 || e.Ratio < 0.9*e.Actual/e.Estimated || e.Ratio > 1.1*e.Actual/e.Estimated {
+			t.Errorf("estimate vs actual in the JSON summary: %+v", e)
 		}
 	})
 	t.Run("status lists it and rollback swaps back", func(t *testing.T) {
@@ -108,7 +117,8 @@ func TestApplyCommand(t *testing.T) {
 		}
 		// Applied in part (the blocked table skipped): exit 4, and the summary says which.
 		out, code = apply("--plan", planFile, "--output", "json", "--no-progress")
-		if code != outcome.Refused || !strings.Contains(out, `"outcome": "skipped"`) || strings.Count(out, `"outcome": "converted"`) != 2 {
+		if code != outcome.Refused || !strings.Contains(out, `"outcome": "skipped"`) || strings.Count(out, `"outcome": "converted"`) != 2 ||
+			strings.Count(out, `"actual_over_estimated"`) != 4 { // two results, two summary lines
 			t.Fatalf("apply --plan with a blocked table: exit %d\n%s", code, out)
 		}
 		for tbl, want := range map[string]string{"a1": "InnoDB", "a2": "InnoDB", "blocked": "MyISAM"} {
