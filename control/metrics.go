@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -33,12 +34,18 @@ func (m *Metrics) Close() error {
 
 // ServeMetrics listens on addr (host:port) and serves /metrics from status.
 func ServeMetrics(addr string, status func() Status) (*Metrics, error) {
+	return ServeBoard(addr, func() []Status { return []Status{status()} })
+}
+
+// ServeBoard serves the metrics of several migrations (apply --plan --parallel), each series
+// labelled with its table.
+func ServeBoard(addr string, statuses func() []Status) (*Metrics, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("metrics: listen on %s: %w", addr, err)
 	}
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(&collector{status: status})
+	reg.MustRegister(&collector{statuses: statuses})
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	m := &Metrics{srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}, addr: ln.Addr().String()}
@@ -84,7 +91,46 @@ func init() {
 	}
 }
 
-type collector struct{ status func() Status }
+type collector struct{ statuses func() []Status }
+
+// Board holds the running migrations' status functions, for one endpoint over several.
+type Board struct {
+	mu   sync.Mutex
+	next int
+	m    map[int]func() Status
+}
+
+// Add puts a migration's status on the board until remove is called.
+func (b *Board) Add(status func() Status) (remove func()) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.m == nil {
+		b.m = map[int]func() Status{}
+	}
+	b.next++
+	id := b.next
+	b.m[id] = status
+	return func() {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		delete(b.m, id)
+	}
+}
+
+// Statuses reads every migration on the board.
+func (b *Board) Statuses() []Status {
+	b.mu.Lock()
+	fns := make([]func() Status, 0, len(b.m))
+	for _, f := range b.m {
+		fns = append(fns, f)
+	}
+	b.mu.Unlock()
+	out := make([]Status, 0, len(fns))
+	for _, f := range fns {
+		out = append(out, f())
+	}
+	return out
+}
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range descs {
@@ -93,7 +139,12 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
-	s := c.status()
+	for _, s := range c.statuses() {
+		collect(ch, s)
+	}
+}
+
+func collect(ch chan<- prometheus.Metric, s Status) {
 	gauge := func(name string, v float64, extra ...string) {
 		ch <- prometheus.MustNewConstMetric(descs[name], prometheus.GaugeValue, v, append([]string{s.Schema, s.Table}, extra...)...)
 	}

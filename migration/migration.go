@@ -20,6 +20,7 @@ import (
 	"github.com/enginemig/enginemig/outcome"
 	"github.com/enginemig/enginemig/shadow"
 	"github.com/enginemig/enginemig/table"
+	"github.com/enginemig/enginemig/throttle"
 	"github.com/enginemig/enginemig/verify"
 )
 
@@ -55,6 +56,13 @@ type Options struct {
 	// (control.ServeMetrics); MetricsAddr, when set, receives the address it listens on.
 	MetricsListen string
 	MetricsAddr   func(addr string)
+	// Board, when set, gets this migration's status for a metrics endpoint the caller serves
+	// over several migrations (apply --plan --parallel); MetricsListen is then left empty.
+	Board *control.Board
+	// Throttle, when set, is a started throttle shared with other migrations (apply --plan
+	// --parallel): the copy waits on it and the caller stops it. Otherwise each migration starts
+	// its own from MaxThreadsRunning, Replicas and MaxLag.
+	Throttle *throttle.Throttler
 	// LockTimeout bounds how long one statement of the migration may wait for a lock another
 	// session holds before the migration stops with nothing changed (DefaultLockTimeout when 0).
 	LockTimeout time.Duration
@@ -152,6 +160,9 @@ func Run(ctx context.Context, db *sql.DB, opts Options) (*Result, error) {
 		if opts.MetricsAddr != nil {
 			opts.MetricsAddr(metrics.Addr())
 		}
+	}
+	if opts.Board != nil {
+		defer opts.Board.Add(ctl.Status)()
 	}
 	start := time.Now()
 	attempt := func() (*Result, error) {

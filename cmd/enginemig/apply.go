@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"os"
 	"strconv"
@@ -67,6 +66,7 @@ func applyCommand() *cli.Command {
 			&cli.UintFlag{Name: "server-id", Usage: "server_id for the binlog connection (default: random; must not clash with replicas)"},
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "text", Usage: "text or json (a JSON summary on stdout at the end)"},
 			&cli.BoolFlag{Name: "no-progress", Usage: "no progress bar; periodic log lines instead"},
+			&cli.IntFlag{Name: "parallel", Value: 1, Usage: "with --plan: tables converted at a time, sharing one throttle (on a 2-core server 2 was slower than 1: see the README)"},
 		),
 		Action: runApply,
 	}
@@ -96,51 +96,19 @@ func runApply(c *cli.Context) error {
 		Thresholds: bench.Thresholds{MinQPSRatio: c.Float64("gate-min-qps-ratio"), MaxP99Ratio: c.Float64("gate-max-p99-ratio")},
 		Logger:     loggerOf(c)}
 
-	var results []*migration.Result
-	summary := skipped
-	for i, tg := range targets {
-		if planRun {
-			if done, why, err := alreadyConverted(ctx, db, c.String("state-schema"), tg); err != nil {
-				return err
-			} else if done {
-				loggerOf(c).Info("already converted: skipping", slog.String("table", tg.schema+"."+tg.table), slog.String("by", why))
-				summary = append(summary, tableOutcome{Table: tg.schema + "." + tg.table, Outcome: "already-converted", Reason: why})
-				continue
-			}
-		}
-		opts, err := applyOptions(c, conn, tg, gates, gateCfg)
-		if err != nil {
-			return err
-		}
-		name := tg.schema + "." + tg.table
-		logger := loggerOf(c).With(slog.String("table", name))
-		display := newProgressDisplay(c.App.ErrWriter, !c.Bool("no-progress"), name)
-		onLog(c, display.clear)
-		opts.Progress = display.update
-		opts.Logger = logger
-		if h := c.String("hook"); h != "" {
-			opts.Hook = migration.CommandHook(h, c.Duration("hook-timeout"), logger)
-		}
-		logger.Debug("starting apply", slog.Bool("dry_run", opts.DryRun), slog.Duration("chunk_time", opts.ChunkTime),
-			slog.String("state_schema", opts.StateSchema), slog.Int("replicas", len(opts.Replicas)))
-		res, err := migration.Run(ctx, db, opts)
-		display.finish()
-		onLog(c, nil)
-		if res != nil && c.String("output") == "text" {
-			printApplyResult(c.App.Writer, res)
-		}
-		if err != nil {
-			summary = append(summary, tableOutcome{Table: name, Outcome: "failed", Reason: err.Error()})
-			for _, rest := range targets[i+1:] {
-				summary = append(summary, tableOutcome{Table: rest.schema + "." + rest.table, Outcome: "not-reached", Reason: "the plan stops at the first failure"})
-			}
-			return reportApply(c, planRun, results, summary, name, fmt.Errorf("%s: %w", name, err))
-		}
-		results = append(results, res)
-		summary = append(summary, tableOutcome{Table: name, Outcome: "converted", Rows: res.RowsCopied, Time: res.TotalTime, LockHeld: lockHeld(res),
-			Estimate: res.Estimate})
+	run := &applyRun{c: c, db: db, conn: conn, gates: gates, gateCfg: gateCfg, planRun: planRun, parallel: c.Int("parallel")}
+	if err := run.check(); err != nil {
+		return err
 	}
-	return reportApply(c, planRun, results, summary, "", planOutcome(summary))
+	results, summary, failed, err := run.all(ctx, targets)
+	if err != nil && failed == "" {
+		return err
+	}
+	summary = append(skipped, summary...)
+	if err == nil {
+		err = planOutcome(summary)
+	}
+	return reportApply(c, planRun, results, summary, failed, err)
 }
 
 // reportApply prints the end of a run (a plan's per-table summary; the JSON document) and returns

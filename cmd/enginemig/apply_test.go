@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -148,6 +149,26 @@ func TestApplyCommand(t *testing.T) {
 			if code != outcome.OK || !strings.Contains(out, want) {
 				t.Fatalf("clean plan, run %d: exit %d\n%s", run, code, out)
 			}
+		}
+		// Two tables at a time, with one metrics endpoint for both: each converted, the summary in
+		// plan order.
+		sandboxtest.MustExec(t, db, "CREATE TABLE p1 (id INT PRIMARY KEY, v INT) ENGINE=MyISAM", "INSERT INTO p1 SELECT seq, seq FROM seq_1_to_2000",
+			"CREATE TABLE p2 LIKE p1", "INSERT INTO p2 SELECT * FROM p1", "CREATE TABLE p3 LIKE p1", "INSERT INTO p3 SELECT * FROM p1")
+		both := filepath.Join(t.TempDir(), "parallel.json")
+		if out, code := runCLI(t, append(append([]string{"plan"}, conn...), "--database", schema, "--tables", "p1,p2,p3", "--out", both)...); code != outcome.OK {
+			t.Fatalf("plan p1,p2,p3: exit %d\n%s", code, out)
+		}
+		out, code = apply("--plan", both, "--parallel", "2", "--metrics-listen", "127.0.0.1:0", "--no-progress")
+		if code != outcome.OK || strings.Count(out, " converted: 2000 rows") != 3 || !regexp.MustCompile(`(?s)p\d\s+converted.*p\d\s+converted.*p\d\s+converted`).MatchString(out) {
+			t.Fatalf("apply --plan --parallel 2: exit %d\n%s", code, out)
+		}
+		for _, bad := range [][]string{{"--parallel", "2", "--control-socket", filepath.Join(t.TempDir(), "s")}, {"--parallel", "0"}} {
+			if out, code := apply(append([]string{"--plan", both}, bad...)...); code != outcome.Usage {
+				t.Fatalf("apply --plan %v: exit %d, want 2\n%s", bad, code, out)
+			}
+		}
+		if out, code := apply("--database", schema, "--table", "p1", "--parallel", "2"); code != outcome.Usage {
+			t.Fatalf("--parallel without --plan: exit %d, want 2\n%s", code, out)
 		}
 	})
 	t.Run("cleanup keeps the original unless --drop-old", func(t *testing.T) {
