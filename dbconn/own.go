@@ -99,11 +99,17 @@ func (c *ownConn) Close() error {
 }
 
 func (c *ownConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
-	return c.Conn.(driver.ConnBeginTx).BeginTx(ctx, opts)
+	if b, ok := c.Conn.(driver.ConnBeginTx); ok {
+		return b.BeginTx(ctx, opts)
+	}
+	return c.Conn.Begin() //lint:ignore SA1019 only for a driver without BeginTx
 }
 
 func (c *ownConn) PrepareContext(ctx context.Context, query string) (driver.Stmt, error) {
-	return c.Conn.(driver.ConnPrepareContext).PrepareContext(ctx, query)
+	if p, ok := c.Conn.(driver.ConnPrepareContext); ok {
+		return p.PrepareContext(ctx, query)
+	}
+	return c.Conn.Prepare(query)
 }
 
 func (c *ownConn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
