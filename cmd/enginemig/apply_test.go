@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -189,6 +190,32 @@ func TestApplyCommand(t *testing.T) {
 		out, code = runCLI(t, append(append([]string{"cleanup"}, conn...), "--database", schema, "--table", "a1", "--drop-old")...)
 		if code != outcome.OK || exists("_a1_old") {
 			t.Fatalf("cleanup --drop-old: exit %d\n%s", code, out)
+		}
+	})
+	t.Run("a table another client keeps locked: JSON log names it, --lock-timeout gives up with exit 6", func(t *testing.T) {
+		sandboxtest.MustExec(t, db, "CREATE TABLE locked (id INT PRIMARY KEY) ENGINE=MyISAM", "INSERT INTO locked SELECT seq FROM seq_1_to_1000")
+		holder, err := db.Conn(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer holder.Close()
+		var id int64
+		holder.QueryRowContext(context.Background(), "SELECT CONNECTION_ID()").Scan(&id)
+		if _, err := holder.ExecContext(context.Background(), "LOCK TABLES locked WRITE"); err != nil {
+			t.Fatal(err)
+		}
+		defer holder.ExecContext(context.Background(), "UNLOCK TABLES")
+		out, code := runCLI(t, append(append([]string{"--log-format", "json", "apply"}, conn...),
+			"--database", schema, "--table", "locked", "--lock-timeout", "2s", "--no-progress")...)
+		var wait map[string]any
+		for _, line := range strings.Split(out, "\n") {
+			if json.Unmarshal([]byte(line), &wait) == nil && wait["msg"] == "waiting for a lock" {
+				break
+			}
+			wait = nil
+		}
+		if code != outcome.FailedSafe || wait == nil || !strings.Contains(fmt.Sprint(wait["blocked_by"]), fmt.Sprintf("connection %d (user root@", id)) {
+			t.Fatalf("exit %d (want 6), lock wait record %v; want it to name connection %d:\n%s", code, wait, id, out)
 		}
 	})
 	t.Run("already InnoDB exits 4", func(t *testing.T) {
