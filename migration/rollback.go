@@ -27,6 +27,9 @@ type RollbackOptions struct {
 	Cutover     cutover.Config
 	ServerID    uint32
 	Logger      *slog.Logger // nil discards
+	// LockTimeout bounds a wait for a lock another session holds (DefaultLockTimeout when 0):
+	// waits are reported as apply's are (see waits).
+	LockTimeout time.Duration
 
 	crashAtTrigger int // test seam: die right after creating real trigger n (from 1) on t
 }
@@ -48,8 +51,23 @@ type RollbackResult struct {
 // then swaps the two with the same sentry method. It refuses, changing nothing, when that binlog
 // is gone.
 func Rollback(ctx context.Context, db *sql.DB, opts RollbackOptions) (*RollbackResult, error) {
-	start := time.Now()
 	opts = opts.withDefaults()
+	ctx, abort := context.WithCancelCause(ctx)
+	defer abort(nil)
+	w := newWaits(db, Options{Conn: opts.Conn, Schema: opts.Schema, Table: opts.Table, Logger: opts.Logger, LockTimeout: opts.LockTimeout}, abort)
+	w.unchanged = "nothing was swapped back: the InnoDB table is live"
+	watch, stop := context.WithCancel(ctx)
+	defer stop()
+	go w.run(watch, nil)
+	res, err := rollback(ctx, db, opts)
+	if lt := w.timeoutErr(); err != nil && lt != nil {
+		return nil, lt
+	}
+	return res, err
+}
+
+func rollback(ctx context.Context, db *sql.DB, opts RollbackOptions) (*RollbackResult, error) {
+	start := time.Now()
 	version, err := checkServer(ctx, db)
 	if err != nil {
 		return nil, err

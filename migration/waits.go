@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/enginemig/enginemig/dbconn"
 	"github.com/enginemig/enginemig/lockwait"
 	"github.com/enginemig/enginemig/outcome"
 	"github.com/enginemig/enginemig/table"
@@ -41,11 +42,12 @@ func (e *LockTimeoutError) Error() string {
 
 // remedy says how to get past the lock.
 func (e *LockTimeoutError) remedy() string {
+	// The same for apply and rollback: both are safe to run again.
 	who := "the session holding it"
 	if len(e.Wait.Blockers) > 0 {
 		who = fmt.Sprintf("connection %d", e.Wait.Blockers[0].ID)
 	}
-	return fmt.Sprintf("end what %s does (a LOCK TABLES, a long statement or an open transaction on the table; KILL it if it is stuck), or raise --lock-timeout; then run the same apply again", who)
+	return fmt.Sprintf("end what %s does (a LOCK TABLES, a long statement or an open transaction on the table; KILL it if it is stuck), or raise --lock-timeout; then run the same command again", who)
 }
 
 func blockedBy(w lockwait.Wait) string {
@@ -66,10 +68,12 @@ type waits struct {
 	abort   context.CancelCauseFunc
 	now     func() time.Time
 
-	mu       sync.Mutex
-	current  map[string]*tracked
-	seen     atomic.Int64 // lock waits seen, deliberate ones not counted
-	timedOut atomic.Pointer[LockTimeoutError]
+	mu      sync.Mutex
+	current map[string]*tracked
+	// unchanged says what a lock timeout leaves as it was (apply and rollback differ).
+	unchanged string
+	seen      atomic.Int64 // lock waits seen, deliberate ones not counted
+	timedOut  atomic.Pointer[LockTimeoutError]
 
 	throttleUpdate func(string, []lockwait.Session) // the throttle's wait while it lasts
 	throttleEnd    func()
@@ -86,11 +90,11 @@ func newWaits(db *sql.DB, opts Options, abort context.CancelCauseFunc) *waits {
 		tables = append(tables, lockwait.Table{Schema: opts.Schema, Name: n})
 	}
 	timeout := opts.LockTimeout
-	if timeout == 0 {
+	if timeout <= 0 {
 		timeout = DefaultLockTimeout
 	}
-	return &waits{db: db, own: opts.Conn.IsOwn(), tables: tables, log: opts.Logger, timeout: timeout, abort: abort,
-		now: time.Now, current: map[string]*tracked{}}
+	return &waits{db: db, own: opts.Conn.IsOwn(), tables: tables, log: dbconn.Logger(opts.Logger), timeout: timeout, abort: abort,
+		now: time.Now, current: map[string]*tracked{}, unchanged: "nothing was changed: the original table is in place and any shadow was dropped"}
 }
 
 // run polls until ctx ends.
@@ -269,7 +273,7 @@ func (w *waits) timeoutErr() error {
 	if lt == nil {
 		return nil
 	}
-	return outcome.New(outcome.FailedSafe, fmt.Errorf("%w; nothing was changed: the original table is in place and any shadow was dropped", lt), lt.remedy())
+	return outcome.New(outcome.FailedSafe, fmt.Errorf("%w; %s", lt, w.unchanged), lt.remedy())
 }
 
 // watchThrottle reports the copy's throttle as a wait while it holds the copy back (it runs on

@@ -18,6 +18,10 @@ import (
 // holdWriteLock has another client (not one of enginemig's connections) take LOCK TABLES t WRITE
 // and returns its connection id and the function that unlocks.
 func holdWriteLock(t *testing.T, schema string) (int64, func()) {
+	return holdWriteLockOn(t, schema, "t")
+}
+
+func holdWriteLockOn(t *testing.T, schema, name string) (int64, func()) {
 	t.Helper()
 	other, err := srv.Open(schema)
 	if err != nil {
@@ -31,7 +35,7 @@ func holdWriteLock(t *testing.T, schema string) (int64, func()) {
 	if err := conn.QueryRowContext(context.Background(), "SELECT CONNECTION_ID()").Scan(&id); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := conn.ExecContext(context.Background(), "LOCK TABLES t WRITE"); err != nil {
+	if _, err := conn.ExecContext(context.Background(), "LOCK TABLES `"+name+"` WRITE"); err != nil {
 		t.Fatal(err)
 	}
 	unlocked := false
@@ -208,4 +212,28 @@ func waitingStatements(t *testing.T, db *sql.DB, schema string) string {
 		}
 	}
 	return strings.Join(out, "; ")
+}
+
+// A rollback whose replay onto the kept original waits for another client's lock on it reports
+// the wait the same way and, past --lock-timeout, stops with nothing swapped back.
+func TestRollbackLockTimeout(t *testing.T) {
+	schema, sdb := sandboxtest.FreshDatabase(t, srv)
+	db := openControl(t, srv)
+	sandboxtest.MustExec(t, sdb, "CREATE TABLE t (id INT PRIMARY KEY, v INT) ENGINE=MyISAM", "INSERT INTO t SELECT seq, seq FROM seq_1_to_1000")
+	if _, err := Run(context.Background(), db, testOptions(srv, schema, "t")); err != nil {
+		t.Fatal(err)
+	}
+	sandboxtest.MustExec(t, sdb, "INSERT INTO t VALUES (5000, 1)") // a change for the rollback to replay
+	holder, unlock := holdWriteLockOn(t, schema, "_t_old")
+	defer unlock()
+	var logs logLines
+	_, err := Rollback(context.Background(), db, RollbackOptions{Conn: connConfig(srv), Schema: schema, Table: "t",
+		StateSchema: "_enginemig_test", Logger: logs.logger(), LockTimeout: time.Second})
+	if outcome.CodeOf(err) != outcome.FailedSafe || !strings.Contains(fmt.Sprint(err), "nothing was swapped back") ||
+		!strings.Contains(fmt.Sprint(err), fmt.Sprintf("connection %d", holder)) {
+		t.Fatalf("rollback with _t_old locked: %v (code %v); want exit 6 naming connection %d\n%s", err, outcome.CodeOf(err), holder, logs.String())
+	}
+	if !strings.Contains(logs.String(), `msg="waiting for a lock"`) || engineOf(t, db, schema, "t") != "InnoDB" {
+		t.Fatalf("no wait logged, or the table was swapped back:\n%s", logs.String())
+	}
 }
