@@ -2,6 +2,7 @@ package dbconn
 
 import (
 	"context"
+	"database/sql"
 	"database/sql/driver"
 	"strconv"
 	"sync"
@@ -152,4 +153,14 @@ func (c *ownConn) CheckNamedValue(nv *driver.NamedValue) error {
 		return n.CheckNamedValue(nv)
 	}
 	return driver.ErrSkip
+}
+
+// OpenApplication opens a pool whose connections are not counted as this process's own: for a
+// simulated application (the demo's load), whose lock waits are the application's, not apply's.
+func OpenApplication(ctx context.Context, c Config, database string, maxConns int) (*sql.DB, error) {
+	dc, err := c.DriverConfig(database)
+	if err != nil {
+		return nil, err
+	}
+	return OpenDriverConfig(ctx, dc, c.Address(), maxConns)
 }
