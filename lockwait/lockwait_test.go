@@ -93,3 +93,33 @@ func conn(t *testing.T, db *sql.DB) (*sql.Conn, int64) {
 	}
 	return c, id
 }
+
+// BenchmarkWaiting is the cost of one poll of the process list (apply polls every 250 ms), with
+// 100 idle client connections besides the benchmark's own.
+func BenchmarkWaiting(b *testing.B) {
+	db, err := srv.Open("")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	db.SetMaxIdleConns(101)
+	var conns []*sql.Conn
+	for range 100 {
+		c, err := db.Conn(context.Background())
+		if err != nil {
+			b.Fatal(err)
+		}
+		conns = append(conns, c)
+	}
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	none := func(int64) bool { return false }
+	for b.Loop() {
+		if _, err := Waiting(context.Background(), db, none, 500*time.Millisecond); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

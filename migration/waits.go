@@ -22,7 +22,9 @@ import (
 // polling the process list (every pollEvery, once it has waited lockWaitSeen): copy and verify
 // chunks hold the table for 15 ms at a time, so half a second of waiting is never the
 // application's ordinary traffic but someone else's LOCK TABLES, long statement, open
-// transaction or FLUSH. Each wait is logged at once, then every reportEvery while it lasts.
+// transaction or FLUSH. Each wait is logged at once, then every reportEvery while it lasts. One
+// poll took 1.0 ms with 100 idle connections on the server (lockwait.BenchmarkWaiting, 2 cores
+// at load average 10): at four a second, under half a percent of one core.
 const (
 	pollEvery    = 250 * time.Millisecond
 	lockWaitSeen = 500 * time.Millisecond
