@@ -141,6 +141,7 @@ func Run(ctx context.Context, db *sql.DB, opts Options) (*Result, error) {
 	defer abort(nil)
 	ctl := newController(opts.Logger, abort)
 	ctl.waits = newWaits(db, opts, abort)
+	ctl.waits.enforce = ctl.beforeSwap
 	opts.Cutover.Observer = cutoverObserver{ctl}
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/enginemig/enginemig/binlog"
@@ -56,17 +57,19 @@ func Rollback(ctx context.Context, db *sql.DB, opts RollbackOptions) (*RollbackR
 	defer abort(nil)
 	w := newWaits(db, Options{Conn: opts.Conn, Schema: opts.Schema, Table: opts.Table, Logger: opts.Logger, LockTimeout: opts.LockTimeout}, abort)
 	w.unchanged = "nothing was swapped back: the InnoDB table is live"
+	var swapping atomic.Bool // from the swap on, a timeout would no longer leave things as they were
+	w.enforce = func() bool { return !swapping.Load() }
 	watch, stop := context.WithCancel(ctx)
 	defer stop()
 	go w.run(watch, nil)
-	res, err := rollback(ctx, db, opts)
+	res, err := rollback(ctx, db, opts, &swapping)
 	if lt := w.timeoutErr(); err != nil && lt != nil {
 		return nil, lt
 	}
 	return res, err
 }
 
-func rollback(ctx context.Context, db *sql.DB, opts RollbackOptions) (*RollbackResult, error) {
+func rollback(ctx context.Context, db *sql.DB, opts RollbackOptions, swapping *atomic.Bool) (*RollbackResult, error) {
 	start := time.Now()
 	version, err := checkServer(ctx, db)
 	if err != nil {
@@ -76,9 +79,11 @@ func rollback(ctx context.Context, db *sql.DB, opts RollbackOptions) (*RollbackR
 	if err != nil {
 		return nil, err
 	}
+	swapping.Store(true) // an interrupted rollback may be past its swap
 	if res, done, err := finishInterruptedRollback(ctx, db, opts, st); err != nil || done {
 		return res, err
 	}
+	swapping.Store(false)
 	cur, err := checkRollback(ctx, db, opts)
 	if err != nil {
 		return nil, err
@@ -114,6 +119,7 @@ func rollback(ctx context.Context, db *sql.DB, opts RollbackOptions) (*RollbackR
 	}
 	opts.Logger.Info("caught up; swapping back", "changes", pipe.Progress().Capture.Events)
 	sw := cutover.Swap{Schema: opts.Schema, From: opts.Table, To: oldName, Aside: innoName, Sentry: table.SwapName(opts.Table)}
+	swapping.Store(true)
 	cut, err := cutover.Run(ctx, db, sw, pipe, opts.Cutover, rollbackHook{carrier, oldName})
 	if err != nil {
 		return nil, outcome.New(outcome.FailedSafe, fmt.Errorf("swap back: %w", err), "the InnoDB table is still live; retry the rollback")

@@ -72,8 +72,11 @@ type waits struct {
 
 	mu      sync.Mutex
 	current map[string]*tracked
-	// unchanged says what a lock timeout leaves as it was (apply and rollback differ).
+	// unchanged says what a lock timeout leaves as it was (apply and rollback differ), and
+	// enforce whether that is still true: once the swap may have happened, a wait is reported
+	// but never ended by the timeout (nil: always enforced).
 	unchanged string
+	enforce   func() bool
 	seen      atomic.Int64 // lock waits seen, deliberate ones not counted
 	timedOut  atomic.Pointer[LockTimeoutError]
 
@@ -176,7 +179,7 @@ func (w *waits) lockWait(ctx context.Context, key string, s lockwait.Session) {
 	}
 	w.log.Warn(msg, "on", wt.What, "waited", s.Time.Round(100*time.Millisecond), "blocked_by", blockedBy(wt)[len("held by "):],
 		"connection", s.ID, "statement", s.Info, "gives_up_after", w.timeout)
-	if s.Time >= w.timeout {
+	if s.Time >= w.timeout && (w.enforce == nil || w.enforce()) {
 		// In this order: whatever error the run then meets is reported as the timeout, and the
 		// statement is gone from the server before the run can end (it would otherwise wait on
 		// there, and run once the lock is released).
@@ -322,4 +325,18 @@ func (w *waits) summary() string {
 		out += ", " + blockedBy(wt)
 	}
 	return out
+}
+
+// beforeSwap reports whether the migration has not reached its cut-over yet (the lock timeout's
+// promise, nothing changed, holds only until then).
+func (c *controller) beforeSwap() bool {
+	m, _ := c.current()
+	if m == nil || m.rec == nil {
+		return true
+	}
+	switch m.rec.snapshot().Stage {
+	case StageCutover, StageTriggers, StageDone:
+		return false
+	}
+	return true
 }
