@@ -143,9 +143,7 @@ func Run(ctx context.Context, db *sql.DB, opts Options) (*Result, error) {
 	ctl.waits = newWaits(db, opts, abort)
 	ctl.waits.enforce = ctl.beforeSwap
 	opts.Cutover.Observer = cutoverObserver{ctl}
-	watchCtx, stopWatch := context.WithCancel(ctx)
-	defer stopWatch()
-	go ctl.waits.run(watchCtx, ctl.watchThrottle)
+	defer ctl.waits.start(ctx, ctl.watchThrottle)()
 	closeControl, err := listenControl(ctx, opts, ctl)
 	if err != nil {
 		return nil, outcome.New(outcome.Usage, err, "choose another --control-socket path")

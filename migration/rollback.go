@@ -59,10 +59,9 @@ func Rollback(ctx context.Context, db *sql.DB, opts RollbackOptions) (*RollbackR
 	w.unchanged = "nothing was swapped back: the InnoDB table is live"
 	var swapping atomic.Bool // from the swap on, a timeout would no longer leave things as they were
 	w.enforce = func() bool { return !swapping.Load() }
-	watch, stop := context.WithCancel(ctx)
-	defer stop()
-	go w.run(watch, nil)
+	stop := w.start(ctx, nil)
 	res, err := rollback(ctx, db, opts, &swapping)
+	stop()
 	if lt := w.timeoutErr(); err != nil && lt != nil {
 		return nil, lt
 	}

@@ -102,6 +102,18 @@ func newWaits(db *sql.DB, opts Options, abort context.CancelCauseFunc) *waits {
 		now: time.Now, current: map[string]*tracked{}, unchanged: "nothing was changed: the original table is in place and any shadow was dropped"}
 }
 
+// start polls until the returned stop is called; stop returns once the last poll (which logs
+// the end of a wait that ended meanwhile) is done.
+func (w *waits) start(ctx context.Context, extra func(now time.Time)) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		w.run(ctx, extra)
+	}()
+	return func() { cancel(); <-done }
+}
+
 // run polls until ctx ends.
 func (w *waits) run(ctx context.Context, extra func(now time.Time)) {
 	tick := time.NewTicker(pollEvery)
