@@ -38,6 +38,7 @@ type Replayer struct {
 	events   atomic.Int64
 	ops      atomic.Int64
 	behind   atomic.Bool
+	pending  atomic.Int64 // unix nanoseconds of the oldest event read but not applied; 0: none
 }
 
 // NewReplayer replays stream through apply, starting from the stream's current position.
@@ -75,7 +76,18 @@ func (r *Replayer) Run(ctx context.Context) error {
 			r.ops.Add(int64(n))
 		}
 		r.setApplied(pos, boundary)
+		r.pending.Store(0)
 	}
+}
+
+// eventTime is when an event happened, for the replay lag: its header timestamp counts whole
+// seconds, so an event that arrives within a second of it is dated by its arrival (exact while
+// replay keeps up), and an older one by the header (a backlog, e.g. after a resume).
+func eventTime(header, arrived time.Time) time.Time {
+	if header.IsZero() || arrived.Sub(header) < time.Second {
+		return arrived
+	}
+	return header
 }
 
 // collect blocks for one event, then takes whatever else arrives within maxBatchDelay. It
@@ -85,6 +97,7 @@ func (r *Replayer) collect(ctx context.Context) ([]Change, Position, Position, e
 	if err != nil {
 		return nil, Position{}, Position{}, err
 	}
+	r.pending.Store(eventTime(item.Time, time.Now()).UnixNano())
 	batch := item.Changes
 	pos := item.Pos
 	var boundary Position
@@ -158,11 +171,21 @@ type Stats struct {
 	Applied  int64  `json:"applied_ops"` // operations written to the shadow (after skipping)
 	Position string `json:"position"`    // applied binlog position
 	Behind   bool   `json:"catching_up"` // more events were waiting at the last batch
+	// LagSeconds is how long ago the oldest event read but not yet applied happened (0 while
+	// replay waits for events): see eventTime.
+	LagSeconds float64 `json:"lag_seconds"`
+	// AppliedAt is Position as a position, for comparing with the server's.
+	AppliedAt Position `json:"-"`
 }
 
 // Stats returns the current counters.
 func (r *Replayer) Stats() Stats {
-	return Stats{Events: r.events.Load(), Applied: r.ops.Load(), Position: r.Applied().String(), Behind: r.behind.Load()}
+	applied := r.Applied()
+	st := Stats{Events: r.events.Load(), Applied: r.ops.Load(), Position: applied.String(), AppliedAt: applied, Behind: r.behind.Load()}
+	if p := r.pending.Load(); p != 0 {
+		st.LagSeconds = max(0, time.Since(time.Unix(0, p)).Seconds())
+	}
+	return st
 }
 
 // WaitFor blocks until every change up to p is applied, or ctx ends.

@@ -56,6 +56,9 @@ type Item struct {
 	// Boundary is true when Pos ends a transaction or statement group, so a stream can be
 	// restarted there (mid-group, the table map a rows event refers to would be missing).
 	Boundary bool
+	// Time is when the event was written (the header's timestamp, whole seconds; zero for
+	// artificial events).
+	Time time.Time
 }
 
 // OpenStream connects as a replica and starts streaming at start.
@@ -120,6 +123,14 @@ func (s *Stream) Next(ctx context.Context) (Item, error) {
 		}
 		return Item{}, fmt.Errorf("binlog stream: %w", err)
 	}
+	item, err := s.item(ev)
+	if ev.Header.Timestamp > 0 {
+		item.Time = time.Unix(int64(ev.Header.Timestamp), 0)
+	}
+	return item, err
+}
+
+func (s *Stream) item(ev *replication.BinlogEvent) (Item, error) {
 	switch e := ev.Event.(type) {
 	case *replication.RotateEvent:
 		s.file = string(e.NextLogName)

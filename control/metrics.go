@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strconv"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -31,12 +34,18 @@ func (m *Metrics) Close() error {
 
 // ServeMetrics listens on addr (host:port) and serves /metrics from status.
 func ServeMetrics(addr string, status func() Status) (*Metrics, error) {
+	return ServeBoard(addr, func() []Status { return []Status{status()} })
+}
+
+// ServeBoard serves the metrics of several migrations (apply --plan --parallel), each series
+// labelled with its table.
+func ServeBoard(addr string, statuses func() []Status) (*Metrics, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("metrics: listen on %s: %w", addr, err)
 	}
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(&collector{status: status})
+	reg.MustRegister(&collector{statuses: statuses})
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	m := &Metrics{srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}, addr: ln.Addr().String()}
@@ -61,6 +70,14 @@ func init() {
 		{"stage_rows_per_second", "the current stage's own rate (copy or verify)", ""},
 		{"replay_events", "row changes of the table read from the binlog", ""},
 		{"replay_catching_up", "1 while changes were waiting at replay's last batch", ""},
+		{"replay_lag_seconds", "age of the oldest change read from the binlog but not yet applied (0 while replay waits for changes)", ""},
+		{"replay_lag_bytes", "binlog bytes between replay's applied position and the server's (same file only)", ""},
+		{"lock_waits_total", "lock waits of the migration's statements seen (another session held the table; cut-over attempts whose lock was not granted count too)", ""},
+		{"blocked", "1 while the migration waits (label on: lock, long_queries, throttle, postponed)", "on"},
+		{"blocked_seconds", "how long the current wait has lasted (label on)", "on"},
+		{"blocked_by", "1 for each session holding what the migration waits on (labels on, connection, user)", "on,connection,user"},
+		{"cutover_attempts_total", "cut-over attempts so far", ""},
+		{"cutover_lock_seconds", "how long the successful cut-over held the table locked", ""},
 		{"throttled", "1 while the copy waits (label reason)", "reason"},
 		{"paused", "1 while an operator paused the copy", ""},
 		{"replica_lag_seconds", "each watched replica's lag (label replica)", "replica"},
@@ -68,13 +85,52 @@ func init() {
 	} {
 		labels := []string{"schema", "table"}
 		if m.extra != "" {
-			labels = append(labels, m.extra)
+			labels = append(labels, strings.Split(m.extra, ",")...)
 		}
 		descs[m.name] = prometheus.NewDesc("enginemig_"+m.name, m.help, labels, nil)
 	}
 }
 
-type collector struct{ status func() Status }
+type collector struct{ statuses func() []Status }
+
+// Board holds the running migrations' status functions, for one endpoint over several.
+type Board struct {
+	mu   sync.Mutex
+	next int
+	m    map[int]func() Status
+}
+
+// Add puts a migration's status on the board until remove is called.
+func (b *Board) Add(status func() Status) (remove func()) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.m == nil {
+		b.m = map[int]func() Status{}
+	}
+	b.next++
+	id := b.next
+	b.m[id] = status
+	return func() {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		delete(b.m, id)
+	}
+}
+
+// Statuses reads every migration on the board.
+func (b *Board) Statuses() []Status {
+	b.mu.Lock()
+	fns := make([]func() Status, 0, len(b.m))
+	for _, f := range b.m {
+		fns = append(fns, f)
+	}
+	b.mu.Unlock()
+	out := make([]Status, 0, len(fns))
+	for _, f := range fns {
+		out = append(out, f())
+	}
+	return out
+}
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range descs {
@@ -83,7 +139,12 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
-	s := c.status()
+	for _, s := range c.statuses() {
+		collect(ch, s)
+	}
+}
+
+func collect(ch chan<- prometheus.Metric, s Status) {
 	gauge := func(name string, v float64, extra ...string) {
 		ch <- prometheus.MustNewConstMetric(descs[name], prometheus.GaugeValue, v, append([]string{s.Schema, s.Table}, extra...)...)
 	}
@@ -96,6 +157,30 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	gauge("replay_events", float64(s.ReplayEvents))
 	gauge("replay_catching_up", b2f(s.ReplayCatchingUp))
 	gauge("elapsed_seconds", s.Elapsed.Seconds())
+	gauge("replay_lag_seconds", s.ReplayLagSeconds)
+	gauge("replay_lag_bytes", float64(s.ReplayBehindBytes))
+	counter := func(name string, v float64) {
+		ch <- prometheus.MustNewConstMetric(descs[name], prometheus.CounterValue, v, s.Schema, s.Table)
+	}
+	counter("lock_waits_total", float64(s.LockWaits))
+	counter("cutover_attempts_total", float64(s.CutoverAttempts))
+	gauge("cutover_lock_seconds", s.CutoverLockHeld.Seconds())
+	// Two waits of one kind (two statements waiting for locks) are one series: the longest.
+	longest := map[string]float64{}
+	holders := map[[3]string]bool{}
+	for _, w := range s.Waiting {
+		longest[w.Kind] = max(longest[w.Kind], w.Waited.Seconds())
+		for _, b := range w.Blockers {
+			holders[[3]string{w.Kind, strconv.FormatInt(b.ID, 10), b.User}] = true
+		}
+	}
+	for kind, secs := range longest {
+		gauge("blocked", 1, kind)
+		gauge("blocked_seconds", secs, kind)
+	}
+	for h := range holders {
+		gauge("blocked_by", 1, h[0], h[1], h[2])
+	}
 	if t := s.Throttle; t != nil {
 		gauge("throttled", b2f(t.Throttled), t.Reason)
 		gauge("paused", b2f(t.Paused))

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/enginemig/enginemig/lockwait"
 	"github.com/enginemig/enginemig/throttle"
 )
 
@@ -41,10 +42,17 @@ type Status struct {
 	ReplayPosition string `json:"replay_position,omitempty"`
 	// ReplayCatchingUp is true while more changes were waiting at replay's last batch (live only).
 	ReplayCatchingUp bool `json:"replay_catching_up,omitempty"`
-	// ReplayBehind says how far the saved replay position trails the server's binlog, in bytes
-	// when both are in the same file (state table only).
+	// ReplayBehind says how far the replay position (live: the applied one; state table: the last
+	// saved one) trails the server's binlog, in bytes when both are in the same file.
 	ReplayBehind      string `json:"replay_behind,omitempty"`
 	ReplayBehindBytes int64  `json:"replay_behind_bytes,omitempty"`
+	// ReplayLagSeconds is how long ago the oldest change read but not yet applied happened; 0
+	// while replay waits for changes (live only).
+	ReplayLagSeconds float64 `json:"replay_lag_seconds,omitempty"`
+	// CutoverAttempts counts the cut-over's attempts so far, CutoverLockHeld is how long the
+	// successful one held the table locked (live only).
+	CutoverAttempts int           `json:"cutover_attempts,omitempty"`
+	CutoverLockHeld time.Duration `json:"cutover_lock_held_ns,omitempty"`
 
 	BinlogStartFile   string `json:"binlog_start_file,omitempty"`
 	BinlogStartPos    uint32 `json:"binlog_start_pos,omitempty"`
@@ -55,6 +63,12 @@ type Status struct {
 
 	// Throttle is the copy throttle's view: paused, why the copy waits, replica lag (live only).
 	Throttle *throttle.Status `json:"throttle,omitempty"`
+
+	// Waiting lists what the migration waits on now: a lock another session holds (with the
+	// holders), long queries before the cut-over, the throttle, a postponed cut-over (live only).
+	Waiting []lockwait.Wait `json:"waiting,omitempty"`
+	// LockWaits counts the lock waits of the migration's statements seen so far (live only).
+	LockWaits int64 `json:"lock_waits,omitempty"`
 
 	// Elapsed is the time since the migration started (until it finished, for a finished one).
 	Elapsed    time.Duration `json:"elapsed_ns"`

@@ -15,6 +15,7 @@ import (
 
 	"github.com/enginemig/enginemig/binlog"
 	"github.com/enginemig/enginemig/dbconn"
+	"github.com/enginemig/enginemig/lockwait"
 	"github.com/go-sql-driver/mysql"
 )
 
@@ -36,10 +37,26 @@ type Config struct {
 	LongQuery time.Duration
 	// Logger receives notable events (attempt failed, waiting for a query); nil discards them.
 	Logger *slog.Logger
+	// Observer, when set, is told of waits before an attempt and of each attempt's end, for the
+	// runner's status and metrics.
+	Observer Observer
 	// OnRenameQueued is a fault-injection point for tests: called with the lock-holding
 	// connection's id once the rename waits behind the lock.
 	OnRenameQueued func(lockConnID int64)
 }
+
+// Observer watches the cut-over from the runner.
+type Observer interface {
+	// Waiting starts a wait (long queries on the table); update changes what it waits on, done
+	// ends it.
+	Waiting(w lockwait.Wait) (update func(what string, blockers []lockwait.Session), done func())
+	// Attempted reports the end of an attempt: err is nil when the swap went through, and held
+	// is how long it kept the table locked.
+	Attempted(attempt int, held time.Duration, err error)
+}
+
+// ErrLockNotGranted marks an attempt whose table lock was not granted within LockWait.
+var ErrLockNotGranted = errors.New("lock not granted in time")
 
 // DefaultConfig keeps each attempt's stall to a few hundred milliseconds.
 func DefaultConfig() Config {
@@ -126,6 +143,9 @@ func Run(ctx context.Context, db *sql.DB, sw Swap, target Target, cfg Config, re
 		held, pos, err := prepared(ctx, rec, func() (time.Duration, binlog.Position, error) {
 			return attempt(ctx, db, sw, target, cfg, rec)
 		})
+		if cfg.Observer != nil {
+			cfg.Observer.Attempted(res.Attempts, held, err)
+		}
 		if err == nil {
 			res.Position, res.LockHeld = pos, held
 			// Out of the application's way now: move the original from the sentry's name to
@@ -220,7 +240,7 @@ func attempt(ctx context.Context, db *sql.DB, sw Swap, target Target, cfg Config
 	for _, l := range sw.LockWith {
 		lock += ", " + l
 	}
-	if err := lockWithDeadline(ctx, db, connA, idA, lock, cfg.LockWait); err != nil {
+	if err := lockWithDeadline(ctx, db, connA, idA, lock, cfg.LockWait, lockwait.Table{Schema: sw.Schema, Name: sw.From}); err != nil {
 		err = fmt.Errorf("lock %s within %s: %w", from, cfg.LockWait, err)
 		if me := (*mysql.MySQLError)(nil); errors.As(err, &me) && me.Number == errGTIDUnsafe {
 			return 0, binlog.Position{}, &fatalError{err} // the same on every attempt
@@ -341,12 +361,16 @@ func renameBehindLock(ctx context.Context, db *sql.DB, connA *sql.Conn, idA int6
 }
 
 // lockWithDeadline runs stmt on conn and kills it if it has not got its lock within d, because
-// lock_wait_timeout has a resolution of seconds and we need a budget of milliseconds.
-func lockWithDeadline(ctx context.Context, db *sql.DB, conn *sql.Conn, connID int64, stmt string, d time.Duration) error {
+// lock_wait_timeout has a resolution of seconds and we need a budget of milliseconds. A lock not
+// granted names the sessions holding t (looked up after the kill: the application must not wait
+// behind our queued lock for the lookup).
+func lockWithDeadline(ctx context.Context, db *sql.DB, conn *sql.Conn, connID int64, stmt string, d time.Duration, t lockwait.Table) error {
 	timer := time.AfterFunc(d, func() { killQuery(db, connID) })
 	_, err := conn.ExecContext(ctx, stmt)
 	if !timer.Stop() && err != nil {
-		return fmt.Errorf("timed out (the table is in use): %w", err)
+		waiter := lockwait.Session{ID: connID, State: "Waiting for table metadata lock", Time: d}
+		h := lockwait.FindHolders(ctx, db, waiter, []lockwait.Table{t}, func(id int64) bool { return id == connID })
+		return fmt.Errorf("%w (the table is in use, held by %s): %w", ErrLockNotGranted, h, err)
 	}
 	return err
 }
@@ -384,19 +408,35 @@ func waitUntilBlocked(ctx context.Context, db *sql.DB, id int64, done <-chan err
 }
 
 // waitForLongQueries waits (bounded by the attempts' backoff budget) while a query that mentions
-// the table has been running longer than cfg.LongQuery.
+// the table has been running longer than cfg.LongQuery. The wait goes to the Observer, which
+// reports it; without one it is logged here, at once and then every longQueryLogEvery.
 func waitForLongQueries(ctx context.Context, db *sql.DB, sw Swap, cfg Config) error {
 	waited := time.Duration(0)
 	limit := cfg.Backoff * time.Duration(max(cfg.Attempts, 1))
+	var update func(string, []lockwait.Session)
+	var logged time.Time
 	for {
 		ids, err := LongQueries(ctx, db, sw.Schema, sw.From, cfg.LongQuery)
 		if err != nil || len(ids) == 0 {
 			return nil // the process list is advisory; the lock budget still protects the application
 		}
+		sessions, _ := lockwait.Sessions(ctx, db, ids)
+		who := lockwait.Holders{Sessions: sessions, Certain: true}.String()
 		if waited >= limit {
-			return fmt.Errorf("%w: queries %v on %s keep running longer than %s; the original table is in place", ErrGaveUp, ids, sw.From, cfg.LongQuery)
+			return fmt.Errorf("%w: statements on %s keep running longer than %s (--long-query): %s; the original table is in place", ErrGaveUp, sw.From, cfg.LongQuery, who)
 		}
-		cfg.Logger.Info("waiting for long-running queries before locking", "table", sw.From, "connections", fmt.Sprint(ids))
+		what := fmt.Sprintf("%d statement(s) on %s running longer than %s (--long-query); gives up after %s", len(ids), sw.From, cfg.LongQuery, limit)
+		switch {
+		case update != nil:
+			update(what, sessions)
+		case cfg.Observer != nil:
+			var done func()
+			update, done = cfg.Observer.Waiting(lockwait.Wait{Kind: lockwait.KindLongQueries, What: what, Blockers: sessions, BlockersCertain: true})
+			defer done()
+		case time.Since(logged) >= longQueryLogEvery:
+			cfg.Logger.Info("waiting for long-running queries before locking", "table", sw.From, "waited", waited, "queries", who)
+			logged = time.Now()
+		}
 		step := min(cfg.Backoff, 500*time.Millisecond)
 		select {
 		case <-time.After(step):
@@ -406,6 +446,9 @@ func waitForLongQueries(ctx context.Context, db *sql.DB, sw Swap, cfg Config) er
 		}
 	}
 }
+
+// longQueryLogEvery spaces the log lines of a wait for long queries (it is polled every 500 ms).
+const longQueryLogEvery = 5 * time.Second
 
 // dropSentry removes the sentry, but only when it is recognisably ours.
 func dropSentry(ctx context.Context, db *sql.DB, schema, name string) {

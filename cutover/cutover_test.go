@@ -6,12 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/enginemig/enginemig/binlog"
+	"github.com/enginemig/enginemig/lockwait"
 	"github.com/enginemig/enginemig/sandbox"
 	"github.com/enginemig/enginemig/sandbox/sandboxtest"
 )
@@ -128,6 +130,8 @@ func TestSwapUnderHeldReadLockKeepsStallsWithinBudgetAndGivesUpCleanly(t *testin
 		t.Fatal(err)
 	}
 	defer holder.Close()
+	var holderID int64
+	holder.QueryRowContext(context.Background(), "SELECT CONNECTION_ID()").Scan(&holderID)
 	if _, err := holder.ExecContext(context.Background(), "LOCK TABLES t READ"); err != nil {
 		t.Fatal(err)
 	}
@@ -135,6 +139,8 @@ func TestSwapUnderHeldReadLockKeepsStallsWithinBudgetAndGivesUpCleanly(t *testin
 	wait := readers(ctx, db, 4)
 	cfg := fastConfig()
 	cfg.Attempts = 3
+	obs := &attempts{}
+	cfg.Observer = obs
 	_, err = Run(context.Background(), db, swapOf(schema), caughtUp{}, cfg, nil)
 	stop()
 	longest, errs := wait()
@@ -144,6 +150,10 @@ func TestSwapUnderHeldReadLockKeepsStallsWithinBudgetAndGivesUpCleanly(t *testin
 	}
 	if engine(db, "t") != "MyISAM" || engine(db, "_t_new") != "InnoDB" || engine(db, "_t_old") != "" || engine(db, "t_emswap") != "" {
 		t.Fatal("tables changed by a failed cut-over (or sentry left behind)")
+	}
+	// Each failed attempt names the session holding the table, and the observer saw each.
+	if !strings.Contains(err.Error(), fmt.Sprintf("connection %d (user root", holderID)) || obs.notGranted != 3 {
+		t.Errorf("observer saw %d attempts not granted (want 3); error %v does not name the holder %d", obs.notGranted, err, holderID)
 	}
 	if errs > 0 {
 		t.Fatalf("%d reader errors", errs)
@@ -252,5 +262,18 @@ func TestLongQueriesOnlyCountsThisDatabase(t *testing.T) {
 	ids, err = LongQueries(context.Background(), db, schema, "t", 100*time.Millisecond)
 	if err != nil || len(ids) != 1 {
 		t.Fatalf("our own long query not found: %v %v", ids, err)
+	}
+}
+
+// attempts counts the attempts whose lock was not granted.
+type attempts struct{ notGranted int }
+
+func (a *attempts) Waiting(lockwait.Wait) (func(string, []lockwait.Session), func()) {
+	return func(string, []lockwait.Session) {}, func() {}
+}
+
+func (a *attempts) Attempted(_ int, _ time.Duration, err error) {
+	if errors.Is(err, ErrLockNotGranted) {
+		a.notGranted++
 	}
 }

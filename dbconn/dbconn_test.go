@@ -2,6 +2,7 @@ package dbconn
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -126,4 +127,26 @@ func TestOpenClassifiesErrorsWithoutPassword(t *testing.T) {
 		t.Fatalf("socket: %v", err)
 	}
 	db.Close()
+	ownConnectionsAreKnown(t, rootCfg, root)
+}
+
+// A connection opened through Open is known as the process's own while it is open, on the server
+// it connects to only; one opened otherwise (root) never is.
+func ownConnectionsAreKnown(t *testing.T, c Config, root *sql.DB) {
+	db, err := Open(context.Background(), c, "", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mine, theirs int64
+	db.QueryRow("SELECT CONNECTION_ID()").Scan(&mine)
+	root.QueryRow("SELECT CONNECTION_ID()").Scan(&theirs)
+	other := c
+	other.Port++
+	if !c.IsOwn()(mine) || c.IsOwn()(theirs) || other.IsOwn()(mine) {
+		t.Errorf("IsOwn: own %d %v, other client's %d %v, other server %v", mine, c.IsOwn()(mine), theirs, c.IsOwn()(theirs), other.IsOwn()(mine))
+	}
+	db.Close()
+	if c.IsOwn()(mine) {
+		t.Errorf("connection %d still counted as own after it was closed", mine)
+	}
 }

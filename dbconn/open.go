@@ -3,6 +3,7 @@ package dbconn
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"net"
@@ -51,7 +52,16 @@ func Open(ctx context.Context, c Config, database string, maxConns int) (*sql.DB
 	if err != nil {
 		return nil, err
 	}
-	return OpenDriverConfig(ctx, dc, c.Address(), maxConns)
+	return openOwn(ctx, dc, c, maxConns)
+}
+
+// openOwn opens a pool whose connections are registered as this process's own (see IsOwn).
+func openOwn(ctx context.Context, dc *mysql.Config, c Config, maxConns int) (*sql.DB, error) {
+	connector, err := mysql.NewConnector(dc)
+	if err != nil {
+		return nil, outcome.New(outcome.Usage, fmt.Errorf("connection settings: %w", err), "")
+	}
+	return openConnector(ctx, ownConnector{Connector: connector, key: c.ownKey()}, dc, c.Address(), maxConns)
 }
 
 // OpenDriverConfig opens a pool from an already built driver config (used for binary-charset
@@ -61,6 +71,10 @@ func OpenDriverConfig(ctx context.Context, dc *mysql.Config, where string, maxCo
 	if err != nil {
 		return nil, outcome.New(outcome.Usage, fmt.Errorf("connection settings: %w", err), "")
 	}
+	return openConnector(ctx, connector, dc, where, maxConns)
+}
+
+func openConnector(ctx context.Context, connector driver.Connector, dc *mysql.Config, where string, maxConns int) (*sql.DB, error) {
 	db := sql.OpenDB(connector)
 	if maxConns > 0 {
 		db.SetMaxOpenConns(maxConns)

@@ -47,7 +47,7 @@ func openRowSession(ctx context.Context, c Config, database string, maxConns int
 		// fire for enginemig's own writes (see table.Trigger.CreateGuarded).
 		dc.Params[OwnWriteVar] = "1"
 	}
-	return OpenDriverConfig(ctx, dc, c.Address(), maxConns)
+	return openOwn(ctx, dc, c, maxConns)
 }
 
 // IsLockWait reports a lock wait timeout (error 1205): for a metadata lock (lock_wait_timeout)

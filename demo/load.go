@@ -76,7 +76,7 @@ type worker struct {
 
 // StartLoad opens its own pool and starts cfg.Threads workers until Stop.
 func StartLoad(ctx context.Context, conn dbconn.Config, cfg LoadConfig) (*Load, error) {
-	db, err := dbconn.Open(ctx, conn, cfg.Schema, cfg.Threads)
+	db, err := dbconn.OpenApplication(ctx, conn, cfg.Schema, cfg.Threads)
 	if err != nil {
 		return nil, fmt.Errorf("application load: %w", err)
 	}

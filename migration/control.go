@@ -6,9 +6,14 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/enginemig/enginemig/binlog"
 	"github.com/enginemig/enginemig/control"
+	"github.com/enginemig/enginemig/cutover"
+	"github.com/enginemig/enginemig/lockwait"
+	"github.com/enginemig/enginemig/shadow"
 	"github.com/enginemig/enginemig/throttle"
 )
 
@@ -25,6 +30,10 @@ type controller struct {
 	thr      *throttle.Throttler
 	release  chan struct{}
 	isClosed bool
+	waits    *waits // what the migration waits on (set once by Run)
+
+	cutAttempts atomic.Int64 // cut-over attempts so far
+	cutLockHeld atomic.Int64 // nanoseconds the successful attempt held the table locked
 }
 
 func newController(log *slog.Logger, abort context.CancelCauseFunc) *controller {
@@ -119,26 +128,72 @@ func (c *controller) SetMaxThreadsRunning(n int) error {
 // the copy, replay and throttle.
 func (c *controller) Status() control.Status {
 	m, thr := c.current()
+	var out control.Status
 	if m == nil || m.rec == nil {
-		return control.Status{Stage: StagePreflight.String()}
-	}
-	out := StatusOf(m.rec.snapshot(), "", 0, time.Now())
-	out.Elapsed = time.Since(m.start)
-	if m.pipe != nil {
-		pr := m.pipe.Progress()
-		out.RowsCopied, out.ChunkSize = pr.RowsCopied, pr.ChunkSize
-		rs := pr.Capture
-		out.ReplayEvents, out.ReplayAppliedOps, out.ReplayPosition, out.ReplayCatchingUp = rs.Events, rs.Applied, rs.Position, rs.Behind
-		out.RowsVerified = pr.RowsVerified
-		if last := m.rec.last.Load(); last != nil {
-			out.StageRate = last.StageRate
+		out = control.Status{Stage: StagePreflight.String()}
+		if c.waits != nil {
+			out.Schema, out.Table = c.waits.tables[0].Schema, c.waits.tables[0].Name
 		}
+	} else {
+		out = c.recorded(m)
+	}
+	if c.waits != nil {
+		out.Waiting, out.LockWaits = c.waits.snapshot(), c.waits.seen.Load()
 	}
 	if thr != nil {
 		ts := thr.Status()
 		out.Throttle = &ts
 	}
 	return out
+}
+
+// recorded is the state table's view of the running migration with the live counters. Replay's
+// lag in bytes compares its live position with the server's (one SHOW MASTER STATUS per call:
+// calls come from control status and metrics scrapes, not from a loop).
+func (c *controller) recorded(m *migrator) control.Status {
+	st := m.rec.snapshot()
+	var pr shadow.Progress
+	var server binlog.Position
+	if m.pipe != nil {
+		pr = m.pipe.Progress()
+		if a := pr.Capture.AppliedAt; a.Name != "" {
+			st.AppliedFile, st.AppliedPos = a.Name, a.Pos
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		server, _ = binlog.CurrentPosition(ctx, m.db)
+		cancel()
+	}
+	out := StatusOf(st, server.Name, server.Pos, time.Now())
+	out.Elapsed = time.Since(m.start)
+	out.CutoverAttempts, out.CutoverLockHeld = int(c.cutAttempts.Load()), time.Duration(c.cutLockHeld.Load())
+	if m.pipe != nil {
+		out.RowsCopied, out.ChunkSize = pr.RowsCopied, pr.ChunkSize
+		rs := pr.Capture
+		out.ReplayEvents, out.ReplayAppliedOps, out.ReplayPosition, out.ReplayCatchingUp = rs.Events, rs.Applied, rs.Position, rs.Behind
+		out.ReplayLagSeconds = rs.LagSeconds
+		out.RowsVerified = pr.RowsVerified
+		if last := m.rec.last.Load(); last != nil {
+			out.StageRate = last.StageRate
+		}
+	}
+	return out
+}
+
+// cutoverObserver shows the cut-over's waits and attempts in status and metrics.
+type cutoverObserver struct{ c *controller }
+
+func (o cutoverObserver) Waiting(w lockwait.Wait) (func(string, []lockwait.Session), func()) {
+	return o.c.waits.begin(w)
+}
+
+func (o cutoverObserver) Attempted(n int, held time.Duration, err error) {
+	o.c.cutAttempts.Store(int64(n))
+	if err == nil {
+		o.c.cutLockHeld.Store(int64(held))
+	}
+	if errors.Is(err, cutover.ErrLockNotGranted) {
+		o.c.waits.seen.Add(1)
+	}
 }
 
 var _ control.Handler = (*controller)(nil)

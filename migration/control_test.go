@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -108,8 +109,10 @@ func TestPostponedCutoverReleasedAtDeadline(t *testing.T) {
 	}
 }
 
-// The metrics endpoint is scraped while the migration waits postponed: it shows the stage and
-// the copy's figures, labelled with the table.
+// The metrics endpoint is scraped while the migration waits postponed: it shows the stage, the
+// copy's figures and the wait, labelled with the table; a change replayed slowly (a test seam
+// delays each replay batch 1.5 s) shows as replay lag in seconds; after the swap, the cut-over's
+// attempts and lock time.
 func TestMetricsScrapedDuringMigration(t *testing.T) {
 	schema, sdb := sandboxtest.FreshDatabase(t, srv)
 	db := openControl(t, srv)
@@ -121,24 +124,25 @@ func TestMetricsScrapedDuringMigration(t *testing.T) {
 	addr := make(chan string, 1)
 	opts.MetricsAddr = func(a string) { addr <- a }
 	opts.ProgressEvery = 50 * time.Millisecond
+	opts.replayDelay = 1500 * time.Millisecond
+	var served atomic.Value
+	var afterSwap string
+	opts.Hook = func(ctx context.Context, at Point, st *State) error {
+		if at == PointSuccess {
+			afterSwap = scrape(t, served.Load().(string))
+		}
+		return nil
+	}
 	done := make(chan error, 1)
 	go func() { _, err := Run(context.Background(), db, opts); done <- err }()
 	url := "http://" + <-addr + "/metrics"
-	var body string
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		resp, err := http.Get(url)
-		if err == nil {
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			body = string(b)
-			if strings.Contains(body, `stage="postponed"`) {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("never saw the postponed stage in the metrics:\n%s", body)
-		}
+	served.Store(url)
+	body := scrapeUntil(t, url, `stage="postponed"`)
+	if !strings.Contains(body, `enginemig_blocked{on="postponed",schema=`) {
+		t.Errorf("no postponed wait in the metrics:\n%s", body)
 	}
+	sandboxtest.MustExec(t, sdb, "INSERT INTO t VALUES (5000, 1)")
+	lagged := scrapeUntil(t, url, "enginemig_replay_lag_seconds{", func(v float64) bool { return v >= 1 })
 	os.Remove(opts.PostponeFile)
 	if err := <-done; err != nil {
 		t.Fatal(err)
@@ -147,4 +151,59 @@ func TestMetricsScrapedDuringMigration(t *testing.T) {
 	if !strings.Contains(body, want) || !strings.Contains(body, "enginemig_replay_events{") || !strings.Contains(body, "# HELP enginemig_stage ") {
 		t.Fatalf("metrics lack %q:\n%s", want, body)
 	}
+	if !strings.Contains(lagged, "enginemig_replay_lag_bytes{") {
+		t.Errorf("no replay lag in bytes:\n%s", lagged)
+	}
+	if v, ok := metricValue(afterSwap, "enginemig_cutover_attempts_total{"); !ok || v != 1 {
+		t.Errorf("cut-over attempts after the swap: %v (found %v); want 1:\n%s", v, ok, afterSwap)
+	}
+	if v, ok := metricValue(afterSwap, "enginemig_cutover_lock_seconds{"); !ok || v <= 0 || v > 5 {
+		t.Errorf("cut-over lock time after the swap: %v s (found %v)", v, ok)
+	}
+}
+
+func scrape(t *testing.T, url string) string {
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Errorf("scrape %s: %v", url, err)
+		return ""
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}
+
+// scrapeUntil scrapes until a line starting with prefix appears (and, given a condition, its
+// value meets it), for at most 30 s.
+func scrapeUntil(t *testing.T, url, prefix string, cond ...func(float64) bool) string {
+	t.Helper()
+	var body string
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if resp, err := http.Get(url); err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			body = string(b)
+			v, found := metricValue(body, prefix)
+			if found && (len(cond) == 0 || cond[0](v)) {
+				return body
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("never saw %s in the metrics:\n%s", prefix, body)
+		}
+	}
+}
+
+// metricValue finds the first sample whose line contains prefix (or, for a label, the label).
+func metricValue(body, prefix string) (float64, bool) {
+	for _, line := range strings.Split(body, "\n") {
+		if strings.HasPrefix(line, "#") || !strings.Contains(line, prefix) {
+			continue
+		}
+		var v float64
+		if _, err := fmt.Sscan(line[strings.LastIndex(line, " ")+1:], &v); err == nil {
+			return v, true
+		}
+	}
+	return 0, false
 }

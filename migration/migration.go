@@ -20,6 +20,7 @@ import (
 	"github.com/enginemig/enginemig/outcome"
 	"github.com/enginemig/enginemig/shadow"
 	"github.com/enginemig/enginemig/table"
+	"github.com/enginemig/enginemig/throttle"
 	"github.com/enginemig/enginemig/verify"
 )
 
@@ -57,6 +58,16 @@ type Options struct {
 	// (control.ServeMetrics); MetricsAddr, when set, receives the address it listens on.
 	MetricsListen string
 	MetricsAddr   func(addr string)
+	// Board, when set, gets this migration's status for a metrics endpoint the caller serves
+	// over several migrations (apply --plan --parallel); MetricsListen is then left empty.
+	Board *control.Board
+	// Throttle, when set, is a started throttle shared with other migrations (apply --plan
+	// --parallel): the copy waits on it and the caller stops it. Otherwise each migration starts
+	// its own from MaxThreadsRunning, Replicas and MaxLag.
+	Throttle *throttle.Throttler
+	// LockTimeout bounds how long one statement of the migration may wait for a lock another
+	// session holds before the migration stops with nothing changed (DefaultLockTimeout when 0).
+	LockTimeout time.Duration
 	// SkipVerify skips the chunk-by-chunk comparison of source and shadow before the cut-over.
 	SkipVerify bool
 	// Gates to run (see ParseGates) and how they benchmark.
@@ -93,6 +104,8 @@ type Progress struct {
 	StageETA   time.Duration `json:"stage_eta_ns"`
 	// RunETA is what is left of copy and verify together (see stageClock.runETA).
 	RunETA time.Duration `json:"run_eta_ns"`
+	// Waiting says what the migration waits on, if anything (the longest wait first).
+	Waiting string `json:"waiting,omitempty"`
 }
 
 // Result summarises a finished migration.
@@ -116,6 +129,9 @@ type Result struct {
 	// Triggers: the statements that carry the table's triggers across the swap (a dry run lists
 	// what it would run), or the names of the triggers carried.
 	Triggers []string `json:"triggers,omitempty"`
+	// Estimate is plan's copy estimate beside the actual copy and index build (not for a
+	// resumed run, whose copy started earlier).
+	Estimate *EstimateCheck `json:"estimate,omitempty"`
 }
 
 // Run migrates one table. Errors carry an outcome code: Refused before anything was created,
@@ -126,6 +142,10 @@ func Run(ctx context.Context, db *sql.DB, opts Options) (*Result, error) {
 	ctx, abort := context.WithCancelCause(ctx)
 	defer abort(nil)
 	ctl := newController(opts.Logger, abort)
+	ctl.waits = newWaits(db, opts, abort)
+	ctl.waits.enforce = ctl.beforeSwap
+	opts.Cutover.Observer = cutoverObserver{ctl}
+	defer ctl.waits.start(ctx, ctl.watchThrottle)()
 	closeControl, err := listenControl(ctx, opts, ctl)
 	if err != nil {
 		return nil, outcome.New(outcome.Usage, err, "choose another --control-socket path")
@@ -142,6 +162,9 @@ func Run(ctx context.Context, db *sql.DB, opts Options) (*Result, error) {
 			opts.MetricsAddr(metrics.Addr())
 		}
 	}
+	if opts.Board != nil {
+		defer opts.Board.Add(ctl.Status)()
+	}
 	start := time.Now()
 	attempt := func() (*Result, error) {
 		m := &migrator{db: db, opts: opts, log: opts.Logger, start: start, ctl: ctl}
@@ -150,6 +173,7 @@ func Run(ctx context.Context, db *sql.DB, opts Options) (*Result, error) {
 		return m.run(ctx)
 	}
 	res, err := attempt()
+	defer func() { res.settleEstimate() }()
 	// A lost connection (server restart, network) leaves the shadow and the progress in place:
 	// reconnect with backoff and resume, then give up with a clear message.
 	for n := 1; err != nil && ctx.Err() == nil && n <= maxReconnects && (errors.Is(err, errSuspended) || isConnectionLoss(err)); n++ {
@@ -161,7 +185,9 @@ func Run(ctx context.Context, db *sql.DB, opts Options) (*Result, error) {
 		}
 		res, err = attempt()
 	}
-	if err != nil && errors.Is(context.Cause(ctx), errAborted) {
+	if lt := ctl.waits.timeoutErr(); err != nil && lt != nil {
+		err = lt
+	} else if err != nil && errors.Is(context.Cause(ctx), errAborted) {
 		err = outcome.New(outcome.FailedSafe, fmt.Errorf("%w; the shadow was dropped and the original table is unchanged", errAborted), "")
 	}
 	return res, err
@@ -278,6 +304,7 @@ func (m *migrator) run(ctx context.Context) (*Result, error) {
 	m.deferred = m.ddl.Deferred
 	m.res = &Result{Schema: ti.Schema, Table: ti.Name, DryRun: m.opts.DryRun, DeferredIndex: len(m.ddl.Deferred), ShadowChanges: m.ddl.Changes}
 	if m.resume == nil {
+		m.estimate(ctx)
 		if err := m.sampleGate(ctx); err != nil {
 			return nil, err
 		}
@@ -289,6 +316,7 @@ func (m *migrator) run(ctx context.Context) (*Result, error) {
 		DryRun: m.opts.DryRun, RowsTotal: ti.Rows, Triggers: m.triggers, Capture: m.capture}, m.log); err != nil {
 		return nil, outcome.New(outcome.Refused, err, "")
 	}
+	m.rec.waits = m.ctl.waits
 	m.res.ID = m.rec.snapshot().ID
 	if m.resume != nil {
 		m.log.Info("resuming migration", "id", m.resume.ID, "stage", m.resume.Stage,

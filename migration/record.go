@@ -22,6 +22,7 @@ type recorder struct {
 	log   *slog.Logger
 	pipe  atomic.Pointer[shadow.Pipeline]
 	last  atomic.Pointer[Progress] // the newest progress snapshot, for control status and metrics
+	waits *waits                   // what the migration waits on, for the progress display
 	mu    sync.Mutex
 	st    State
 }
@@ -109,6 +110,7 @@ func (r *recorder) track(ctx context.Context, p *shadow.Pipeline, opts Options, 
 				prog := Progress{Stage: st.Stage, RowsCopied: pr.RowsCopied, RowsTotal: st.RowsTotal, ChunkSize: pr.ChunkSize,
 					ReplayEvents: pr.Capture.Events, CatchingUp: pr.Capture.Behind, Elapsed: time.Since(start)}
 				clock.fill(&prog, pr.RowsVerified, time.Now())
+				prog.Waiting = r.waits.summary()
 				opts.Progress(prog)
 				r.last.Store(&prog)
 			}
@@ -183,7 +185,9 @@ func (m *migrator) fail(ctx context.Context, err error, drop bool) error {
 		}
 	}
 	err = m.coded(err)
-	if errors.Is(err, context.Canceled) {
+	if lt := m.ctl.waits.timeoutErr(); lt != nil {
+		err = lt
+	} else if errors.Is(err, context.Canceled) {
 		what := "interrupted; the original is unchanged"
 		if dropped {
 			what = "interrupted; the shadow table was dropped and the original is unchanged"

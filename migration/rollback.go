@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/enginemig/enginemig/binlog"
@@ -28,6 +29,9 @@ type RollbackOptions struct {
 	Cutover     cutover.Config
 	ServerID    uint32
 	Logger      *slog.Logger // nil discards
+	// LockTimeout bounds a wait for a lock another session holds (DefaultLockTimeout when 0):
+	// waits are reported as apply's are (see waits).
+	LockTimeout time.Duration
 
 	crashAtTrigger int // test seam: die right after creating real trigger n (from 1) on t
 }
@@ -50,8 +54,24 @@ type RollbackResult struct {
 // capture it notes changes with triggers on the converted table and verifies `_t_old` against it
 // chunk by chunk, recopying what differs. Then it swaps the two with the same sentry method.
 func Rollback(ctx context.Context, db *sql.DB, opts RollbackOptions) (*RollbackResult, error) {
-	start := time.Now()
 	opts = opts.withDefaults()
+	ctx, abort := context.WithCancelCause(ctx)
+	defer abort(nil)
+	w := newWaits(db, Options{Conn: opts.Conn, Schema: opts.Schema, Table: opts.Table, Logger: opts.Logger, LockTimeout: opts.LockTimeout}, abort)
+	w.unchanged = "nothing was swapped back: the InnoDB table is live"
+	var swapping atomic.Bool // from the swap on, a timeout would no longer leave things as they were
+	w.enforce = func() bool { return !swapping.Load() }
+	stop := w.start(ctx, nil)
+	res, err := rollback(ctx, db, opts, &swapping)
+	stop()
+	if lt := w.timeoutErr(); err != nil && lt != nil {
+		return nil, lt
+	}
+	return res, err
+}
+
+func rollback(ctx context.Context, db *sql.DB, opts RollbackOptions, swapping *atomic.Bool) (*RollbackResult, error) {
+	start := time.Now()
 	st, err := lastCutover(ctx, db, opts)
 	if err != nil {
 		return nil, err
@@ -60,9 +80,13 @@ func Rollback(ctx context.Context, db *sql.DB, opts RollbackOptions) (*RollbackR
 	if err != nil {
 		return nil, err
 	}
+	swapping.Store(true) // an interrupted rollback may be past its swap
+	swapping.Store(true) // an interrupted rollback may be past its swap
 	if res, done, err := finishInterruptedRollback(ctx, db, opts, st); err != nil || done {
 		return res, err
 	}
+	swapping.Store(false)
+	swapping.Store(false)
 	cur, err := checkRollback(ctx, db, opts)
 	if err != nil {
 		return nil, err
@@ -83,7 +107,7 @@ func Rollback(ctx context.Context, db *sql.DB, opts RollbackOptions) (*RollbackR
 		return nil, err
 	}
 	carrier := &triggerCarrier{db: db, schema: opts.Schema, live: opts.Table, trs: trs, log: opts.Logger}
-	res, err := swapBack(ctx, db, opts, st, cur, version, from, carrier)
+	res, err := swapBack(ctx, db, opts, st, cur, version, from, carrier, swapping)
 	if err != nil {
 		return res, err
 	}
@@ -93,7 +117,7 @@ func Rollback(ctx context.Context, db *sql.DB, opts RollbackOptions) (*RollbackR
 
 // swapBack runs the same pipeline as apply, the other way round and without a copy: the kept
 // original is the target, the converted table the source.
-func swapBack(ctx context.Context, db *sql.DB, opts RollbackOptions, st *State, cur *table.Info, version string, from binlog.Position, carrier *triggerCarrier) (*RollbackResult, error) {
+func swapBack(ctx context.Context, db *sql.DB, opts RollbackOptions, st *State, cur *table.Info, version string, from binlog.Position, carrier *triggerCarrier, swapping *atomic.Bool) (*RollbackResult, error) {
 	oldName, innoName := table.OldName(opts.Table), table.ShadowName(opts.Table)
 	mode := st.captureMode()
 	ignore := isCutoverRename(opts.Table)
@@ -116,6 +140,7 @@ func swapBack(ctx context.Context, db *sql.DB, opts RollbackOptions, st *State, 
 		return nil, err
 	}
 	sw := cutover.Swap{Schema: opts.Schema, From: opts.Table, To: oldName, Aside: innoName, Sentry: table.SwapName(opts.Table), LockWith: pipe.SwapLockWith()}
+	swapping.Store(true)
 	cut, err := cutover.Run(ctx, db, sw, pipe, opts.Cutover, rollbackHook{carrier, oldName, pipe})
 	if err != nil {
 		return nil, outcome.New(outcome.FailedSafe, fmt.Errorf("swap back: %w", err), "the InnoDB table is still live; retry the rollback")

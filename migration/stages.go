@@ -11,6 +11,7 @@ import (
 	"github.com/enginemig/enginemig/copier"
 	"github.com/enginemig/enginemig/cutover"
 	"github.com/enginemig/enginemig/dbconn"
+	"github.com/enginemig/enginemig/lockwait"
 	"github.com/enginemig/enginemig/outcome"
 	"github.com/enginemig/enginemig/shadow"
 	"github.com/enginemig/enginemig/table"
@@ -174,6 +175,8 @@ func (m *migrator) notPostponed() bool {
 // postpone holds the cut-over while the flag file exists (capture keeps the shadow current).
 func (m *migrator) postpone(ctx context.Context) error {
 	m.log.Info("cut-over postponed: remove the file to proceed", "file", m.opts.PostponeFile)
+	_, endWait := m.ctl.waits.begin(lockwait.Wait{Kind: lockwait.KindPostponed, What: postponedUntil(m.opts)})
+	defer endWait()
 	err := m.pipe.Do(ctx, func(ctx context.Context) error {
 		for {
 			if _, err := os.Stat(m.opts.PostponeFile); err != nil {

@@ -11,17 +11,31 @@ import (
 	"github.com/enginemig/enginemig/throttle"
 )
 
-// startThrottle connects to the replicas and starts the heartbeat and checks.
+// startThrottle is the shared throttle when there is one, else a throttle of this migration's own.
 func (m *migrator) startThrottle(ctx context.Context) (*throttle.Throttler, func(), error) {
-	cfg := throttle.Config{MaxThreadsRunning: m.opts.MaxThreadsRunning, MaxLag: m.opts.MaxLag,
-		HeartbeatSchema: m.rec.store.schema, Logger: m.log}
+	if m.opts.Throttle != nil {
+		return m.opts.Throttle, func() {}, nil
+	}
+	return StartThrottle(ctx, m.db, m.opts)
+}
+
+// StartThrottle connects to the replicas and starts the heartbeat and checks, as opts ask
+// (MaxThreadsRunning, Replicas, MaxLag; the heartbeat in StateSchema). The returned function
+// stops it and closes the replica connections.
+func StartThrottle(ctx context.Context, db *sql.DB, opts Options) (*throttle.Throttler, func(), error) {
+	schema := opts.StateSchema
+	if schema == "" {
+		schema = DefaultStateSchema
+	}
+	cfg := throttle.Config{MaxThreadsRunning: opts.MaxThreadsRunning, MaxLag: opts.MaxLag,
+		HeartbeatSchema: schema, Logger: dbconn.Logger(opts.Logger)}
 	var pools []*sql.DB
 	closeAll := func() {
 		for _, p := range pools {
 			p.Close()
 		}
 	}
-	for _, rc := range m.opts.Replicas {
+	for _, rc := range opts.Replicas {
 		p, err := dbconn.Open(ctx, rc, "", 2)
 		if err != nil {
 			closeAll()
@@ -31,7 +45,7 @@ func (m *migrator) startThrottle(ctx context.Context) (*throttle.Throttler, func
 		cfg.Replicas = append(cfg.Replicas, p)
 		cfg.ReplicaNames = append(cfg.ReplicaNames, rc.Address())
 	}
-	thr := throttle.New(m.db, cfg)
+	thr := throttle.New(db, cfg)
 	if err := thr.Start(ctx); err != nil {
 		closeAll()
 		return nil, nil, fmt.Errorf("start throttle: %w", err)

@@ -23,12 +23,16 @@ const (
 	// binlogRowOverhead: per-row bytes a ROW event adds around the row image when the copy's
 	// INSERTs are written to the binlog.
 	binlogRowOverhead = 10
-	// copyReadRatio: copy time over the time to read the same rows by key, as the sample does.
-	// Measured on MariaDB 10.11 (2 cores, binlog ROW, 300k rows): reading every row in key order
-	// took 1.00 s (the 2000-row sample's rate was within 6% of it); INSERT ... SELECT into a
-	// shadow without its secondary index plus the index build afterwards took 1.45 s. Chunked
-	// copies cost ~1.2x a single statement (DESIGN.md: 17.0 s vs 14.3 s), hence 1.45 x 1.2.
-	copyReadRatio = 1.8
+	// copyReadRatio: apply's copy plus index build over the time to read the same rows by key at
+	// the sample's rate. It was 1.8, from one INSERT ... SELECT, and real chunked copies came out
+	// 2.2-3.1x above such estimates (issue #14). Measured with `go run ./migration/estimatebench
+	// -rows 300000,1000000,2000000` (MariaDB 10.11 sandbox, 2 cores shared with other work, load
+	// average 7-12; tables: int key + one index, a composite key like employees.salaries, a wide
+	// one with text and two indexes), 15 runs: actual/read median 4.6, middle half 3.4-5.5, range
+	// 2.5-11.5. The top (11.5, 8.5) are the wide table at 200k-400k rows (120-240 MB), near or over
+	// the 256 MB buffer pool: tables that do not fit copy slower still. Verification (about a third
+	// of the copy, migration.verifyShare) and the cut-over are not included.
+	copyReadRatio = 4.5
 	// DefaultSampleRows is how many rows the estimate reads by key. MyISAM holds a table read
 	// lock while they are read: 2000 rows take a few milliseconds.
 	DefaultSampleRows = 2000
@@ -130,4 +134,20 @@ func drain(ctx context.Context, q Querier, query string) (int64, error) {
 		n++
 	}
 	return n, rows.Err()
+}
+
+// EstimateTable projects one table's sizes and copy time as plan does, for apply to report its
+// estimate beside what the copy took (DefaultSampleRows when sampleRows is 0).
+func EstimateTable(ctx context.Context, db *sql.DB, schema, name string, sampleRows int64) (Estimate, error) {
+	info, err := table.Load(ctx, db, schema, name)
+	if err != nil {
+		return Estimate{}, err
+	}
+	var logBin sql.NullString
+	db.QueryRowContext(ctx, "SELECT @@log_bin").Scan(&logBin)
+	e := estimateSizes(info, logBin.String == "1" || strings.EqualFold(logBin.String, "ON"))
+	if err := measureCopy(ctx, db, info, sampleRows, &e); err != nil {
+		return e, err
+	}
+	return e, nil
 }

@@ -2,9 +2,9 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"os"
 	"strconv"
@@ -47,6 +47,7 @@ func applyCommand() *cli.Command {
 			&cli.IntFlag{Name: "cutover-attempts", Value: def.Attempts, Usage: "cut-over attempts before giving up (the original table stays in place)"},
 			&cli.DurationFlag{Name: "cutover-backoff", Value: def.Backoff, Usage: "pause after a failed cut-over attempt; doubles up to 8x"},
 			&cli.DurationFlag{Name: "long-query", Value: def.LongQuery, Usage: "queries on the table running longer than this delay the cut-over (a lock queued behind them would block the application)"},
+			&cli.DurationFlag{Name: "lock-timeout", Value: migration.DefaultLockTimeout, Usage: "how long one statement of apply may wait for a lock another session holds (LOCK TABLES, a long statement, an open transaction, FLUSH) before apply stops with nothing changed (exit 6); the wait and its holder are logged from the first second"},
 			&cli.IntFlag{Name: "max-threads-running", Usage: "pause the copy while the server's Threads_running exceeds this (0: no limit)", Category: "Throttling"},
 			&cli.StringSliceFlag{Name: "replica", Usage: "host:port of a replica whose lag must stay under --max-lag (same credentials; repeatable); lag is measured with a heartbeat enginemig writes, and lag that cannot be measured pauses the copy", Category: "Throttling"},
 			&cli.DurationFlag{Name: "max-lag", Value: time.Second, Usage: "pause the copy while a --replica lags more than this", Category: "Throttling"},
@@ -66,6 +67,7 @@ func applyCommand() *cli.Command {
 			&cli.UintFlag{Name: "server-id", Usage: "server_id for the binlog connection (default: random; must not clash with replicas)"},
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "text", Usage: "text or json (a JSON summary on stdout at the end)"},
 			&cli.BoolFlag{Name: "no-progress", Usage: "no progress bar; periodic log lines instead"},
+			&cli.IntFlag{Name: "parallel", Value: 1, Usage: "with --plan: tables converted at a time, sharing one throttle (measured on 2 cores: 2 was no faster than 1, see docs/runbook.md)"},
 		),
 		Action: runApply,
 	}
@@ -95,50 +97,19 @@ func runApply(c *cli.Context) error {
 		Thresholds: bench.Thresholds{MinQPSRatio: c.Float64("gate-min-qps-ratio"), MaxP99Ratio: c.Float64("gate-max-p99-ratio")},
 		Logger:     loggerOf(c)}
 
-	var results []*migration.Result
-	summary := skipped
-	for i, tg := range targets {
-		if planRun {
-			if done, why, err := alreadyConverted(ctx, db, c.String("state-schema"), tg); err != nil {
-				return err
-			} else if done {
-				loggerOf(c).Info("already converted: skipping", slog.String("table", tg.schema+"."+tg.table), slog.String("by", why))
-				summary = append(summary, tableOutcome{Table: tg.schema + "." + tg.table, Outcome: "already-converted", Reason: why})
-				continue
-			}
-		}
-		opts, err := applyOptions(c, conn, tg, gates, gateCfg)
-		if err != nil {
-			return err
-		}
-		name := tg.schema + "." + tg.table
-		logger := loggerOf(c).With(slog.String("table", name))
-		display := newProgressDisplay(c.App.ErrWriter, !c.Bool("no-progress"), name)
-		onLog(c, display.clear)
-		opts.Progress = display.update
-		opts.Logger = logger
-		if h := c.String("hook"); h != "" {
-			opts.Hook = migration.CommandHook(h, c.Duration("hook-timeout"), logger)
-		}
-		logger.Debug("starting apply", slog.Bool("dry_run", opts.DryRun), slog.Duration("chunk_time", opts.ChunkTime),
-			slog.String("state_schema", opts.StateSchema), slog.Int("replicas", len(opts.Replicas)))
-		res, err := migration.Run(ctx, db, opts)
-		display.finish()
-		onLog(c, nil)
-		if res != nil && c.String("output") == "text" {
-			printApplyResult(c.App.Writer, res)
-		}
-		if err != nil {
-			summary = append(summary, tableOutcome{Table: name, Outcome: "failed", Reason: err.Error()})
-			for _, rest := range targets[i+1:] {
-				summary = append(summary, tableOutcome{Table: rest.schema + "." + rest.table, Outcome: "not-reached", Reason: "the plan stops at the first failure"})
-			}
-			return reportApply(c, planRun, results, summary, name, fmt.Errorf("%s: %w", name, err))
-		}
-		results = append(results, res)
-		summary = append(summary, tableOutcome{Table: name, Outcome: "converted", Rows: res.RowsCopied, Time: res.TotalTime, LockHeld: lockHeld(res)})
+	run := &applyRun{c: c, db: db, conn: conn, gates: gates, gateCfg: gateCfg, planRun: planRun, parallel: c.Int("parallel")}
+	if err := run.check(); err != nil {
+		return err
 	}
-	return reportApply(c, planRun, results, summary, "", planOutcome(summary))
+	results, summary, failed, err := run.all(ctx, targets)
+	if err != nil && failed == "" {
+		return err
+	}
+	summary = append(skipped, summary...)
+	if err == nil {
+		err = planOutcome(summary)
+	}
+	return reportApply(c, planRun, results, summary, failed, err)
 }
 
 // reportApply prints the end of a run (a plan's per-table summary; the JSON document) and returns
@@ -180,6 +151,10 @@ func applyOptions(c *cli.Context, conn dbconn.Config, tg target, gates map[migra
 		MaxThreadsRunning: c.Int("max-threads-running"), MaxLag: c.Duration("max-lag"),
 		ControlSocket: c.String("control-socket"),
 		MetricsListen: c.String("metrics-listen"),
+		LockTimeout:   c.Duration("lock-timeout"),
+	}
+	if opts.LockTimeout <= 0 {
+		return opts, outcome.New(outcome.Usage, errors.New("--lock-timeout must be positive"), "e.g. --lock-timeout 30s")
 	}
 	for _, r := range c.StringSlice("replica") {
 		rc, err := replicaConfig(conn, r)
@@ -228,6 +203,10 @@ func printApplyResult(w io.Writer, r *migration.Result) {
 	}
 	if r.Verify != nil {
 		fmt.Fprintf(w, "  verified: %d rows in %d chunks, %d chunk(s) recopied\n", r.Verify.Rows, r.Verify.Chunks, r.Verify.Repaired)
+	}
+	if e := r.Estimate; e != nil && e.ActualSeconds > 0 {
+		fmt.Fprintf(w, "  copy and index build took %s, estimated %s at the start (%.2fx)\n",
+			secs(e.ActualSeconds), secs(e.EstimatedSeconds), e.Ratio)
 	}
 	for _, g := range r.Gates {
 		fmt.Fprintf(w, "  gate %s: %s\n", g.Gate, passWord(g.Pass))
@@ -285,7 +264,11 @@ func (d *progressDisplay) update(p migration.Progress) {
 		if p.StageTotal > 0 && d.bar.GetMax64() != p.StageTotal {
 			d.bar.ChangeMax64(p.StageTotal)
 		}
-		d.bar.Describe(fmt.Sprintf("%s %s (chunk %d, %d changes, %s)", d.label, p.Stage, p.ChunkSize, p.ReplayEvents, lag))
+		desc := fmt.Sprintf("%s %s (chunk %d, %d changes, %s)", d.label, p.Stage, p.ChunkSize, p.ReplayEvents, lag)
+		if p.Waiting != "" {
+			desc = fmt.Sprintf("%s %s waiting (%s)", d.label, p.Stage, p.Waiting)
+		}
+		d.bar.Describe(desc)
 		d.bar.Set64(p.StageDone)
 		return
 	}
@@ -293,6 +276,9 @@ func (d *progressDisplay) update(p migration.Progress) {
 		return
 	}
 	d.lastLine = time.Now()
+	if p.Waiting != "" {
+		lag += "; waiting: " + p.Waiting
+	}
 	if unit == "" {
 		fmt.Fprintf(d.w, "%s %s %s: %d changes replayed, %s\n", time.Now().Format("15:04:05"), d.label, p.Stage, p.ReplayEvents, lag)
 		return
@@ -339,4 +325,13 @@ func replicaConfig(primary dbconn.Config, hostPort string) (dbconn.Config, error
 	rc := primary
 	rc.Host, rc.Port, rc.Socket = host, n, ""
 	return rc, nil
+}
+
+// secs prints seconds as a duration rounded for reading.
+func secs(s float64) time.Duration {
+	d := time.Duration(s * float64(time.Second))
+	if d >= 10*time.Second {
+		return d.Round(time.Second)
+	}
+	return d.Round(10 * time.Millisecond)
 }

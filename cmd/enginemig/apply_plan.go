@@ -48,6 +48,8 @@ type tableOutcome struct {
 	Rows     int64         `json:"rows,omitempty"`
 	Time     time.Duration `json:"total_ns,omitempty"`
 	LockHeld time.Duration `json:"cutover_lock_ns,omitempty"`
+	// Estimate: the copy estimate beside the actual copy and index build.
+	Estimate *migration.EstimateCheck `json:"estimate,omitempty"`
 }
 
 // alreadyConverted says whether a plan run finds the table done: InnoDB now, and enginemig's last
@@ -75,6 +77,9 @@ func planSummary(w io.Writer, rows []tableOutcome) {
 		line := fmt.Sprintf("  %-40s %s", r.Table, r.Outcome)
 		if r.Outcome == "converted" {
 			line += fmt.Sprintf(": %d rows in %s, cut-over lock %s", r.Rows, r.Time.Round(time.Millisecond), r.LockHeld.Round(time.Millisecond))
+			if e := r.Estimate; e != nil && e.ActualSeconds > 0 {
+				line += fmt.Sprintf(", copy %s (estimated %s)", secs(e.ActualSeconds), secs(e.EstimatedSeconds))
+			}
 		}
 		if r.Reason != "" {
 			line += ": " + r.Reason

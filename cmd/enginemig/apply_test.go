@@ -3,9 +3,11 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -50,6 +52,11 @@ func TestApplyCommand(t *testing.T) {
 			Results []struct {
 				RowsCopied int64  `json:"rows_copied"`
 				OldTable   string `json:"old_table"`
+				Estimate   struct {
+					Estimated float64 `json:"estimated_seconds"`
+					Actual    float64 `json:"actual_seconds"`
+					Ratio     float64 `json:"actual_over_estimated"`
+				} `json:"estimate"`
 			} `json:"results"`
 		}
 		if err := json.Unmarshal([]byte(out[strings.Index(out, "{"):]), &summary); err != nil {
@@ -57,6 +64,10 @@ func TestApplyCommand(t *testing.T) {
 		}
 		if summary.Status != "ok" || len(summary.Results) != 1 || summary.Results[0].RowsCopied != 3000 || summary.Results[0].OldTable != "_players_old" {
 			t.Fatalf("summary %+v", summary)
+		}
+		// The estimate is beside what the copy and index build took (the ratio is theirs).
+		if e := summary.Results[0].Estimate; e.Estimated <= 0 || e.Actual <= 0 || e.Ratio < 0.9*e.Actual/e.Estimated || e.Ratio > 1.1*e.Actual/e.Estimated {
+			t.Errorf("estimate vs actual in the JSON summary: %+v", e)
 		}
 	})
 	t.Run("status lists it and rollback swaps back", func(t *testing.T) {
@@ -108,7 +119,8 @@ func TestApplyCommand(t *testing.T) {
 		}
 		// Applied in part (the blocked table skipped): exit 4, and the summary says which.
 		out, code = apply("--plan", planFile, "--output", "json", "--no-progress")
-		if code != outcome.Refused || !strings.Contains(out, `"outcome": "skipped"`) || strings.Count(out, `"outcome": "converted"`) != 2 {
+		if code != outcome.Refused || !strings.Contains(out, `"outcome": "skipped"`) || strings.Count(out, `"outcome": "converted"`) != 2 ||
+			strings.Count(out, `"actual_over_estimated"`) != 4 { // two results, two summary lines
 			t.Fatalf("apply --plan with a blocked table: exit %d\n%s", code, out)
 		}
 		for tbl, want := range map[string]string{"a1": "InnoDB", "a2": "InnoDB", "blocked": "MyISAM"} {
@@ -139,6 +151,26 @@ func TestApplyCommand(t *testing.T) {
 				t.Fatalf("clean plan, run %d: exit %d\n%s", run, code, out)
 			}
 		}
+		// Two tables at a time, with one metrics endpoint for both: each converted, the summary in
+		// plan order.
+		sandboxtest.MustExec(t, db, "CREATE TABLE p1 (id INT PRIMARY KEY, v INT) ENGINE=MyISAM", "INSERT INTO p1 SELECT seq, seq FROM seq_1_to_2000",
+			"CREATE TABLE p2 LIKE p1", "INSERT INTO p2 SELECT * FROM p1", "CREATE TABLE p3 LIKE p1", "INSERT INTO p3 SELECT * FROM p1")
+		both := filepath.Join(t.TempDir(), "parallel.json")
+		if out, code := runCLI(t, append(append([]string{"plan"}, conn...), "--database", schema, "--tables", "p1,p2,p3", "--out", both)...); code != outcome.OK {
+			t.Fatalf("plan p1,p2,p3: exit %d\n%s", code, out)
+		}
+		out, code = apply("--plan", both, "--parallel", "2", "--metrics-listen", "127.0.0.1:0", "--no-progress")
+		if code != outcome.OK || strings.Count(out, " converted: 2000 rows") != 3 || !regexp.MustCompile(`(?s)p\d\s+converted.*p\d\s+converted.*p\d\s+converted`).MatchString(out) {
+			t.Fatalf("apply --plan --parallel 2: exit %d\n%s", code, out)
+		}
+		for _, bad := range [][]string{{"--parallel", "2", "--control-socket", filepath.Join(t.TempDir(), "s")}, {"--parallel", "0"}} {
+			if out, code := apply(append([]string{"--plan", both}, bad...)...); code != outcome.Usage {
+				t.Fatalf("apply --plan %v: exit %d, want 2\n%s", bad, code, out)
+			}
+		}
+		if out, code := apply("--database", schema, "--table", "p1", "--parallel", "2"); code != outcome.Usage {
+			t.Fatalf("--parallel without --plan: exit %d, want 2\n%s", code, out)
+		}
 	})
 	t.Run("cleanup keeps the original unless --drop-old", func(t *testing.T) {
 		exists := func(name string) bool {
@@ -158,6 +190,32 @@ func TestApplyCommand(t *testing.T) {
 		out, code = runCLI(t, append(append([]string{"cleanup"}, conn...), "--database", schema, "--table", "a1", "--drop-old")...)
 		if code != outcome.OK || exists("_a1_old") {
 			t.Fatalf("cleanup --drop-old: exit %d\n%s", code, out)
+		}
+	})
+	t.Run("a table another client keeps locked: JSON log names it, --lock-timeout gives up with exit 6", func(t *testing.T) {
+		sandboxtest.MustExec(t, db, "CREATE TABLE locked (id INT PRIMARY KEY) ENGINE=MyISAM", "INSERT INTO locked SELECT seq FROM seq_1_to_1000")
+		holder, err := db.Conn(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer holder.Close()
+		var id int64
+		holder.QueryRowContext(context.Background(), "SELECT CONNECTION_ID()").Scan(&id)
+		if _, err := holder.ExecContext(context.Background(), "LOCK TABLES locked WRITE"); err != nil {
+			t.Fatal(err)
+		}
+		defer holder.ExecContext(context.Background(), "UNLOCK TABLES")
+		out, code := runCLI(t, append(append([]string{"--log-format", "json", "apply"}, conn...),
+			"--database", schema, "--table", "locked", "--lock-timeout", "2s", "--no-progress")...)
+		var wait map[string]any
+		for _, line := range strings.Split(out, "\n") {
+			if json.Unmarshal([]byte(line), &wait) == nil && wait["msg"] == "waiting for a lock" {
+				break
+			}
+			wait = nil
+		}
+		if code != outcome.FailedSafe || wait == nil || !strings.Contains(fmt.Sprint(wait["blocked_by"]), fmt.Sprintf("connection %d (user root@", id)) {
+			t.Fatalf("exit %d (want 6), lock wait record %v; want it to name connection %d:\n%s", code, wait, id, out)
 		}
 	})
 	t.Run("already InnoDB exits 4", func(t *testing.T) {

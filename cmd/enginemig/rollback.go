@@ -28,6 +28,7 @@ func rollbackCommand() *cli.Command {
 			&cli.StringFlag{Name: "table", Aliases: []string{"t"}, Usage: "the converted table (required)"},
 			&cli.StringFlag{Name: "state-schema", Value: migration.DefaultStateSchema, Usage: "schema holding enginemig's state table"},
 			&cli.DurationFlag{Name: "cutover-lock-wait", Value: def.LockWait, Usage: "how long one swap attempt may wait for the table lock"},
+			&cli.DurationFlag{Name: "lock-timeout", Value: migration.DefaultLockTimeout, Usage: "how long one statement may wait for a lock another session holds before the rollback stops with nothing swapped (exit 6); the wait and its holder are logged from the first second"},
 			&cli.IntFlag{Name: "cutover-attempts", Value: def.Attempts, Usage: "swap attempts before giving up (the InnoDB table stays live)"},
 			&cli.UintFlag{Name: "server-id", Usage: "server_id for the binlog connection (default: random)"},
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "text", Usage: "text or json"},
@@ -48,7 +49,8 @@ func rollbackCommand() *cli.Command {
 			cfg.LockWait, cfg.Attempts = c.Duration("cutover-lock-wait"), c.Int("cutover-attempts")
 			logger := loggerOf(c).With(slog.String("table", c.String("database")+"."+c.String("table")), slog.String("command", "rollback"))
 			res, err := migration.Rollback(c.Context, db, migration.RollbackOptions{Conn: conn, Schema: c.String("database"),
-				Table: c.String("table"), StateSchema: c.String("state-schema"), Cutover: cfg, ServerID: uint32(c.Uint("server-id")), Logger: logger})
+				Table: c.String("table"), StateSchema: c.String("state-schema"), Cutover: cfg, ServerID: uint32(c.Uint("server-id")), Logger: logger,
+				LockTimeout: c.Duration("lock-timeout")})
 			if c.String("output") == "json" {
 				out := map[string]any{"result": res, "exit_code": int(outcome.CodeOf(err)), "status": outcome.CodeOf(err).Name()}
 				if err != nil {

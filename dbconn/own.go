@@ -1,0 +1,166 @@
+package dbconn
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"strconv"
+	"sync"
+)
+
+// Own connections: every connection this process opens through OpenDriverConfig records its
+// server connection id here while it is open, per server address, so that a lock-wait report can
+// tell enginemig's own sessions from the application's (the process list has no other mark a
+// MariaDB client can set). Closed connections leave the registry, because connection ids start
+// again from 1 after a server restart and could then name an application's session.
+var own = struct {
+	sync.Mutex
+	ids map[string]map[int64]bool
+}{ids: map[string]map[int64]bool{}}
+
+// IsOwn returns a function that reports whether a connection id on the server c connects to is
+// currently open in this process.
+func (c Config) IsOwn() func(id int64) bool {
+	key := c.ownKey()
+	return func(id int64) bool {
+		own.Lock()
+		defer own.Unlock()
+		return own.ids[key][id]
+	}
+}
+
+func (c Config) ownKey() string {
+	if c.useSocket() {
+		return "unix:" + c.Socket
+	}
+	return "tcp:" + c.Address()
+}
+
+// ownConnector registers each new connection's id under key.
+type ownConnector struct {
+	driver.Connector
+	key string
+}
+
+func (c ownConnector) Connect(ctx context.Context) (driver.Conn, error) {
+	conn, err := c.Connector.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	id, ok := connectionID(ctx, conn)
+	if !ok {
+		return conn, nil // not registered: its waits go unreported, nothing else changes
+	}
+	own.Lock()
+	if own.ids[c.key] == nil {
+		own.ids[c.key] = map[int64]bool{}
+	}
+	own.ids[c.key][id] = true
+	own.Unlock()
+	return &ownConn{Conn: conn, key: c.key, id: id}, nil
+}
+
+func connectionID(ctx context.Context, conn driver.Conn) (int64, bool) {
+	q, ok := conn.(driver.QueryerContext)
+	if !ok {
+		return 0, false
+	}
+	rows, err := q.QueryContext(ctx, "SELECT CONNECTION_ID()", nil)
+	if err != nil {
+		return 0, false
+	}
+	defer rows.Close()
+	vals := make([]driver.Value, 1)
+	if rows.Next(vals) != nil {
+		return 0, false
+	}
+	switch v := vals[0].(type) {
+	case int64:
+		return v, true
+	case []byte:
+		id, err := strconv.ParseInt(string(v), 10, 64)
+		return id, err == nil
+	}
+	return 0, false
+}
+
+// ownConn is the driver's connection with a Close that leaves the registry. It forwards every
+// optional interface database/sql looks for, so the pool behaves as with the bare connection.
+type ownConn struct {
+	driver.Conn
+	key string
+	id  int64
+}
+
+func (c *ownConn) Close() error {
+	own.Lock()
+	delete(own.ids[c.key], c.id)
+	own.Unlock()
+	return c.Conn.Close()
+}
+
+func (c *ownConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
+	if b, ok := c.Conn.(driver.ConnBeginTx); ok {
+		return b.BeginTx(ctx, opts)
+	}
+	return c.Conn.Begin() //lint:ignore SA1019 only for a driver without BeginTx
+}
+
+func (c *ownConn) PrepareContext(ctx context.Context, query string) (driver.Stmt, error) {
+	if p, ok := c.Conn.(driver.ConnPrepareContext); ok {
+		return p.PrepareContext(ctx, query)
+	}
+	return c.Conn.Prepare(query)
+}
+
+func (c *ownConn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
+	if e, ok := c.Conn.(driver.ExecerContext); ok {
+		return e.ExecContext(ctx, query, args)
+	}
+	return nil, driver.ErrSkip
+}
+
+func (c *ownConn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
+	if q, ok := c.Conn.(driver.QueryerContext); ok {
+		return q.QueryContext(ctx, query, args)
+	}
+	return nil, driver.ErrSkip
+}
+
+func (c *ownConn) Ping(ctx context.Context) error {
+	if p, ok := c.Conn.(driver.Pinger); ok {
+		return p.Ping(ctx)
+	}
+	return nil
+}
+
+func (c *ownConn) ResetSession(ctx context.Context) error {
+	if r, ok := c.Conn.(driver.SessionResetter); ok {
+		return r.ResetSession(ctx)
+	}
+	return nil
+}
+
+func (c *ownConn) IsValid() bool {
+	if v, ok := c.Conn.(driver.Validator); ok {
+		return v.IsValid()
+	}
+	return true
+}
+
+func (c *ownConn) CheckNamedValue(nv *driver.NamedValue) error {
+	if n, ok := c.Conn.(driver.NamedValueChecker); ok {
+		return n.CheckNamedValue(nv)
+	}
+	return driver.ErrSkip
+}
+
+// OpenApplication opens a pool whose connections are not counted as this process's own: for a
+// simulated application (the demo's load), whose lock waits are the application's, not apply's.
+func OpenApplication(ctx context.Context, c Config, database string, maxConns int) (*sql.DB, error) {
+	dc, err := c.DriverConfig(database)
+	if err != nil {
+		return nil, err
+	}
+	return OpenDriverConfig(ctx, dc, c.Address(), maxConns)
+}
