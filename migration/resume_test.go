@@ -87,7 +87,13 @@ func resumeAfterCrash(t *testing.T, srv *sandbox.Server, cases []crashCase) {
 			if diff := sameRows(t, db, schema, "t", "ref", allTypesColumns, "id"); diff != "" {
 				ids := strings.Fields(diff[strings.LastIndex(diff, "[")+1 : strings.LastIndex(diff, "]")])
 				t.Logf("log: %s", logs.String())
-				t.Fatalf("%s\n%s", diff, dumpRow(t, db, schema, "id", ids[0], allTypesColumns, "t", "ref", "_t_old"))
+				// Every differing row in the three tables: a write that landed in the kept original
+				// after the cut-over's sync shows there and in ref, not in t.
+				var dump []string
+				for _, id := range ids[:min(len(ids), 10)] {
+					dump = append(dump, dumpRow(t, db, schema, "id", id, allTypesColumns, "t", "ref", "_t_old"))
+				}
+				t.Fatalf("%s\n%s", diff, strings.Join(dump, "\n"))
 			}
 			if diff := sameRows(t, db, schema, "ref", "t", allTypesColumns, "id"); diff != "" {
 				t.Fatal(diff)

@@ -280,10 +280,16 @@ func scanAll(ctx context.Context, q dbconn.Querier, query string, width int, arg
 }
 
 // writeBatches runs stmt(n) through the writer for flat, syncBatch rows of width values at a time.
+// A batch is never cut off by ctx (only the next one is not started): the writer's session holds
+// no table lock, so a batch the server kept running after the client gave up could land after a
+// later attempt's newer rows, and the swap would then take the older ones.
 func (t *triggerCapture) writeBatches(ctx context.Context, flat []any, width int, stmt func(n int) string) error {
 	for len(flat) > 0 {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		n := min(len(flat)/width, syncBatch)
-		if _, err := t.writer.ExecContext(ctx, stmt(n), flat[:n*width]...); err != nil {
+		if _, err := t.writer.ExecContext(context.WithoutCancel(ctx), stmt(n), flat[:n*width]...); err != nil {
 			return err
 		}
 		flat = flat[n*width:]
