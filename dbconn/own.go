@@ -77,6 +77,8 @@ func connectionID(ctx context.Context, conn driver.Conn) (int64, bool) {
 	switch v := vals[0].(type) {
 	case int64:
 		return v, true
+	case uint64: // MySQL's CONNECTION_ID() is BIGINT UNSIGNED (MariaDB's is signed)
+		return int64(v), true
 	case []byte:
 		id, err := strconv.ParseInt(string(v), 10, 64)
 		return id, err == nil

@@ -121,12 +121,10 @@ func holderRows(ctx context.Context, db *sql.DB, q string, args ...any) (map[int
 // metadata lock. For the global read lock: every session idle since before the wait began.
 func fromProcessList(ctx context.Context, db *sql.DB, waiter Session, tables []Table, own func(int64) bool, global bool) Holders {
 	h := Holders{Source: SourceProcessList, Note: noLockInfo}
-	all, err := query(ctx, db, "SELECT "+processColumns+", TIME_MS / 1000 FROM information_schema.PROCESSLIST WHERE ID <> CONNECTION_ID()")
+	all, err := processList(ctx, db, " WHERE ID <> CONNECTION_ID()")
 	if err != nil {
-		if all, err = query(ctx, db, "SELECT "+processColumns+", TIME FROM information_schema.PROCESSLIST WHERE ID <> CONNECTION_ID()"); err != nil {
-			h.Note = "cannot read the process list: " + err.Error()
-			return h
-		}
+		h.Note = "cannot read the process list: " + err.Error()
+		return h
 	}
 	for _, s := range all {
 		if s.ID == waiter.ID || own(s.ID) || s.Command == "Daemon" || s.Command == "Binlog Dump" {

@@ -6,6 +6,7 @@ package lockwait
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -117,13 +118,11 @@ const processColumns = `ID, COALESCE(USER, ''), COALESCE(HOST, ''), COALESCE(DB,
 // Waiting lists the sessions for which own is true that have waited for a lock at least minAge.
 // MySQL has no TIME_MS: there the age is in whole seconds.
 func Waiting(ctx context.Context, db *sql.DB, own func(id int64) bool, minAge time.Duration) ([]Session, error) {
-	const where = ` FROM information_schema.PROCESSLIST WHERE ID <> CONNECTION_ID() AND COMMAND NOT IN ('Sleep', 'Daemon', 'Binlog Dump')
+	const where = ` WHERE ID <> CONNECTION_ID() AND COMMAND NOT IN ('Sleep', 'Daemon', 'Binlog Dump')
 		AND (STATE LIKE 'Waiting for%' OR STATE IN ('Locked', 'Table lock'))`
-	sessions, err := query(ctx, db, "SELECT "+processColumns+", TIME_MS / 1000"+where)
+	sessions, err := processList(ctx, db, where)
 	if err != nil {
-		if sessions, err = query(ctx, db, "SELECT "+processColumns+", TIME"+where); err != nil {
-			return nil, fmt.Errorf("read the process list: %w", err)
-		}
+		return nil, fmt.Errorf("read the process list: %w", err)
 	}
 	var out []Session
 	for _, s := range sessions {
@@ -145,12 +144,9 @@ func Sessions(ctx context.Context, db *sql.DB, ids []int64) ([]Session, error) {
 	for i, id := range ids {
 		args[i] = id
 	}
-	const from = " FROM information_schema.PROCESSLIST WHERE ID IN ("
-	found, err := query(ctx, db, "SELECT "+processColumns+", TIME_MS / 1000"+from+in+")", args...)
+	found, err := processList(ctx, db, " WHERE ID IN ("+in+")", args...)
 	if err != nil {
-		if found, err = query(ctx, db, "SELECT "+processColumns+", TIME"+from+in+")", args...); err != nil {
-			return nil, err
-		}
+		return nil, err
 	}
 	out := make([]Session, len(ids))
 	for i, id := range ids {
@@ -162,6 +158,32 @@ func Sessions(ctx context.Context, db *sql.DB, ids []int64) ([]Session, error) {
 		}
 	}
 	return out, nil
+}
+
+// processList reads the process list rows that where (on its standard column names) selects,
+// from the first source that answers: MariaDB's information_schema.PROCESSLIST with TIME_MS;
+// MySQL's, in whole seconds; then performance_schema.threads, because MySQL's
+// information_schema.PROCESSLIST fails as a whole (Error 3854) while any session's statement text
+// is not valid UTF-8, as an application's statement with binary values is (seen on MySQL 9.7:
+// without this source, a rollback waiting on another client's lock was never reported, and
+// --lock-timeout never fired).
+func processList(ctx context.Context, db *sql.DB, where string, args ...any) ([]Session, error) {
+	const threads = `(SELECT PROCESSLIST_ID AS ID, PROCESSLIST_USER AS USER, PROCESSLIST_HOST AS HOST,
+		PROCESSLIST_DB AS DB, PROCESSLIST_COMMAND AS COMMAND, PROCESSLIST_STATE AS STATE, PROCESSLIST_INFO AS INFO,
+		PROCESSLIST_TIME AS TIME FROM performance_schema.threads WHERE PROCESSLIST_ID IS NOT NULL) AS pl`
+	var errs []error
+	for _, from := range []string{
+		", TIME_MS / 1000 FROM information_schema.PROCESSLIST",
+		", TIME FROM information_schema.PROCESSLIST",
+		", TIME FROM " + threads,
+	} {
+		found, err := query(ctx, db, "SELECT "+processColumns+from+where, args...)
+		if err == nil {
+			return found, nil
+		}
+		errs = append(errs, err)
+	}
+	return nil, errors.Join(errs...)
 }
 
 func query(ctx context.Context, db *sql.DB, q string, args ...any) ([]Session, error) {

@@ -56,7 +56,7 @@ func holdWriteLockOn(t *testing.T, schema, name string) (int64, func()) {
 func TestLockWaitIsReportedWithItsHolder(t *testing.T) {
 	schema, sdb := sandboxtest.FreshDatabase(t, srv)
 	db := openControl(t, srv)
-	sandboxtest.MustExec(t, sdb, "CREATE TABLE t (id INT PRIMARY KEY, v INT) ENGINE=MyISAM", "INSERT INTO t SELECT seq, seq FROM seq_1_to_20000")
+	sandboxtest.MustExec(t, sdb, "CREATE TABLE t (id INT PRIMARY KEY, v INT) ENGINE=MyISAM", "INSERT INTO t SELECT seq, seq FROM "+sandboxtest.Seq(20000))
 	holder, unlock := holdWriteLock(t, schema)
 
 	var logs logLines
@@ -146,7 +146,7 @@ func TestLockTimeoutStopsWithNothingChanged(t *testing.T) {
 		t.Run(when, func(t *testing.T) {
 			schema, sdb := sandboxtest.FreshDatabase(t, srv)
 			db := openControl(t, srv)
-			sandboxtest.MustExec(t, sdb, "CREATE TABLE t (id INT PRIMARY KEY, v INT) ENGINE=MyISAM", "INSERT INTO t SELECT seq, seq FROM seq_1_to_20000")
+			sandboxtest.MustExec(t, sdb, "CREATE TABLE t (id INT PRIMARY KEY, v INT) ENGINE=MyISAM", "INSERT INTO t SELECT seq, seq FROM "+sandboxtest.Seq(20000))
 			opts := testOptions(srv, schema, "t")
 			opts.LockTimeout = time.Second
 			var holder int64
@@ -219,7 +219,7 @@ func waitingStatements(t *testing.T, db *sql.DB, schema string) string {
 func TestRollbackLockTimeout(t *testing.T) {
 	schema, sdb := sandboxtest.FreshDatabase(t, srv)
 	db := openControl(t, srv)
-	sandboxtest.MustExec(t, sdb, "CREATE TABLE t (id INT PRIMARY KEY, v INT) ENGINE=MyISAM", "INSERT INTO t SELECT seq, seq FROM seq_1_to_1000")
+	sandboxtest.MustExec(t, sdb, "CREATE TABLE t (id INT PRIMARY KEY, v INT) ENGINE=MyISAM", "INSERT INTO t SELECT seq, seq FROM "+sandboxtest.Seq(1000))
 	if _, err := Run(context.Background(), db, testOptions(srv, schema, "t")); err != nil {
 		t.Fatal(err)
 	}

@@ -153,7 +153,7 @@ func TestApplyCommand(t *testing.T) {
 		}
 		// Two tables at a time, with one metrics endpoint for both: each converted, the summary in
 		// plan order.
-		sandboxtest.MustExec(t, db, "CREATE TABLE p1 (id INT PRIMARY KEY, v INT) ENGINE=MyISAM", "INSERT INTO p1 SELECT seq, seq FROM seq_1_to_2000",
+		sandboxtest.MustExec(t, db, "CREATE TABLE p1 (id INT PRIMARY KEY, v INT) ENGINE=MyISAM", "INSERT INTO p1 SELECT seq, seq FROM "+sandboxtest.Seq(2000),
 			"CREATE TABLE p2 LIKE p1", "INSERT INTO p2 SELECT * FROM p1", "CREATE TABLE p3 LIKE p1", "INSERT INTO p3 SELECT * FROM p1")
 		both := filepath.Join(t.TempDir(), "parallel.json")
 		if out, code := runCLI(t, append(append([]string{"plan"}, conn...), "--database", schema, "--tables", "p1,p2,p3", "--out", both)...); code != outcome.OK {
@@ -193,7 +193,7 @@ func TestApplyCommand(t *testing.T) {
 		}
 	})
 	t.Run("a table another client keeps locked: JSON log names it, --lock-timeout gives up with exit 6", func(t *testing.T) {
-		sandboxtest.MustExec(t, db, "CREATE TABLE locked (id INT PRIMARY KEY) ENGINE=MyISAM", "INSERT INTO locked SELECT seq FROM seq_1_to_1000")
+		sandboxtest.MustExec(t, db, "CREATE TABLE locked (id INT PRIMARY KEY) ENGINE=MyISAM", "INSERT INTO locked SELECT seq FROM "+sandboxtest.Seq(1000))
 		holder, err := db.Conn(context.Background())
 		if err != nil {
 			t.Fatal(err)
