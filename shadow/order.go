@@ -23,10 +23,11 @@ import (
 //     Go orders exactly as the server does. Inserts and deletes are always applied: a MyISAM
 //     concurrent insert may be invisible to a chunk that starts right after replay saw its event
 //     (binlog/apply.go, plan).
-//  3. With capture that writes into the target itself (triggers), there is no replay to order:
-//     the copy writes with INSERT IGNORE (the capture's row is newer) and MyISAM's table lock
-//     makes each source statement and its trigger writes one unit against a chunk's
-//     INSERT ... SELECT (Capture.CopyMode).
+//  3. Trigger capture's syncs take the order exclusively, like replay batches, and the copy
+//     writes with INSERT IGNORE (Capture.CopyMode): a row a sync wrote is at least as new as the
+//     chunk's, and a change after the sync has left a note for the next one. MyISAM's table lock
+//     makes each source statement and its trigger's notes one unit against a chunk's
+//     INSERT ... SELECT and against a sync (shadow/triggers.go).
 //  4. A resume restarts from a checkpoint taken in this order: the copy watermark first, then the
 //     capture's resume position. Both only move forward, so every chunk up to the saved watermark
 //     is written and every change before the saved position applied; rows above the watermark

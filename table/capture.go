@@ -124,6 +124,11 @@ func (c *CaptureSQL) LockWith() []string { return []string{c.q.dst + " WRITE", c
 // that other sessions can read it while the locked session reads the source (SyncForSwap).
 func (c *CaptureSQL) SwapLockWith() []string { return []string{c.log + " READ"} }
 
+// NoteRange reads the oldest and the newest note's id (0, 0: the log is empty).
+func (c *CaptureSQL) NoteRange() string {
+	return "SELECT COALESCE(MIN(`_emcap_id`), 0), COALESCE(MAX(`_emcap_id`), 0) FROM " + c.log
+}
+
 // LastNote reads the newest note's id (0: the log is empty).
 func (c *CaptureSQL) LastNote() string { return "SELECT COALESCE(MAX(`_emcap_id`), 0) FROM " + c.log }
 

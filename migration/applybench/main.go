@@ -179,6 +179,9 @@ func runLoaded(ctx context.Context, db *sql.DB, port, rows, threads int, share f
 	fmt.Printf("\nunder load (%d threads, %s mix, target %.0f q/s = %.0f%% of capacity %.0f q/s):\n", threads, appMix, rate, share*100, capacity.qps)
 	fmt.Printf("  %s: conversion %.2fs; baseline %.0f q/s; during %.0f q/s (%.0f%% of baseline); failed queries %d; longest time with no completed write %s; p99 %s\n",
 		b.name, took.Seconds(), base.qps, during.qps, 100*during.qps/base.qps, during.errors, during.maxWriteGap.Round(time.Millisecond), during.p99.Round(time.Millisecond))
+	if len(during.longGaps) > 0 {
+		fmt.Printf("  %s: write gaps over %s: %s\n", b.name, longGap, strings.Join(during.longGaps, ", "))
+	}
 	if b.path != "" && b.path != ptOSC {
 		fmt.Printf("  %s: %d changes replayed (%.0f/s over the copy), cut-over lock %s, peak RSS %d MiB\n",
 			b.name, ar.events, float64(ar.events)/max(ar.copySec, 0.001), ar.lockHeld, ar.maxRSSKiB/1024)
@@ -247,10 +250,14 @@ func runApply(bin string, port int, table string) (applyResult, error) {
 	return res, nil
 }
 
+// longGap is the write gap applybench itemises (the stall goal is 300 ms).
+const longGap = 150 * time.Millisecond
+
 type loadStats struct {
 	qps         float64
 	errors      int64
 	maxWriteGap time.Duration
+	longGaps    []string
 	p99         time.Duration
 }
 
@@ -269,6 +276,7 @@ func measure(ctx context.Context, db *sql.DB, threads int, rate float64, d time.
 	var lastWrite atomic.Int64
 	var gapMu sync.Mutex
 	var maxGap time.Duration
+	var long []string // write gaps over longGap, with when they ended: to match with apply's log
 	lastWrite.Store(time.Now().UnixNano())
 	lat := make([][]time.Duration, threads)
 	var wg sync.WaitGroup
@@ -306,6 +314,9 @@ func measure(ctx context.Context, db *sql.DB, threads int, rate float64, d time.
 					if g := now.Sub(prev); g > 0 {
 						gapMu.Lock()
 						maxGap = max(maxGap, g)
+						if g > longGap {
+							long = append(long, fmt.Sprintf("%s ended %s", g.Round(time.Millisecond), now.UTC().Format("15:04:05.000")))
+						}
 						gapMu.Unlock()
 					}
 				}
@@ -318,7 +329,7 @@ func measure(ctx context.Context, db *sql.DB, threads int, rate float64, d time.
 		all = append(all, l...)
 	}
 	sort.Slice(all, func(a, b int) bool { return all[a] < all[b] })
-	st := loadStats{qps: float64(done.Load()) / time.Since(start).Seconds(), errors: errs.Load(), maxWriteGap: maxGap}
+	st := loadStats{qps: float64(done.Load()) / time.Since(start).Seconds(), errors: errs.Load(), maxWriteGap: maxGap, longGaps: long}
 	if len(all) > 0 {
 		st.p99 = all[len(all)*99/100]
 	}
