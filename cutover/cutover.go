@@ -339,7 +339,14 @@ func renameBehindLock(ctx context.Context, db *sql.DB, connA *sql.Conn, idA int6
 	// The rename must be queued behind our lock before the sentry goes: its exclusive metadata
 	// lock request then takes precedence over the application statements queued on the table,
 	// so none of them can write to the original between UNLOCK and the rename.
-	if err := waitUntilBlocked(ctx, db, idB, renameDone, cfg.LockWait); err != nil {
+	probe, err := newQueueProbe(ctx, db, sw)
+	if err != nil {
+		killQuery(db, idB)
+		<-renameDone
+		return false, err
+	}
+	defer probe.close()
+	if err := waitUntilBlocked(ctx, db, idB, probe, renameDone, cfg.LockWait); err != nil {
 		killQuery(db, idB)
 		<-renameDone
 		return false, err
@@ -381,8 +388,9 @@ func killQuery(db *sql.DB, id int64) {
 	db.ExecContext(ctx, fmt.Sprintf("KILL QUERY %d", id))
 }
 
-// waitUntilBlocked polls the process list until connection id is waiting for a lock.
-func waitUntilBlocked(ctx context.Context, db *sql.DB, id int64, done <-chan error, limit time.Duration) error {
+// waitUntilBlocked polls until connection id (the rename) waits for a lock and has taken the
+// table being swapped in, so that the lock it waits for is the table's (see queueProbe).
+func waitUntilBlocked(ctx context.Context, db *sql.DB, id int64, probe *queueProbe, done <-chan error, limit time.Duration) error {
 	deadline := time.Now().Add(limit)
 	for {
 		select {
@@ -395,7 +403,13 @@ func waitUntilBlocked(ctx context.Context, db *sql.DB, id int64, done <-chan err
 		}
 		state, err := processState(ctx, db, id)
 		if err == nil && strings.Contains(strings.ToLower(state), "lock") {
-			return nil
+			var taken bool
+			if taken, err = probe.taken(ctx); taken {
+				return nil
+			}
+			if err == nil {
+				state += ", on " + probe.sw.To
+			}
 		}
 		if time.Now().After(deadline) {
 			if err != nil {

@@ -1,0 +1,84 @@
+package cutover
+
+import (
+	"context"
+	"database/sql"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/enginemig/enginemig/binlog"
+	"github.com/enginemig/enginemig/sandbox/sandboxtest"
+)
+
+// Another session holds a lock on the table being swapped in (InnoDB's purge does, for moments,
+// on a shadow that took many writes) when the rename is queued. The rename takes its metadata
+// locks in name order, `_t_new` before `t`, so it waits there first; unlocking `t` then would let
+// the application's queued writes into the old table before the rename. Every row the old table
+// holds must have been there when the table was locked.
+func TestSwapWaitsUntilTheRenameQueuesOnTheTable(t *testing.T) {
+	schema, db := sandboxtest.FreshDatabase(t, srv)
+	db.SetMaxOpenConns(30)
+	sandboxtest.MustExec(t, db,
+		"CREATE TABLE t (id INT PRIMARY KEY, at BIGINT NOT NULL) ENGINE=MyISAM",
+		"CREATE TABLE _t_new (id INT PRIMARY KEY, at BIGINT NOT NULL) ENGINE=InnoDB")
+	ctx, stop := context.WithCancel(context.Background())
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				db.Exec("INSERT INTO t VALUES (?, ?)", next.Add(1), time.Now().UnixNano())
+			}
+		}()
+	}
+	time.Sleep(100 * time.Millisecond)
+	holder, err := db.Conn(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close()
+	cfg := fastConfig()
+	target := &countUnderLock{schema: schema, before: func() {
+		// Under the cut-over's lock: hold _t_new for a while, as purge would.
+		if _, err := holder.ExecContext(context.Background(), "LOCK TABLES _t_new READ"); err != nil {
+			t.Error(err)
+		}
+		go func() {
+			time.Sleep(300 * time.Millisecond)
+			holder.ExecContext(context.Background(), "UNLOCK TABLES")
+		}()
+	}}
+	_, err = Run(context.Background(), db, swapOf(schema), target, cfg, nil)
+	time.Sleep(50 * time.Millisecond)
+	stop()
+	wg.Wait()
+	if err != nil {
+		t.Fatalf("swap: %v", err)
+	}
+	var n int64
+	db.QueryRow("SELECT COUNT(*) FROM _t_old").Scan(&n)
+	if n != target.n {
+		t.Fatalf("the old table has %d rows, %d when it was locked: %d writes went to it after the lock", n, target.n, n-target.n)
+	}
+}
+
+// countUnderLock counts t's rows in the locked session (what the old table must still hold after
+// the swap), after running before.
+type countUnderLock struct {
+	schema string
+	before func()
+	n      int64
+}
+
+func (c *countUnderLock) WaitFor(ctx context.Context, conn *sql.Conn) (binlog.Position, error) {
+	if c.before != nil {
+		c.before()
+		c.before = nil
+	}
+	err := conn.QueryRowContext(ctx, "SELECT COUNT(*) FROM `"+c.schema+"`.t").Scan(&c.n)
+	return binlog.Position{}, err
+}
