@@ -53,12 +53,20 @@ func afterCopy(st string) bool {
 // SIGKILL of the binary during the copy and again after it; each following apply resumes, and
 // the final table holds exactly the acknowledged writes. A second table is killed during the copy
 // and then cleaned up instead: the original is intact and the leftovers are gone.
-func TestSIGKILLDuringApply(t *testing.T) {
+func TestSIGKILLDuringApply(t *testing.T) { sigkillDuringApply(t, "kill", nil) }
+
+// The same with trigger capture (forced here on a server with a ROW binlog): the triggers keep
+// noting changes while no enginemig runs, and cleanup removes them with the shadow.
+func TestSIGKILLDuringApplyTriggerCapture(t *testing.T) {
+	sigkillDuringApply(t, "killtrg", []string{"--capture", "triggers"})
+}
+
+func sigkillDuringApply(t *testing.T, database string, extra []string) {
 	e := faultServer(t)
 	r := faultSeed(t)
-	schema := e.database(t, "kill")
+	schema := e.database(t, database)
 	l, stop := startLoad(t, e, schema, "t", 4, 6000)
-	apply := []string{"apply", "--database", schema, "--table", "t", "--chunk-time", "1ms", "--no-progress"}
+	apply := append([]string{"apply", "--database", schema, "--table", "t", "--chunk-time", "1ms", "--no-progress"}, extra...)
 
 	// 1. Killed at a random moment of the copy.
 	p := e.start(t, apply...)
@@ -95,6 +103,9 @@ func TestSIGKILLDuringApply(t *testing.T) {
 	if !strings.Contains(out, "resuming migration") {
 		t.Fatalf("the second run did not resume:\n%s", out)
 	}
+	if len(extra) > 0 && !strings.Contains(out, "capturing changes with triggers") {
+		t.Fatalf("the resumed run did not capture with triggers:\n%s", out)
+	}
 
 	// 3. The last run finishes (or records the finished swap of run 2).
 	code, out = e.run(t, apply...)
@@ -113,7 +124,7 @@ func TestSIGKILLDuringApply(t *testing.T) {
 
 	t.Run("then cleanup", func(t *testing.T) {
 		l2, stop2 := startLoad(t, e, schema, "c", 2, 4000)
-		p := e.start(t, "apply", "--database", schema, "--table", "c", "--chunk-time", "1ms", "--no-progress")
+		p := e.start(t, append([]string{"apply", "--database", schema, "--table", "c", "--chunk-time", "1ms", "--no-progress"}, extra...)...)
 		e.waitStage(t, p, schema, "c", func(s string) bool { return s == "copy" })
 		time.Sleep(time.Duration(50+r.IntN(200)) * time.Millisecond)
 		p.cmd.Process.Kill()
@@ -128,6 +139,11 @@ func TestSIGKILLDuringApply(t *testing.T) {
 		}
 		if st, _ := e.stage(schema, "c"); st != "failed" {
 			t.Fatalf("state after cleanup: %s", st)
+		}
+		var triggers int
+		e.app.QueryRow("SELECT COUNT(*) FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = ?", schema).Scan(&triggers)
+		if triggers != 0 {
+			t.Fatalf("%d capture triggers left after cleanup", triggers)
 		}
 		checkLoad(t, e.app, l2, schema, "c", false)
 	})
