@@ -200,27 +200,7 @@ func TestKillingLockHolderMidSwapLeavesOriginal(t *testing.T) {
 // itself (not on the sentry) when the lock is released, so it goes before the queued writes.
 func TestNoWriteLandsInOldTableAfterLock(t *testing.T) {
 	for round := 0; round < 5; round++ {
-		schema, db := sandboxtest.FreshDatabase(t, srv)
-		db.SetMaxOpenConns(30)
-		sandboxtest.MustExec(t, db,
-			"CREATE TABLE t (id INT PRIMARY KEY, at BIGINT NOT NULL) ENGINE=MyISAM",
-			"CREATE TABLE _t_new (id INT PRIMARY KEY, at BIGINT NOT NULL) ENGINE=InnoDB")
-		ctx, stop := context.WithCancel(context.Background())
-		var next atomic.Int64
-		var wg sync.WaitGroup
-		for w := 0; w < 12; w++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for ctx.Err() == nil {
-					id := next.Add(1)
-					// at = when the statement started, in ns: a write that started after the
-					// lock was granted and still went to the old table is the bug.
-					db.Exec("INSERT INTO t VALUES (?, ?)", id, time.Now().UnixNano())
-				}
-			}()
-		}
-		time.Sleep(100 * time.Millisecond)
+		schema, db, stop := insertingInto(t, 12)
 		var lockedAt atomic.Int64
 		cfg := fastConfig()
 		res, err := Run(context.Background(), db, swapOf(schema), caughtUp{}, cfg, recordFunc(func(context.Context, binlog.Position) error {
@@ -229,7 +209,6 @@ func TestNoWriteLandsInOldTableAfterLock(t *testing.T) {
 		}))
 		time.Sleep(50 * time.Millisecond)
 		stop()
-		wg.Wait()
 		if err != nil {
 			t.Fatalf("swap: %v", err)
 		}

@@ -18,24 +18,7 @@ import (
 // the application's queued writes into the old table before the rename. Every row the old table
 // holds must have been there when the table was locked.
 func TestSwapWaitsUntilTheRenameQueuesOnTheTable(t *testing.T) {
-	schema, db := sandboxtest.FreshDatabase(t, srv)
-	db.SetMaxOpenConns(30)
-	sandboxtest.MustExec(t, db,
-		"CREATE TABLE t (id INT PRIMARY KEY, at BIGINT NOT NULL) ENGINE=MyISAM",
-		"CREATE TABLE _t_new (id INT PRIMARY KEY, at BIGINT NOT NULL) ENGINE=InnoDB")
-	ctx, stop := context.WithCancel(context.Background())
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for ctx.Err() == nil {
-				db.Exec("INSERT INTO t VALUES (?, ?)", next.Add(1), time.Now().UnixNano())
-			}
-		}()
-	}
-	time.Sleep(100 * time.Millisecond)
+	schema, db, stop := insertingInto(t, 8)
 	holder, err := db.Conn(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -55,7 +38,6 @@ func TestSwapWaitsUntilTheRenameQueuesOnTheTable(t *testing.T) {
 	_, err = Run(context.Background(), db, swapOf(schema), target, cfg, nil)
 	time.Sleep(50 * time.Millisecond)
 	stop()
-	wg.Wait()
 	if err != nil {
 		t.Fatalf("swap: %v", err)
 	}
@@ -81,4 +63,29 @@ func (c *countUnderLock) WaitFor(ctx context.Context, conn *sql.Conn) (binlog.Po
 	}
 	err := conn.QueryRowContext(ctx, "SELECT COUNT(*) FROM `"+c.schema+"`.t").Scan(&c.n)
 	return binlog.Position{}, err
+}
+
+// insertingInto creates a MyISAM t and an InnoDB _t_new in a fresh database and starts writers
+// inserting into t (at: when the statement started, in ns), for 100 ms before it returns. stop
+// ends them and waits.
+func insertingInto(t *testing.T, writers int) (schema string, db *sql.DB, stop func()) {
+	schema, db = sandboxtest.FreshDatabase(t, srv)
+	db.SetMaxOpenConns(30)
+	sandboxtest.MustExec(t, db,
+		"CREATE TABLE t (id INT PRIMARY KEY, at BIGINT NOT NULL) ENGINE=MyISAM",
+		"CREATE TABLE _t_new (id INT PRIMARY KEY, at BIGINT NOT NULL) ENGINE=InnoDB")
+	ctx, cancel := context.WithCancel(context.Background())
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				db.Exec("INSERT INTO t VALUES (?, ?)", next.Add(1), time.Now().UnixNano())
+			}
+		}()
+	}
+	time.Sleep(100 * time.Millisecond)
+	return schema, db, func() { cancel(); wg.Wait() }
 }
