@@ -225,6 +225,12 @@ func attempt(ctx context.Context, db *sql.DB, sw Swap, target Target, cfg Config
 	if err := connA.QueryRowContext(ctx, "SELECT CONNECTION_ID()").Scan(&idA); err != nil {
 		return 0, binlog.Position{}, err
 	}
+	// Opened before the lock: the lock's hold time is the application's stall.
+	probe, err := newQueueProbe(ctx, db, sw)
+	if err != nil {
+		return 0, binlog.Position{}, err
+	}
+	defer probe.close()
 	if err := createSentry(ctx, connA, sw); err != nil {
 		return 0, binlog.Position{}, err
 	}
@@ -275,7 +281,7 @@ func attempt(ctx context.Context, db *sql.DB, sw Swap, target Target, cfg Config
 		}
 	}
 
-	dropped, err := renameBehindLock(ctx, db, connA, idA, sw, cfg, unlock)
+	dropped, err := renameBehindLock(ctx, db, connA, idA, probe, sw, cfg, unlock)
 	sentryDropped = dropped
 	if err != nil {
 		return 0, pos, err
@@ -320,7 +326,7 @@ func plainWord(s string) bool {
 
 // renameBehindLock queues the rename behind the lock connA holds, then drops the sentry and
 // unlocks, which lets the rename through. It reports whether the sentry was dropped.
-func renameBehindLock(ctx context.Context, db *sql.DB, connA *sql.Conn, idA int64, sw Swap, cfg Config, unlock func()) (bool, error) {
+func renameBehindLock(ctx context.Context, db *sql.DB, connA *sql.Conn, idA int64, probe *queueProbe, sw Swap, cfg Config, unlock func()) (bool, error) {
 	from, to, sentry := dbconn.QualifiedName(sw.Schema, sw.From), dbconn.QualifiedName(sw.Schema, sw.To), dbconn.QualifiedName(sw.Schema, sw.Sentry)
 	connB, err := db.Conn(ctx)
 	if err != nil {
@@ -339,13 +345,6 @@ func renameBehindLock(ctx context.Context, db *sql.DB, connA *sql.Conn, idA int6
 	// The rename must be queued behind our lock before the sentry goes: its exclusive metadata
 	// lock request then takes precedence over the application statements queued on the table,
 	// so none of them can write to the original between UNLOCK and the rename.
-	probe, err := newQueueProbe(ctx, db, sw)
-	if err != nil {
-		killQuery(db, idB)
-		<-renameDone
-		return false, err
-	}
-	defer probe.close()
 	if err := waitUntilBlocked(ctx, db, idB, probe, renameDone, cfg.LockWait); err != nil {
 		killQuery(db, idB)
 		<-renameDone
@@ -401,7 +400,11 @@ func waitUntilBlocked(ctx context.Context, db *sql.DB, id int64, probe *queuePro
 			return fmt.Errorf("rename failed before queueing: %w", err)
 		default:
 		}
-		state, err := processState(ctx, db, id)
+		var state string
+		found, err := lockwait.Sessions(ctx, db, []int64{id})
+		if err == nil {
+			state = found[0].State
+		}
 		if err == nil && strings.Contains(strings.ToLower(state), "lock") {
 			var taken bool
 			if taken, err = probe.taken(ctx); taken {

@@ -73,17 +73,3 @@ func longQueries(ctx context.Context, db *sql.DB, query string, arg int64, schem
 	}
 	return ids, rows.Err()
 }
-
-// processState reads the state of connection id ("Waiting for table metadata lock", ...).
-func processState(ctx context.Context, db *sql.DB, id int64) (string, error) {
-	var state sql.NullString
-	err := db.QueryRowContext(ctx, "SELECT STATE FROM information_schema.PROCESSLIST WHERE ID = ?", id).Scan(&state)
-	if err != nil && !errors.Is(err, sql.ErrNoRows) {
-		err2 := db.QueryRowContext(ctx, "SELECT PROCESSLIST_STATE FROM performance_schema.threads WHERE PROCESSLIST_ID = ?", id).Scan(&state)
-		if err2 != nil {
-			return "", errors.Join(err, err2)
-		}
-		return state.String, nil
-	}
-	return state.String, err
-}

@@ -33,11 +33,13 @@ func newQueueProbe(ctx context.Context, db *sql.DB, sw Swap) (*queueProbe, error
 		return nil, err
 	}
 	p := &queueProbe{conn: conn, table: dbconn.QualifiedName(sw.Schema, sw.To), sw: sw}
-	var wait int64
+	// MySQL's minimum lock wait is 1 s, which the probe would add to the stall; a session whose
+	// lock wait cannot be read as 0 reads performance_schema instead.
+	var wait int64 = -1
 	if _, err := conn.ExecContext(ctx, "SET SESSION lock_wait_timeout = 0"); err == nil {
-		err = conn.QueryRowContext(ctx, "SELECT @@SESSION.lock_wait_timeout").Scan(&wait)
-		p.viaPS = err != nil || wait != 0 // MySQL's minimum is 1 s, which would add to the stall
+		conn.QueryRowContext(ctx, "SELECT @@SESSION.lock_wait_timeout").Scan(&wait)
 	}
+	p.viaPS = wait != 0
 	return p, nil
 }
 

@@ -242,8 +242,7 @@ const syncBreather = 20 * time.Millisecond
 func (t *triggerCapture) pause() {
 	t.paused.Add(1)
 	t.inflight.Lock()
-	t.paused.Load() // the sync in flight, if any, has ended: nothing to do under the lock
-	t.inflight.Unlock()
+	t.inflight.Unlock() //lint:ignore SA2001 the lock only waits for the sync in flight, if any, to end
 }
 
 // syncForSwap is the sync under the cut-over's lock. q holds the source, the sentry and the log
