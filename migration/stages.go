@@ -149,6 +149,9 @@ func (m *migrator) copyRows(ctx context.Context) error {
 // read by the copy: only then does it hold one consistent source state, so a UNIQUE index cannot
 // trip over a mix of old and new row versions.
 func (m *migrator) buildIndexes(ctx context.Context) error {
+	if len(m.deferred) > 0 && !m.opts.SkipVerify && m.pipe.StartVerify(ctx, m.verifyPace()) {
+		m.log.Info("verifying beside the index build")
+	}
 	if err := m.pipe.CatchUp(ctx); err != nil {
 		return m.coded(err)
 	}
@@ -199,8 +202,13 @@ func (m *migrator) postpone(ctx context.Context) error {
 	return m.coded(err)
 }
 
+// verifyPace sizes verification's chunks: the lock-time target of the copy's contended chunks.
+func (m *migrator) verifyPace() copier.Pace { return copier.Pace{ChunkTime: m.opts.ChunkTime} }
+
+// verify compares the shadow with the source, or waits for the comparison started beside the
+// index build (binlog capture).
 func (m *migrator) verify(ctx context.Context) error {
-	v, err := m.pipe.Verify(ctx, copier.Pace{ChunkTime: m.opts.ChunkTime})
+	v, err := m.pipe.Verify(ctx, m.verifyPace())
 	if err != nil {
 		return outcome.New(outcome.FailedSafe, err, "the shadow was dropped; report this, and re-run apply")
 	}

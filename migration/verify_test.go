@@ -2,6 +2,7 @@ package migration
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/enginemig/enginemig/dbconn"
@@ -9,15 +10,25 @@ import (
 )
 
 // Rows changed behind enginemig's back in the shadow (no binlog event for the source) must be
-// found by verification and repaired before the cut-over.
+// found by verification and repaired before the cut-over, whether verification runs after the
+// copy or beside the index build (the table has a secondary index: binlog capture starts
+// verification when the build does).
 func TestVerifyFindsAndRepairsCorruptedShadow(t *testing.T) {
+	for _, c := range []struct{ name, index string }{{"after the copy", ""}, {"beside the index build", ", KEY v (v)"}} {
+		t.Run(c.name, func(t *testing.T) { verifyRepairs(t, c.index) })
+	}
+}
+
+func verifyRepairs(t *testing.T, index string) {
 	schema, sdb := sandboxtest.FreshDatabase(t, srv)
 	db := openControl(t, srv)
-	sandboxtest.MustExec(t, sdb, "CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(20), f FLOAT, n INT NULL) ENGINE=MyISAM",
+	sandboxtest.MustExec(t, sdb, "CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(20), f FLOAT, n INT NULL"+index+") ENGINE=MyISAM",
 		"INSERT INTO t SELECT seq, CONCAT('v', seq), seq / 7, IF(seq % 3 = 0, NULL, seq) FROM "+sandboxtest.Seq(20000),
 		"CREATE TABLE ref LIKE t", "INSERT INTO ref SELECT * FROM t")
 	shadow := dbconn.QualifiedName(schema, "_t_new")
 	opts := testOptions(srv, schema, "t")
+	logs := &logLines{}
+	opts.Logger = logs.logger()
 	opts.Hook = func(ctx context.Context, at Point, _ *State) error {
 		if at != After(StageCopy) {
 			return nil
@@ -43,6 +54,9 @@ func TestVerifyFindsAndRepairsCorruptedShadow(t *testing.T) {
 		t.Fatalf("verification repaired nothing: %+v", res.Verify)
 	}
 	t.Logf("verify: %+v", *res.Verify)
+	if beside := strings.Contains(logs.String(), "verifying beside the index build"); beside != (index != "") {
+		t.Fatalf("verification beside the index build: %v, want %v", beside, index != "")
+	}
 	if diff := sameRows(t, db, schema, "t", "ref", []string{"id", "v", "f", "n"}, "id"); diff != "" {
 		t.Fatal(diff)
 	}

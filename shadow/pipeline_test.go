@@ -125,3 +125,27 @@ func TestCaptureFailureStopsTheRunningStep(t *testing.T) {
 		t.Fatalf("later steps must report the failure too, got %v", err)
 	}
 }
+
+// Verification may run beside the index build (StartVerify), but its repairs lock the source with
+// the target: one that waited behind the build's metadata lock would hold the source's lock, and
+// the application's writes, meanwhile. So a repair (verifyTarget.Exclusive) waits for Exec.
+func TestRepairWaitsForTheIndexBuild(t *testing.T) {
+	p, _, _ := open(t, 100)
+	built := make(chan time.Time, 1)
+	go func() {
+		// Stands for a long ALTER TABLE ... ADD INDEX on the target.
+		err := p.Exec(context.Background(), "DO SLEEP(0.5)")
+		if err != nil {
+			t.Error(err)
+		}
+		built <- time.Now()
+	}()
+	time.Sleep(100 * time.Millisecond) // let the build start
+	var repaired time.Time
+	if err := (verifyTarget{p}).Exclusive(func() error { repaired = time.Now(); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if end := <-built; repaired.Before(end) {
+		t.Fatalf("a repair ran %s before the index build ended", end.Sub(repaired))
+	}
+}
