@@ -101,16 +101,20 @@ func run(ctx context.Context, rows, threads int, share float64, window time.Dura
 	if costOnly {
 		return captureCost(ctx, db, rows)
 	}
+	if withPTOSC {
+		builds = append(builds, build{"pt-osc", ptOSC})
+	}
 	if err := runIdle(db, srv.Port, rows, builds); err != nil || idleOnly {
 		return err
 	}
-	loaded := append([]build{{"native", ""}}, builds...)
-	if withPTOSC {
-		loaded = append(loaded, build{"pt-osc", ptOSC})
-	}
-	for _, b := range loaded {
-		if err := runLoaded(ctx, db, srv.Port, rows, threads, share, window, b); err != nil {
+	var native time.Duration
+	for _, b := range append([]build{{"native", ""}}, builds...) {
+		took, err := runLoaded(ctx, db, srv.Port, rows, threads, share, window, b, native)
+		if err != nil {
 			return err
+		}
+		if b.path == "" {
+			native = took
 		}
 	}
 	return nil
@@ -136,20 +140,31 @@ func runIdle(db *sql.DB, port, rows int, builds []build) error {
 		if err := seed(db, "state", rows); err != nil {
 			return err
 		}
+		if b.path == ptOSC {
+			start := time.Now()
+			if err := runPTOSC(port, "state"); err != nil {
+				return err
+			}
+			took := time.Since(start)
+			fmt.Printf("  %s %.2fs, ratio %.2fx\n", b.name, took.Seconds(), took.Seconds()/native.Seconds())
+			continue
+		}
 		idle, err := runApply(b.path, port, "state")
 		if err != nil {
 			return err
 		}
-		fmt.Printf("  %s apply %.2fs (copy %.2fs, index build %.2fs), ratio %.2fx, peak RSS %d MiB\n",
-			b.name, idle.wall.Seconds(), idle.copySec, idle.indexSec, idle.wall.Seconds()/native.Seconds(), idle.maxRSSKiB/1024)
+		fmt.Printf("  %s apply %.2fs (copy %.2fs, index build %.2fs, verify %.2fs), ratio %.2fx, peak RSS %d MiB\n",
+			b.name, idle.wall.Seconds(), idle.copySec, idle.indexSec, idle.verifySec, idle.wall.Seconds()/native.Seconds(), idle.maxRSSKiB/1024)
 	}
 	return nil
 }
 
 // runLoaded measures capacity, then runs the mix at a share of it during one conversion.
-func runLoaded(ctx context.Context, db *sql.DB, port, rows, threads int, share float64, window time.Duration, b build) error {
+// It returns the conversion's wall time; native is native ALTER's under the same load (0 while
+// measuring native itself), for the ratio.
+func runLoaded(ctx context.Context, db *sql.DB, port, rows, threads int, share float64, window time.Duration, b build, native time.Duration) (time.Duration, error) {
 	if err := seed(db, "state", rows); err != nil {
-		return err
+		return 0, err
 	}
 	capacity := measure(ctx, db, threads, 0, 5*time.Second, rows)
 	rate := capacity.qps * share
@@ -174,25 +189,31 @@ func runLoaded(ctx context.Context, db *sql.DB, port, rows, threads int, share f
 	stop()
 	during := <-result
 	if err != nil {
-		return fmt.Errorf("%s under load: %w", b.name, err)
+		return 0, fmt.Errorf("%s under load: %w", b.name, err)
 	}
 	fmt.Printf("\nunder load (%d threads, %s mix, target %.0f q/s = %.0f%% of capacity %.0f q/s):\n", threads, appMix, rate, share*100, capacity.qps)
-	fmt.Printf("  %s: conversion %.2fs; baseline %.0f q/s; during %.0f q/s (%.0f%% of baseline); failed queries %d; longest time with no completed write %s; p99 %s\n",
-		b.name, took.Seconds(), base.qps, during.qps, 100*during.qps/base.qps, during.errors, during.maxWriteGap.Round(time.Millisecond), during.p99.Round(time.Millisecond))
+	ratio := ""
+	if native > 0 {
+		ratio = fmt.Sprintf(" (%.1fx native's)", took.Seconds()/native.Seconds())
+	}
+	fmt.Printf("  %s: conversion %.2fs%s; baseline %.0f q/s; during %.0f q/s (%.0f%% of baseline); failed queries %d; longest time with no completed write %s; p99 %s before, %s during\n",
+		b.name, took.Seconds(), ratio, base.qps, during.qps, 100*during.qps/base.qps, during.errors, during.maxWriteGap.Round(time.Millisecond),
+		base.p99.Round(100*time.Microsecond), during.p99.Round(100*time.Microsecond))
 	if len(during.longGaps) > 0 {
 		fmt.Printf("  %s: write gaps over %s: %s\n", b.name, longGap, strings.Join(during.longGaps, ", "))
 	}
 	if b.path != "" && b.path != ptOSC {
-		fmt.Printf("  %s: %d changes replayed (%.0f/s over the copy), cut-over lock %s, peak RSS %d MiB\n",
-			b.name, ar.events, float64(ar.events)/max(ar.copySec, 0.001), ar.lockHeld, ar.maxRSSKiB/1024)
+		fmt.Printf("  %s: copy %.2fs, index build %.2fs, verify %.2fs; %d changes replayed (%.0f/s over the copy), cut-over lock %s, peak RSS %d MiB\n",
+			b.name, ar.copySec, ar.indexSec, ar.verifySec, ar.events, float64(ar.events)/max(ar.copySec, 0.001), ar.lockHeld, ar.maxRSSKiB/1024)
 	}
-	return nil
+	return took, nil
 }
 
 type applyResult struct {
 	wall      time.Duration
 	copySec   float64
 	indexSec  float64
+	verifySec float64
 	events    int64
 	lockHeld  time.Duration
 	maxRSSKiB int64
@@ -236,6 +257,9 @@ func runApply(bin string, port int, table string) (applyResult, error) {
 			CopyNs  int64 `json:"copy_ns"`
 			IndexNs int64 `json:"index_build_ns"`
 			Events  int64 `json:"replay_events"`
+			Verify  struct {
+				DurationNs int64 `json:"duration_ns"`
+			} `json:"verify"`
 			Cutover struct {
 				LockHeld int64 `json:"lock_held_ns"`
 			} `json:"cutover"`
@@ -246,6 +270,7 @@ func runApply(bin string, port int, table string) (applyResult, error) {
 	}
 	r := summary.Results[0]
 	res.copySec, res.indexSec, res.events = float64(r.CopyNs)/1e9, float64(r.IndexNs)/1e9, r.Events
+	res.verifySec = float64(r.Verify.DurationNs) / 1e9
 	res.lockHeld = time.Duration(r.Cutover.LockHeld).Round(time.Millisecond)
 	return res, nil
 }
