@@ -146,18 +146,19 @@ func (c *Chunker) Took(rows, size int, took, target time.Duration) {
 
 // Rest pauses after a contended chunk for RestRatio times what it held the source.
 func (c *Chunker) Rest(ctx context.Context, held time.Duration) error {
+	return sleep(ctx, c.RestFor(held))
+}
+
+// RestFor is how long Rest would pause after a chunk that held the source for held: 0 unless the
+// last Target saw other clients waiting.
+func (c *Chunker) RestFor(held time.Duration) time.Duration {
 	c.mu.Lock()
 	contended := c.contended
 	c.mu.Unlock()
 	if !contended || c.pace.RestRatio <= 0 {
-		return nil
+		return 0
 	}
-	select {
-	case <-time.After(time.Duration(float64(held) * c.pace.RestRatio)):
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return time.Duration(float64(held) * c.pace.RestRatio)
 }
 
 // SetChunkTime changes the contended lock-time target while running (live control).
