@@ -98,6 +98,7 @@ func OpenStream(ctx context.Context, cfg StreamConfig, start Position) (*Stream,
 		sc.Host, sc.Port = host, uint16(p)
 	}
 	s := &Stream{cfg: cfg, file: start.Name, pos: start}
+	sc.RowsEventDecodeFunc = s.decodeRows
 	s.ddlRe = ddlPattern(cfg.Table.Name, cfg.Triggers)
 	s.syncer = replication.NewBinlogSyncer(sc)
 	s.streamer, err = s.syncer.StartSync(start)
@@ -157,6 +158,20 @@ func (s *Stream) item(ev *replication.BinlogEvent) (Item, error) {
 		s.advance(ev.Header)
 		return Item{Pos: s.pos}, nil
 	}
+}
+
+// decodeRows decodes the row images of the table's own events only; other tables' events keep
+// their header (their table is all item needs). The copy's own writes to the target are the
+// largest such stream (the whole table again), and a busy server logs other tables' writes too.
+// Decoding every value of them took most of enginemig's CPU: 1.03 s of a 1M-row apply, 0.16 s
+// without, and the copy took 3.1 s instead of 4.9 s with that core given back to the server
+// (`go run ./migration/applybench -rows 1000000 -idle-only -compare-bin OLD`, 2 cores).
+func (s *Stream) decodeRows(e *replication.RowsEvent, data []byte) error {
+	pos, err := e.DecodeHeader(data)
+	if err != nil || !s.ours(e.Table) {
+		return err
+	}
+	return e.DecodeData(pos, data)
 }
 
 func (s *Stream) advance(h *replication.EventHeader) {

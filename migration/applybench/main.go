@@ -153,8 +153,8 @@ func runIdle(db *sql.DB, port, rows int, builds []build) error {
 		if err != nil {
 			return err
 		}
-		fmt.Printf("  %s apply %.2fs (copy %.2fs, index build %.2fs, verify %.2fs), ratio %.2fx, peak RSS %d MiB\n",
-			b.name, idle.wall.Seconds(), idle.copySec, idle.indexSec, idle.verifySec, idle.wall.Seconds()/native.Seconds(), idle.maxRSSKiB/1024)
+		fmt.Printf("  %s apply %.2fs (copy %.2fs, index build %.2fs, verify %.2fs), ratio %.2fx, enginemig CPU %.2fs, peak RSS %d MiB\n",
+			b.name, idle.wall.Seconds(), idle.copySec, idle.indexSec, idle.verifySec, idle.wall.Seconds()/native.Seconds(), idle.cpu.Seconds(), idle.maxRSSKiB/1024)
 	}
 	return nil
 }
@@ -214,6 +214,7 @@ type applyResult struct {
 	copySec   float64
 	indexSec  float64
 	verifySec float64
+	cpu       time.Duration // enginemig's own CPU time (user and system)
 	events    int64
 	lockHeld  time.Duration
 	maxRSSKiB int64
@@ -252,6 +253,7 @@ func runApply(bin string, port int, table string) (applyResult, error) {
 	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
 		res.maxRSSKiB = ru.Maxrss
 	}
+	res.cpu = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 	var summary struct {
 		Results []struct {
 			CopyNs  int64 `json:"copy_ns"`
