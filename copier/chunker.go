@@ -43,6 +43,9 @@ type Pace struct {
 	ChunkTime     time.Duration
 	IdleChunkTime time.Duration // set equal to ChunkTime to keep chunks short regardless
 	RestRatio     float64       // negative: never rest
+	// FirstChunk is the size in rows of the first chunk (default 1000): verification starts where
+	// the copy ended instead of growing again from 1000 rows, 7 chunks to reach 100k.
+	FirstChunk int
 }
 
 func (p Pace) withDefaults() Pace {
@@ -54,6 +57,9 @@ func (p Pace) withDefaults() Pace {
 	}
 	if p.RestRatio == 0 {
 		p.RestRatio = DefaultRestRatio
+	}
+	if p.FirstChunk <= 0 {
+		p.FirstChunk = initialChunk
 	}
 	return p
 }
@@ -81,7 +87,7 @@ func NewChunker(db *sql.DB, q *table.SQL, pace Pace) *Chunker {
 	pace = pace.withDefaults()
 	c := &Chunker{db: db, q: q, pace: pace, waits: throttle.NewLockWaits(db)}
 	c.chunkTime.Store(int64(pace.ChunkTime))
-	c.size.Store(initialChunk)
+	c.size.Store(int64(min(max(pace.FirstChunk, minChunk), maxChunk)))
 	return c
 }
 
