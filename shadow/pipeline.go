@@ -75,6 +75,11 @@ type Pipeline struct {
 	ddl      sync.Mutex   // held by Exec (an index build), and by verification's repairs
 }
 
+// verifyMaxChunk caps verification's chunks (copier.Pace.MaxChunk). The copy's cap of 200k rows
+// made an idle verification of 1M rows at least 5 full scans of the source; chunks still follow
+// the lock-time targets (250 ms idle, --chunk-time while anybody waits).
+const verifyMaxChunk = 1 << 20
+
 // early is a verification running beside the index build (StartVerify).
 type early struct {
 	done   chan struct{}
@@ -287,6 +292,9 @@ func (p *Pipeline) Verify(ctx context.Context, pace copier.Pace) (verify.Result,
 func (p *Pipeline) verify(ctx context.Context, pace copier.Pace) (verify.Result, error) {
 	if c := p.order.copy.Load(); c != nil && pace.FirstChunk == 0 {
 		pace.FirstChunk = int(c.ChunkSize())
+	}
+	if pace.MaxChunk == 0 {
+		pace.MaxChunk = verifyMaxChunk
 	}
 	var res verify.Result
 	err := p.Do(ctx, func(ctx context.Context) (err error) {
