@@ -82,29 +82,41 @@ const maxStatementRows = 500
 // the same kind are merged into one multi-row statement; order between runs is kept, so the result
 // is the same as applying the changes one by one, whatever the key's collation.
 func (a *Applier) Apply(ctx context.Context, changes []Change, skip func(key []any) bool) (int, error) {
+	n, commit, err := a.Write(ctx, changes, skip)
+	if err != nil {
+		return 0, err
+	}
+	return n, commit()
+}
+
+// Write is Apply without the commit: it returns the function that commits (or, on error, has
+// rolled back). Until then the written rows stay locked in the target.
+func (a *Applier) Write(ctx context.Context, changes []Change, skip func(key []any) bool) (n int, commit func() error, err error) {
 	ops := a.plan(changes, skip)
 	if len(ops) == 0 {
-		return 0, nil
+		return 0, func() error { return nil }, nil
 	}
 	tx, err := a.db.BeginTx(ctx, nil)
 	if err != nil {
-		return 0, fmt.Errorf("replay: begin: %w", err)
+		return 0, nil, fmt.Errorf("replay: begin: %w", err)
 	}
-	defer tx.Rollback()
 	for start := 0; start < len(ops); {
 		end := start + 1
 		for end < len(ops) && ops[end].kind == ops[start].kind && end-start < maxStatementRows {
 			end++
 		}
 		if err := a.exec(ctx, tx, ops[start:end]); err != nil {
-			return 0, err
+			tx.Rollback()
+			return 0, nil, err
 		}
 		start = end
 	}
-	if err := tx.Commit(); err != nil {
-		return 0, fmt.Errorf("replay: commit: %w", err)
-	}
-	return len(ops), nil
+	return len(ops), func() error {
+		if err := tx.Commit(); err != nil {
+			return fmt.Errorf("replay: commit: %w", err)
+		}
+		return nil
+	}, nil
 }
 
 func (a *Applier) exec(ctx context.Context, tx *sql.Tx, run []op) error {

@@ -16,7 +16,8 @@ import (
 //     while a chunk is between its read of the source and its write to the target (the copy
 //     holds the order shared, replay exclusively). Otherwise a change made after the chunk was
 //     read could be applied before the chunk's older rows are written, and those rows would then
-//     overwrite it: a deleted row would come back, an update would be lost.
+//     overwrite it: a deleted row would come back, an update would be lost. A batch's commit
+//     may follow after the order is released: its rows stay locked in InnoDB until then.
 //  2. Replay may drop an UPDATE's new row for a key the copy will still read
 //     (copier.Copier.Ahead): the copy reads the row later, with the change in it. Asked under the
 //     exclusive order, so the watermark does not move meanwhile; only single integer keys, which
@@ -43,20 +44,29 @@ func (o *order) BeginChunk() (end func()) {
 	return o.mu.RUnlock
 }
 
-// Exclusive runs fn while no chunk is in flight and no batch is being applied.
+// Exclusive runs fn while no chunk is in flight and no batch is being written (the last one's
+// commit may be pending: what fn writes to the same rows waits for it).
 func (o *order) Exclusive(fn func() error) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return fn()
 }
 
-// replay wraps the applier for the replayer: each batch is applied exclusively (rule 1), without
-// the changes the copy will still pick up (rule 2).
+// replay wraps the applier for the replayer: each batch is written exclusively (rule 1), without
+// the changes the copy will still pick up (rule 2). It commits after releasing the order: until
+// then InnoDB keeps its rows locked, so a chunk that writes one of them waits for the commit, and
+// every change in the batch was made to the source before that chunk reads it. Under a 16-thread
+// load on 1M rows, chunks had waited 4.2 s of a 26 s copy for batches to be applied, commit
+// (a redo log flush) included.
 func (o *order) replay(a *binlog.Applier) binlog.ApplyFunc {
 	return func(ctx context.Context, batch []binlog.Change) (int, error) {
 		o.mu.Lock()
-		defer o.mu.Unlock()
-		return a.Apply(ctx, batch, o.copyWillRead)
+		n, commit, err := a.Write(ctx, batch, o.copyWillRead)
+		o.mu.Unlock()
+		if err != nil {
+			return 0, err
+		}
+		return n, commit()
 	}
 }
 
