@@ -84,7 +84,6 @@ type Chunker struct {
 	size      atomic.Int64
 
 	mu        sync.Mutex
-	target    time.Duration
 	contended bool
 }
 
@@ -129,7 +128,8 @@ func (c *Chunker) Next(ctx context.Context, lo []any) (hi []any, size int, err e
 }
 
 // Target picks the next chunk's lock-time target: ChunkTime while other clients wait for the
-// table, otherwise up to twice the previous target, capped at IdleChunkTime.
+// table, IdleChunkTime otherwise. The size still grows at most twofold a chunk (Took), so a
+// chunk after contention ends is no longer than twice the last contended one.
 func (c *Chunker) Target(ctx context.Context) time.Duration {
 	base := time.Duration(c.chunkTime.Load())
 	if c.pace.IdleChunkTime <= base {
@@ -137,13 +137,11 @@ func (c *Chunker) Target(ctx context.Context) time.Duration {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.waits.Contended(ctx) {
-		c.target, c.contended = base, true
-	} else {
-		c.contended = false
-		c.target = min(max(c.target, base)*2, c.pace.IdleChunkTime)
+	c.contended = c.waits.Contended(ctx)
+	if c.contended {
+		return base
 	}
-	return c.target
+	return c.pace.IdleChunkTime
 }
 
 // Took moves the chunk size toward the row count that takes target, at most doubling or halving

@@ -218,11 +218,6 @@ type verifyTarget struct{ p *Pipeline }
 func (v verifyTarget) WaitFor(ctx context.Context, conn *sql.Conn) (binlog.Position, error) {
 	return v.p.waitFor(ctx, conn, HeldForVerify)
 }
-func (v verifyTarget) CatchUp(ctx context.Context) error {
-	_, err := v.p.capture.WaitFor(ctx, v.p.cfg.DB, HeldNone)
-	return err
-}
-
 // Exclusive holds off the index build too: a repair locks the source with the target, and
 // waiting for the target behind the build's metadata lock would hold the source's lock meanwhile.
 func (v verifyTarget) Exclusive(fn func() error) error {
