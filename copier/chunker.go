@@ -144,6 +144,13 @@ func (c *Chunker) Target(ctx context.Context) time.Duration {
 	return c.pace.IdleChunkTime
 }
 
+// Contended reports what the last Target saw: other clients waiting for the table.
+func (c *Chunker) Contended() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.contended
+}
+
 // Took moves the chunk size toward the row count that takes target, at most doubling or halving
 // per step so one slow chunk (a disk hiccup) does not swing it wildly. A short last chunk (rows
 // below size) says nothing about speed.

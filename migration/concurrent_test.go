@@ -5,12 +5,14 @@ import (
 	"database/sql"
 	"fmt"
 	"math/rand/v2"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/enginemig/enginemig/copier"
 	"github.com/enginemig/enginemig/dbconn"
 	"github.com/enginemig/enginemig/sandbox"
 	"github.com/enginemig/enginemig/sandbox/sandboxtest"
@@ -198,9 +200,22 @@ func seedAllTypes(t *testing.T, db *sql.DB, schema string, rows, writers int, se
 // Both copy modes run: server-side chunks read and write in one statement, client-side ones read,
 // then write in another goroutine, which leaves the widest window for replay to slip in between.
 func TestConcurrentWritersDuringCopyAndCutover(t *testing.T) {
-	for _, clientSide := range []bool{false, true} {
-		t.Run(map[bool]string{false: "server-side", true: "client-side"}[clientSide], func(t *testing.T) {
-			concurrentWriters(t, srv, func(o *Options) { o.ClientSide = clientSide })
+	for _, v := range []struct {
+		name       string
+		clientSide bool
+		stage      copier.StagePolicy
+	}{{"server-side", false, copier.StageContended}, {"staged", false, copier.StageAlways}, {"client-side", true, copier.StageContended}} {
+		t.Run(v.name, func(t *testing.T) {
+			logs := &logLines{}
+			concurrentWriters(t, srv, func(o *Options) { o.ClientSide, o.stage, o.Logger = v.clientSide, v.stage, logs.logger() })
+			m := regexp.MustCompile(`msg=copied .*staged_chunks=(\d+)`).FindStringSubmatch(logs.String())
+			if m == nil {
+				t.Fatal("no copied line in the log")
+			}
+			t.Logf("%s chunks staged", m[1])
+			if v.stage == copier.StageAlways && m[1] == "0" {
+				t.Fatal("no chunk was staged")
+			}
 		})
 	}
 }

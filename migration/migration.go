@@ -84,6 +84,7 @@ type Options struct {
 	saveEvery      time.Duration
 	idleChunkTime  time.Duration // copier.Pace.IdleChunkTime, to keep a test's copy slow
 	replayDelay    time.Duration // shadow.Config.ApplyDelay, to keep replay behind
+	stage          copier.StagePolicy
 }
 
 // Progress is a snapshot for progress displays.

@@ -135,13 +135,15 @@ func (m *migrator) copyRows(ctx context.Context) error {
 		}
 	}
 	start := time.Now()
-	cfg := copier.Config{Pace: copier.Pace{ChunkTime: m.opts.ChunkTime, IdleChunkTime: m.opts.idleChunkTime}, ClientSide: m.opts.ClientSide}
+	cfg := copier.Config{Pace: copier.Pace{ChunkTime: m.opts.ChunkTime, IdleChunkTime: m.opts.idleChunkTime}, ClientSide: m.opts.ClientSide,
+		Stage: m.opts.stage}
 	if err := m.pipe.Copy(ctx, resumeAfter, m.copyWaiter(thr), cfg); err != nil {
 		return m.coded(err)
 	}
 	pr := m.pipe.Progress()
 	m.res.CopyTime, m.res.CopyLockTime, m.res.RowsCopied = time.Since(start), pr.CopyLockTime, pr.RowsCopied
-	m.log.Info("copied", "rows", pr.RowsCopied, "took", m.res.CopyTime.Round(time.Millisecond), "source_reads", pr.CopyLockTime.Round(time.Millisecond))
+	m.log.Info("copied", "rows", pr.RowsCopied, "took", m.res.CopyTime.Round(time.Millisecond), "source_reads", pr.CopyLockTime.Round(time.Millisecond),
+		"staged_chunks", pr.StagedChunks)
 	return nil
 }
 

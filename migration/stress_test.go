@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/enginemig/enginemig/copier"
 	"github.com/enginemig/enginemig/internal/ackload"
 	"github.com/enginemig/enginemig/sandbox/sandboxtest"
 )
@@ -71,13 +72,14 @@ func stressOnce(t *testing.T, seed uint64) (acked, reads int64, checked int) {
 	opts.Logger = nil
 	opts.ChunkTime = []time.Duration{time.Millisecond, 2 * time.Millisecond, 5 * time.Millisecond}[r.IntN(3)]
 	opts.ClientSide = r.IntN(4) == 0
+	opts.stage = copier.StagePolicy(r.IntN(3)) // contended, always, never
 	opts.ProgressEvery, opts.saveEvery = 20*time.Millisecond, 20*time.Millisecond
 	crash := r.IntN(3) == 0
 	if crash {
 		opts.crashAfterRows = int64(1000 + r.IntN(cfg.Writers*cfg.RowsPerWriter/2))
 	}
-	t.Logf("seed %d: %d writers x %d rows, pause %s, chunk %s, client-side %v, crash after %d rows",
-		seed, cfg.Writers, cfg.RowsPerWriter, cfg.Pause, opts.ChunkTime, opts.ClientSide, opts.crashAfterRows)
+	t.Logf("seed %d: %d writers x %d rows, pause %s, chunk %s, client-side %v, stage policy %d, crash after %d rows",
+		seed, cfg.Writers, cfg.RowsPerWriter, cfg.Pause, opts.ChunkTime, opts.ClientSide, opts.stage, opts.crashAfterRows)
 	stop := l.Start()
 	defer stop()
 	time.Sleep(time.Duration(r.IntN(200)) * time.Millisecond)

@@ -31,6 +31,7 @@ type Progress struct {
 	RowsCopied   int64
 	ChunkSize    int64
 	CopyLockTime time.Duration
+	StagedChunks int64
 	RowsVerified int64
 	Capture      binlog.Stats
 }
@@ -39,7 +40,7 @@ type Progress struct {
 func (p *Pipeline) Progress() Progress {
 	pr := Progress{Capture: p.capture.Stats(), RowsVerified: p.verified.Load()}
 	if c := p.order.copy.Load(); c != nil {
-		pr.RowsCopied, pr.ChunkSize, pr.CopyLockTime = c.Copied(), c.ChunkSize(), c.LockTime()
+		pr.RowsCopied, pr.ChunkSize, pr.CopyLockTime, pr.StagedChunks = c.Copied(), c.ChunkSize(), c.LockTime(), c.Staged()
 	}
 	return pr
 }

@@ -163,6 +163,7 @@ func (p *Pipeline) Do(ctx context.Context, fn func(ctx context.Context) error) e
 // (may be nil) before each chunk. Progress reports the copier's counters.
 func (p *Pipeline) Copy(ctx context.Context, resumeAfter []any, wait copier.Waiter, cfg copier.Config) error {
 	cfg.Mode = p.capture.CopyMode()
+	cfg.Logger = p.cfg.Logger
 	c := copier.New(p.reader, p.writer, p.q, &p.order, wait, cfg, resumeAfter)
 	p.order.copy.Store(c)
 	return p.Do(ctx, c.Run)
@@ -218,6 +219,7 @@ type verifyTarget struct{ p *Pipeline }
 func (v verifyTarget) WaitFor(ctx context.Context, conn *sql.Conn) (binlog.Position, error) {
 	return v.p.waitFor(ctx, conn, HeldForVerify)
 }
+
 // Exclusive holds off the index build too: a repair locks the source with the target, and
 // waiting for the target behind the build's metadata lock would hold the source's lock meanwhile.
 func (v verifyTarget) Exclusive(fn func() error) error {

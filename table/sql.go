@@ -15,6 +15,7 @@ import (
 type SQL struct {
 	src, dst  string   // qualified names
 	forceKey  string   // "FORCE INDEX (`k`)"
+	schema    string   // the source's (and target's) schema, unquoted
 	key       []string // quoted key columns
 	keyPos    []int    // positions of the key columns in cols
 	cols      []string // quoted copy columns
@@ -48,7 +49,7 @@ func NewSQL(src *Info, target string) (*SQL, error) {
 	if !ok {
 		return nil, fmt.Errorf("%s has no PRIMARY KEY or UNIQUE NOT NULL key to copy by", src.QuotedName())
 	}
-	s := &SQL{src: src.QuotedName(), dst: dbconn.QualifiedName(src.Schema, target),
+	s := &SQL{src: src.QuotedName(), dst: dbconn.QualifiedName(src.Schema, target), schema: src.Schema,
 		forceKey: "FORCE INDEX (" + dbconn.QuoteIdent(key.Name) + ")"}
 	for _, c := range src.CopyColumns() {
 		s.cols = append(s.cols, dbconn.QuoteIdent(c.Name))

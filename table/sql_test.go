@@ -41,6 +41,11 @@ func TestSQLStatements(t *testing.T) {
 	}{
 		{"bound first", two(s1.Bound(nil)), out{"SELECT `id` FROM `db`.`t` FORCE INDEX (`PRIMARY`) WHERE 1=1 ORDER BY `id` LIMIT 1 OFFSET ?", nil}},
 		{"bound next", two(s1.Bound(lo)), out{"SELECT `id` FROM `db`.`t` FORCE INDEX (`PRIMARY`) WHERE ((`id` > ?)) ORDER BY `id` LIMIT 1 OFFSET ?", lo}},
+		{"stage create", out{s1.StageCreate(), nil}, out{"CREATE TEMPORARY TABLE `db`.`_enginemig_stage` ENGINE=MyISAM SELECT `id`,`v` FROM `db`.`t` LIMIT 0", nil}},
+		{"stage fill", two(s1.StageFill(Range{lo, hi})),
+			out{"INSERT INTO `db`.`_enginemig_stage` (`id`,`v`) SELECT `id`,`v` FROM `db`.`t` FORCE INDEX (`PRIMARY`) WHERE ((`id` > ?)) AND NOT ((`id` > ?))", []any{int64(5), int64(9)}}},
+		{"stage drain", out{s1.StageDrain(Replace), nil}, out{"REPLACE INTO `db`.`_t_new` (`id`,`v`) SELECT `id`,`v` FROM `db`.`_enginemig_stage`", nil}},
+		{"hostile stage", out{s2.StageDrain(InsertIgnore), nil}, out{"INSERT IGNORE INTO `d``b`.`_t``; DROP_new` (`a``b`,`select`,`x -- y`) SELECT `a``b`,`select`,`x -- y` FROM `d``b`.`_enginemig_stage`", nil}},
 		{"read rows", two(s1.ReadRows(lo)), out{"SELECT `id`,`v` FROM `db`.`t` FORCE INDEX (`PRIMARY`) WHERE ((`id` > ?)) ORDER BY `id` LIMIT ?", lo}},
 		{"copy closed range", two(s1.CopyRange(Range{lo, hi}, Replace)),
 			out{"REPLACE INTO `db`.`_t_new` (`id`,`v`) SELECT `id`,`v` FROM `db`.`t` FORCE INDEX (`PRIMARY`) WHERE ((`id` > ?)) AND NOT ((`id` > ?))", []any{int64(5), int64(9)}}},

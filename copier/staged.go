@@ -1,0 +1,79 @@
+package copier
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"github.com/enginemig/enginemig/table"
+)
+
+// A staged chunk holds the source only while its rows are read into a temporary MyISAM table
+// (table.SQL.StageFill), then writes them into the target from there, with the source free.
+// Measured on 1M rows (80k-row chunks, MariaDB 10.11, 2 cores): the source was locked 3.4 s in
+// all by direct REPLACE ... SELECT chunks, 1.2 s by staged ones, which took 3.7 s instead of
+// 3.4 s in all. So chunks are staged only while other clients wait for the table: then the lock
+// is what they feel, and the copy rests in proportion to it. The chunk's Order spans both
+// statements, like a client-side chunk's read and write.
+//
+// The stage belongs to one session, so staged chunks run on one connection held for the copy.
+// Without the CREATE TEMPORARY TABLES privilege the copy stays direct (logged once).
+
+// copyStaged copies r through the stage; ok is false when there is no stage (copy directly).
+func (c *Copier) copyStaged(ctx context.Context, r table.Range) (ch chunkCopy, ok bool, err error) {
+	conn := c.stageConn(ctx)
+	if conn == nil {
+		return ch, false, nil
+	}
+	query, args := c.q.StageFill(r)
+	start := time.Now()
+	res, err := conn.ExecContext(ctx, query, args...)
+	ch.held, ch.staged = time.Since(start), true
+	if err != nil {
+		return ch, true, fmt.Errorf("read into the stage: %w", err)
+	}
+	ch.rows, _ = res.RowsAffected()
+	start = time.Now()
+	if _, err := conn.ExecContext(ctx, c.q.StageDrain(c.cfg.Mode)); err != nil {
+		return ch, true, fmt.Errorf("write from the stage: %w", err)
+	}
+	if _, err := conn.ExecContext(ctx, c.q.StageClear()); err != nil {
+		return ch, true, fmt.Errorf("empty the stage: %w", err)
+	}
+	ch.after = time.Since(start)
+	c.staged.Add(1)
+	return ch, true, nil
+}
+
+// stageConn is the session holding the stage, created at the first staged chunk; nil when it
+// cannot be created.
+func (c *Copier) stageConn(ctx context.Context) *sql.Conn {
+	if c.stage != nil || c.noStage {
+		return c.stage
+	}
+	conn, err := c.writer.Conn(ctx)
+	if err == nil {
+		if _, err = conn.ExecContext(ctx, c.q.StageCreate()); err != nil {
+			conn.Close()
+		}
+	}
+	if err != nil {
+		c.noStage = true
+		if c.cfg.Logger != nil {
+			c.cfg.Logger.Warn("copy: no temporary stage table; contended chunks hold the table while they write too (grant CREATE TEMPORARY TABLES to stage them)", "error", err)
+		}
+		return nil
+	}
+	c.stage = conn
+	return conn
+}
+
+func (c *Copier) closeStage() {
+	if c.stage == nil {
+		return
+	}
+	c.stage.ExecContext(context.Background(), c.q.StageDrop())
+	c.stage.Close()
+	c.stage = nil
+}
