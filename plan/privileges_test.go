@@ -47,6 +47,13 @@ func TestPrivilegesOfALimitedAccount(t *testing.T) {
 			t.Errorf("%s is granted (directly or through the role) but reported missing: %s", granted, f.Message)
 		}
 	}
+	stageWarned := false
+	for _, f := range tp.Findings {
+		stageWarned = stageWarned || (f.Check == "privileges" && f.Severity == Warning && strings.Contains(f.Message, "CREATE TEMPORARY TABLES"))
+	}
+	if !stageWarned {
+		t.Errorf("want a warning that the copy cannot stage its chunks without CREATE TEMPORARY TABLES, got %+v", tp.Findings)
+	}
 	if sf, ok := hasCheck(p.Findings, "privileges"); !ok || !strings.Contains(sf.Message, "REPLICATION SLAVE") {
 		t.Errorf("want server-level privileges finding for replication, got %+v", p.Findings)
 	}
