@@ -34,14 +34,12 @@ func (c *Copier) copyStaged(ctx context.Context, r table.Range) (ch chunkCopy, o
 		return ch, true, fmt.Errorf("read into the stage: %w", err)
 	}
 	ch.rows, _ = res.RowsAffected()
-	start = time.Now()
 	if _, err := conn.ExecContext(ctx, c.q.StageDrain(c.cfg.Mode)); err != nil {
 		return ch, true, fmt.Errorf("write from the stage: %w", err)
 	}
 	if _, err := conn.ExecContext(ctx, c.q.StageClear()); err != nil {
 		return ch, true, fmt.Errorf("empty the stage: %w", err)
 	}
-	ch.after = time.Since(start)
 	c.staged.Add(1)
 	return ch, true, nil
 }
