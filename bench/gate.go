@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/enginemig/enginemig/dbconn"
+	capture "github.com/enginemig/enginemig/workload"
 )
 
 // Thresholds decide a gate: the candidate side must keep at least MinQPSRatio of the baseline's
@@ -171,6 +172,11 @@ type GateConfig struct {
 	// ones that are plain SELECTs.
 	Queries    []Template
 	Background []Template
+	// Captured replays the statements the application ran on the table (workload.FromDigests,
+	// workload.FromLog, workload.Load) instead of Mix. Read-only gates run on live tables, so they
+	// replay only its short SELECTs (see LiveReadMaxRows), and fall back to primary-key SELECT
+	// probes when it has none.
+	Captured *capture.Capture
 	// SampleRows and ScratchDB shape the sample gate's copies (defaults DefaultSampleRows, DefaultScratchDB).
 	SampleRows int
 	ScratchDB  string
@@ -190,7 +196,7 @@ const (
 
 func (c GateConfig) sweep(readOnly bool) Config {
 	cfg := Config{Threads: []int{c.Threads}, Duration: c.Duration, Warmup: c.Warmup, Mix: c.Mix,
-		Queries: c.Queries, Background: c.Background, SkipBinlog: c.SkipBinlog, Seed: c.Seed}
+		Queries: c.Queries, Background: c.Background, Captured: c.Captured, SkipBinlog: c.SkipBinlog, Seed: c.Seed}
 	if cfg.Threads[0] <= 0 {
 		cfg.Threads[0] = DefaultGateThreads
 	}
@@ -203,9 +209,14 @@ func (c GateConfig) sweep(readOnly bool) Config {
 	if readOnly {
 		cfg.ReadOnly = true
 		cfg.Mix = ReadOnlyMix()
+		if c.Captured != nil && c.Captured.HasReads(LiveReadMaxRows) {
+			cfg.Mix = Mix{}
+		} else {
+			cfg.Captured = nil
+		}
 		cfg.Queries = readOnlyOnly(c.Queries)
 		cfg.Background = readOnlyOnly(c.Background)
-	} else if cfg.Mix.Total() == 0 {
+	} else if cfg.Mix.Total() == 0 && cfg.Captured == nil {
 		cfg.Mix = DefaultMix()
 	}
 	return cfg

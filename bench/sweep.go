@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/enginemig/enginemig/dbconn"
+	capture "github.com/enginemig/enginemig/workload"
 )
 
 // Target is one table to benchmark.
@@ -40,6 +41,9 @@ type Config struct {
 	// in one extra client alongside the threads (report scans).
 	Queries    []Template
 	Background []Template
+	// Captured, when set, replays the statements the application ran on the table (see package
+	// workload) instead of the built-in primary-key mix; Mix is then usually zero.
+	Captured *capture.Capture `json:"-"`
 	// ReadOnly refuses anything but SELECTs: what live tables get.
 	ReadOnly bool
 	// SkipBinlog sets sql_log_bin=0 on the benchmark's sessions (needs the privilege), so scratch
@@ -69,7 +73,7 @@ func (c *Config) fill() {
 	if c.Warmup < 0 {
 		c.Warmup = 0
 	}
-	if c.Mix.Total() == 0 && len(c.Queries) == 0 {
+	if c.Mix.Total() == 0 && len(c.Queries) == 0 && c.Captured == nil {
 		c.Mix = DefaultMix()
 	}
 	if c.Seed == 0 {
@@ -106,7 +110,9 @@ type Result struct {
 	Keys   string `json:"keys"`
 	// Statements are the SQL each statement type ran, for the record.
 	Statements []Template `json:"statements"`
-	Steps      []Step     `json:"steps"`
+	// Replay is the captured mix as replayed on this side (with --mix auto, --from-log, --mix FILE).
+	Replay []ReplayStat `json:"replay,omitempty"`
+	Steps  []Step       `json:"steps"`
 }
 
 // Step returns the step with n threads.
@@ -138,7 +144,7 @@ func Sweep(ctx context.Context, db *sql.DB, targets []Target, cfg Config) ([]Res
 			return nil, err
 		}
 		loads[i] = w
-		results[i] = Result{Target: t, Engine: w.info.Engine, Rows: w.info.Rows, Mix: cfg.Mix.String(), Keys: w.keys.describe()}
+		results[i] = Result{Target: t, Engine: w.info.Engine, Rows: w.info.Rows, Mix: mixName(cfg), Keys: describeKeys(w.keys), Replay: w.replay}
 		for _, o := range append(append([]op{}, w.ops...), w.background...) {
 			results[i].Statements = append(results[i].Statements, Template{Name: o.name, Weight: o.weight, SQL: o.sql})
 		}
@@ -178,4 +184,22 @@ func checkPool(db *sql.DB, cfg Config) error {
 		return fmt.Errorf("the connection pool allows %d connections but the benchmark needs %d (threads + background + 1)", max, need)
 	}
 	return nil
+}
+
+// mixName is what reports call the mix: S:U:I, "captured", or both.
+func mixName(cfg Config) string {
+	switch {
+	case cfg.Captured == nil:
+		return cfg.Mix.String()
+	case cfg.Mix.Total() > 0:
+		return "captured + " + cfg.Mix.String()
+	}
+	return "captured"
+}
+
+func describeKeys(k keySource) string {
+	if k == nil {
+		return "no key (captured statements only)"
+	}
+	return k.describe()
 }

@@ -1,12 +1,16 @@
 package workload
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"sort"
 	"strings"
+	"time"
+
+	"github.com/enginemig/enginemig/dbconn"
 )
 
 // ErrNoStatements means the source shows no statement on the table.
@@ -56,7 +60,7 @@ func ForTable(stmts []Statement, schema, table, source string, timed bool) (*Cap
 				others = append(others, r)
 			}
 		}
-		if !mine || s.Count <= 0 {
+		if !mine || s.Count <= 0 || !applicationKinds[Kind(s.Text)] {
 			continue
 		}
 		ts := TableStatement{Statement: s, Others: others}
@@ -82,6 +86,11 @@ func (c *Capture) weightOf(s Statement) float64 {
 	}
 	return float64(s.Count)
 }
+
+// applicationKinds are the statements an application runs on its tables; DDL and maintenance
+// (CREATE, ALTER, CHECK, SHOW, ...) are not part of its mix.
+var applicationKinds = map[string]bool{"SELECT": true, "WITH": true, "INSERT": true, "REPLACE": true, "UPDATE": true,
+	"DELETE": true, "LOCK": true, "LOAD": true, "HANDLER": true}
 
 // replayable says whether a statement can run on a scratch copy of the table. Reads may read the
 // live other tables (as production does); writes may only touch the table itself.
@@ -154,4 +163,56 @@ func Load(path string) (*Capture, error) {
 		return nil, fmt.Errorf("%s: the saved mix has no statements", path)
 	}
 	return f.Capture, nil
+}
+
+// FromDigests captures the statements on schema.table from performance_schema's statement
+// digests: what ran during window, or since the counters were last reset when window is 0.
+// Literal examples come from events_statements_history_long where that consumer is on.
+func FromDigests(ctx context.Context, q dbconn.Querier, schema, table string, window time.Duration) (*Capture, error) {
+	stmts, err := Observe(ctx, q, window)
+	if err != nil {
+		return nil, err
+	}
+	source := "performance_schema statement digests since the counters were last reset"
+	if window > 0 {
+		source = fmt.Sprintf("performance_schema statement digests over a %s window", window)
+	}
+	c, err := ForTable(stmts, schema, table, source, true)
+	if err != nil {
+		return nil, err
+	}
+	c.WindowSeconds = window.Seconds()
+	var own []Statement
+	for _, st := range c.Statements {
+		own = append(own, st.Statement)
+	}
+	if ok, err := AddExamples(ctx, q, own); err == nil && ok {
+		for i := range c.Statements {
+			c.Statements[i].Example = own[i].Example
+		}
+		c.Source += ", examples from events_statements_history_long"
+	}
+	return c, nil
+}
+
+// FromLog captures the statements on schema.table from a slow query log (long_query_time=0
+// logs every statement, with its time and rows examined) or a general query log (statements
+// only: shares are then shares of the count).
+func FromLog(path, schema, table string) (*Capture, error) {
+	stmts, format, err := ReadLogFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return ForTable(stmts, schema, table, format+" "+path, format == SlowLog)
+}
+
+// HasReads says some replayable statement only reads and examines at most maxRows rows per run
+// on average in production (a negative maxRows: any number).
+func (c *Capture) HasReads(maxRows float64) bool {
+	for _, st := range c.Statements {
+		if st.Replay && ReadOnly(st.Text) && (maxRows < 0 || st.MeanRowsExamined() >= 0 && st.MeanRowsExamined() <= maxRows) {
+			return true
+		}
+	}
+	return false
 }

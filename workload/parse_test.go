@@ -20,7 +20,7 @@ func TestNormalizeMatchesDigestText(t *testing.T) {
 		}
 	}
 	_, lits, lists := Normalize("SELECT a FROM p WHERE id IN (4,5,6) AND b > 3 LIMIT 7")
-	if !reflect.DeepEqual(lits, []string{"4", "5", "6", "3", "7"}) || !reflect.DeepEqual(lists, []int{3}) {
+	if !reflect.DeepEqual(lits, []string{"3", "7"}) || !reflect.DeepEqual(lists, []int{3}) {
 		t.Errorf("literals %v lists %v", lits, lists)
 	}
 }
@@ -122,5 +122,60 @@ func TestForTableAttributesAndShares(t *testing.T) {
 	}
 	if _, err := ForTable(stmts, "d", "nothing", "test", true); !errors.Is(err, ErrNoStatements) {
 		t.Fatalf("no statements: %v", err)
+	}
+}
+
+func TestShapeOfDigests(t *testing.T) {
+	size := func(col string, example int) int {
+		if example > 0 {
+			return example
+		}
+		return 2
+	}
+	for _, tc := range []struct {
+		st     Statement
+		sql    string
+		params string
+	}{
+		{Statement{Schema: "d", Text: "SELECT * FROM `p` WHERE ID IN (...)"}, "SELECT * FROM `d` . `p` WHERE ID IN (?, ?)", "eq:ID eq:ID"},
+		{Statement{Schema: "d", Text: "SELECT * FROM `p` WHERE ID IN (...)", Example: "SELECT * FROM p WHERE id IN (1,2,3)"}, "SELECT * FROM `d` . `p` WHERE ID IN (?, ?, ?)", "eq:ID eq:ID eq:ID"},
+		{Statement{Schema: "d", Text: "SELECT ID FROM `p` WHERE ID BETWEEN ? AND ?"}, "SELECT ID FROM `d` . `p` WHERE ID BETWEEN ? AND ?", "lower:ID upper:ID"},
+		{Statement{Schema: "d", Text: "SELECT * FROM `p` ORDER BY `coins` DESC LIMIT ?", Example: "SELECT * FROM p ORDER BY coins DESC LIMIT 10"}, "SELECT * FROM `d` . `p` ORDER BY `coins` DESC LIMIT ?", "limit=10"},
+		{Statement{Schema: "d", Text: "INSERT INTO `p` ( `guild` , `coins` , NAME ) VALUES (...) /* , ... */"}, "INSERT INTO `d` . `p` ( `guild` , `coins` , NAME ) VALUES (?, ?, ?)", "value:guild value:coins value:NAME"},
+		{Statement{Schema: "d", Text: "UPDATE `p` SET `coins` = `coins` + ? WHERE ID = ?"}, "UPDATE `d` . `p` SET `coins` = `coins` + ? WHERE ID = ?", "other eq:ID"},
+		{Statement{Schema: "d", Text: "SELECT `p` . `name` , `g` . `gname` FROM `p` JOIN `g` ON `g` . `id` = `p` . `guild` WHERE `p` . `id` = ?"},
+			"SELECT `p` . `name` , `g` . `gname` FROM `d` . `p` JOIN `d` . `g` ON `g` . `id` = `p` . `guild` WHERE `p` . `id` = ?", "eq:id"},
+		{Statement{Schema: "d", Text: "SELECT COUNT ( * ) FROM `p` WHERE `coins` > ? LIMIT ? , ?"}, "SELECT COUNT( * ) FROM `d` . `p` WHERE `coins` > ? LIMIT ? , ?", "lower:coins offset limit"},
+		{Statement{Schema: "d", Text: "INSERT INTO `p` SELECT `seq` % ? , `CONCAT` ( ? , `seq` ) FROM `x` . `s`"}, "INSERT INTO `d` . `p` SELECT `seq` % ? , CONCAT( ? , `seq` ) FROM `x` . `s`", "other other"},
+	} {
+		sh, err := ShapeOf(tc.st, ShapeOptions{Columns: []string{"id", "a"}, ListSize: size})
+		if err != nil {
+			t.Errorf("%s: %v", tc.st.Text, err)
+			continue
+		}
+		var ps []string
+		for _, p := range sh.Params {
+			s := p.Kind
+			if p.Column != "" {
+				s += ":" + p.Column
+			}
+			if p.Example != "" {
+				s += "=" + p.Example
+			}
+			ps = append(ps, s)
+		}
+		if sh.SQL != tc.sql || strings.Join(ps, " ") != tc.params {
+			t.Errorf("ShapeOf(%q)\n = %q %v\nwant %q %s", tc.st.Text, sh.SQL, ps, tc.sql, tc.params)
+		}
+	}
+	target := ShapeOptions{ListSize: size, Table: TableName{"d", "p"}, Target: TableName{"s", "p_1"}}
+	if sh, _ := ShapeOf(Statement{Schema: "d", Text: "SELECT `p` . `a` FROM `p` JOIN `g` ON `g` . `id` = `p` . `id` WHERE `p` . `id` = ?"}, target); sh.SQL != "SELECT `p` . `a` FROM `s` . `p_1` AS `p` JOIN `d` . `g` ON `g` . `id` = `p` . `id` WHERE `p` . `id` = ?" {
+		t.Errorf("rewritten to the target with an alias: %s", sh.SQL)
+	}
+	if sh, _ := ShapeOf(Statement{Schema: "d", Text: "SELECT `x` . `a` FROM `p` `x` WHERE `x` . `id` = ?"}, target); sh.SQL != "SELECT `x` . `a` FROM `s` . `p_1` `x` WHERE `x` . `id` = ?" {
+		t.Errorf("rewritten to the target keeping its alias: %s", sh.SQL)
+	}
+	if _, err := ShapeOf(Statement{Text: "SELECT a , b , c FROM `p` WHERE ..."}, ShapeOptions{ListSize: size}); err == nil {
+		t.Error("a truncated digest was shaped")
 	}
 }

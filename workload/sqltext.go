@@ -136,8 +136,8 @@ func (t token) literal() bool { return t.kind == tokString || t.kind == tokNumbe
 
 // Normalize turns a literal statement (from a log file) into digest-like text: literals become ?,
 // lists of literals in IN (...) and VALUES rows become (...) as performance_schema writes them,
-// tokens are separated by single spaces. It also returns the statement's literals in order, and
-// the size of each collapsed list.
+// tokens are separated by single spaces. It also returns the literal of each ? in order, and the
+// size of each collapsed list.
 func Normalize(sql string) (text string, literals []string, lists []int) {
 	ts := tokenize(sql)
 	var out []token
@@ -146,11 +146,6 @@ func Normalize(sql string) (text string, literals []string, lists []int) {
 		if t.is("(") && i > 0 && (ts[i-1].is("IN") || ts[i-1].is("VALUES", "VALUE") || ts[i-1].is(",") && len(out) > 0 && inValues(out[:len(out)-1])) {
 			if n, end := literalList(ts, i); n > 0 {
 				lists = append(lists, n)
-				for _, l := range ts[i+1 : end] {
-					if l.literal() {
-						literals = append(literals, l.text)
-					}
-				}
 				if ts[i-1].is(",") { // a further VALUES row: digests keep only the first
 					out = out[:len(out)-1]
 				} else {

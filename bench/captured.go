@@ -1,0 +1,247 @@
+package bench
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+
+	"github.com/enginemig/enginemig/table"
+	capture "github.com/enginemig/enginemig/workload"
+)
+
+// ReplayStat is one captured statement and how it was replayed on one side.
+type ReplayStat struct {
+	Name string `json:"name"`
+	// Text is the statement as production ran it (normalised); SQL what the replay prepared.
+	Text string `json:"text"`
+	SQL  string `json:"sql,omitempty"`
+	// Weight is its weight in the replayed mix (production's statement count, scaled).
+	Weight int `json:"weight"`
+	// Share is its share of the table's statement time in production (of the count when the
+	// source did not time statements).
+	Share float64 `json:"share"`
+	// ProductionRows and ReplayRows are mean rows examined per statement; -1 when unknown.
+	ProductionRows float64 `json:"production_rows_examined"`
+	ReplayRows     float64 `json:"replay_rows_examined"`
+	// NotReplayed says why the statement was left out ("" when it was replayed).
+	NotReplayed string `json:"not_replayed,omitempty"`
+}
+
+// weightScale is the resolution of captured weights: a statement's weight is its share of the
+// replayed statements' count in 1/weightScale, at least 1 (a rare write still takes locks).
+const weightScale = 10000
+
+// calibrationRuns is how often each replayed statement runs, alone, to measure its rows examined
+// on the table under test before the sweep.
+const calibrationRuns = 5
+
+// capturedOps builds one op per replayable captured statement, bound to the table under test.
+// Statements it cannot replay (or, for read-only runs, that write) come back as ReplayStats with
+// NotReplayed set, so the report can say what share of the table's time the replay leaves out.
+func capturedOps(ctx context.Context, db *sql.DB, info *table.Info, t Target, keys keySource, c *capture.Capture, readOnly bool) ([]op, []ReplayStat, error) {
+	var total int64
+	for _, st := range c.Statements {
+		if st.Replay && liveSafe(st.Statement, readOnly) == "" {
+			total += st.Count
+		}
+	}
+	cols := make([]string, 0, len(info.Columns))
+	for _, col := range info.Columns {
+		if !col.Generated {
+			cols = append(cols, col.Name)
+		}
+	}
+	b := &binder{ctx: ctx, db: db, info: info, keys: keys, columns: map[string]*columnSample{}}
+	var ops []op
+	var stats []ReplayStat
+	for i, st := range c.Statements {
+		rs := ReplayStat{Name: fmt.Sprintf("stmt%d", i+1), Text: st.Text, Share: st.Share,
+			ProductionRows: st.MeanRowsExamined(), ReplayRows: -1}
+		switch {
+		case !st.Replay:
+			rs.NotReplayed = st.Reason
+		case liveSafe(st.Statement, readOnly) != "":
+			rs.NotReplayed = liveSafe(st.Statement, readOnly)
+		default:
+			o, err := b.replayOp(st.Statement, c, t, cols)
+			if err != nil {
+				if ctx.Err() != nil {
+					return nil, nil, ctx.Err()
+				}
+				rs.NotReplayed = err.Error()
+				break
+			}
+			o.name = rs.Name
+			o.weight = int(max(1, (st.Count*weightScale+total/2)/total))
+			rs.Weight, rs.SQL = o.weight, o.sql
+			ops = append(ops, o)
+		}
+		stats = append(stats, rs)
+	}
+	return ops, stats, nil
+}
+
+// LiveReadMaxRows bounds the mean rows examined (in production) of the captured reads that
+// read-only runs replay: those run on live tables, where a looping report scan would hold MyISAM's
+// table lock against the application's writers. Longer reads are replayed on scratch copies only.
+const LiveReadMaxRows = 1000
+
+// liveSafe says why a statement must not run in a read-only run ("" when it may, or the run
+// is not read-only).
+func liveSafe(st capture.Statement, readOnly bool) string {
+	switch {
+	case !readOnly:
+		return ""
+	case !capture.ReadOnly(st.Text):
+		return "writes, and this run is read-only"
+	case st.MeanRowsExamined() < 0:
+		return "rows examined unknown, and this run reads a live table: only short reads run there"
+	case st.MeanRowsExamined() > LiveReadMaxRows:
+		return fmt.Sprintf("examines %.0f rows per run: reads longer than %d rows are replayed on scratch copies only, never on live tables",
+			st.MeanRowsExamined(), LiveReadMaxRows)
+	}
+	return ""
+}
+
+// replayOp shapes one statement for the target and binds its parameters from the target's data.
+func (b *binder) replayOp(st capture.Statement, c *capture.Capture, t Target, cols []string) (op, error) {
+	b.err = nil
+	sh, err := capture.ShapeOf(st, capture.ShapeOptions{Columns: cols, ListSize: b.listSize(st),
+		Table: capture.TableName{Schema: c.Schema, Name: c.Table}, Target: capture.TableName{Schema: t.Schema, Name: t.Table}})
+	if err == nil {
+		err = b.err
+	}
+	if err != nil {
+		return op{}, err
+	}
+	args, err := b.bindParams(st, sh.Params)
+	if err != nil {
+		return op{}, err
+	}
+	return op{sql: sh.SQL, rows: capture.ReadOnly(st.Text), args: args}, nil
+}
+
+// calibrate runs each replayed statement a few times, alone, and measures its rows examined on
+// the table under test from the digest counters, so the report can compare it with production's.
+// A statement that cannot be prepared or always fails is dropped with the reason.
+//
+// The runs go through database/sql without an explicit prepare: enginemig's connections
+// interpolate parameters, so the server sees text statements, which MariaDB digests (it does not
+// digest executions of prepared statements). Without digests rows examined stay unknown (-1).
+func calibrate(ctx context.Context, db *sql.DB, t Target, ops []op, stats []ReplayStat, seed uint64) ([]op, error) {
+	byName := map[string]*ReplayStat{}
+	for i := range stats {
+		byName[stats[i].Name] = &stats[i]
+	}
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("calibrate the captured statements: %w", err)
+	}
+	defer conn.Close()
+	r := rand.New(rand.NewPCG(seed, 7))
+	var kept []op
+	for i := range ops {
+		o := &ops[i]
+		rs := byName[o.name]
+		if reason, err := runCalibration(ctx, conn, db, o, r, rs, t); err != nil {
+			return nil, err
+		} else if reason != "" {
+			rs.NotReplayed, rs.Weight = reason, 0
+			continue
+		}
+		kept = append(kept, *o)
+	}
+	return kept, nil
+}
+
+// runCalibration prepares o once (the sweep will) and runs it calibrationRuns times; it returns
+// why the statement cannot be replayed, or "".
+func runCalibration(ctx context.Context, conn *sql.Conn, db *sql.DB, o *op, r *rand.Rand, rs *ReplayStat, t Target) (string, error) {
+	st, err := conn.PrepareContext(ctx, o.sql)
+	if err != nil {
+		return "cannot be prepared: " + rootCause(err), ctx.Err()
+	}
+	st.Close()
+	before, digestErr := capture.ReadDigests(ctx, db)
+	failed, first := 0, error(nil)
+	for k := 0; k < calibrationRuns; k++ {
+		if err := execText(ctx, conn, o, o.args(r, nil)); err != nil {
+			failed++
+			if first == nil {
+				first = err
+			}
+		}
+	}
+	if ctx.Err() != nil {
+		return "", ctx.Err()
+	}
+	if failed == calibrationRuns {
+		return "fails on the table under test: " + rootCause(first), nil
+	}
+	if digestErr == nil {
+		if after, err := capture.ReadDigests(ctx, db); err == nil {
+			rs.ReplayRows = meanRowsOn(capture.Delta(before, after), t)
+		}
+	}
+	return "", nil
+}
+
+// execText runs a statement without preparing it, reading its whole result.
+func execText(ctx context.Context, conn *sql.Conn, o *op, args []any) error {
+	if !o.rows {
+		_, err := conn.ExecContext(ctx, o.sql, args...)
+		return err
+	}
+	rows, err := conn.QueryContext(ctx, o.sql, args...)
+	if err != nil {
+		return err
+	}
+	for rows.Next() {
+	}
+	if err := rows.Err(); err != nil {
+		rows.Close()
+		return err
+	}
+	return rows.Close()
+}
+
+func rootCause(err error) string {
+	for u := errors.Unwrap(err); u != nil; u = errors.Unwrap(err) {
+		err = u
+	}
+	return err.Error()
+}
+
+// meanRowsOn is rows examined per statement by the statements on t in ds, -1 when none ran.
+func meanRowsOn(ds []capture.Statement, t Target) float64 {
+	var n, rows int64
+	for _, d := range ds {
+		for _, ref := range capture.Tables(d.Text, d.Schema) {
+			if ref.Schema == t.Schema && strings.EqualFold(ref.Name, t.Table) {
+				n += d.Count
+				rows += d.RowsExamined
+				break
+			}
+		}
+	}
+	if n == 0 {
+		return -1
+	}
+	return float64(rows) / float64(n)
+}
+
+// notReplayedSummary lists the distinct reasons statements were left out.
+func notReplayedSummary(stats []ReplayStat) string {
+	seen := map[string]bool{}
+	var out []string
+	for _, s := range stats {
+		if s.NotReplayed != "" && !seen[s.NotReplayed] {
+			seen[s.NotReplayed] = true
+			out = append(out, s.NotReplayed)
+		}
+	}
+	return strings.Join(out, "; ")
+}

@@ -1,0 +1,213 @@
+package bench
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/enginemig/enginemig/sandbox/sandboxtest"
+	capture "github.com/enginemig/enginemig/workload"
+)
+
+// knownStatement is one statement of the test's application, with how often it runs per cycle
+// and a part of its digest text that identifies it.
+type knownStatement struct {
+	perCycle int
+	marker   string
+	sql      func(r *rand.Rand) string
+}
+
+// knownWorkload is PK reads and writes, a range scan, a SUM report, an ORDER BY ... LIMIT, an
+// IN list and a join with another table: what a DBA's real traffic on a game table looks like.
+func knownWorkload(rows int) []knownStatement {
+	id := func(r *rand.Rand) int { return 1 + r.IntN(rows) }
+	return []knownStatement{
+		{40, "SELECT ID , LEVEL , `coins` FROM `players` WHERE ID = ?", func(r *rand.Rand) string {
+			return fmt.Sprintf("SELECT id, level, coins FROM players WHERE id = %d", id(r))
+		}},
+		{10, "UPDATE `players` SET `coins` = `coins` + ? WHERE ID = ?", func(r *rand.Rand) string {
+			return fmt.Sprintf("UPDATE players SET coins = coins + 1 WHERE id = %d", id(r))
+		}},
+		{4, "INSERT INTO `players`", func(r *rand.Rand) string {
+			return fmt.Sprintf("INSERT INTO players (level, coins, guild, name) VALUES (%d, 5, %d, 'new')", r.IntN(100), r.IntN(50))
+		}},
+		{2, "DELETE FROM `players` WHERE ID = ?", func(r *rand.Rand) string {
+			return fmt.Sprintf("DELETE FROM players WHERE id = %d", id(r))
+		}},
+		{2, "WHERE ID BETWEEN ? AND ?", func(r *rand.Rand) string {
+			k := id(r) % (rows - 300)
+			return fmt.Sprintf("SELECT id, coins FROM players WHERE id BETWEEN %d AND %d", k, k+199)
+		}},
+		{1, "SELECT SUM ( `coins` ) FROM `players` WHERE `guild` = ?", func(r *rand.Rand) string {
+			return fmt.Sprintf("SELECT SUM(coins) FROM players WHERE guild = %d", r.IntN(50))
+		}},
+		{1, "ORDER BY `coins` DESC LIMIT ?", func(r *rand.Rand) string {
+			return "SELECT id, name FROM players ORDER BY coins DESC LIMIT 20"
+		}},
+		{2, "JOIN `guilds`", func(r *rand.Rand) string {
+			return fmt.Sprintf("SELECT p.name, g.gname FROM players p JOIN guilds g ON g.id = p.guild WHERE p.id = %d", id(r))
+		}},
+		{1, "WHERE ID IN (...)", func(r *rand.Rand) string {
+			k := id(r) % (rows - 10)
+			return fmt.Sprintf("SELECT id FROM players WHERE id IN (%d, %d, %d, %d, %d)", k, k+1, k+2, k+3, k+4)
+		}},
+	}
+}
+
+// drive runs the workload's statements in a fixed cycle, as literal SQL (the text protocol, as
+// most applications send it), until stop is closed; it returns how many cycles completed.
+func drive(t *testing.T, db *sql.DB, ws []knownStatement, stop <-chan struct{}) int {
+	t.Helper()
+	r := rand.New(rand.NewPCG(1, 2))
+	for cycles := 0; ; cycles++ {
+		for _, w := range ws {
+			for k := 0; k < w.perCycle; k++ {
+				select {
+				case <-stop:
+					return cycles
+				default:
+				}
+				if _, err := db.Exec(w.sql(r)); err != nil {
+					t.Errorf("workload statement: %v", err)
+					return cycles
+				}
+			}
+		}
+	}
+}
+
+func captureTables(t *testing.T, db *sql.DB, rows int) {
+	t.Helper()
+	gameTable(t, db, "players", rows)
+	sandboxtest.MustExec(t, db, "CREATE TABLE guilds (id INT NOT NULL PRIMARY KEY, gname CHAR(20) NOT NULL) ENGINE=MyISAM",
+		"INSERT INTO guilds SELECT seq - 1, CONCAT('guild', seq) FROM seq_1_to_50")
+}
+
+// TestCapturedMixMatchesTheApplication drives a known workload, captures it from the digest
+// counters over a window, and checks that the extracted statements, their weights (within 10% of
+// their true share) and, once replayed on scratch copies, their rows examined (within 2x of
+// production's) match what ran.
+func TestCapturedMixMatchesTheApplication(t *testing.T) {
+	const rows = 20000
+	schema, db := sandboxtest.FreshDatabase(t, srv)
+	captureTables(t, db, rows)
+	ws := knownWorkload(rows)
+	// Before the window: statements the capture must not count (another shape, and many more of
+	// the PK read), so weights only come out right from deltas over the window.
+	for i := 0; i < 20; i++ {
+		sandboxtest.MustExec(t, db, fmt.Sprintf("SELECT COUNT(*) FROM players WHERE level = %d", i))
+	}
+	for i := 0; i < 3000; i++ {
+		sandboxtest.MustExec(t, db, fmt.Sprintf("SELECT id, level, coins FROM players WHERE id = %d", 1+i))
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); drive(t, db, ws, stop) }()
+	time.Sleep(200 * time.Millisecond) // the driver runs before, during and after the window
+	c, err := capture.FromDigests(context.Background(), db, schema, "players", 3*time.Second)
+	close(stop)
+	wg.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Statements) != len(ws) {
+		for _, s := range c.Statements {
+			t.Logf("captured: %s (%d)", s.Text, s.Count)
+		}
+		t.Fatalf("captured %d statement shapes, the workload has %d", len(c.Statements), len(ws))
+	}
+	if c.Covered() < 0.999 {
+		t.Errorf("coverage %.2f, want every statement replayable", c.Covered())
+	}
+
+	rep, err := Run(context.Background(), db, Options{Mode: ModeScratch, Schema: schema, Table: "players", SampleRows: 2 * rows,
+		Config: Config{Threads: []int{2}, Duration: time.Second, Captured: c, Seed: 3}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cycle := 0
+	for _, w := range ws {
+		cycle += w.perCycle
+	}
+	for _, res := range rep.Results {
+		weights := 0
+		for _, s := range res.Replay {
+			weights += s.Weight
+		}
+		for _, w := range ws {
+			s, ok := replayOf(res.Replay, w.marker)
+			if !ok {
+				t.Errorf("%s: no captured statement contains %q", res.Label, w.marker)
+				continue
+			}
+			if s.NotReplayed != "" {
+				t.Errorf("%s: %s not replayed: %s", res.Label, s.Text, s.NotReplayed)
+				continue
+			}
+			truth := float64(w.perCycle) / float64(cycle)
+			got := float64(s.Weight) / float64(weights)
+			if math.Abs(got-truth) > 0.1*truth {
+				t.Errorf("%s: weight share of %s is %.4f, the workload ran %.4f", res.Label, s.Text, got, truth)
+			}
+			if s.ProductionRows < 0 || s.ReplayRows < 0 {
+				t.Errorf("%s: %s rows examined unknown (production %.1f, replay %.1f)", res.Label, s.Text, s.ProductionRows, s.ReplayRows)
+			} else if !within2x(s.ReplayRows, s.ProductionRows) {
+				t.Errorf("%s: %s examines %.1f rows in the replay, %.1f in production", res.Label, s.Text, s.ReplayRows, s.ProductionRows)
+			}
+		}
+		step, _ := res.Step(2)
+		if step.Total.Count == 0 || step.Total.Errors > 0 {
+			t.Errorf("%s: replay ran %d statements with %d errors", res.Label, step.Total.Count, step.Total.Errors)
+		}
+	}
+	if rep.Coverage < 0.99 || len(rep.Warnings) > 0 {
+		t.Errorf("coverage %.2f, warnings %v", rep.Coverage, rep.Warnings)
+	}
+	var text strings.Builder
+	err = rep.WriteText(&text)
+	t.Log(text.String())
+	if err != nil || !strings.Contains(text.String(), "Mix captured from performance_schema statement digests over a 3s window") {
+		t.Errorf("report text (%v):\n%s", err, text.String())
+	}
+}
+
+func replayOf(stats []ReplayStat, marker string) (ReplayStat, bool) {
+	for _, s := range stats {
+		if strings.Contains(s.Text, marker) {
+			return s, true
+		}
+	}
+	return ReplayStat{}, false
+}
+
+// within2x: rows examined 0 (a deleted key) and 1 are the same statement shape.
+func within2x(a, b float64) bool {
+	return a <= 2*b+1 && b <= 2*a+1
+}
+
+// TestCaptureBadInput: digests disabled, no statements on the table, and a foreign log file each
+// give a clear error, never a default mix.
+func TestCaptureBadInput(t *testing.T) {
+	schema, db := sandboxtest.FreshDatabase(t, srv)
+	captureTables(t, db, 100)
+	ctx := context.Background()
+	if _, err := capture.FromDigests(ctx, db, schema, "players", 100*time.Millisecond); !errors.Is(err, capture.ErrNoStatements) {
+		t.Errorf("no statements in the window: %v", err)
+	}
+	sandboxtest.MustExec(t, db, "UPDATE performance_schema.setup_consumers SET ENABLED = 'NO' WHERE NAME = 'statements_digest'")
+	t.Cleanup(func() {
+		sandboxtest.MustExec(t, db, "UPDATE performance_schema.setup_consumers SET ENABLED = 'YES' WHERE NAME = 'statements_digest'")
+	})
+	_, err := capture.FromDigests(ctx, db, schema, "players", 0)
+	if !errors.Is(err, capture.ErrDigestsOff) || !strings.Contains(err.Error(), "statements_digest consumer is disabled") {
+		t.Errorf("digests disabled: %v", err)
+	}
+}
