@@ -14,7 +14,7 @@ import (
 )
 
 // ErrNoStatements means the source shows no statement on the table.
-var ErrNoStatements = errors.New("no statements on the table were seen")
+var ErrNoStatements = errors.New("no statement on the table was seen")
 
 // Capture is what the application ran on one table, from one source.
 type Capture struct {
@@ -69,7 +69,7 @@ func ForTable(stmts []Statement, schema, table, source string, timed bool) (*Cap
 		total += c.weightOf(s)
 	}
 	if len(c.Statements) == 0 {
-		return nil, fmt.Errorf("%w: %s in %s", ErrNoStatements, TableName{schema, table}, source)
+		return nil, fmt.Errorf("%w in %s", ErrNoStatements, source)
 	}
 	for i := range c.Statements {
 		if total > 0 {
@@ -215,4 +215,23 @@ func (c *Capture) HasReads(maxRows float64) bool {
 		}
 	}
 	return false
+}
+
+// Retarget makes a saved capture replay against schema.table: statements that ran with the
+// captured database as their default get schema instead (staging databases are often named
+// differently). The table name must be the same: statement texts name it.
+func (c *Capture) Retarget(schema, table string) error {
+	if !strings.EqualFold(c.Table, table) {
+		return fmt.Errorf("the saved mix was captured on table %s.%s, not %s: give --table %s, or capture this table's statements", c.Schema, c.Table, table, c.Table)
+	}
+	if c.Schema == schema {
+		return nil
+	}
+	for i := range c.Statements {
+		if c.Statements[i].Schema == c.Schema {
+			c.Statements[i].Schema = schema
+		}
+	}
+	c.Schema = schema
+	return nil
 }

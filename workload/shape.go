@@ -96,10 +96,12 @@ func ShapeOf(st Statement, o ShapeOptions) (Shape, error) {
 	var out []string
 	var params []Param
 	nParam, nList := 0, 0
+	replaced := false
 	for i := 0; i < len(ts); i++ {
 		t := ts[i]
 		if r, ok := refs[i]; ok {
 			if o.Target.Name != "" && r.Schema == o.Table.Schema && strings.EqualFold(r.Name, o.Table.Name) {
+				replaced = true
 				out = append(out, quote(o.Target.Schema)+" . "+quote(o.Target.Name))
 				if usedAsQualifier(ts, refs, r.Name) && !aliased(ts, r.end) {
 					out = append(out, "AS", quote(r.Name))
@@ -144,6 +146,10 @@ func ShapeOf(st Statement, o ShapeOptions) (Shape, error) {
 		default:
 			out = append(out, t.text)
 		}
+	}
+	if o.Target.Name != "" && !replaced {
+		// Never run a statement that would touch the real table instead of the target.
+		return Shape{}, fmt.Errorf("the statement does not name %s where it can be rewritten to the table under test", o.Table)
 	}
 	fixLimitOffset(ts, params)
 	return Shape{SQL: strings.Join(out, " "), Params: params}, nil
