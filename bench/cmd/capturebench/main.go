@@ -1,0 +1,289 @@
+// Command capturebench measures whether a gate's verdict with the captured mix matches the
+// verdict of the true workload (issue #16). It is a measurement tool, not part of enginemig, and
+// not run by the tests:
+//
+//  1. in a private sandbox, an application drives a known workload on game.players (PK reads and
+//     writes, a range scan, a SUM report, an ORDER BY ... LIMIT, an IN list, a join) while
+//     workload.FromDigests captures it over a window;
+//  2. the true workload runs on full MyISAM and InnoDB copies at each thread count;
+//  3. bench replays the captured mix on scratch copies at the same thread counts;
+//
+// and it prints both verdicts side by side (bench.Thresholds defaults).
+//
+//	go run ./bench/cmd/capturebench -rows 100000 -duration 10s -threads 1,4,16,64
+package main
+
+import (
+	"context"
+	"database/sql"
+	"flag"
+	"fmt"
+	"log"
+	"math/rand/v2"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/enginemig/enginemig/bench"
+	"github.com/enginemig/enginemig/sandbox"
+	"github.com/enginemig/enginemig/workload"
+)
+
+// statement is one of the application's statements: how often it is chosen, and its SQL.
+type statement struct {
+	weight int
+	sql    func(r *rand.Rand, table string, rows int) string
+}
+
+// application is the true workload: weights per 63 statements.
+var application = []statement{
+	{40, func(r *rand.Rand, t string, n int) string {
+		return fmt.Sprintf("SELECT id, level, coins FROM %s WHERE id = %d", t, 1+r.IntN(n))
+	}},
+	{10, func(r *rand.Rand, t string, n int) string {
+		return fmt.Sprintf("UPDATE %s SET coins = coins + 1 WHERE id = %d", t, 1+r.IntN(n))
+	}},
+	{4, func(r *rand.Rand, t string, n int) string {
+		return fmt.Sprintf("INSERT INTO %s (level, coins, guild, name) VALUES (%d, 5, %d, 'new')", t, r.IntN(100), r.IntN(5000))
+	}},
+	{2, func(r *rand.Rand, t string, n int) string {
+		return fmt.Sprintf("DELETE FROM %s WHERE id = %d", t, 1+r.IntN(n))
+	}},
+	{2, func(r *rand.Rand, t string, n int) string {
+		k := 1 + r.IntN(n-300)
+		return fmt.Sprintf("SELECT id, coins FROM %s WHERE id BETWEEN %d AND %d", t, k, k+199)
+	}},
+	{1, func(r *rand.Rand, t string, n int) string {
+		return fmt.Sprintf("SELECT SUM(coins) FROM %s WHERE level = %d", t, r.IntN(100))
+	}},
+	{1, func(r *rand.Rand, t string, n int) string {
+		return fmt.Sprintf("SELECT id, name FROM %s ORDER BY coins DESC LIMIT 20", t)
+	}},
+	{2, func(r *rand.Rand, t string, n int) string {
+		return fmt.Sprintf("SELECT p.name, g.gname FROM %s p JOIN guilds g ON g.id = p.guild WHERE p.id = %d", t, 1+r.IntN(n))
+	}},
+	{1, func(r *rand.Rand, t string, n int) string {
+		k := 1 + r.IntN(n-10)
+		return fmt.Sprintf("SELECT id FROM %s WHERE id IN (%d, %d, %d, %d, %d)", t, k, k+1, k+2, k+3, k+4)
+	}},
+}
+
+func pick(r *rand.Rand) statement {
+	total := 0
+	for _, s := range application {
+		total += s.weight
+	}
+	n := r.IntN(total)
+	for _, s := range application {
+		if n < s.weight {
+			return s
+		}
+		n -= s.weight
+	}
+	return application[0]
+}
+
+// drive runs the application on table with threads clients until ctx ends, recording latencies
+// of statements that start after from.
+func drive(ctx context.Context, db *sql.DB, table string, rows, threads int, from time.Time) (*hdrhistogram.Histogram, int64) {
+	var mu sync.Mutex
+	total := hdrhistogram.New(1, 60_000_000, 3)
+	var errs atomic.Int64
+	var wg sync.WaitGroup
+	for i := 0; i < threads; i++ {
+		wg.Add(1)
+		go func(seed uint64) {
+			defer wg.Done()
+			h := hdrhistogram.New(1, 60_000_000, 3)
+			r := rand.New(rand.NewPCG(seed, 99))
+			conn, err := db.Conn(ctx)
+			if err != nil {
+				return
+			}
+			defer conn.Close()
+			for ctx.Err() == nil {
+				q := pick(r).sql(r, table, rows)
+				began := time.Now()
+				rs, err := conn.QueryContext(context.WithoutCancel(ctx), q)
+				if err == nil {
+					for rs.Next() {
+					}
+					err = rs.Close()
+				}
+				if ctx.Err() != nil {
+					break
+				}
+				if err != nil {
+					errs.Add(1)
+					continue
+				}
+				if began.After(from) {
+					h.RecordValue(time.Since(began).Microseconds())
+				}
+			}
+			mu.Lock()
+			total.Merge(h)
+			mu.Unlock()
+		}(uint64(i))
+	}
+	wg.Wait()
+	return total, errs.Load()
+}
+
+func main() {
+	rows := flag.Int("rows", 100000, "rows in the table")
+	duration := flag.Duration("duration", 10*time.Second, "measured time per step and side")
+	warmup := flag.Duration("warmup", 2*time.Second, "unmeasured time before each step")
+	observe := flag.Duration("observe", 15*time.Second, "capture window")
+	threadsFlag := flag.String("threads", "1,4,16,64", "thread counts")
+	mixOut := flag.String("save-mix", "", "write the captured mix here")
+	flag.Parse()
+	var threads []int
+	for _, p := range strings.Split(*threadsFlag, ",") {
+		n, err := strconv.Atoi(p)
+		if err != nil {
+			log.Fatal(err)
+		}
+		threads = append(threads, n)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	srv, err := sandbox.Start(ctx, sandbox.Options{BufferPool: "1G", ExtraArgs: []string{"--key-buffer-size=256M", "--max-connections=1000"}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer srv.Stop()
+	root, err := srv.Open("")
+	if err != nil {
+		log.Fatal(err)
+	}
+	if _, err := root.ExecContext(ctx, "CREATE DATABASE game"); err != nil {
+		log.Fatal(err)
+	}
+	root.Close()
+	db, err := srv.Open("game")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(0)
+	if err := seed(ctx, db, *rows); err != nil {
+		log.Fatal(err)
+	}
+
+	// 1. Production: 8 clients run the application while the capture observes.
+	appCtx, appStop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { drive(appCtx, db, "players", *rows, 8, time.Now()); close(done) }()
+	time.Sleep(time.Second)
+	c, err := workload.FromDigests(ctx, db, "game", "players", *observe)
+	appStop()
+	<-done
+	if err != nil {
+		log.Fatal(err)
+	}
+	if *mixOut != "" {
+		if err := c.Save(*mixOut); err != nil {
+			log.Fatal(err)
+		}
+	}
+	log.Printf("captured %d statements from %s", len(c.Statements), c.Source)
+
+	// 2. The true workload on full copies.
+	for _, q := range []string{
+		"CREATE TABLE players_myisam LIKE players", "INSERT INTO players_myisam SELECT * FROM players",
+		"CREATE TABLE players_innodb LIKE players", "ALTER TABLE players_innodb ENGINE=InnoDB", "INSERT INTO players_innodb SELECT * FROM players",
+	} {
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			log.Fatalf("%s: %v", q, err)
+		}
+	}
+	truth := map[string]map[int]bench.Stats{"players_myisam": {}, "players_innodb": {}}
+	for i, n := range threads {
+		order := []string{"players_myisam", "players_innodb"}
+		if i%2 == 1 {
+			order[0], order[1] = order[1], order[0]
+		}
+		for _, t := range order {
+			stepCtx, cancel := context.WithTimeout(ctx, *warmup+*duration)
+			h, errs := drive(stepCtx, db, t, *rows, n, time.Now().Add(*warmup))
+			cancel()
+			st := bench.Stats{Count: h.TotalCount(), QPS: float64(h.TotalCount()) / duration.Seconds(),
+				P99: float64(h.ValueAtQuantile(99)) / 1000, Errors: errs}
+			truth[t][n] = st
+			log.Printf("true workload %s threads=%d qps=%.0f p99=%.2fms errors=%d", t, n, st.QPS, st.P99, errs)
+		}
+	}
+	if _, err := db.ExecContext(ctx, "DROP TABLE players_myisam, players_innodb"); err != nil {
+		log.Fatal(err)
+	}
+
+	// 3. The captured mix, replayed by bench on scratch copies of the whole table.
+	rep, err := bench.Run(ctx, db, bench.Options{Mode: bench.ModeScratch, Schema: "game", Table: "players", SampleRows: 2 * *rows,
+		Config: bench.Config{Threads: threads, Duration: *duration, Warmup: *warmup, Captured: c,
+			Progress: func(s string) { log.Print("captured mix ", s) }}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	rep.WriteText(os.Stdout)
+	// 4. For contrast, what the gate ran before #16: the primary-key mix alone.
+	pk, err := bench.Run(ctx, db, bench.Options{Mode: bench.ModeScratch, Schema: "game", Table: "players", SampleRows: 2 * *rows,
+		Config: bench.Config{Threads: threads, Duration: *duration, Warmup: *warmup, Mix: bench.DefaultMix(),
+			Progress: func(s string) { log.Print("pk mix ", s) }}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	report(threads, truth, rep, pk)
+}
+
+// report prints both verdicts side by side.
+func report(threads []int, truth map[string]map[int]bench.Stats, rep, pk bench.Report) {
+	th := bench.DefaultThresholds()
+	var tb, ta bench.Result
+	tb.Label, ta.Label = "MyISAM", "InnoDB"
+	for _, n := range threads {
+		tb.Steps = append(tb.Steps, bench.Step{Threads: n, Total: truth["players_myisam"][n]})
+		ta.Steps = append(ta.Steps, bench.Step{Threads: n, Total: truth["players_innodb"][n]})
+	}
+	tv := th.Judge(tb, ta)
+	cv := th.Judge(rep.Results[0], rep.Results[1])
+	pv := th.Judge(pk.Results[0], pk.Results[1])
+	fmt.Println("\nthreads | true workload: MyISAM qps p99 | InnoDB qps p99 | verdict || captured mix: MyISAM | InnoDB | verdict || PK mix 16:7:1: MyISAM | InnoDB | verdict")
+	for i, n := range threads {
+		t, c, p := tv.Steps[i], cv.Steps[i], pv.Steps[i]
+		fmt.Printf("%7d | %8.0f %8.2fms | %8.0f %8.2fms | %-4s || %8.0f %8.2fms | %8.0f %8.2fms | %-4s || %8.0f %8.2fms | %8.0f %8.2fms | %s\n", n,
+			t.Before.QPS, t.Before.P99, t.After.QPS, t.After.P99, pass(t.Pass),
+			c.Before.QPS, c.Before.P99, c.After.QPS, c.After.P99, pass(c.Pass),
+			p.Before.QPS, p.Before.P99, p.After.QPS, p.After.P99, pass(p.Pass))
+	}
+}
+
+func pass(ok bool) string {
+	if ok {
+		return "PASS"
+	}
+	return "FAIL"
+}
+
+func seed(ctx context.Context, db *sql.DB, rows int) error {
+	for _, q := range []string{
+		"CREATE TABLE players (id INT UNSIGNED NOT NULL AUTO_INCREMENT, level INT NOT NULL, coins INT NOT NULL, " +
+			"guild INT NOT NULL, name CHAR(40) NOT NULL, PRIMARY KEY (id), KEY guild (guild)) ENGINE=MyISAM",
+		fmt.Sprintf("INSERT INTO players (level, coins, guild, name) SELECT seq %% 100, (seq * 7919) %% 100000, seq %% 5000, "+
+			"CONCAT('player-', seq) FROM seq_1_to_%d", rows),
+		"CREATE TABLE guilds (id INT NOT NULL PRIMARY KEY, gname CHAR(20) NOT NULL) ENGINE=MyISAM",
+		"INSERT INTO guilds SELECT seq - 1, CONCAT('guild', seq) FROM seq_1_to_5000",
+	} {
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			return fmt.Errorf("%s: %w", q, err)
+		}
+	}
+	return nil
+}
