@@ -103,3 +103,32 @@ func captureRemedy(err error) string {
 	}
 	return "check the file, or use --mix auto or --mix S:U:I"
 }
+
+// gateMixOf reads apply's --gate-mix and --gate-from-log: primary-key weights, or where each
+// gated table's captured statements come from.
+func gateMixOf(c *cli.Context) (bench.Mix, *bench.GateMix, error) {
+	m, log := c.String("gate-mix"), c.String("gate-from-log")
+	if log != "" {
+		if c.IsSet("gate-mix") {
+			return bench.Mix{}, nil, fmt.Errorf("--gate-from-log replays the log's statements: it cannot be combined with --gate-mix")
+		}
+		if _, err := os.Stat(log); err != nil {
+			return bench.Mix{}, nil, fmt.Errorf("--gate-from-log: %w", err)
+		}
+		return bench.Mix{}, &bench.GateMix{LogFile: log}, nil
+	}
+	if m == "auto" {
+		return bench.Mix{}, &bench.GateMix{Auto: true}, nil
+	}
+	mix, err := bench.ParseMix(m)
+	if err == nil {
+		return mix, nil, nil
+	}
+	if _, statErr := os.Stat(m); statErr != nil {
+		return bench.Mix{}, nil, fmt.Errorf("--gate-mix: %w (and no file %s exists to read a saved mix from)", err, m)
+	}
+	if _, err := workload.Load(m); err != nil {
+		return bench.Mix{}, nil, fmt.Errorf("--gate-mix: %w", err)
+	}
+	return bench.Mix{}, &bench.GateMix{File: m}, nil
+}

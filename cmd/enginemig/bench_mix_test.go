@@ -108,3 +108,17 @@ func runCLIErr(args ...string) (string, outcome.Code, error) {
 	err := app.RunContext(context.Background(), append([]string{"enginemig"}, args...))
 	return out.String(), outcome.CodeOf(err), err
 }
+
+// TestGateMixFlags: apply's --gate-mix and --gate-from-log are checked before connecting.
+func TestGateMixFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"--gate-mix", "nonsense"},
+		{"--gate-from-log", filepath.Join(t.TempDir(), "missing.log")},
+		{"--gate-from-log", "x.log", "--gate-mix", "auto"},
+	} {
+		_, code, err := runCLIErr(append([]string{"apply", "--database", "d", "--table", "t", "--host", "127.0.0.1", "--port", "1"}, args...)...)
+		if code != outcome.Usage || err == nil || !strings.Contains(err.Error(), "--gate-") {
+			t.Errorf("%v: exit %d (%v), want %d", args, code, err, outcome.Usage)
+		}
+	}
+}
