@@ -134,40 +134,8 @@ func TestCapturedMixMatchesTheApplication(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cycle := 0
-	for _, w := range ws {
-		cycle += w.perCycle
-	}
 	for _, res := range rep.Results {
-		weights := 0
-		for _, s := range res.Replay {
-			weights += s.Weight
-		}
-		for _, w := range ws {
-			s, ok := replayOf(res.Replay, w.marker)
-			if !ok {
-				t.Errorf("%s: no captured statement contains %q", res.Label, w.marker)
-				continue
-			}
-			if s.NotReplayed != "" {
-				t.Errorf("%s: %s not replayed: %s", res.Label, s.Text, s.NotReplayed)
-				continue
-			}
-			truth := float64(w.perCycle) / float64(cycle)
-			got := float64(s.Weight) / float64(weights)
-			if math.Abs(got-truth) > 0.1*truth {
-				t.Errorf("%s: weight share of %s is %.4f, the workload ran %.4f", res.Label, s.Text, got, truth)
-			}
-			if s.ProductionRows < 0 || s.ReplayRows < 0 {
-				t.Errorf("%s: %s rows examined unknown (production %.1f, replay %.1f)", res.Label, s.Text, s.ProductionRows, s.ReplayRows)
-			} else if !within2x(s.ReplayRows, s.ProductionRows) {
-				t.Errorf("%s: %s examines %.1f rows in the replay, %.1f in production", res.Label, s.Text, s.ReplayRows, s.ProductionRows)
-			}
-		}
-		step, _ := res.Step(2)
-		if step.Total.Count == 0 || step.Total.Errors > 0 {
-			t.Errorf("%s: replay ran %d statements with %d errors", res.Label, step.Total.Count, step.Total.Errors)
-		}
+		checkReplay(t, res, ws)
 	}
 	if rep.Coverage < 0.99 || len(rep.Warnings) > 0 {
 		t.Errorf("coverage %.2f, warnings %v", rep.Coverage, rep.Warnings)
@@ -178,6 +146,45 @@ func TestCapturedMixMatchesTheApplication(t *testing.T) {
 	t.Log(text.String())
 	if err != nil || !strings.Contains(text.String(), "Mix captured from performance_schema statement digests over a 3s window") {
 		t.Errorf("report text (%v):\n%s", err, text.String())
+	}
+}
+
+// checkReplay compares one side's replay with the workload: every statement replayed, its weight
+// within 10% of its true share, its rows examined within 2x of production's.
+func checkReplay(t *testing.T, res Result, ws []knownStatement) {
+	t.Helper()
+	cycle := 0
+	for _, w := range ws {
+		cycle += w.perCycle
+	}
+	weights := 0
+	for _, s := range res.Replay {
+		weights += s.Weight
+	}
+	for _, w := range ws {
+		s, ok := replayOf(res.Replay, w.marker)
+		if !ok {
+			t.Errorf("%s: no captured statement contains %q", res.Label, w.marker)
+			continue
+		}
+		if s.NotReplayed != "" {
+			t.Errorf("%s: %s not replayed: %s", res.Label, s.Text, s.NotReplayed)
+			continue
+		}
+		truth := float64(w.perCycle) / float64(cycle)
+		got := float64(s.Weight) / float64(weights)
+		if math.Abs(got-truth) > 0.1*truth {
+			t.Errorf("%s: weight share of %s is %.4f, the workload ran %.4f", res.Label, s.Text, got, truth)
+		}
+		if s.ProductionRows < 0 || s.ReplayRows < 0 {
+			t.Errorf("%s: %s rows examined unknown (production %.1f, replay %.1f)", res.Label, s.Text, s.ProductionRows, s.ReplayRows)
+		} else if !within2x(s.ReplayRows, s.ProductionRows) {
+			t.Errorf("%s: %s examines %.1f rows in the replay, %.1f in production", res.Label, s.Text, s.ReplayRows, s.ProductionRows)
+		}
+	}
+	step, _ := res.Step(2)
+	if step.Total.Count == 0 || step.Total.Errors > 0 {
+		t.Errorf("%s: replay ran %d statements with %d errors", res.Label, step.Total.Count, step.Total.Errors)
 	}
 }
 

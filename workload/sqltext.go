@@ -42,22 +42,7 @@ func tokenize(s string) []token {
 			}
 			i += end + 1
 		case c == '`' || c == '\'' || c == '"':
-			j := i + 1
-			for j < len(s) {
-				if s[j] == '\\' && c != '`' {
-					j += 2
-					continue
-				}
-				if s[j] == c {
-					if j+1 < len(s) && s[j+1] == c { // doubled quote
-						j += 2
-						continue
-					}
-					break
-				}
-				j++
-			}
-			j = min(j+1, len(s))
+			j := quotedEnd(s, i)
 			kind := tokString
 			if c == '`' {
 				kind = tokQuoted
@@ -106,6 +91,28 @@ func tokenize(s string) []token {
 		}
 	}
 	return out
+}
+
+// quotedEnd returns the end of the quoted string or identifier starting at s[i] (past its closing
+// quote; the end of s when it is unterminated).
+func quotedEnd(s string, i int) int {
+	c := s[i]
+	j := i + 1
+	for j < len(s) {
+		if s[j] == '\\' && c != '`' {
+			j += 2
+			continue
+		}
+		if s[j] == c {
+			if j+1 < len(s) && s[j+1] == c { // doubled quote
+				j += 2
+				continue
+			}
+			break
+		}
+		j++
+	}
+	return min(j+1, len(s))
 }
 
 func isWordByte(c byte) bool {
