@@ -144,6 +144,7 @@ func main() {
 	observe := flag.Duration("observe", 15*time.Second, "capture window")
 	threadsFlag := flag.String("threads", "1,4,16,64", "thread counts")
 	mixOut := flag.String("save-mix", "", "write the captured mix here")
+	extra := flag.String("server-args", "", "extra mariadbd arguments, space-separated (e.g. --innodb-flush-log-at-trx-commit=2)")
 	flag.Parse()
 	var threads []int
 	for _, p := range strings.Split(*threadsFlag, ",") {
@@ -155,7 +156,7 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	srv, err := sandbox.Start(ctx, sandbox.Options{BufferPool: "1G", ExtraArgs: []string{"--key-buffer-size=256M", "--max-connections=1000"}})
+	srv, err := sandbox.Start(ctx, sandbox.Options{BufferPool: "1G", ExtraArgs: append([]string{"--key-buffer-size=256M", "--max-connections=1000"}, strings.Fields(*extra)...)})
 	if err != nil {
 		log.Fatal(err)
 	}
