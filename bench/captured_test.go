@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/enginemig/enginemig/sandbox/sandboxtest"
+	"github.com/enginemig/enginemig/table"
 	capture "github.com/enginemig/enginemig/workload"
 )
 
@@ -244,5 +245,52 @@ func TestCaptureBadInput(t *testing.T) {
 	_, err := capture.FromDigests(ctx, db, schema, "players", 0)
 	if !errors.Is(err, capture.ErrDigestsOff) || !strings.Contains(err.Error(), "statements_digest consumer is disabled") {
 		t.Errorf("digests disabled: %v", err)
+	}
+}
+
+// TestCaptureTakesExamplesFromHistoryLong: where events_statements_history_long is on, captured
+// statements carry a literal example, and replay takes list sizes and LIMITs from it.
+func TestCaptureTakesExamplesFromHistoryLong(t *testing.T) {
+	schema, db := sandboxtest.FreshDatabase(t, srv)
+	captureTables(t, db, 1000)
+	sandboxtest.MustExec(t, db, "UPDATE performance_schema.setup_consumers SET ENABLED = 'YES' WHERE NAME IN ('events_statements_current', 'events_statements_history_long')")
+	t.Cleanup(func() {
+		sandboxtest.MustExec(t, db, "UPDATE performance_schema.setup_consumers SET ENABLED = 'NO' WHERE NAME IN ('events_statements_current', 'events_statements_history_long')")
+	})
+	sandboxtest.MustExec(t, db, "SELECT id FROM players WHERE id IN (1, 2, 3, 4, 5, 6, 7)", "SELECT id FROM players ORDER BY level LIMIT 7")
+	c, err := capture.FromDigests(context.Background(), db, schema, "players", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(c.Source, "events_statements_history_long") {
+		t.Errorf("source %q does not mention the examples", c.Source)
+	}
+	info, err := table.Load(context.Background(), db, schema, "players")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &binder{ctx: context.Background(), db: db, info: info, columns: map[string]*columnSample{}}
+	for _, want := range []struct{ marker, sql string }{
+		{"IN (...)", "IN (?, ?, ?, ?, ?, ?, ?)"},
+		{"LIMIT ?", "LIMIT ?"},
+	} {
+		var st *capture.TableStatement
+		for i := range c.Statements {
+			if strings.Contains(c.Statements[i].Text, want.marker) {
+				st = &c.Statements[i]
+			}
+		}
+		if st == nil || st.Example == "" {
+			t.Fatalf("no example for %s: %+v", want.marker, c.Statements)
+		}
+		o, err := b.replayOp(st.Statement, c, Target{Schema: schema, Table: "players"}, nil)
+		if err != nil || !strings.Contains(o.sql, want.sql) {
+			t.Fatalf("%s: %q %v", st.Text, o.sql, err)
+		}
+		if want.marker == "LIMIT ?" {
+			if args := o.args(rand.New(rand.NewPCG(1, 1)), nil); len(args) != 1 || args[0] != int64(7) {
+				t.Errorf("LIMIT bound to %v, the example had 7", args)
+			}
+		}
 	}
 }
