@@ -44,8 +44,8 @@ func knownWorkload(rows int) []knownStatement {
 			return fmt.Sprintf("DELETE FROM players WHERE id = %d", id(r))
 		}},
 		{2, "WHERE ID BETWEEN ? AND ?", func(r *rand.Rand) string {
-			k := id(r) % (rows - 300)
-			return fmt.Sprintf("SELECT id, coins FROM players WHERE id BETWEEN %d AND %d", k, k+199)
+			k := id(r) % (rows - 600)
+			return fmt.Sprintf("SELECT id, coins FROM players WHERE id BETWEEN %d AND %d", k, k+499)
 		}},
 		{1, "SELECT SUM ( `coins` ) FROM `players` WHERE `guild` = ?", func(r *rand.Rand) string {
 			return fmt.Sprintf("SELECT SUM(coins) FROM players WHERE guild = %d", r.IntN(50))
