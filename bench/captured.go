@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strings"
+	"time"
 
 	"github.com/enginemig/enginemig/table"
 	capture "github.com/enginemig/enginemig/workload"
@@ -35,8 +36,12 @@ type ReplayStat struct {
 const weightScale = 10000
 
 // calibrationRuns is how often each replayed statement runs, alone, to measure its rows examined
-// on the table under test before the sweep.
-const calibrationRuns = 5
+// on the table under test before the sweep; after calibrationBudget no further run starts (a long
+// report is measured by one or two runs).
+const (
+	calibrationRuns   = 5
+	calibrationBudget = 2 * time.Second
+)
 
 // capturedOps builds one op per replayable captured statement, bound to the table under test.
 // Statements it cannot replay (or, for read-only runs, that write) come back as ReplayStats with
@@ -166,8 +171,9 @@ func runCalibration(ctx context.Context, conn *sql.Conn, db *sql.DB, o *op, r *r
 	}
 	st.Close()
 	before, digestErr := capture.ReadDigests(ctx, db)
-	failed, first := 0, error(nil)
-	for k := 0; k < calibrationRuns; k++ {
+	failed, first, runs := 0, error(nil), 0
+	start := time.Now()
+	for ; runs < calibrationRuns && (runs == 0 || time.Since(start) < calibrationBudget); runs++ {
 		if err := execText(ctx, conn, o, o.args(r, nil)); err != nil {
 			failed++
 			if first == nil {
@@ -178,7 +184,7 @@ func runCalibration(ctx context.Context, conn *sql.Conn, db *sql.DB, o *op, r *r
 	if ctx.Err() != nil {
 		return "", ctx.Err()
 	}
-	if failed == calibrationRuns {
+	if failed == runs {
 		return "fails on the table under test: " + rootCause(first), nil
 	}
 	if digestErr == nil {

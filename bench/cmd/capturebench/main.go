@@ -75,6 +75,9 @@ var application = []statement{
 	}},
 }
 
+// reportClient adds one client looping a full-table report to every run of the application.
+var reportClient = flag.Bool("report-client", false, "add one client looping SELECT SUM(coins) over the whole table to the application (production and true-workload runs)")
+
 func pick(r *rand.Rand) statement {
 	total := 0
 	for _, s := range application {
@@ -93,6 +96,20 @@ func pick(r *rand.Rand) statement {
 // drive runs the application on table with threads clients until ctx ends, recording latencies
 // of statements that start after from.
 func drive(ctx context.Context, db *sql.DB, table string, rows, threads int, from time.Time) (*hdrhistogram.Histogram, int64) {
+	if *reportClient {
+		// The scenario: one client loops a report beside the application's threads; its
+		// runs are not part of the measured totals (as bench's --background).
+		go func() {
+			conn, err := db.Conn(ctx)
+			if err != nil {
+				return
+			}
+			defer conn.Close()
+			for ctx.Err() == nil {
+				conn.ExecContext(ctx, "SELECT SUM(coins) FROM "+table)
+			}
+		}()
+	}
 	var mu sync.Mutex
 	total := hdrhistogram.New(1, 60_000_000, 3)
 	var errs atomic.Int64
