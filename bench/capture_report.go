@@ -63,8 +63,11 @@ func (r Report) writeCaptured(b *strings.Builder) {
 	fmt.Fprintln(tw, "  statement\tweight\tshare\trows examined prod/replay\ttext")
 	for _, s := range r.Results[0].Replay {
 		weight := fmt.Sprint(s.Weight)
-		if s.NotReplayed != "" {
+		switch {
+		case s.NotReplayed != "":
 			weight = "-"
+		case s.Loops > 0:
+			weight = fmt.Sprintf("%dx loop %.0f%%", s.Loops, 100*s.Duty)
 		}
 		fmt.Fprintf(tw, "  %s\t%s\t%.1f%%\t%s / %s\t%s\n", s.Name, weight, 100*s.Share, rowsText(s.ProductionRows), rowsText(s.ReplayRows), s.Text)
 		if s.NotReplayed != "" {

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"strings"
 	"time"
@@ -27,6 +28,10 @@ type ReplayStat struct {
 	// ProductionRows and ReplayRows are mean rows examined per statement; -1 when unknown.
 	ProductionRows float64 `json:"production_rows_examined"`
 	ReplayRows     float64 `json:"replay_rows_examined"`
+	// Loops > 0: replayed by that many background clients, each running it Duty of the time
+	// (Config.ReportRows), not weighted into the threads' mix.
+	Loops int     `json:"background_clients,omitempty"`
+	Duty  float64 `json:"duty,omitempty"`
 	// NotReplayed says why the statement was left out ("" when it was replayed).
 	NotReplayed string `json:"not_replayed,omitempty"`
 }
@@ -46,10 +51,11 @@ const (
 // capturedOps builds one op per replayable captured statement, bound to the table under test.
 // Statements it cannot replay (or, for read-only runs, that write) come back as ReplayStats with
 // NotReplayed set, so the report can say what share of the table's time the replay leaves out.
-func capturedOps(ctx context.Context, db *sql.DB, info *table.Info, t Target, keys keySource, c *capture.Capture, readOnly bool) ([]op, []ReplayStat, error) {
+func capturedOps(ctx context.Context, db *sql.DB, info *table.Info, t Target, keys keySource, c *capture.Capture, cfg Config) (ops, bg []op, stats []ReplayStat, err error) {
+	readOnly := cfg.ReadOnly
 	var total int64
 	for _, st := range c.Statements {
-		if st.Replay && liveSafe(st.Statement, readOnly) == "" {
+		if st.Replay && liveSafe(st.Statement, readOnly) == "" && loops(st, c, cfg) == 0 {
 			total += st.Count
 		}
 	}
@@ -60,8 +66,6 @@ func capturedOps(ctx context.Context, db *sql.DB, info *table.Info, t Target, ke
 		}
 	}
 	b := &binder{ctx: ctx, db: db, info: info, keys: keys, columns: map[string]*columnSample{}}
-	var ops []op
-	var stats []ReplayStat
 	for i, st := range c.Statements {
 		rs := ReplayStat{Name: fmt.Sprintf("stmt%d", i+1), Text: st.Text, Share: st.Share,
 			ProductionRows: st.MeanRowsExamined(), ReplayRows: -1}
@@ -74,19 +78,51 @@ func capturedOps(ctx context.Context, db *sql.DB, info *table.Info, t Target, ke
 			o, err := b.replayOp(st.Statement, c, t, cols)
 			if err != nil {
 				if ctx.Err() != nil {
-					return nil, nil, ctx.Err()
+					return nil, nil, nil, ctx.Err()
 				}
 				rs.NotReplayed = err.Error()
 				break
 			}
-			o.name = rs.Name
+			o.name, rs.SQL = rs.Name, o.sql
+			if k := loops(st, c, cfg); k > 0 {
+				o.duty = st.Seconds / c.WindowSeconds / float64(k)
+				rs.Loops, rs.Duty = k, o.duty
+				for j := 0; j < k; j++ {
+					bg = append(bg, o)
+				}
+				break
+			}
 			o.weight = int(max(1, (st.Count*weightScale+total/2)/total))
-			rs.Weight, rs.SQL = o.weight, o.sql
+			rs.Weight = o.weight
 			ops = append(ops, o)
 		}
 		stats = append(stats, rs)
 	}
-	return ops, stats, nil
+	return ops, bg, stats, nil
+}
+
+// LoopClients is how many background clients the captured reports need (Config.ReportRows), for
+// sizing the connection pool.
+func LoopClients(cfg Config) int {
+	if cfg.Captured == nil {
+		return 0
+	}
+	n := 0
+	for _, st := range cfg.Captured.Statements {
+		if st.Replay && liveSafe(st.Statement, cfg.ReadOnly) == "" {
+			n += loops(st, cfg.Captured, cfg)
+		}
+	}
+	return n
+}
+
+// loops is how many background clients replay st (see Config.ReportRows): 0 for the weighted mix.
+func loops(st capture.TableStatement, c *capture.Capture, cfg Config) int {
+	if cfg.ReportRows <= 0 || c.WindowSeconds <= 0 || !capture.ReadOnly(st.Text) || st.MeanRowsExamined() < float64(cfg.ReportRows) {
+		return 0
+	}
+	concurrency := st.Seconds / c.WindowSeconds
+	return int(math.Max(1, math.Ceil(concurrency)))
 }
 
 // LiveReadMaxRows bounds the mean rows examined (in production) of the captured reads that
@@ -212,6 +248,39 @@ func execText(ctx context.Context, conn *sql.Conn, o *op, args []any) error {
 		return err
 	}
 	return rows.Close()
+}
+
+// calibrateLoops calibrates one instance of each background statement and keeps the instances
+// of those that can run.
+func calibrateLoops(ctx context.Context, db *sql.DB, t Target, bg []op, stats []ReplayStat, seed uint64) ([]op, error) {
+	var first []op
+	seen := map[string]bool{}
+	for _, o := range bg {
+		if !seen[o.name] {
+			seen[o.name] = true
+			first = append(first, o)
+		}
+	}
+	kept, err := calibrate(ctx, db, t, first, stats, seed)
+	if err != nil {
+		return nil, err
+	}
+	ok := map[string]bool{}
+	for _, o := range kept {
+		ok[o.name] = true
+	}
+	var out []op
+	for _, o := range bg {
+		if ok[o.name] {
+			out = append(out, o)
+		}
+	}
+	for i := range stats {
+		if seen[stats[i].Name] && !ok[stats[i].Name] {
+			stats[i].Loops, stats[i].Duty = 0, 0
+		}
+	}
+	return out, nil
 }
 
 func rootCause(err error) string {

@@ -294,3 +294,33 @@ func TestCaptureTakesExamplesFromHistoryLong(t *testing.T) {
 		}
 	}
 }
+
+// TestCapturedReportsReplayAsBackgroundLoops: with ReportRows, a captured report runs in
+// background clients at the concurrency it had in production (its time over the window), not in
+// the weighted mix of the threads.
+func TestCapturedReportsReplayAsBackgroundLoops(t *testing.T) {
+	schema, db := sandboxtest.FreshDatabase(t, srv)
+	captureTables(t, db, 2000)
+	c := &capture.Capture{Schema: schema, Table: "players", Source: "test", WindowSeconds: 10, Timed: true,
+		Statements: []capture.TableStatement{
+			{Statement: capture.Statement{Schema: schema, Text: "SELECT SUM ( `coins` ) FROM `players`", Count: 10, Seconds: 15, RowsExamined: 20000, RowsSent: 10}, Replay: true, Share: 0.75},
+			{Statement: capture.Statement{Schema: schema, Text: "SELECT `name` FROM `players` WHERE ID = ?", Count: 1000, Seconds: 5, RowsExamined: 1000, RowsSent: 1000}, Replay: true, Share: 0.25},
+		}}
+	rep, err := Run(context.Background(), db, Options{Mode: ModeScratch, Schema: schema, Table: "players", SampleRows: 5000,
+		Config: Config{Threads: []int{2}, Duration: 500 * time.Millisecond, Captured: c, ReportRows: 1000, Seed: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, res := range rep.Results {
+		sum, _ := replayOf(res.Replay, "SUM")
+		pk, _ := replayOf(res.Replay, "ID = ?")
+		// 15 s of report time in a 10 s window: 1.5 concurrent runs, so 2 clients at 75% each.
+		if sum.Loops != 2 || math.Abs(sum.Duty-0.75) > 1e-9 || sum.Weight != 0 || pk.Loops != 0 || pk.Weight != weightScale {
+			t.Errorf("%s: report %+v, lookup %+v", res.Label, sum, pk)
+		}
+		step, _ := res.Step(2)
+		if len(step.Background) != 2 || step.Background[0].Count == 0 || len(step.Ops) != 1 || step.Ops[0].Count == 0 {
+			t.Errorf("%s: background %+v, foreground %+v", res.Label, step.Background, step.Ops)
+		}
+	}
+}

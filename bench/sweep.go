@@ -44,6 +44,13 @@ type Config struct {
 	// Captured, when set, replays the statements the application ran on the table (see package
 	// workload) instead of the built-in primary-key mix; Mix is then usually zero.
 	Captured *capture.Capture `json:"-"`
+	// ReportRows > 0 replays captured reads that examined at least this many rows per run in
+	// production as background clients at production's concurrency (their total time over the
+	// observation window: k clients, each running the statement duty = concurrency/k of the
+	// time) instead of weighting them into the threads' mix. A report's rate is set by whoever
+	// runs it (a cron job, a dashboard), not by the request threads; weighted, it would scale
+	// with the sweep's thread count. Needs a capture with a window (--observe).
+	ReportRows int64 `json:"-"`
 	// ReadOnly refuses anything but SELECTs: what live tables get.
 	ReadOnly bool
 	// SkipBinlog sets sql_log_bin=0 on the benchmark's sessions (needs the privilege), so scratch
@@ -179,7 +186,7 @@ func checkPool(db *sql.DB, cfg Config) error {
 			need = n
 		}
 	}
-	need += len(cfg.Background) + 1
+	need += len(cfg.Background) + LoopClients(cfg) + 1
 	if max := db.Stats().MaxOpenConnections; max > 0 && max < need {
 		return fmt.Errorf("the connection pool allows %d connections but the benchmark needs %d (threads + background + 1)", max, need)
 	}

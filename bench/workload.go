@@ -19,6 +19,9 @@ type op struct {
 	sql    string
 	rows   bool // returns a result set (read it all, as an application does)
 	args   func(r *rand.Rand, args []any) []any
+	// duty is the share of time a background client runs the statement (0: loop without pause),
+	// to replay a captured report at the rate production ran it.
+	duty float64
 }
 
 // workload is what the threads run against one table: the weighted statements and background
@@ -88,14 +91,17 @@ func buildWorkload(ctx context.Context, db *sql.DB, t Target, cfg Config) (*work
 			args: w.keys.appendKey})
 	}
 	if cfg.Captured != nil {
-		ops, stats, err := capturedOps(ctx, db, info, t, w.keys, cfg.Captured, cfg.ReadOnly)
+		ops, bg, stats, err := capturedOps(ctx, db, info, t, w.keys, cfg.Captured, cfg)
 		if err != nil {
 			return nil, err
 		}
 		if ops, err = calibrate(ctx, db, t, ops, stats, cfg.Seed); err != nil {
 			return nil, err
 		}
-		w.ops, w.replay = append(w.ops, ops...), stats
+		if bg, err = calibrateLoops(ctx, db, t, bg, stats, cfg.Seed); err != nil {
+			return nil, err
+		}
+		w.ops, w.background, w.replay = append(w.ops, ops...), append(w.background, bg...), stats
 	}
 	for _, q := range cfg.Queries {
 		o, err := templateOp(q, t, w.keys)

@@ -33,6 +33,7 @@ func benchCommand() *cli.Command {
 		&cli.DurationFlag{Name: "observe", Usage: "with --mix auto: capture the statements that run during this window (e.g. 60s) instead of the totals since the digest counters were last reset", Category: cat},
 		&cli.StringFlag{Name: "from-log", Usage: "replay the statements on the table found in this slow query log (best with long_query_time=0) or general query log, instead of digests", Category: cat},
 		&cli.StringFlag{Name: "save-mix", Usage: "write the captured mix to FILE (JSON), to replay it elsewhere with --mix FILE", Category: cat},
+		&cli.Int64Flag{Name: "report-rows", Usage: "with a captured mix observed over a window: reads that examined at least this many rows per run replay as background clients at production's concurrency instead of in the weighted mix (0: off)", Category: cat},
 		&cli.GenericFlag{Name: "query", Value: &multiFlag{}, Usage: "'weight:SQL' statement added to the mix; name the table as {table} or after FROM/JOIN/UPDATE/INTO; each ? gets a key k, k+100, ... (repeatable)", Category: cat},
 		&cli.GenericFlag{Name: "background", Value: &multiFlag{}, Usage: "report statement looped by one extra client during every step, e.g. 'SELECT SUM(coins) FROM t' (repeatable)", Category: cat},
 		&cli.StringFlag{Name: "threads", Value: "1,4,16,64", Usage: "comma-separated thread counts of the sweep", Category: cat},
@@ -92,6 +93,8 @@ func runBench(c *cli.Context) error {
 	if err := resolveMix(c, db, &opts); err != nil {
 		return err
 	}
+	// Captured reports replayed by background clients need connections of their own.
+	db.SetMaxOpenConns(maxThreads + len(opts.Background) + 2 + bench.LoopClients(opts.Config))
 	opts.Progress = func(line string) { fmt.Fprintln(os.Stderr, "bench:", line) }
 	opts.Logger = loggerOf(c)
 	rep, err := bench.Run(c.Context, db, opts)
@@ -176,6 +179,9 @@ func benchOptions(c *cli.Context) (bench.Options, error) {
 	}
 	o.ReadOnly = o.Mode == bench.ModeReadOnly
 	o.SkipBinlog = c.Bool("skip-binlog")
+	if o.ReportRows = c.Int64("report-rows"); o.ReportRows < 0 {
+		return o, fmt.Errorf("--report-rows must not be negative")
+	}
 	o.Seed = c.Uint64("seed")
 	return o, o.Config.Validate()
 }

@@ -161,6 +161,7 @@ func main() {
 	observe := flag.Duration("observe", 15*time.Second, "capture window")
 	threadsFlag := flag.String("threads", "1,4,16,64", "thread counts")
 	mixOut := flag.String("save-mix", "", "write the captured mix here")
+	reportRows := flag.Int64("report-rows", 0, "bench.Config.ReportRows for the captured mix (0: weighted only)")
 	extra := flag.String("server-args", "", "extra mariadbd arguments, space-separated (e.g. --innodb-flush-log-at-trx-commit=2)")
 	flag.Parse()
 	var threads []int
@@ -245,7 +246,7 @@ func main() {
 
 	// 3. The captured mix, replayed by bench on scratch copies of the whole table.
 	rep, err := bench.Run(ctx, db, bench.Options{Mode: bench.ModeScratch, Schema: "game", Table: "players", SampleRows: 2 * *rows,
-		Config: bench.Config{Threads: threads, Duration: *duration, Warmup: *warmup, Captured: c,
+		Config: bench.Config{Threads: threads, Duration: *duration, Warmup: *warmup, Captured: c, ReportRows: *reportRows,
 			Progress: func(s string) { log.Print("captured mix ", s) }}})
 	if err != nil {
 		log.Fatal(err)
