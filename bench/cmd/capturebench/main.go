@@ -44,6 +44,13 @@ type statement struct {
 
 // application is the true workload: weights per 63 statements.
 var application = []statement{
+	// The first two are the full-scan reports -app-reports=false leaves out.
+	{1, func(r *rand.Rand, t string, n int) string {
+		return fmt.Sprintf("SELECT SUM(coins) FROM %s WHERE level = %d", t, r.IntN(100))
+	}},
+	{1, func(r *rand.Rand, t string, n int) string {
+		return fmt.Sprintf("SELECT id, name FROM %s ORDER BY coins DESC LIMIT 20", t)
+	}},
 	{40, func(r *rand.Rand, t string, n int) string {
 		return fmt.Sprintf("SELECT id, level, coins FROM %s WHERE id = %d", t, 1+r.IntN(n))
 	}},
@@ -60,12 +67,6 @@ var application = []statement{
 		k := 1 + r.IntN(n-300)
 		return fmt.Sprintf("SELECT id, coins FROM %s WHERE id BETWEEN %d AND %d", t, k, k+199)
 	}},
-	{1, func(r *rand.Rand, t string, n int) string {
-		return fmt.Sprintf("SELECT SUM(coins) FROM %s WHERE level = %d", t, r.IntN(100))
-	}},
-	{1, func(r *rand.Rand, t string, n int) string {
-		return fmt.Sprintf("SELECT id, name FROM %s ORDER BY coins DESC LIMIT 20", t)
-	}},
 	{2, func(r *rand.Rand, t string, n int) string {
 		return fmt.Sprintf("SELECT p.name, g.gname FROM %s p JOIN guilds g ON g.id = p.guild WHERE p.id = %d", t, 1+r.IntN(n))
 	}},
@@ -75,16 +76,26 @@ var application = []statement{
 	}},
 }
 
+// appReports keeps the two full-scan reports in the application's own mix.
+var appReports = flag.Bool("app-reports", true, "the application's threads also run two full-scan reports (ORDER BY coins LIMIT, SUM WHERE level)")
+
 // reportClient adds one client looping a full-table report to every run of the application.
 var reportClient = flag.Bool("report-client", false, "add one client looping SELECT SUM(coins) over the whole table to the application (production and true-workload runs)")
 
+func mix() []statement {
+	if *appReports {
+		return application
+	}
+	return application[2:]
+}
+
 func pick(r *rand.Rand) statement {
 	total := 0
-	for _, s := range application {
+	for _, s := range mix() {
 		total += s.weight
 	}
 	n := r.IntN(total)
-	for _, s := range application {
+	for _, s := range mix() {
 		if n < s.weight {
 			return s
 		}
@@ -161,7 +172,7 @@ func main() {
 	observe := flag.Duration("observe", 15*time.Second, "capture window")
 	threadsFlag := flag.String("threads", "1,4,16,64", "thread counts")
 	mixOut := flag.String("save-mix", "", "write the captured mix here")
-	reportRows := flag.Int64("report-rows", 0, "bench.Config.ReportRows for the captured mix (0: weighted only)")
+	reportRows := flag.Int64("report-rows", 0, "also replay the captured mix with bench.Config.ReportRows (0: weighted only)")
 	extra := flag.String("server-args", "", "extra mariadbd arguments, space-separated (e.g. --innodb-flush-log-at-trx-commit=2)")
 	flag.Parse()
 	var threads []int
@@ -244,26 +255,34 @@ func main() {
 		log.Fatal(err)
 	}
 
-	// 3. The captured mix, replayed by bench on scratch copies of the whole table.
-	rep, err := bench.Run(ctx, db, bench.Options{Mode: bench.ModeScratch, Schema: "game", Table: "players", SampleRows: 2 * *rows,
-		Config: bench.Config{Threads: threads, Duration: *duration, Warmup: *warmup, Captured: c, ReportRows: *reportRows,
-			Progress: func(s string) { log.Print("captured mix ", s) }}})
-	if err != nil {
-		log.Fatal(err)
+	// 3. The captured mix, replayed by bench on scratch copies of the whole table (weighted, and
+	// with -report-rows also with reports as background loops); 4. for contrast, what the gate ran
+	// before #16: the primary-key mix alone.
+	run := func(name string, cfg bench.Config) named {
+		cfg.Threads, cfg.Duration, cfg.Warmup = threads, *duration, *warmup
+		cfg.Progress = func(s string) { log.Print(name, " ", s) }
+		rep, err := bench.Run(ctx, db, bench.Options{Mode: bench.ModeScratch, Schema: "game", Table: "players", SampleRows: 2 * *rows, Config: cfg})
+		if err != nil {
+			log.Fatal(err)
+		}
+		rep.WriteText(os.Stdout)
+		return named{name, rep}
 	}
-	rep.WriteText(os.Stdout)
-	// 4. For contrast, what the gate ran before #16: the primary-key mix alone.
-	pk, err := bench.Run(ctx, db, bench.Options{Mode: bench.ModeScratch, Schema: "game", Table: "players", SampleRows: 2 * *rows,
-		Config: bench.Config{Threads: threads, Duration: *duration, Warmup: *warmup, Mix: bench.DefaultMix(),
-			Progress: func(s string) { log.Print("pk mix ", s) }}})
-	if err != nil {
-		log.Fatal(err)
+	reps := []named{run("captured mix, weighted", bench.Config{Captured: c})}
+	if *reportRows > 0 {
+		reps = append(reps, run(fmt.Sprintf("captured mix, --report-rows %d", *reportRows), bench.Config{Captured: c, ReportRows: *reportRows}))
 	}
-	report(threads, truth, rep, pk)
+	reps = append(reps, run("PK mix 16:7:1", bench.Config{Mix: bench.DefaultMix()}))
+	report(threads, truth, reps)
 }
 
-// report prints both verdicts side by side.
-func report(threads []int, truth map[string]map[int]bench.Stats, rep, pk bench.Report) {
+type named struct {
+	name string
+	rep  bench.Report
+}
+
+// report prints the verdicts side by side: per thread count, the true workload and each replay.
+func report(threads []int, truth map[string]map[int]bench.Stats, reps []named) {
 	th := bench.DefaultThresholds()
 	var tb, ta bench.Result
 	tb.Label, ta.Label = "MyISAM", "InnoDB"
@@ -271,16 +290,18 @@ func report(threads []int, truth map[string]map[int]bench.Stats, rep, pk bench.R
 		tb.Steps = append(tb.Steps, bench.Step{Threads: n, Total: truth["players_myisam"][n]})
 		ta.Steps = append(ta.Steps, bench.Step{Threads: n, Total: truth["players_innodb"][n]})
 	}
-	tv := th.Judge(tb, ta)
-	cv := th.Judge(rep.Results[0], rep.Results[1])
-	pv := th.Judge(pk.Results[0], pk.Results[1])
-	fmt.Println("\nthreads | true workload: MyISAM qps p99 | InnoDB qps p99 | verdict || captured mix: MyISAM | InnoDB | verdict || PK mix 16:7:1: MyISAM | InnoDB | verdict")
+	verdicts := []bench.GateResult{th.Judge(tb, ta)}
+	names := []string{"true workload"}
+	for _, r := range reps {
+		verdicts = append(verdicts, th.Judge(r.rep.Results[0], r.rep.Results[1]))
+		names = append(names, r.name)
+	}
+	fmt.Printf("\n%7s  %-32s %10s %9s %10s %9s  %s\n", "threads", "run", "MyISAM q/s", "p99 ms", "InnoDB q/s", "p99 ms", "verdict")
 	for i, n := range threads {
-		t, c, p := tv.Steps[i], cv.Steps[i], pv.Steps[i]
-		fmt.Printf("%7d | %8.0f %8.2fms | %8.0f %8.2fms | %-4s || %8.0f %8.2fms | %8.0f %8.2fms | %-4s || %8.0f %8.2fms | %8.0f %8.2fms | %s\n", n,
-			t.Before.QPS, t.Before.P99, t.After.QPS, t.After.P99, pass(t.Pass),
-			c.Before.QPS, c.Before.P99, c.After.QPS, c.After.P99, pass(c.Pass),
-			p.Before.QPS, p.Before.P99, p.After.QPS, p.After.P99, pass(p.Pass))
+		for k, v := range verdicts {
+			st := v.Steps[i]
+			fmt.Printf("%7d  %-32s %10.0f %9.2f %10.0f %9.2f  %s\n", n, names[k], st.Before.QPS, st.Before.P99, st.After.QPS, st.After.P99, pass(st.Pass))
+		}
 	}
 }
 
