@@ -66,6 +66,8 @@ func (r Report) writeCaptured(b *strings.Builder) {
 		switch {
 		case s.NotReplayed != "":
 			weight = "-"
+		case s.Loops > 0 && s.Weight > 0:
+			weight = fmt.Sprintf("%dx loop %.0f%% + %d", s.Loops, 100*s.Duty, s.Weight)
 		case s.Loops > 0:
 			weight = fmt.Sprintf("%dx loop %.0f%%", s.Loops, 100*s.Duty)
 		}

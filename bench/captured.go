@@ -28,8 +28,8 @@ type ReplayStat struct {
 	// ProductionRows and ReplayRows are mean rows examined per statement; -1 when unknown.
 	ProductionRows float64 `json:"production_rows_examined"`
 	ReplayRows     float64 `json:"replay_rows_examined"`
-	// Loops > 0: replayed by that many background clients, each running it Duty of the time
-	// (Config.ReportRows), not weighted into the threads' mix.
+	// Loops > 0: also (or only, when Weight is 0) replayed by that many background clients, each
+	// running it Duty of the time: dedicated clients seen looping it, or Config.ReportRows.
 	Loops int     `json:"background_clients,omitempty"`
 	Duty  float64 `json:"duty,omitempty"`
 	// NotReplayed says why the statement was left out ("" when it was replayed).
@@ -55,8 +55,9 @@ func capturedOps(ctx context.Context, db *sql.DB, info *table.Info, t Target, ke
 	readOnly := cfg.ReadOnly
 	var total int64
 	for _, st := range c.Statements {
-		if st.Replay && liveSafe(st.Statement, readOnly) == "" && loops(st, c, cfg) == 0 {
-			total += st.Count
+		if st.Replay && liveSafe(st.Statement, readOnly) == "" {
+			_, _, weighted := replayPlan(st, c, cfg)
+			total += weighted
 		}
 	}
 	cols := make([]string, 0, len(info.Columns))
@@ -84,25 +85,28 @@ func capturedOps(ctx context.Context, db *sql.DB, info *table.Info, t Target, ke
 				break
 			}
 			o.name, rs.SQL = rs.Name, o.sql
-			if k := loops(st, c, cfg); k > 0 {
-				o.duty = st.Seconds / c.WindowSeconds / float64(k)
-				rs.Loops, rs.Duty = k, o.duty
+			k, duty, weighted := replayPlan(st, c, cfg)
+			if k > 0 {
+				loop := o
+				loop.duty = duty
+				rs.Loops, rs.Duty = k, duty
 				for j := 0; j < k; j++ {
-					bg = append(bg, o)
+					bg = append(bg, loop)
 				}
-				break
 			}
-			o.weight = int(max(1, (st.Count*weightScale+total/2)/total))
-			rs.Weight = o.weight
-			ops = append(ops, o)
+			if weighted > 0 {
+				o.weight = int(max(1, (weighted*weightScale+total/2)/total))
+				rs.Weight = o.weight
+				ops = append(ops, o)
+			}
 		}
 		stats = append(stats, rs)
 	}
 	return ops, bg, stats, nil
 }
 
-// LoopClients is how many background clients the captured reports need (Config.ReportRows), for
-// sizing the connection pool.
+// LoopClients is how many background clients the captured statements need, for sizing the
+// connection pool.
 func LoopClients(cfg Config) int {
 	if cfg.Captured == nil {
 		return 0
@@ -110,19 +114,43 @@ func LoopClients(cfg Config) int {
 	n := 0
 	for _, st := range cfg.Captured.Statements {
 		if st.Replay && liveSafe(st.Statement, cfg.ReadOnly) == "" {
-			n += loops(st, cfg.Captured, cfg)
+			k, _, _ := replayPlan(st, cfg.Captured, cfg)
+			n += k
 		}
 	}
 	return n
 }
 
-// loops is how many background clients replay st (see Config.ReportRows): 0 for the weighted mix.
-func loops(st capture.TableStatement, c *capture.Capture, cfg Config) int {
-	if cfg.ReportRows <= 0 || c.WindowSeconds <= 0 || !capture.ReadOnly(st.Text) || st.MeanRowsExamined() < float64(cfg.ReportRows) {
-		return 0
+// minWeightedShare: when dedicated clients account for all but this share of a statement's time,
+// the rest is not worth a place in the weighted mix.
+const minWeightedShare = 0.1
+
+// replayPlan says how st is replayed: k background clients each running it duty of the time, and
+// the count that goes into the threads' weighted mix.
+//   - With Config.ReportRows, reads of at least that many rows per run all go to background
+//     clients at the concurrency they had in production (their time over the window).
+//   - Otherwise a read that dedicated connections looped during the observation window (see
+//     workload.TableStatement.DedicatedClients) gets that many background clients at their duty,
+//     and only the rest of its time stays weighted: its pace is its clients', not the threads'.
+//   - Everything else is weighted by its count.
+func replayPlan(st capture.TableStatement, c *capture.Capture, cfg Config) (k int, duty float64, weighted int64) {
+	if c.WindowSeconds <= 0 || !capture.ReadOnly(st.Text) || st.Seconds <= 0 {
+		return 0, 0, st.Count
 	}
 	concurrency := st.Seconds / c.WindowSeconds
-	return int(math.Max(1, math.Ceil(concurrency)))
+	if cfg.ReportRows > 0 && st.MeanRowsExamined() >= float64(cfg.ReportRows) {
+		k = int(math.Max(1, math.Ceil(concurrency)))
+		return k, concurrency / float64(k), 0
+	}
+	if st.DedicatedClients == 0 {
+		return 0, 0, st.Count
+	}
+	k, duty = st.DedicatedClients, math.Min(1, st.DedicatedDuty)
+	rest := 1 - float64(k)*duty/concurrency
+	if rest < minWeightedShare {
+		return k, duty, 0
+	}
+	return k, duty, int64(math.Round(float64(st.Count) * rest))
 }
 
 // LiveReadMaxRows bounds the mean rows examined (in production) of the captured reads that

@@ -324,3 +324,54 @@ func TestCapturedReportsReplayAsBackgroundLoops(t *testing.T) {
 		}
 	}
 }
+
+// TestDedicatedReportClientIsReplayedAsALoop: a report one client loops beside the application's
+// threads (the MyISAM-collapse scenario) is seen in the process list during the window and
+// replayed by a background client at that pace, not weighted into the threads' mix, where its rate
+// would grow with the thread count.
+func TestDedicatedReportClientIsReplayedAsALoop(t *testing.T) {
+	const rows = 20000
+	schema, db := sandboxtest.FreshDatabase(t, srv)
+	captureTables(t, db, rows)
+	ws := knownWorkload(rows)[:4] // PK reads and writes only
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); drive(t, db, ws, stop) }()
+	go func() {
+		defer wg.Done()
+		conn, err := db.Conn(context.Background())
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer conn.Close()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if _, err := conn.ExecContext(context.Background(), "SELECT SUM(coins) FROM players WHERE level >= 0"); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	c, err := capture.FromDigests(context.Background(), db, schema, "players", 2*time.Second)
+	close(stop)
+	wg.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range c.Statements {
+		report := strings.Contains(st.Text, "SUM")
+		k, duty, weighted := replayPlan(st, c, Config{})
+		if report && (st.DedicatedClients != 1 || k != 1 || duty < 0.5 || weighted != 0) {
+			t.Errorf("the looping report: dedicated %d, plan %d clients at %.2f, %d weighted", st.DedicatedClients, k, duty, weighted)
+		}
+		if !report && (k != 0 || weighted != st.Count) {
+			t.Errorf("%s: plan %d clients, %d weighted of %d", st.Text, k, weighted, st.Count)
+		}
+	}
+}

@@ -38,6 +38,11 @@ type TableStatement struct {
 	Others []TableName `json:"other_tables,omitempty"`
 	// Share is its share of the table's statement time (of the count when untimed).
 	Share float64 `json:"share"`
+	// DedicatedClients are the connections that ran the statement in most process-list samples
+	// of the observation window (a cron job or dashboard looping a report), DedicatedDuty the
+	// mean share of the time each kept it running; 0 without a window.
+	DedicatedClients int     `json:"dedicated_clients,omitempty"`
+	DedicatedDuty    float64 `json:"dedicated_duty,omitempty"`
 	// Replay is false when the statement cannot be replayed on a scratch copy; Reason says why.
 	Replay bool   `json:"replay"`
 	Reason string `json:"reason,omitempty"`
@@ -169,7 +174,7 @@ func Load(path string) (*Capture, error) {
 // digests: what ran during window, or since the counters were last reset when window is 0.
 // Literal examples come from events_statements_history_long where that consumer is on.
 func FromDigests(ctx context.Context, q dbconn.Querier, schema, table string, window time.Duration) (*Capture, error) {
-	stmts, err := Observe(ctx, q, window)
+	stmts, running, err := observe(ctx, q, window)
 	if err != nil {
 		return nil, err
 	}
@@ -182,6 +187,9 @@ func FromDigests(ctx context.Context, q dbconn.Querier, schema, table string, wi
 		return nil, err
 	}
 	c.WindowSeconds = window.Seconds()
+	for i := range c.Statements {
+		c.Statements[i].DedicatedClients, c.Statements[i].DedicatedDuty = running.dedicated(c.Statements[i].Text)
+	}
 	var own []Statement
 	for _, st := range c.Statements {
 		own = append(own, st.Statement)

@@ -127,20 +127,25 @@ func Delta(before, after []Statement) []Statement {
 // Observe reads the digests, waits for window (or until ctx ends), reads them again and returns
 // what ran in between. A zero window returns the totals since the counters were last reset.
 func Observe(ctx context.Context, q dbconn.Querier, window time.Duration) ([]Statement, error) {
+	stmts, _, err := observe(ctx, q, window)
+	return stmts, err
+}
+
+// observe is Observe that also samples the process list during the window (see sampleRunning).
+func observe(ctx context.Context, q dbconn.Querier, window time.Duration) ([]Statement, *runningSamples, error) {
 	before, err := ReadDigests(ctx, q)
 	if err != nil || window <= 0 {
-		return before, err
+		return before, nil, err
 	}
-	select {
-	case <-ctx.Done():
-		return nil, fmt.Errorf("observe statements: %w", ctx.Err())
-	case <-time.After(window):
+	running := sampleRunning(ctx, q, window)
+	if err := ctx.Err(); err != nil {
+		return nil, nil, fmt.Errorf("observe statements: %w", err)
 	}
 	after, err := ReadDigests(ctx, q)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return Delta(before, after), nil
+	return Delta(before, after), running, nil
 }
 
 // AddExamples fills Example from events_statements_history_long, where that consumer is on (it is
