@@ -145,8 +145,11 @@ func replayPlan(st capture.TableStatement, c *capture.Capture, cfg Config) (k in
 	if st.DedicatedClients == 0 {
 		return 0, 0, st.Count
 	}
-	k, duty = st.DedicatedClients, math.Min(1, st.DedicatedDuty)
-	rest := 1 - float64(k)*duty/concurrency
+	// The digests say how much time the statement ran, the samples how much of it was the
+	// dedicated clients': each of them keeps it running duty of the time.
+	k = st.DedicatedClients
+	duty = math.Min(1, concurrency*st.DedicatedShare/float64(k))
+	rest := 1 - st.DedicatedShare
 	if rest < minWeightedShare {
 		return k, duty, 0
 	}

@@ -39,10 +39,10 @@ type TableStatement struct {
 	// Share is its share of the table's statement time (of the count when untimed).
 	Share float64 `json:"share"`
 	// DedicatedClients are the connections that ran the statement in most process-list samples
-	// of the observation window (a cron job or dashboard looping a report), DedicatedDuty the
-	// mean share of the time each kept it running; 0 without a window.
+	// of the observation window (a cron job or dashboard looping a report), DedicatedShare the
+	// share of the statement's running time that was theirs; 0 without a window.
 	DedicatedClients int     `json:"dedicated_clients,omitempty"`
-	DedicatedDuty    float64 `json:"dedicated_duty,omitempty"`
+	DedicatedShare   float64 `json:"dedicated_share,omitempty"`
 	// Replay is false when the statement cannot be replayed on a scratch copy; Reason says why.
 	Replay bool   `json:"replay"`
 	Reason string `json:"reason,omitempty"`
@@ -188,7 +188,7 @@ func FromDigests(ctx context.Context, q dbconn.Querier, schema, table string, wi
 	}
 	c.WindowSeconds = window.Seconds()
 	for i := range c.Statements {
-		c.Statements[i].DedicatedClients, c.Statements[i].DedicatedDuty = running.dedicated(c.Statements[i].Text)
+		c.Statements[i].DedicatedClients, c.Statements[i].DedicatedShare = running.dedicated(c.Statements[i].Text)
 	}
 	var own []Statement
 	for _, st := range c.Statements {

@@ -67,22 +67,23 @@ func canonical(text string) string {
 }
 
 // dedicated returns how many connections ran text in at least dedicatedShare of the samples, and
-// their mean share of the samples (the share of time each kept the statement running).
-func (rs *runningSamples) dedicated(text string) (clients int, duty float64) {
+// which share of all sightings of text were on those connections (how much of its running time
+// the dedicated clients account for; the digests say how much time that is).
+func (rs *runningSamples) dedicated(text string) (clients int, share float64) {
 	if rs == nil || rs.samples == 0 {
 		return 0, 0
 	}
 	key := canonical(text)
-	var sum float64
+	var mine, all int
 	for _, m := range rs.seen {
-		share := float64(m[key]) / float64(rs.samples)
-		if share >= dedicatedShare {
+		all += m[key]
+		if float64(m[key])/float64(rs.samples) >= dedicatedShare {
 			clients++
-			sum += share
+			mine += m[key]
 		}
 	}
 	if clients == 0 {
 		return 0, 0
 	}
-	return clients, sum / float64(clients)
+	return clients, float64(mine) / float64(all)
 }

@@ -117,7 +117,10 @@ func gateMixOf(c *cli.Context) (bench.Mix, *bench.GateMix, error) {
 		}
 		return bench.Mix{}, &bench.GateMix{LogFile: log}, nil
 	}
-	if m == "auto" {
+	switch {
+	case !c.IsSet("gate-mix"):
+		return bench.Mix{}, nil, nil // the gates' default mix
+	case m == "auto":
 		return bench.Mix{}, &bench.GateMix{Auto: true}, nil
 	}
 	mix, err := bench.ParseMix(m)
