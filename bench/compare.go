@@ -73,6 +73,8 @@ func Run(ctx context.Context, db *sql.DB, opts Options) (rep Report, err error) 
 	}
 	results, err := Sweep(ctx, db, targets, opts.Config)
 	rep.Results = results
+	rep.Capture = opts.Captured
 	rep.compare()
+	rep.noteCapture()
 	return rep, err
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/enginemig/enginemig/dbconn"
+	capture "github.com/enginemig/enginemig/workload"
 )
 
 // Thresholds decide a gate: the candidate side must keep at least MinQPSRatio of the baseline's
@@ -136,6 +137,16 @@ func (g GateResult) String() string {
 	}
 	fmt.Fprintf(&b, "gate %s: %s — %s vs %s, mix %s; thresholds: qps ratio >= %.2f, p99 ratio <= %.2f\n",
 		name, verdict, sideName(g.After), sideName(g.Before), g.Mix, g.Thresholds.MinQPSRatio, g.Thresholds.MaxP99Ratio)
+	if rs := g.After.Replay; len(rs) > 0 {
+		n := 0
+		for _, r := range rs {
+			if r.NotReplayed == "" {
+				n++
+			}
+		}
+		fmt.Fprintf(&b, "captured mix: %d of %d statement shapes replayed; the replayed statements cover %.0f%% of the table's statement time\n",
+			n, len(rs), 100*coverage(rs))
+	}
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "threads\tside\tqps\tp50 ms\tp95 ms\tp99 ms\tmax ms\terrors\t")
 	for _, s := range g.Steps {
@@ -171,6 +182,13 @@ type GateConfig struct {
 	// ones that are plain SELECTs.
 	Queries    []Template
 	Background []Template
+	// Captured replays the statements the application ran on the table (workload.FromDigests,
+	// workload.FromLog, workload.Load) instead of Mix. Read-only gates run on live tables, so they
+	// replay only its short SELECTs (see LiveReadMaxRows), and fall back to primary-key SELECT
+	// probes when it has none.
+	Captured *capture.Capture
+	// CaptureMix captures Captured for each gated table (apply --gate-mix); nil keeps Mix.
+	CaptureMix *GateMix
 	// SampleRows and ScratchDB shape the sample gate's copies (defaults DefaultSampleRows, DefaultScratchDB).
 	SampleRows int
 	ScratchDB  string
@@ -190,7 +208,7 @@ const (
 
 func (c GateConfig) sweep(readOnly bool) Config {
 	cfg := Config{Threads: []int{c.Threads}, Duration: c.Duration, Warmup: c.Warmup, Mix: c.Mix,
-		Queries: c.Queries, Background: c.Background, SkipBinlog: c.SkipBinlog, Seed: c.Seed}
+		Queries: c.Queries, Background: c.Background, Captured: c.Captured, SkipBinlog: c.SkipBinlog, Seed: c.Seed}
 	if cfg.Threads[0] <= 0 {
 		cfg.Threads[0] = DefaultGateThreads
 	}
@@ -203,9 +221,14 @@ func (c GateConfig) sweep(readOnly bool) Config {
 	if readOnly {
 		cfg.ReadOnly = true
 		cfg.Mix = ReadOnlyMix()
+		if c.Captured != nil && c.Captured.HasReads(LiveReadMaxRows) {
+			cfg.Mix = Mix{}
+		} else {
+			cfg.Captured = nil
+		}
 		cfg.Queries = readOnlyOnly(c.Queries)
 		cfg.Background = readOnlyOnly(c.Background)
-	} else if cfg.Mix.Total() == 0 {
+	} else if cfg.Mix.Total() == 0 && cfg.Captured == nil {
 		cfg.Mix = DefaultMix()
 	}
 	return cfg
@@ -225,6 +248,9 @@ func readOnlyOnly(ts []Template) []Template {
 // into the scratch database, runs the mix on both at cfg.Threads, and passes when InnoDB meets the
 // thresholds against MyISAM. The live table is only read; the copies are always dropped.
 func SampleGate(ctx context.Context, db *sql.DB, schema, table string, cfg GateConfig) (res GateResult, err error) {
+	if cfg, err = cfg.withCapture(ctx, db, schema, table); err != nil {
+		return GateResult{}, fmt.Errorf("before-copy gate: %w", err)
+	}
 	sc, err := newScratchLogged(ctx, db, cfg.ScratchDB, schema, table, cfg.SampleRows, dbconn.Logger(cfg.Logger))
 	if err != nil {
 		return GateResult{}, fmt.Errorf("before-copy gate: %w", err)
@@ -242,6 +268,10 @@ func SampleGate(ctx context.Context, db *sql.DB, schema, table string, cfg GateC
 // CompareReadOnly is the before-cutover gate: read-only probes on tableA (the source, baseline)
 // and tableB (the shadow, candidate), interleaved, at cfg.Threads.
 func CompareReadOnly(ctx context.Context, db *sql.DB, schema, tableA, tableB string, cfg GateConfig) (GateResult, error) {
+	cfg, err := cfg.withCapture(ctx, db, schema, tableA)
+	if err != nil {
+		return GateResult{}, fmt.Errorf("before-cutover gate: %w", err)
+	}
 	targets := []Target{
 		{Label: tableA, Schema: schema, Table: tableA},
 		{Label: tableB, Schema: schema, Table: tableB, RefSchema: schema, RefTable: tableA},
@@ -258,6 +288,10 @@ func CompareReadOnly(ctx context.Context, db *sql.DB, schema, tableA, tableB str
 // ProbeReadOnly measures read-only probes on one table: the after-cutover watch takes one just
 // before the swap and one after, and compares them with Thresholds.Judge(before, after).
 func ProbeReadOnly(ctx context.Context, db *sql.DB, schema, table string, cfg GateConfig) (Result, error) {
+	cfg, err := cfg.withCapture(ctx, db, schema, table)
+	if err != nil {
+		return Result{}, fmt.Errorf("probe %s.%s: %w", schema, table, err)
+	}
 	results, err := Sweep(ctx, db, []Target{{Label: table, Schema: schema, Table: table}}, cfg.sweep(true))
 	if err != nil {
 		return Result{}, fmt.Errorf("probe %s.%s: %w", schema, table, err)

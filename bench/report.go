@@ -6,6 +6,8 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
+
+	capture "github.com/enginemig/enginemig/workload"
 )
 
 // Report is one bench run: what was measured and the results of each side.
@@ -22,6 +24,11 @@ type Report struct {
 	Seconds float64  `json:"seconds_per_step"`
 	Warmup  float64  `json:"warmup_seconds"`
 	Results []Result `json:"results"`
+	// Capture is where a captured mix came from and what it held (--mix auto, --from-log, --mix
+	// FILE); Coverage is the share of the table's statement time the replayed statements cover.
+	Capture  *capture.Capture `json:"capture,omitempty"`
+	Coverage float64          `json:"captured_coverage,omitempty"`
+	Warnings []string         `json:"warnings,omitempty"`
 	// Comparison is the second result against the first at each thread count, when there are two.
 	Comparison []Ratio `json:"comparison,omitempty"`
 }
@@ -76,10 +83,17 @@ func (r Report) WriteText(w io.Writer) error {
 	default:
 		fmt.Fprintf(&b, "Benchmark of %s.%s: read-only probes\n", r.Schema, r.Table)
 	}
-	fmt.Fprintf(&b, "Mix %s (select:update:insert[:delete]), from %s; %gs per step after %gs warm-up\n",
-		r.Mix, r.Mix.Source, r.Seconds, r.Warmup)
+	if r.Capture != nil {
+		r.writeCaptured(&b)
+	} else {
+		fmt.Fprintf(&b, "Mix %s (select:update:insert[:delete]), from %s; %gs per step after %gs warm-up\n",
+			r.Mix, r.Mix.Source, r.Seconds, r.Warmup)
+	}
 	if len(r.Results) > 0 {
 		for _, st := range r.Results[0].Statements {
+			if r.Capture != nil && isReplayName(st.Name) {
+				continue
+			}
 			kind := fmt.Sprintf("weight %d", st.Weight)
 			if st.Weight == 0 {
 				kind = "background loop"

@@ -280,6 +280,28 @@ func background(ctx context.Context, c *client, o *op, t *tally, r *rand.Rand, f
 		if !began.Before(from) {
 			record(t.hists[0], done.Sub(began))
 		}
+		if !pause(ctx, o.duty, done.Sub(began), end) {
+			return
+		}
+	}
+}
+
+// pause keeps a duty-cycled background client idle for as long as its statement's run makes up
+// the rest of its cycle (a report that ran 30% of the time in production pauses 2.3x its run
+// time). It reports false when the pause would reach the end of the step or ctx ends.
+func pause(ctx context.Context, duty float64, run time.Duration, end time.Time) bool {
+	if duty <= 0 || duty >= 1 {
+		return true
+	}
+	d := time.Duration(float64(run) * (1 - duty) / duty)
+	if time.Until(end) < d {
+		return false
+	}
+	select {
+	case <-ctx.Done():
+		return false
+	case <-time.After(d):
+		return true
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/enginemig/enginemig/dbconn"
+	capture "github.com/enginemig/enginemig/workload"
 )
 
 // Target is one table to benchmark.
@@ -40,6 +41,16 @@ type Config struct {
 	// in one extra client alongside the threads (report scans).
 	Queries    []Template
 	Background []Template
+	// Captured, when set, replays the statements the application ran on the table (see package
+	// workload) instead of the built-in primary-key mix; Mix is then usually zero.
+	Captured *capture.Capture `json:"-"`
+	// ReportRows > 0 replays captured reads that examined at least this many rows per run in
+	// production as background clients at production's concurrency (their total time over the
+	// observation window: k clients, each running the statement duty = concurrency/k of the
+	// time) instead of weighting them into the threads' mix. A report's rate is set by whoever
+	// runs it (a cron job, a dashboard), not by the request threads; weighted, it would scale
+	// with the sweep's thread count. Needs a capture with a window (--observe).
+	ReportRows int64 `json:"-"`
 	// ReadOnly refuses anything but SELECTs: what live tables get.
 	ReadOnly bool
 	// SkipBinlog sets sql_log_bin=0 on the benchmark's sessions (needs the privilege), so scratch
@@ -69,7 +80,7 @@ func (c *Config) fill() {
 	if c.Warmup < 0 {
 		c.Warmup = 0
 	}
-	if c.Mix.Total() == 0 && len(c.Queries) == 0 {
+	if c.Mix.Total() == 0 && len(c.Queries) == 0 && c.Captured == nil {
 		c.Mix = DefaultMix()
 	}
 	if c.Seed == 0 {
@@ -106,7 +117,9 @@ type Result struct {
 	Keys   string `json:"keys"`
 	// Statements are the SQL each statement type ran, for the record.
 	Statements []Template `json:"statements"`
-	Steps      []Step     `json:"steps"`
+	// Replay is the captured mix as replayed on this side (with --mix auto, --from-log, --mix FILE).
+	Replay []ReplayStat `json:"replay,omitempty"`
+	Steps  []Step       `json:"steps"`
 }
 
 // Step returns the step with n threads.
@@ -138,7 +151,7 @@ func Sweep(ctx context.Context, db *sql.DB, targets []Target, cfg Config) ([]Res
 			return nil, err
 		}
 		loads[i] = w
-		results[i] = Result{Target: t, Engine: w.info.Engine, Rows: w.info.Rows, Mix: cfg.Mix.String(), Keys: w.keys.describe()}
+		results[i] = Result{Target: t, Engine: w.info.Engine, Rows: w.info.Rows, Mix: mixName(cfg), Keys: describeKeys(w.keys), Replay: w.replay}
 		for _, o := range append(append([]op{}, w.ops...), w.background...) {
 			results[i].Statements = append(results[i].Statements, Template{Name: o.name, Weight: o.weight, SQL: o.sql})
 		}
@@ -173,9 +186,27 @@ func checkPool(db *sql.DB, cfg Config) error {
 			need = n
 		}
 	}
-	need += len(cfg.Background) + 1
+	need += len(cfg.Background) + LoopClients(cfg) + 1
 	if max := db.Stats().MaxOpenConnections; max > 0 && max < need {
 		return fmt.Errorf("the connection pool allows %d connections but the benchmark needs %d (threads + background + 1)", max, need)
 	}
 	return nil
+}
+
+// mixName is what reports call the mix: S:U:I, "captured", or both.
+func mixName(cfg Config) string {
+	switch {
+	case cfg.Captured == nil:
+		return cfg.Mix.String()
+	case cfg.Mix.Total() > 0:
+		return "captured + " + cfg.Mix.String()
+	}
+	return "captured"
+}
+
+func describeKeys(k keySource) string {
+	if k == nil {
+		return "no key (captured statements only)"
+	}
+	return k.describe()
 }

@@ -19,6 +19,9 @@ type op struct {
 	sql    string
 	rows   bool // returns a result set (read it all, as an application does)
 	args   func(r *rand.Rand, args []any) []any
+	// duty is the share of time a background client runs the statement (0: loop without pause),
+	// to replay a captured report at the rate production ran it.
+	duty float64
 }
 
 // workload is what the threads run against one table: the weighted statements and background
@@ -31,6 +34,8 @@ type workload struct {
 	weights    []int // ops' weights, for one random draw per statement
 	total      int
 	background []op
+	// replay describes the captured statements (replayed or not), when the mix was captured.
+	replay []ReplayStat
 }
 
 // pick chooses a statement by weight, the same way Mix.Op chooses among the built-in ones.
@@ -59,6 +64,7 @@ func buildWorkload(ctx context.Context, db *sql.DB, t Target, cfg Config) (*work
 			return nil, err
 		}
 	} else if cfg.Mix.Total() > 0 || len(cfg.Queries)+len(cfg.Background) > 0 {
+		// Captured statements need no key: their parameters come from the columns they name.
 		return nil, fmt.Errorf("%s has no primary key or unique NOT NULL key to draw keys from", info.QuotedName())
 	}
 	m := cfg.Mix
@@ -84,6 +90,19 @@ func buildWorkload(ctx context.Context, db *sql.DB, t Target, cfg Config) (*work
 			sql:  fmt.Sprintf("DELETE FROM %s WHERE %s", info.QuotedName(), keyWhere(key)),
 			args: w.keys.appendKey})
 	}
+	if cfg.Captured != nil {
+		ops, bg, stats, err := capturedOps(ctx, db, info, t, w.keys, cfg.Captured, cfg)
+		if err != nil {
+			return nil, err
+		}
+		if ops, err = calibrate(ctx, db, t, ops, stats, cfg.Seed); err != nil {
+			return nil, err
+		}
+		if bg, err = calibrateLoops(ctx, db, t, bg, stats, cfg.Seed); err != nil {
+			return nil, err
+		}
+		w.ops, w.background, w.replay = append(w.ops, ops...), append(w.background, bg...), stats
+	}
 	for _, q := range cfg.Queries {
 		o, err := templateOp(q, t, w.keys)
 		if err != nil {
@@ -101,6 +120,10 @@ func buildWorkload(ctx context.Context, db *sql.DB, t Target, cfg Config) (*work
 	for _, o := range w.ops {
 		w.total += o.weight
 		w.weights = append(w.weights, o.weight)
+	}
+	if w.total == 0 && cfg.Captured != nil {
+		return nil, fmt.Errorf("none of the %d captured statements could be replayed on %s (%s): give --mix S:U:I or --query",
+			len(w.replay), dbconn.QualifiedName(t.Schema, t.Table), notReplayedSummary(w.replay))
 	}
 	if w.total == 0 {
 		return nil, fmt.Errorf("the mix %s has no statements: give weights or --query", m)
@@ -235,17 +258,8 @@ func sampleValues(ctx context.Context, db *sql.DB, info *table.Info, cols []stri
 }
 
 // insertOp adds a row whose values come from an existing row, letting AUTO_INCREMENT assign the
-// id as the application does. Columns of unique indexes get fresh values (integers from a shared
-// counter above the key range, strings random hex) so inserts do not fail on duplicates.
+// id as the application does. Columns of unique indexes get fresh values (see freshValues).
 func insertOp(ctx context.Context, db *sql.DB, info *table.Info, key table.Index, keys keySource, weight int) (op, error) {
-	uniq := map[string]bool{}
-	for _, ix := range info.Indexes {
-		if ix.Unique {
-			for _, c := range ix.Columns {
-				uniq[strings.ToLower(c.Name)] = true
-			}
-		}
-	}
 	var cols []table.Column
 	for _, c := range info.CopyColumns() {
 		if !c.AutoIncrement() {
@@ -264,7 +278,41 @@ func insertOp(ctx context.Context, db *sql.DB, info *table.Info, key table.Index
 	if err != nil {
 		return op{}, err
 	}
-	// fresh[i] makes a new unique value for column i, or is nil to keep the sampled one.
+	fresh, err := freshValues(info, cols, keys)
+	if err != nil {
+		return op{}, err
+	}
+	quoted := make([]string, len(cols))
+	marks := make([]string, len(cols))
+	for i, c := range cols {
+		quoted[i] = dbconn.QuoteIdent(c.Name)
+		marks[i] = "?"
+	}
+	q := fmt.Sprintf("INSERT INTO %s (%s) VALUES (%s)", info.QuotedName(), strings.Join(quoted, ", "), strings.Join(marks, ", "))
+	return op{name: "insert", weight: weight, sql: q, args: func(r *rand.Rand, args []any) []any {
+		row := samples[r.IntN(len(samples))]
+		for i, v := range row {
+			if fresh[i] != nil {
+				v = fresh[i](r)
+			}
+			args = append(args, v)
+		}
+		return args
+	}}, nil
+}
+
+// freshValues returns for each column a maker of new unique values, or nil to keep the sampled
+// value: columns of unique indexes get fresh values (integers from a shared counter above the key
+// range, strings random hex) so inserts do not fail on duplicates.
+func freshValues(info *table.Info, cols []table.Column, keys keySource) ([]func(r *rand.Rand) any, error) {
+	uniq := map[string]bool{}
+	for _, ix := range info.Indexes {
+		if ix.Unique {
+			for _, c := range ix.Columns {
+				uniq[strings.ToLower(c.Name)] = true
+			}
+		}
+	}
 	fresh := make([]func(r *rand.Rand) any, len(cols))
 	next := new(atomic.Int64)
 	if ir, ok := keys.(intRange); ok {
@@ -284,30 +332,14 @@ func insertOp(ctx context.Context, db *sql.DB, info *table.Info, key table.Index
 				n = 16
 			}
 			if n < 4 {
-				return op{}, fmt.Errorf("%s: unique column %s is too short to invent new values; use a mix without inserts (e.g. --mix 16:7:0)", info.QuotedName(), c.Name)
+				return nil, fmt.Errorf("%s: unique column %s is too short to invent new values; use a mix without inserts (e.g. --mix 16:7:0)", info.QuotedName(), c.Name)
 			}
 			fresh[i] = func(r *rand.Rand) any { return randomHex(r, n) }
 		default:
-			return op{}, fmt.Errorf("%s: cannot invent values for unique column %s (%s); use a mix without inserts (e.g. --mix 16:7:0)", info.QuotedName(), c.Name, c.ColumnType)
+			return nil, fmt.Errorf("%s: cannot invent values for unique column %s (%s); use a mix without inserts (e.g. --mix 16:7:0)", info.QuotedName(), c.Name, c.ColumnType)
 		}
 	}
-	quoted := make([]string, len(cols))
-	marks := make([]string, len(cols))
-	for i, c := range cols {
-		quoted[i] = dbconn.QuoteIdent(c.Name)
-		marks[i] = "?"
-	}
-	q := fmt.Sprintf("INSERT INTO %s (%s) VALUES (%s)", info.QuotedName(), strings.Join(quoted, ", "), strings.Join(marks, ", "))
-	return op{name: "insert", weight: weight, sql: q, args: func(r *rand.Rand, args []any) []any {
-		row := samples[r.IntN(len(samples))]
-		for i, v := range row {
-			if fresh[i] != nil {
-				v = fresh[i](r)
-			}
-			args = append(args, v)
-		}
-		return args
-	}}, nil
+	return fresh, nil
 }
 
 const hexDigits = "0123456789abcdef"

@@ -104,6 +104,7 @@ func Inspect(ctx context.Context, db *sql.DB, opts Options) (*Plan, error) {
 		if ct := contention[c.schema+"."+c.name]; ct != nil {
 			tp.Contention = *ct
 		}
+		tp.Contention.Statements = lockStatements(srv.Digests, c.schema, c.name)
 		p.Tables = append(p.Tables, *tp)
 		p.Totals.add(tp.Estimate)
 		largestBinlog = max(largestBinlog, tp.Estimate.BinlogBytes)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"sort"
 	"strings"
+
+	"github.com/enginemig/enginemig/workload"
 )
 
 // Ranking sources, as shown in the plan.
@@ -26,6 +28,43 @@ type Contention struct {
 	// Available is false when performance_schema could not tell (off, instrument disabled,
 	// no privilege).
 	Available bool `json:"available"`
+	// Statements are the application's statements on the table that waited longest for locks
+	// (statement digests' SUM_LOCK_TIME, the same capture bench --mix auto replays); empty
+	// when digests are unavailable.
+	Statements []LockStatement `json:"statements,omitempty"`
+}
+
+// LockStatement is one statement shape on a table and how long it waited for locks.
+type LockStatement struct {
+	Text            string  `json:"text"`
+	Count           int64   `json:"count"`
+	LockWaitSeconds float64 `json:"lock_wait_seconds"`
+	Seconds         float64 `json:"seconds"`
+	// MeanRowsExamined is rows examined per run (-1 when unknown).
+	MeanRowsExamined float64 `json:"mean_rows_examined"`
+}
+
+// maxLockStatements is how many statements per table the plan names.
+const maxLockStatements = 5
+
+// lockStatements picks the statements on schema.name that waited for locks, longest first.
+func lockStatements(digests []Digest, schema, name string) []LockStatement {
+	c, err := workload.ForTable(digests, schema, name, "", true)
+	if err != nil {
+		return nil
+	}
+	var out []LockStatement
+	for _, st := range c.Statements {
+		if st.LockSeconds >= minLockWait {
+			out = append(out, LockStatement{Text: st.Text, Count: st.Count, LockWaitSeconds: st.LockSeconds,
+				Seconds: st.Seconds, MeanRowsExamined: st.MeanRowsExamined()})
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].LockWaitSeconds > out[j].LockWaitSeconds })
+	if len(out) > maxLockStatements {
+		out = out[:maxLockStatements]
+	}
+	return out
 }
 
 // picoseconds per second: performance_schema timers are in picoseconds.

@@ -46,6 +46,13 @@ func TestRankingByLockWaits(t *testing.T) {
 	if w := p.Tables[0].Contention.LockWaitSeconds; w < 0.15 {
 		t.Fatalf("hot waited %.3fs according to plan, the UPDATE waited %s", w, waited)
 	}
+	if sts := p.Tables[0].Contention.Statements; len(sts) == 0 || !strings.HasPrefix(sts[0].Text, "UPDATE `hot` SET") || sts[0].LockWaitSeconds < 0.15 {
+		t.Errorf("the waiting UPDATE is not named as the statement that waited: %+v", sts)
+	}
+	var text strings.Builder
+	if err := WriteText(&text, p); err != nil || !strings.Contains(text.String(), "statements waiting for the table lock") {
+		t.Errorf("plan text does not name the waiting statements (%v):\n%s", err, text.String())
+	}
 	if p.Tables[0].Contention.Updates == 0 {
 		t.Errorf("row operation counts missing: %+v", p.Tables[0].Contention)
 	}

@@ -32,11 +32,12 @@ func WriteText(w io.Writer, p *Plan) error {
 		}
 		tw.Flush()
 		for _, t := range p.Tables {
-			if len(t.Findings) == 0 {
+			if len(t.Findings) == 0 && len(t.Contention.Statements) == 0 {
 				continue
 			}
 			fmt.Fprintf(&b, "\n%s.%s (copy key: %s):\n", t.Schema, t.Table, orDash(t.CopyKey))
 			writeFindings(&b, t.Findings, "  ")
+			writeLockStatements(&b, t.Contention.Statements)
 		}
 	}
 	for _, sk := range p.Skipped {
@@ -100,4 +101,16 @@ func lockWait(c Contention) string {
 		return "n/a"
 	}
 	return duration(c.LockWaitSeconds)
+}
+
+// writeLockStatements names the statements that waited for the table's lock: what bench --mix
+// auto would replay, and what to look at in the application.
+func writeLockStatements(b *strings.Builder, sts []LockStatement) {
+	if len(sts) == 0 {
+		return
+	}
+	b.WriteString("  statements waiting for the table lock (performance_schema statement digests):\n")
+	for _, s := range sts {
+		fmt.Fprintf(b, "    %8s lock wait over %d run(s): %s\n", duration(s.LockWaitSeconds), s.Count, s.Text)
+	}
 }

@@ -61,6 +61,8 @@ func applyCommand() *cli.Command {
 			&cli.IntFlag{Name: "gate-threads", Value: bench.DefaultGateThreads, Usage: "client threads a gate benchmarks with (use the application's concurrency)", Category: "Gates"},
 			&cli.DurationFlag{Name: "gate-duration", Value: bench.DefaultGateDuration, Usage: "measurement time per side of a gate", Category: "Gates"},
 			&cli.IntFlag{Name: "gate-sample-rows", Value: bench.DefaultSampleRows, Usage: "rows copied into the before-copy gate's scratch tables", Category: "Gates"},
+			&cli.StringFlag{Name: "gate-mix", Value: "16:7:1", Usage: "what the gates run: SELECT:UPDATE:INSERT[:DELETE] primary-key weights; auto: each table's own statements from performance_schema digests (since last reset); or a FILE written by bench --save-mix", Category: "Gates"},
+			&cli.StringFlag{Name: "gate-from-log", Usage: "gates replay each table's statements found in this slow query log or general query log", Category: "Gates"},
 			&cli.StringFlag{Name: "hook", Usage: "shell command run at each stage (start, before-copy, after-copy, before-cutover, success, failure, rollback) with ENGINEMIG_STAGE, ENGINEMIG_SCHEMA, ENGINEMIG_TABLE, ENGINEMIG_ROWS_COPIED, ENGINEMIG_BINLOG_* in its environment; a failing start/before-* hook stops the migration cleanly"},
 			&cli.DurationFlag{Name: "hook-timeout", Value: time.Minute, Usage: "how long a hook may run"},
 			&cli.StringFlag{Name: "state-schema", Value: migration.DefaultStateSchema, Usage: "schema holding enginemig's state table (created if missing)"},
@@ -82,6 +84,10 @@ func runApply(c *cli.Context) error {
 		return err
 	}
 	planRun := c.String("plan") != ""
+	gateMix, gateCapture, err := gateMixOf(c)
+	if err != nil {
+		return outcome.New(outcome.Usage, err, "see enginemig apply --help")
+	}
 	ctx := c.Context
 	db, conn, err := openDB(ctx, c, "", 8)
 	if err != nil {
@@ -96,6 +102,7 @@ func runApply(c *cli.Context) error {
 	gateCfg := bench.GateConfig{Threads: c.Int("gate-threads"), Duration: c.Duration("gate-duration"), SampleRows: c.Int("gate-sample-rows"),
 		Thresholds: bench.Thresholds{MinQPSRatio: c.Float64("gate-min-qps-ratio"), MaxP99Ratio: c.Float64("gate-max-p99-ratio")},
 		Logger:     loggerOf(c)}
+	gateCfg.Mix, gateCfg.CaptureMix = gateMix, gateCapture
 
 	run := &applyRun{c: c, db: db, conn: conn, gates: gates, gateCfg: gateCfg, planRun: planRun, parallel: c.Int("parallel")}
 	if err := run.check(); err != nil {

@@ -29,7 +29,11 @@ func benchCommand() *cli.Command {
 		&cli.StringFlag{Name: "database", Aliases: []string{"D", "d"}, Usage: "database (schema) of the table (required)", Category: cat},
 		&cli.StringFlag{Name: "table", Aliases: []string{"t"}, Usage: "table to benchmark (required)", Category: cat},
 		&cli.StringFlag{Name: "compare", Usage: "second table in the same database to run side by side (with --read-only or --on-live-table; user statements naming --table are rewritten to it)", Category: cat},
-		&cli.StringFlag{Name: "mix", Value: "16:7:1", Usage: "SELECT:UPDATE:INSERT[:DELETE] weights of primary-key statements, or auto (from performance_schema counts for the table)", Category: cat},
+		&cli.StringFlag{Name: "mix", Value: "16:7:1", Usage: "SELECT:UPDATE:INSERT[:DELETE] weights of primary-key statements; auto: replay the statements the application runs on the table (performance_schema statement digests); io: primary-key weights from the table's row-operation counts; or a FILE written by --save-mix", Category: cat},
+		&cli.DurationFlag{Name: "observe", Usage: "with --mix auto: capture the statements that run during this window (e.g. 60s) instead of the totals since the digest counters were last reset, and find reports that dedicated clients loop (replayed as loops, not weighted)", Category: cat},
+		&cli.StringFlag{Name: "from-log", Usage: "replay the statements on the table found in this slow query log (best with long_query_time=0) or general query log, instead of digests", Category: cat},
+		&cli.StringFlag{Name: "save-mix", Usage: "write the captured mix to FILE (JSON), to replay it elsewhere with --mix FILE", Category: cat},
+		&cli.Int64Flag{Name: "report-rows", Usage: "with a captured mix observed over a window: all reads that examined at least this many rows per run replay as background clients at production's concurrency instead of in the weighted mix (0: only the ones dedicated clients were seen looping)", Category: cat},
 		&cli.GenericFlag{Name: "query", Value: &multiFlag{}, Usage: "'weight:SQL' statement added to the mix; name the table as {table} or after FROM/JOIN/UPDATE/INTO; each ? gets a key k, k+100, ... (repeatable)", Category: cat},
 		&cli.GenericFlag{Name: "background", Value: &multiFlag{}, Usage: "report statement looped by one extra client during every step, e.g. 'SELECT SUM(coins) FROM t' (repeatable)", Category: cat},
 		&cli.StringFlag{Name: "threads", Value: "1,4,16,64", Usage: "comma-separated thread counts of the sweep", Category: cat},
@@ -52,7 +56,8 @@ func benchCommand() *cli.Command {
 		Usage: "benchmark a table with the production query mix, MyISAM vs InnoDB, over a thread sweep",
 		Description: "By default copies a sample of the table into MyISAM and InnoDB scratch tables and runs the mix\n" +
 			"(16 SELECT : 7 UPDATE : 1 INSERT by primary key) on both, interleaved, at each thread count. The live\n" +
-			"table is only read. See docs/bench.md.",
+			"table is only read. --mix auto (or --from-log FILE) replays the statements the application runs on\n" +
+			"the table instead, weighted as in production. See docs/bench.md.",
 		Flags:  flags,
 		Action: runBench,
 	}
@@ -85,14 +90,11 @@ func runBench(c *cli.Context) error {
 		return err
 	}
 	defer db.Close()
-	if c.String("mix") == "auto" {
-		if opts.Mix, err = bench.AutoMix(c.Context, db, opts.Schema, opts.Table); err != nil {
-			return outcome.New(outcome.Usage, err, "")
-		}
-		if err := opts.Config.Validate(); err != nil {
-			return outcome.New(outcome.Usage, err, "the table's observed mix writes; drop --read-only or give a SELECT-only --mix")
-		}
+	if err := resolveMix(c, db, &opts); err != nil {
+		return err
 	}
+	// Captured reports replayed by background clients need connections of their own.
+	db.SetMaxOpenConns(maxThreads + len(opts.Background) + 2 + bench.LoopClients(opts.Config))
 	opts.Progress = func(line string) { fmt.Fprintln(os.Stderr, "bench:", line) }
 	opts.Logger = loggerOf(c)
 	rep, err := bench.Run(c.Context, db, opts)
@@ -166,18 +168,8 @@ func benchOptions(c *cli.Context) (bench.Options, error) {
 	if o.SampleRows <= 0 {
 		return o, fmt.Errorf("--sample-rows must be positive")
 	}
-	switch m := c.String("mix"); {
-	case m == "auto":
-		// Resolved once connected.
-	case o.Mode == bench.ModeReadOnly && !c.IsSet("mix"):
-		o.Mix = bench.ReadOnlyMix()
-	default:
-		if o.Mix, err = bench.ParseMix(m); err != nil {
-			return o, err
-		}
-		if !c.IsSet("mix") {
-			o.Mix.Source = "default"
-		}
+	if err := mixOptions(c, &o); err != nil {
+		return o, err
 	}
 	if o.Queries, err = bench.ParseQueries(c.Generic("query").(*multiFlag).values); err != nil {
 		return o, err
@@ -187,6 +179,9 @@ func benchOptions(c *cli.Context) (bench.Options, error) {
 	}
 	o.ReadOnly = o.Mode == bench.ModeReadOnly
 	o.SkipBinlog = c.Bool("skip-binlog")
+	if o.ReportRows = c.Int64("report-rows"); o.ReportRows < 0 {
+		return o, fmt.Errorf("--report-rows must not be negative")
+	}
 	o.Seed = c.Uint64("seed")
 	return o, o.Config.Validate()
 }

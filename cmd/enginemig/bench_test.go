@@ -103,9 +103,9 @@ func TestBenchCommand(t *testing.T) {
 		}
 	})
 
-	t.Run("text report with auto mix", func(t *testing.T) {
+	t.Run("text report with io mix", func(t *testing.T) {
 		sandboxtest.MustExec(t, db, "UPDATE players SET coins = coins + 1 WHERE id < 10")
-		out, code := runCLI(t, append(append(conn, short...), "--threads", "2", "--mix", "auto")...)
+		out, code := runCLI(t, append(append(conn, short...), "--threads", "2", "--mix", "io")...)
 		if code != outcome.OK || !strings.Contains(out, "table_io_waits_summary_by_table") || !strings.Contains(out, "InnoDB") {
 			t.Fatalf("exit %d:\n%s", code, out)
 		}
@@ -134,6 +134,8 @@ func TestBenchCommand(t *testing.T) {
 		t.Fatalf("bench changed the live table: checksum %s -> %s", before, got)
 	}
 
+	t.Run("captured mix", func(t *testing.T) { benchCapturedMix(t, db, schema, conn, short) })
+
 	t.Run("usage errors", func(t *testing.T) {
 		for _, args := range [][]string{
 			{"--read-only", "--on-live-table"},
@@ -143,6 +145,10 @@ func TestBenchCommand(t *testing.T) {
 			{"--threads", "0"},
 			{"--query", "SELECT 1"},
 			{"--output", "yaml"},
+			{"--observe", "1s"},
+			{"--save-mix", "x.json"},
+			{"--from-log", "x.log", "--mix", "16:7:1"},
+			{"--mix", "no-such-file.json"},
 		} {
 			out, code := runCLI(t, append(append(conn, short...), args...)...)
 			if code != outcome.Usage {

@@ -15,6 +15,7 @@ import (
 	"github.com/enginemig/enginemig/plan"
 	"github.com/enginemig/enginemig/throttle"
 	"github.com/enginemig/enginemig/verify"
+	"github.com/enginemig/enginemig/workload"
 )
 
 var snake = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
@@ -28,6 +29,9 @@ func TestJSONKeysAreSnakeCase(t *testing.T) {
 		"status":   control.Status{Throttle: &throttle.Status{}, FinishedAt: &time.Time{}},
 		"plan":     plan.Plan{},
 		"demo":     demo.Summary{},
+		"bench": benchOutput{Report: bench.Report{Coverage: 1, Warnings: []string{"w"},
+			Capture: &workload.Capture{Statements: []workload.TableStatement{{Statement: workload.Statement{Digest: "d", Example: "e"}, Others: []workload.TableName{{}}, Reason: "r"}}},
+			Results: []bench.Result{{Replay: []bench.ReplayStat{{SQL: "s", NotReplayed: "x"}}}}}, Gate: &bench.GateResult{}},
 	}
 	for name, doc := range docs {
 		b, err := json.Marshal(fill(doc))
