@@ -111,6 +111,17 @@ func writeLockStatements(b *strings.Builder, sts []LockStatement) {
 	}
 	b.WriteString("  statements waiting for the table lock (performance_schema statement digests):\n")
 	for _, s := range sts {
-		fmt.Fprintf(b, "    %8s lock wait over %d run(s): %s\n", duration(s.LockWaitSeconds), s.Count, s.Text)
+		fmt.Fprintf(b, "    %8s lock wait over %d run(s): %s\n", duration(s.LockWaitSeconds), s.Count, clip(s.Text, maxStatementText))
 	}
+}
+
+// maxStatementText is how much of a statement's digest text a terminal line shows (a multi-row
+// INSERT's digest runs to kilobytes); --output json has the whole text.
+const maxStatementText = 160
+
+func clip(s string, n int) string {
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
 }

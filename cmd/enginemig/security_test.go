@@ -84,6 +84,7 @@ func TestReadmePrivilegesSuffice(t *testing.T) {
 	sandboxtest.MustExec(t, root,
 		"CREATE USER 'enginemig'@'127.0.0.1' IDENTIFIED BY 'pw-7'",
 		"GRANT SELECT, INSERT, UPDATE, DELETE, CREATE, DROP, ALTER, INDEX, LOCK TABLES ON `grants`.* TO 'enginemig'@'127.0.0.1'",
+		"GRANT CREATE TEMPORARY TABLES ON `grants`.* TO 'enginemig'@'127.0.0.1'",
 		"GRANT REPLICATION SLAVE, BINLOG MONITOR ON *.* TO 'enginemig'@'127.0.0.1'",
 		"GRANT ALL ON `_enginemig`.* TO 'enginemig'@'127.0.0.1'",
 		"GRANT ALL ON `_enginemig_bench`.* TO 'enginemig'@'127.0.0.1'",
