@@ -268,17 +268,7 @@ func execText(ctx context.Context, conn *sql.Conn, o *op, args []any) error {
 		_, err := conn.ExecContext(ctx, o.sql, args...)
 		return err
 	}
-	rows, err := conn.QueryContext(ctx, o.sql, args...)
-	if err != nil {
-		return err
-	}
-	for rows.Next() {
-	}
-	if err := rows.Err(); err != nil {
-		rows.Close()
-		return err
-	}
-	return rows.Close()
+	return readAll(conn.QueryContext(ctx, o.sql, args...))
 }
 
 // calibrateLoops calibrates one instance of each background statement and keeps the instances

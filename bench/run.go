@@ -85,7 +85,11 @@ func (c *client) exec(ctx context.Context, o *op, i int, args []any) error {
 		_, err := c.stmts[i].ExecContext(ctx, args...)
 		return err
 	}
-	rows, err := c.stmts[i].QueryContext(ctx, args...)
+	return readAll(c.stmts[i].QueryContext(ctx, args...))
+}
+
+// readAll reads a result to its end and closes it.
+func readAll(rows *sql.Rows, err error) error {
 	if err != nil {
 		return err
 	}

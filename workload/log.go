@@ -86,50 +86,57 @@ func ParseLog(r io.Reader) ([]Statement, string, error) {
 	return group(entries), format, nil
 }
 
-func parseSlow(lines []string) []logEntry {
-	var out []logEntry
-	var cur *logEntry
-	var body []string
-	schema := ""
-	flush := func() {
-		if cur != nil {
-			if q := statementText(body); q != "" {
-				cur.sql = q
-				out = append(out, *cur)
-			}
+// entries collects a log's statements: each starts with its header and takes the lines after it.
+type entries struct {
+	out  []logEntry
+	cur  *logEntry
+	body []string
+}
+
+// flush ends the current statement, keeping it if it has text.
+func (e *entries) flush() {
+	if e.cur != nil {
+		if q := statementText(e.body); q != "" {
+			e.cur.sql = q
+			e.out = append(e.out, *e.cur)
 		}
-		cur, body = nil, nil
 	}
+	e.cur, e.body = nil, nil
+}
+
+func parseSlow(lines []string) []logEntry {
+	var e entries
+	schema := ""
 	for _, l := range lines {
 		switch {
 		case strings.HasPrefix(l, "# Time:"), strings.HasPrefix(l, "# User@Host:"):
-			flush()
+			e.flush()
 		case slowSchemaRe.MatchString(l):
-			flush()
+			e.flush()
 			schema = slowSchemaRe.FindStringSubmatch(l)[1]
 		case slowStatsRe.MatchString(l):
-			flush()
+			e.flush()
 			m := slowStatsRe.FindStringSubmatch(l)
-			cur = &logEntry{schema: schema, timed: true}
-			cur.seconds, _ = strconv.ParseFloat(m[1], 64)
-			cur.lock, _ = strconv.ParseFloat(m[2], 64)
-			cur.sent, _ = strconv.ParseInt(m[3], 10, 64)
-			cur.examined, _ = strconv.ParseInt(m[4], 10, 64)
+			e.cur = &logEntry{schema: schema, timed: true}
+			e.cur.seconds, _ = strconv.ParseFloat(m[1], 64)
+			e.cur.lock, _ = strconv.ParseFloat(m[2], 64)
+			e.cur.sent, _ = strconv.ParseInt(m[3], 10, 64)
+			e.cur.examined, _ = strconv.ParseInt(m[4], 10, 64)
 		case strings.HasPrefix(l, "#"):
 			// other header lines (Rows_affected, Full_scan, administrator command, ...)
-		case cur != nil:
-			if m := useRe.FindStringSubmatch(strings.TrimSpace(l)); m != nil && len(body) == 0 {
-				schema, cur.schema = m[1], m[1]
+		case e.cur != nil:
+			if m := useRe.FindStringSubmatch(strings.TrimSpace(l)); m != nil && len(e.body) == 0 {
+				schema, e.cur.schema = m[1], m[1]
 				continue
 			}
-			if strings.HasPrefix(l, "SET timestamp=") && len(body) == 0 {
+			if strings.HasPrefix(l, "SET timestamp=") && len(e.body) == 0 {
 				continue
 			}
-			body = append(body, l)
+			e.body = append(e.body, l)
 		}
 	}
-	flush()
-	return out
+	e.flush()
+	return e.out
 }
 
 // statementText joins a statement's lines and drops its final ";".
@@ -139,28 +146,17 @@ func statementText(body []string) string {
 }
 
 func parseGeneral(lines []string) []logEntry {
-	var out []logEntry
+	var e entries
 	schemas := map[string]string{} // per connection id
-	var cur *logEntry
-	var body []string
-	flush := func() {
-		if cur != nil {
-			if q := statementText(body); q != "" {
-				cur.sql = q
-				out = append(out, *cur)
-			}
-		}
-		cur, body = nil, nil
-	}
 	for _, l := range lines {
 		m := generalRe.FindStringSubmatch(l)
 		if m == nil {
-			if cur != nil {
-				body = append(body, l) // a statement's further lines
+			if e.cur != nil {
+				e.body = append(e.body, l) // a statement's further lines
 			}
 			continue
 		}
-		flush()
+		e.flush()
 		id, cmd, arg := m[1], m[2], m[3]
 		switch cmd {
 		case "Init DB":
@@ -174,12 +170,12 @@ func parseGeneral(lines []string) []logEntry {
 				schemas[id] = u[1]
 				continue
 			}
-			cur = &logEntry{schema: schemas[id], examined: -1, sent: -1}
-			body = []string{arg}
+			e.cur = &logEntry{schema: schemas[id], examined: -1, sent: -1}
+			e.body = []string{arg}
 		}
 	}
-	flush()
-	return out
+	e.flush()
+	return e.out
 }
 
 // group sums entries of the same normalised text and default database, keeping the first as the
