@@ -78,19 +78,11 @@ func (a *Applier) plan(changes []Change, skip func(key []any) bool) []op {
 // maxStatementRows bounds one multi-row statement (placeholders and packet size).
 const maxStatementRows = 500
 
-// Apply writes changes in order in one transaction and returns how many operations ran. Runs of
-// the same kind are merged into one multi-row statement; order between runs is kept, so the result
-// is the same as applying the changes one by one, whatever the key's collation.
-func (a *Applier) Apply(ctx context.Context, changes []Change, skip func(key []any) bool) (int, error) {
-	n, commit, err := a.Write(ctx, changes, skip)
-	if err != nil {
-		return 0, err
-	}
-	return n, commit()
-}
-
-// Write is Apply without the commit: it returns the function that commits (or, on error, has
-// rolled back). Until then the written rows stay locked in the target.
+// Write writes changes in order in one transaction and returns how many operations ran, and the
+// function that commits them (on error it has rolled back); until the commit the written rows stay
+// locked in the target. Runs of the same kind are merged into one multi-row statement; order
+// between runs is kept, so the result is the same as applying the changes one by one, whatever
+// the key's collation.
 func (a *Applier) Write(ctx context.Context, changes []Change, skip func(key []any) bool) (n int, commit func() error, err error) {
 	ops := a.plan(changes, skip)
 	if len(ops) == 0 {

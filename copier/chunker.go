@@ -129,16 +129,14 @@ func (c *Chunker) Next(ctx context.Context, lo []any) (hi []any, size int, err e
 
 // Target picks the next chunk's lock-time target: ChunkTime while other clients wait for the
 // table, IdleChunkTime otherwise. The size still grows at most twofold a chunk (Took), so a
-// chunk after contention ends is no longer than twice the last contended one.
+// chunk after contention ends is no longer than twice the last contended one. Contention is
+// checked whatever the targets: it also decides the rest and the staging of the chunk.
 func (c *Chunker) Target(ctx context.Context) time.Duration {
 	base := time.Duration(c.chunkTime.Load())
-	if c.pace.IdleChunkTime <= base {
-		return base
-	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.contended = c.waits.Contended(ctx)
-	if c.contended {
+	if c.contended || c.pace.IdleChunkTime <= base {
 		return base
 	}
 	return c.pace.IdleChunkTime

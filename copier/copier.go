@@ -186,6 +186,9 @@ func (c *Copier) prepare(ctx context.Context, lo []any) (chunkPlan, error) {
 // of its throughput under load instead of 95%).
 func (c *Copier) restAndPrepare(ctx context.Context, held time.Duration, lo []any) (chunkPlan, error) {
 	rest := c.chunks.RestFor(held)
+	if rest <= 0 {
+		return c.prepare(ctx, lo)
+	}
 	type prepared struct {
 		p   chunkPlan
 		err error

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+
+	"github.com/enginemig/enginemig/workload"
 )
 
 // The application checks read performance_schema's statement digests: what the application ran
@@ -37,7 +39,7 @@ var (
 )
 
 func (in *TableInput) refersTo(d Digest, s string) (bool, string) {
-	return refersTo(s, d.Schema, in.Info.Schema, in.Info.Name)
+	return workload.RefersTo(s, d.Schema, in.Info.Schema, in.Info.Name)
 }
 
 func checkCountStar(in *TableInput) []Finding {

@@ -21,17 +21,6 @@ func (s *ServerInfo) loadDigests(ctx context.Context, q Querier) {
 	}
 }
 
-// tableRefRe matches an optionally qualified table name at the start of a string.
-var tableRefRe = workload.TableRefRe
-
-func unquoteIdent(s string) string { return workload.UnquoteIdent(s) }
-
-// refersTo parses a table reference at the start of s and reports whether it names schema.name,
-// given the digest's default database. It returns the rest of s after the reference.
-func refersTo(s, defaultSchema, schema, name string) (bool, string) {
-	return workload.RefersTo(s, defaultSchema, schema, name)
-}
-
 // digestsFor returns the digests for which match reports true, and their total count.
 func digestsFor(ds []Digest, match func(Digest) bool) (n int, count int64) {
 	for _, d := range ds {

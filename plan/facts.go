@@ -8,6 +8,7 @@ import (
 
 	"github.com/enginemig/enginemig/dbconn"
 	"github.com/enginemig/enginemig/table"
+	"github.com/enginemig/enginemig/workload"
 )
 
 // TableInput is everything the table checks look at, gathered before any check runs so that
@@ -89,14 +90,14 @@ func parseUnion(create, schema string) []string {
 	// SHOW CREATE TABLE writes `db`.`t` without the spaces that digest text has around the dot.
 	rest := strings.ReplaceAll(m[1], "`.`", "` . `")
 	for rest != "" {
-		ix := tableRefRe.FindStringSubmatchIndex(rest)
+		ix := workload.TableRefRe.FindStringSubmatchIndex(rest)
 		if ix == nil {
 			break
 		}
-		first := unquoteIdent(rest[ix[2]:ix[3]])
+		first := workload.UnquoteIdent(rest[ix[2]:ix[3]])
 		s, n := schema, first
 		if ix[4] >= 0 {
-			s, n = first, unquoteIdent(rest[ix[4]:ix[5]])
+			s, n = first, workload.UnquoteIdent(rest[ix[4]:ix[5]])
 		}
 		out = append(out, s+"."+n)
 		rest = strings.TrimLeft(rest[ix[1]:], ", ")

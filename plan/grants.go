@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+
+	"github.com/enginemig/enginemig/workload"
 )
 
 // Grants are the privileges of the connected account (and the roles granted to it), by level.
@@ -42,9 +44,9 @@ func ParseGrants(lines []string) *Grants {
 			case lm[1] == "*":
 				addAll(g.global, privs)
 			case lm[2] == "*":
-				addAll(setOf(g.db, unquoteIdent(lm[1])), privs)
+				addAll(setOf(g.db, workload.UnquoteIdent(lm[1])), privs)
 			default:
-				addAll(setOf(g.table, unquoteIdent(lm[1])+"."+unquoteIdent(lm[2])), privs)
+				addAll(setOf(g.table, workload.UnquoteIdent(lm[1])+"."+workload.UnquoteIdent(lm[2])), privs)
 			}
 			continue
 		}

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/enginemig/enginemig/workload"
 )
 
 func TestParseGrants(t *testing.T) {
@@ -59,7 +61,7 @@ func TestRefersTo(t *testing.T) {
 		{"`t2`", "s", false, ""},
 		{"`t`", "", false, ""},
 	} {
-		got, rest := refersTo(tc.text, tc.def, "s", "t")
+		got, rest := workload.RefersTo(tc.text, tc.def, "s", "t")
 		if got != tc.want || (got && rest != tc.rest) {
 			t.Errorf("refersTo(%q, %q) = %v %q", tc.text, tc.def, got, rest)
 		}

@@ -245,9 +245,10 @@ func (p *Pipeline) Exec(ctx context.Context, stmt string) error {
 
 // StartVerify starts Verify in the background once the copy is done, so that it runs beside the
 // index build (Exec); Verify then waits for its result. The build's sort holds one core and leaves
-// the other to verification: on 1M rows with one secondary index, idle, 2 cores, apply took 4.69 s
-// instead of 4.96 s (`go run ./migration/applybench -rows 1000000 -compare-bin OLD`, one run with
-// both; verification did not hide whole: it took 1.4 s beside the 0.7 s build, 1.0 s alone).
+// the other to verification: on 10M rows with one secondary index, idle, 2 cores, apply took
+// 48.0 s instead of 56.1 s (`go run ./migration/applybench -rows 10000000 -idle-only -compare-bin
+// OLD`, OLD built with StartVerify off; verification did not hide whole: 15.0 s beside the 9.0 s
+// build, 13.3 s alone after a 7.3 s one).
 // Following the copy instead, range by range, made it slower (6.0 s): on 2 cores the copy and the
 // replay of its own binlog events already keep both busy. Binlog capture only, and it
 // returns false otherwise: trigger capture compares with the target WRITE-locked, and that lock

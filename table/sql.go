@@ -15,7 +15,7 @@ import (
 type SQL struct {
 	src, dst  string   // qualified names
 	forceKey  string   // "FORCE INDEX (`k`)"
-	schema    string   // the source's (and target's) schema, unquoted
+	stage     string   // the qualified stage table of staged chunks (stage.go)
 	key       []string // quoted key columns
 	keyPos    []int    // positions of the key columns in cols
 	cols      []string // quoted copy columns
@@ -49,7 +49,8 @@ func NewSQL(src *Info, target string) (*SQL, error) {
 	if !ok {
 		return nil, fmt.Errorf("%s has no PRIMARY KEY or UNIQUE NOT NULL key to copy by", src.QuotedName())
 	}
-	s := &SQL{src: src.QuotedName(), dst: dbconn.QualifiedName(src.Schema, target), schema: src.Schema,
+	s := &SQL{src: src.QuotedName(), dst: dbconn.QualifiedName(src.Schema, target),
+		stage:    dbconn.QualifiedName(src.Schema, StageTable),
 		forceKey: "FORCE INDEX (" + dbconn.QuoteIdent(key.Name) + ")"}
 	for _, c := range src.CopyColumns() {
 		s.cols = append(s.cols, dbconn.QuoteIdent(c.Name))
@@ -136,8 +137,13 @@ func (s *SQL) ReadRows(lo []any) (string, []any) {
 
 // CopyRange copies the rows of r from source to target in one statement.
 func (s *SQL) CopyRange(r Range, mode WriteMode) (string, []any) {
+	return s.copyInto(mode.verb()+s.dst, r)
+}
+
+// copyInto is "<insert> (cols) SELECT cols FROM source" for the rows of r, read in key order.
+func (s *SQL) copyInto(insert string, r Range) (string, []any) {
 	where, args := s.Where(r, "")
-	return mode.verb() + s.dst + " (" + s.colList + ") SELECT " + s.colList + " FROM " + s.src + " " +
+	return insert + " (" + s.colList + ") SELECT " + s.colList + " FROM " + s.src + " " +
 		s.forceKey + " WHERE " + where, args
 }
 

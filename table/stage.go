@@ -1,40 +1,30 @@
 package table
 
-import "github.com/enginemig/enginemig/dbconn"
-
 // A staged chunk (copier) is read from the source into a session's temporary MyISAM table, and
 // written from there into the target: the source is locked only while the rows are read and
 // stored in the stage, not while InnoDB inserts them and logs them to the binlog. The stage is a
 // temporary table, so its name cannot meet another session's table, and with a ROW binlog its
 // rows are not logged.
 
-// stageTable is the stage's name in the source's schema (temporary tables belong to one session).
-const stageTable = "_enginemig_stage"
-
-func (s *SQL) stage() string {
-	return dbconn.QuoteIdent(s.schema) + "." + dbconn.QuoteIdent(stageTable)
-}
+// StageTable is the stage's name in the source's schema (temporary tables belong to one session).
+const StageTable = "_enginemig_stage"
 
 // StageCreate creates the stage: the copied columns with their types, no keys, MyISAM (it exists
 // wherever the source does).
 func (s *SQL) StageCreate() string {
-	return "CREATE TEMPORARY TABLE " + s.stage() + " ENGINE=MyISAM SELECT " + s.colList + " FROM " + s.src + " LIMIT 0"
+	return "CREATE TEMPORARY TABLE " + s.stage + " ENGINE=MyISAM SELECT " + s.colList + " FROM " + s.src + " LIMIT 0"
 }
 
 // StageFill reads r's rows from the source into the stage.
-func (s *SQL) StageFill(r Range) (string, []any) {
-	where, args := s.Where(r, "")
-	return "INSERT INTO " + s.stage() + " (" + s.colList + ") SELECT " + s.colList + " FROM " + s.src + " " +
-		s.forceKey + " WHERE " + where, args
-}
+func (s *SQL) StageFill(r Range) (string, []any) { return s.copyInto("INSERT INTO "+s.stage, r) }
 
 // StageDrain writes the stage's rows into the target.
 func (s *SQL) StageDrain(mode WriteMode) string {
-	return mode.verb() + s.dst + " (" + s.colList + ") SELECT " + s.colList + " FROM " + s.stage()
+	return mode.verb() + s.dst + " (" + s.colList + ") SELECT " + s.colList + " FROM " + s.stage
 }
 
 // StageClear empties the stage for the next chunk.
-func (s *SQL) StageClear() string { return "TRUNCATE TABLE " + s.stage() }
+func (s *SQL) StageClear() string { return "TRUNCATE TABLE " + s.stage }
 
 // StageDrop removes the stage.
-func (s *SQL) StageDrop() string { return "DROP TEMPORARY TABLE IF EXISTS " + s.stage() }
+func (s *SQL) StageDrop() string { return "DROP TEMPORARY TABLE IF EXISTS " + s.stage }
