@@ -73,7 +73,7 @@ func (p Pace) withDefaults() Pace {
 
 // Chunker walks a table's copy key in ranges whose size it adapts to the time each range takes.
 // The caller asks for a range (Next), works on it, and reports how long the work held the source
-// (Took); Rest then pauses if other clients were waiting.
+// (Took); RestFor then says how long to pause if other clients were waiting.
 type Chunker struct {
 	db    *sql.DB // interpolating parameters (see Next)
 	q     *table.SQL
@@ -160,13 +160,8 @@ func (c *Chunker) Took(rows, size int, took, target time.Duration) {
 	c.size.Store(int64(max(min(ideal, size*2, c.pace.MaxChunk), size/2, minChunk)))
 }
 
-// Rest pauses after a contended chunk for RestRatio times what it held the source.
-func (c *Chunker) Rest(ctx context.Context, held time.Duration) error {
-	return sleep(ctx, c.RestFor(held))
-}
-
-// RestFor is how long Rest would pause after a chunk that held the source for held: 0 unless the
-// last Target saw other clients waiting.
+// RestFor is how long to pause after a chunk that held the source for held, so the application
+// gets the table back: RestRatio times held, 0 unless the last Target saw other clients waiting.
 func (c *Chunker) RestFor(held time.Duration) time.Duration {
 	c.mu.Lock()
 	contended := c.contended

@@ -16,6 +16,7 @@ import (
 	"github.com/enginemig/enginemig/dbconn"
 	"github.com/enginemig/enginemig/sandbox"
 	"github.com/enginemig/enginemig/sandbox/sandboxtest"
+	"github.com/enginemig/enginemig/verify"
 )
 
 // allTypesDDL covers the column types whose values must replay exactly. The same definition is
@@ -204,10 +205,23 @@ func TestConcurrentWritersDuringCopyAndCutover(t *testing.T) {
 		name       string
 		clientSide bool
 		stage      copier.StagePolicy
-	}{{"server-side", false, copier.StageContended}, {"staged", false, copier.StageAlways}, {"client-side", true, copier.StageContended}} {
+		release    verify.Release
+	}{
+		{"server-side", false, copier.StageContended, verify.ReleaseNever},
+		// The staged copy's variant also lets the source go before the target's checksum.
+		{"staged", false, copier.StageAlways, verify.ReleaseAlways},
+		{"client-side", true, copier.StageContended, verify.ReleaseContended},
+	} {
 		t.Run(v.name, func(t *testing.T) {
 			logs := &logLines{}
-			concurrentWriters(t, srv, func(o *Options) { o.ClientSide, o.stage, o.Logger = v.clientSide, v.stage, logs.logger() })
+			concurrentWriters(t, srv, func(o *Options) {
+				o.ClientSide, o.stage, o.verifyRelease, o.Logger = v.clientSide, v.stage, v.release, logs.logger()
+				if v.release == verify.ReleaseAlways {
+					// Writes land in the pause; were replay not held, the target would move on
+					// past the source's checksum and chunks would differ (repairs fail the test).
+					o.verifyHold = 25 * time.Millisecond
+				}
+			})
 			m := regexp.MustCompile(`msg=copied .*staged_chunks=(\d+)`).FindStringSubmatch(logs.String())
 			if m == nil {
 				t.Fatal("no copied line in the log")
@@ -246,6 +260,7 @@ func concurrentWriters(t *testing.T, srv *sandbox.Server, set func(*Options)) (s
 		}
 	}
 	t.Logf("rows copied %d, replayed events %d, acknowledged writes %d, cut-over %+v", res.RowsCopied, res.ReplayEvents, acked, res.Cutover)
+	t.Logf("verify %+v", res.Verify)
 	if acked < 500 {
 		t.Fatalf("only %d writes acknowledged: the test did not exercise concurrency", acked)
 	}

@@ -85,6 +85,8 @@ type Options struct {
 	idleChunkTime  time.Duration // copier.Pace.IdleChunkTime, to keep a test's copy slow
 	replayDelay    time.Duration // shadow.Config.ApplyDelay, to keep replay behind
 	stage          copier.StagePolicy
+	verifyRelease  verify.Release
+	verifyHold     time.Duration // shadow.Config.VerifyHoldDelay
 }
 
 // Progress is a snapshot for progress displays.

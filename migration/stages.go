@@ -107,7 +107,8 @@ func (m *migrator) openPipeline(ctx context.Context) error {
 		start = binlog.Position{Name: m.resume.AppliedFile, Pos: m.resume.AppliedPos}
 	}
 	p, err := shadow.Open(ctx, shadow.Config{Conn: m.opts.Conn, DB: m.db, Source: m.ti, Target: shadowName,
-		Flavor: binlog.Flavor(m.version), ServerID: m.opts.ServerID, Start: start, ApplyDelay: m.opts.replayDelay, Logger: m.log,
+		Flavor: binlog.Flavor(m.version), ServerID: m.opts.ServerID, Start: start, ApplyDelay: m.opts.replayDelay, VerifyRelease: m.opts.verifyRelease,
+		VerifyHoldDelay: m.opts.verifyHold, Logger: m.log,
 		Triggers: triggerNames(m.triggers), Mode: m.capture, ChangeLog: table.ChangeLogName(m.ti.Name, false)})
 	if err != nil {
 		remedy := "the user needs REPLICATION SLAVE (and BINLOG MONITOR or REPLICATION CLIENT)"

@@ -13,6 +13,7 @@ import (
 	"github.com/enginemig/enginemig/copier"
 	"github.com/enginemig/enginemig/internal/ackload"
 	"github.com/enginemig/enginemig/sandbox/sandboxtest"
+	"github.com/enginemig/enginemig/verify"
 )
 
 // TestStressNothingLost is the seeded, reproducible proof that nothing is lost: many writers with
@@ -73,13 +74,14 @@ func stressOnce(t *testing.T, seed uint64) (acked, reads int64, checked int) {
 	opts.ChunkTime = []time.Duration{time.Millisecond, 2 * time.Millisecond, 5 * time.Millisecond}[r.IntN(3)]
 	opts.ClientSide = r.IntN(4) == 0
 	opts.stage = copier.StagePolicy(r.IntN(3)) // contended, always, never
+	opts.verifyRelease = verify.Release(r.IntN(3))
 	opts.ProgressEvery, opts.saveEvery = 20*time.Millisecond, 20*time.Millisecond
 	crash := r.IntN(3) == 0
 	if crash {
 		opts.crashAfterRows = int64(1000 + r.IntN(cfg.Writers*cfg.RowsPerWriter/2))
 	}
-	t.Logf("seed %d: %d writers x %d rows, pause %s, chunk %s, client-side %v, stage policy %d, crash after %d rows",
-		seed, cfg.Writers, cfg.RowsPerWriter, cfg.Pause, opts.ChunkTime, opts.ClientSide, opts.stage, opts.crashAfterRows)
+	t.Logf("seed %d: %d writers x %d rows, pause %s, chunk %s, client-side %v, stage policy %d, verify release %d, crash after %d rows",
+		seed, cfg.Writers, cfg.RowsPerWriter, cfg.Pause, opts.ChunkTime, opts.ClientSide, opts.stage, opts.verifyRelease, opts.crashAfterRows)
 	stop := l.Start()
 	defer stop()
 	time.Sleep(time.Duration(r.IntN(200)) * time.Millisecond)

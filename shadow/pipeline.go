@@ -41,7 +41,11 @@ type Config struct {
 	ChangeLog string
 	// ApplyDelay is a fault-injection point for tests: it keeps replay behind.
 	ApplyDelay time.Duration
-	Logger     *slog.Logger
+	// VerifyRelease and VerifyHoldDelay are test seams: which verification chunks let the source
+	// go early (verify.Config.Release), and a pause while replay is held (verify.Config.HoldDelay).
+	VerifyRelease   verify.Release
+	VerifyHoldDelay time.Duration
+	Logger          *slog.Logger
 }
 
 // Mode is how a pipeline captures the source's changes.
@@ -228,6 +232,9 @@ func (v verifyTarget) Exclusive(fn func() error) error {
 	return v.p.Exclusive(fn)
 }
 
+// Hold keeps replay where it is while fn runs; the copy is over by verification's time.
+func (v verifyTarget) Hold(fn func() error) error { return v.p.order.Exclusive(fn) }
+
 // Exclusive runs fn while no chunk is in flight and no captured change is being applied.
 func (p *Pipeline) Exclusive(fn func() error) error { return p.order.Exclusive(fn) }
 
@@ -297,7 +304,7 @@ func (p *Pipeline) verify(ctx context.Context, pace copier.Pace) (verify.Result,
 	var res verify.Result
 	err := p.Do(ctx, func(ctx context.Context) (err error) {
 		res, err = verify.Run(ctx, p.cfg.DB, p.q, copier.NewChunker(p.writer, p.q, pace), verifyTarget{p},
-			verify.Config{Logger: p.cfg.Logger, Rows: &p.verified, LockWith: p.capture.LockWith(HeldForVerify)})
+			verify.Config{Logger: p.cfg.Logger, Rows: &p.verified, LockWith: p.capture.LockWith(HeldForVerify), Release: p.cfg.VerifyRelease, HoldDelay: p.cfg.VerifyHoldDelay})
 		return err
 	})
 	return res, err

@@ -25,6 +25,9 @@ type Target interface {
 	WaitFor(ctx context.Context, conn *sql.Conn) (binlog.Position, error)
 	// Exclusive runs fn while no captured change is being written to the target.
 	Exclusive(fn func() error) error
+	// Hold runs fn while no captured change is being written to the target, without waiting for
+	// anything else (an index build): the target then stays at the moment WaitFor reached.
+	Hold(fn func() error) error
 }
 
 // Config tunes verification.
@@ -38,7 +41,24 @@ type Config struct {
 	// capture: the target and its change log). The target is then checksummed in the same
 	// session, after the source: no other session can read a table this one holds WRITE-locked.
 	LockWith []string
+	// Release says when the source's lock is let go before the target is compared (see compare).
+	Release Release
+	// HoldDelay is a fault-injection point for tests: a pause after the source is released early,
+	// before the target's checksum, in which a replay that was not held would move the target on.
+	HoldDelay time.Duration
 }
+
+// Release chooses the chunks whose source lock covers the source's checksum only.
+type Release int
+
+const (
+	// ReleaseContended releases early while other clients wait for the table.
+	ReleaseContended Release = iota
+	// ReleaseAlways releases early on every chunk (tests of that path).
+	ReleaseAlways
+	// ReleaseNever keeps the source locked until both sides are compared.
+	ReleaseNever
+)
 
 // Result counts what verification saw.
 type Result struct {
@@ -81,64 +101,84 @@ func Run(ctx context.Context, db *sql.DB, q *table.SQL, chunks *copier.Chunker, 
 		if err != nil {
 			return res, fmt.Errorf("verify: %w", err)
 		}
-		rows, repaired, took, held, err := v.chunk(ctx, table.Range{Lo: lo, Hi: hi})
+		release := v.cfg.Release == ReleaseAlways || (v.cfg.Release == ReleaseContended && chunks.Contended())
+		c, err := v.chunk(ctx, table.Range{Lo: lo, Hi: hi}, release)
 		if err != nil {
 			return res, err
 		}
 		res.Chunks++
-		res.Rows += rows
+		res.Rows += c.rows
 		if v.cfg.Rows != nil {
-			v.cfg.Rows.Add(rows)
+			v.cfg.Rows.Add(c.rows)
 		}
-		res.LockTime += held
-		if repaired {
+		res.LockTime += c.held
+		if c.repaired {
 			res.Repaired++
 		}
 		if hi == nil {
 			res.Duration = time.Since(start)
 			return res, nil
 		}
-		// Sized by the checksum time only: the lock and catch-up cost per chunk is fixed, so
-		// counting it would shrink chunks toward that overhead and make verification crawl.
-		if !repaired {
-			chunks.Took(size, size, took, goal)
+		// Sized by the checksum time only (the source's when its lock is released early): the lock
+		// and catch-up cost per chunk is fixed, so counting it would shrink chunks toward that
+		// overhead and make verification crawl.
+		if !c.repaired {
+			chunks.Took(size, size, c.sumTime, goal)
 		}
-		if err := chunks.Rest(ctx, held); err != nil {
+		// The rest runs from the unlock: a target checksummed after it was part of the rest.
+		if err := sleepCtx(ctx, chunks.RestFor(c.held)-time.Since(c.unlocked)); err != nil {
 			return res, err
 		}
 		lo = hi
 	}
 }
 
-// chunk verifies one key range, recopying it while it differs. It returns the rows compared,
-// whether it recopied, the checksum time of the last comparison and the total lock hold time.
-func (v *verifier) chunk(ctx context.Context, r table.Range) (int64, bool, time.Duration, time.Duration, error) {
+// comparison is what verifying one range took.
+type comparison struct {
+	rows     int64
+	same     bool
+	repaired bool          // the range was recopied (chunk)
+	sumTime  time.Duration // the checksums' time (the source's alone when released early)
+	held     time.Duration // the source was locked
+	unlocked time.Time     // the source was last unlocked
+}
+
+// chunk verifies one key range, recopying it while it differs.
+func (v *verifier) chunk(ctx context.Context, r table.Range, release bool) (comparison, error) {
 	var held time.Duration
 	for attempt := 0; ; attempt++ {
-		n, same, sumTime, h, err := v.compare(ctx, r)
-		held += h
-		if err != nil || same {
-			return n, attempt > 0, sumTime, held, err
+		c, err := v.compare(ctx, r, release)
+		held += c.held
+		c.held, c.repaired = held, attempt > 0
+		if err != nil || c.same {
+			return c, err
 		}
 		if attempt == maxRepairs {
-			return 0, true, 0, held, fmt.Errorf("%w in key range %v..%v after %d recopies", ErrMismatch, r.Lo, r.Hi, maxRepairs)
+			return c, fmt.Errorf("%w in key range %v..%v after %d recopies", ErrMismatch, r.Lo, r.Hi, maxRepairs)
 		}
 		v.cfg.Logger.Warn("verify: key range differs; recopying it", "from", fmt.Sprint(r.Lo), "to", fmt.Sprint(r.Hi))
-		h, err = v.repair(ctx, r)
+		h, err := v.repair(ctx, r)
 		held += h
 		if err != nil {
-			return 0, true, 0, held, err
+			return comparison{held: held, repaired: true, unlocked: time.Now()}, err
 		}
 	}
 }
 
 // compare checksums the range in source and target at one consistent point: the source is
 // read-locked (MyISAM has no snapshots), and the target is given time to catch up with every
-// change made before the lock, so both sides show the same moment.
-func (v *verifier) compare(ctx context.Context, r table.Range) (n int64, same bool, sumTime, held time.Duration, err error) {
+// change made before the lock, so both sides show the same moment. The source's checksum runs
+// while the target catches up.
+//
+// With release, the lock covers only that: once the target has caught up, replay is held (Hold),
+// the source unlocked, and the target checksummed at the moment it reached; replay then goes on.
+// The application's writers wait for the source's checksum and the catch-up, not for the
+// target's checksum too. Without it, both sides are checksummed at once under the lock, which is
+// quicker overall while nobody waits for the table.
+func (v *verifier) compare(ctx context.Context, r table.Range, release bool) (c comparison, err error) {
 	conn, err := v.db.Conn(ctx)
 	if err != nil {
-		return 0, false, 0, 0, err
+		return c, err
 	}
 	defer conn.Close()
 	// The second, aliased lock changes nothing but the statement's shape: plan's lock-tables check
@@ -148,46 +188,99 @@ func (v *verifier) compare(ctx context.Context, r table.Range) (n int64, same bo
 		lock += ", " + l
 	}
 	if _, err := conn.ExecContext(ctx, lock); err != nil {
-		return 0, false, 0, 0, fmt.Errorf("verify: lock %s: %w", v.q.Source(), err)
+		return c, fmt.Errorf("verify: lock %s: %w", v.q.Source(), err)
 	}
 	locked := time.Now()
-	defer func() {
-		if _, uerr := conn.ExecContext(context.WithoutCancel(ctx), "UNLOCK TABLES"); uerr != nil && err == nil {
-			err = fmt.Errorf("verify: unlock: %w", uerr)
+	unlock := func() error {
+		if !c.unlocked.IsZero() {
+			return nil
 		}
-		held = time.Since(locked)
-	}()
-	waitCtx, cancel := context.WithTimeout(ctx, v.cfg.CatchUp)
-	_, err = v.target.WaitFor(waitCtx, conn)
-	cancel()
-	if err != nil {
-		return 0, false, 0, 0, fmt.Errorf("verify: the target did not catch up within %s: %w", v.cfg.CatchUp, err)
+		c.unlocked = time.Now()
+		c.held = c.unlocked.Sub(locked)
+		if _, err := conn.ExecContext(context.WithoutCancel(ctx), "UNLOCK TABLES"); err != nil {
+			return fmt.Errorf("verify: unlock: %w", err)
+		}
+		return nil
 	}
-	t0 := time.Now()
+	defer func() { err = errors.Join(err, unlock()) }()
 	if len(v.cfg.LockWith) > 0 {
-		srcN, srcSum, err := v.checksum(ctx, conn, r, false)
-		if err != nil {
-			return 0, false, 0, 0, err
-		}
-		dstN, dstSum, err := v.checksum(ctx, conn, r, true)
-		return srcN, err == nil && srcN == dstN && srcSum == dstSum, time.Since(t0), 0, err
-	}
-	// Both sides at once: the target is stable too (it has nothing left to apply).
-	type sum struct {
-		n, sum int64
-		err    error
+		return v.compareInSession(ctx, conn, r)
 	}
 	dstDone := make(chan sum, 1)
-	go func() {
-		n, s, err := v.checksum(ctx, v.db, r, true)
-		dstDone <- sum{n, s, err}
-	}()
-	srcN, srcSum, err := v.checksum(ctx, conn, r, false)
+	go func() { dstDone <- v.catchUp(ctx, conn, r, !release) }()
+	src := v.checksum(ctx, conn, r, false)
+	c.sumTime = src.took
 	dst := <-dstDone
-	if err = errors.Join(err, dst.err); err != nil {
-		return 0, false, 0, 0, err
+	if err = errors.Join(src.err, dst.err); err != nil {
+		return c, err
 	}
-	return srcN, srcN == dst.n && srcSum == dst.sum, time.Since(t0), 0, nil
+	if !release {
+		c.rows, c.same, c.sumTime = src.n, src.equal(dst), max(src.took, dst.took)
+		return c, nil
+	}
+	err = v.target.Hold(func() error {
+		if err := unlock(); err != nil {
+			return err
+		}
+		if err := sleepCtx(ctx, v.cfg.HoldDelay); err != nil {
+			return err
+		}
+		dst = v.checksum(ctx, v.db, r, true)
+		return dst.err
+	})
+	c.rows, c.same = src.n, src.equal(dst)
+	return c, err
+}
+
+// sum is one side's checksum of a range.
+type sum struct {
+	n, sum int64
+	took   time.Duration
+	err    error
+}
+
+func (s sum) equal(o sum) bool { return s.err == nil && o.err == nil && s.n == o.n && s.sum == o.sum }
+
+// catchUp waits until the target holds every change made before the source was locked, and with
+// checksum, checksums the target's range then. It reads the binlog position on a session of its
+// own (conn is busy with the source's checksum), which shows the same moment: nothing can change
+// the source while conn holds it read-locked.
+func (v *verifier) catchUp(ctx context.Context, conn *sql.Conn, r table.Range, checksum bool) sum {
+	posConn, err := v.db.Conn(ctx)
+	if err != nil {
+		return sum{err: err}
+	}
+	waitCtx, cancel := context.WithTimeout(ctx, v.cfg.CatchUp)
+	_, err = v.target.WaitFor(waitCtx, posConn)
+	cancel()
+	posConn.Close()
+	if err != nil {
+		return sum{err: fmt.Errorf("verify: the target did not catch up within %s: %w", v.cfg.CatchUp, err)}
+	}
+	if !checksum {
+		return sum{}
+	}
+	return v.checksum(ctx, v.db, r, true)
+}
+
+// compareInSession compares with trigger capture, whose catch-up needs conn's locks: the target
+// is checksummed in the same session, after the source (no other session can read a table conn
+// holds WRITE-locked).
+func (v *verifier) compareInSession(ctx context.Context, conn *sql.Conn, r table.Range) (comparison, error) {
+	var c comparison
+	waitCtx, cancel := context.WithTimeout(ctx, v.cfg.CatchUp)
+	_, err := v.target.WaitFor(waitCtx, conn)
+	cancel()
+	if err != nil {
+		return c, fmt.Errorf("verify: the target did not catch up within %s: %w", v.cfg.CatchUp, err)
+	}
+	src := v.checksum(ctx, conn, r, false)
+	if src.err != nil {
+		return c, src.err
+	}
+	dst := v.checksum(ctx, conn, r, true)
+	c.rows, c.same, c.sumTime = src.n, src.equal(dst), src.took+dst.took
+	return c, dst.err
 }
 
 // repair recopies the range in one locked session, with no captured change being written to the
@@ -230,11 +323,27 @@ func (v *verifier) recopy(ctx context.Context, r table.Range) (held time.Duratio
 	return 0, nil
 }
 
-func (v *verifier) checksum(ctx context.Context, q dbconn.Querier, r table.Range, target bool) (int64, int64, error) {
-	var n, sum int64
+func (v *verifier) checksum(ctx context.Context, q dbconn.Querier, r table.Range, target bool) sum {
+	var s sum
 	query, args := v.q.Checksum(r, target)
-	if err := q.QueryRowContext(ctx, query, args...).Scan(&n, &sum); err != nil {
-		return 0, 0, fmt.Errorf("verify: checksum: %w", err)
+	start := time.Now()
+	if err := q.QueryRowContext(ctx, query, args...).Scan(&s.n, &s.sum); err != nil {
+		s.err = fmt.Errorf("verify: checksum: %w", err)
 	}
-	return n, sum, nil
+	s.took = time.Since(start)
+	return s
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
