@@ -11,6 +11,7 @@ func init() {
 	registerServer("file-per-table", Warning, "innodb_file_per_table=OFF: converted tables grow the shared ibdata file, which never shrinks", checkFilePerTable)
 	registerServer("strict-mode", Info, "innodb_strict_mode=OFF: enginemig turns it on for its own sessions so bad table options fail loudly", checkStrictMode)
 	registerServer("gtid-consistency", Warning, "enforce_gtid_consistency=ON: statements that touch MyISAM and InnoDB tables together fail (error 1785)", checkGTIDConsistency)
+	registerServer("myisam-mmap", Info, "myisam_use_mmap=OFF: the copy and verification read every MyISAM row by key with a system call of its own; memory-mapped, apply was about 1.3x faster idle and 1.5x under load", checkMyISAMMmap)
 	registerServer("durability", Info, "innodb_flush_log_at_trx_commit=1: every autocommit write waits for an fsync; InnoDB can be slower than MyISAM on slow disks", checkDurability)
 }
 
@@ -76,4 +77,19 @@ func checkDurability(s *ServerInfo) []Finding {
 	return []Finding{newFinding("durability", Info,
 		fmt.Sprintf("innodb_flush_log_at_trx_commit=1 (sync_binlog=%s): every autocommit write to InnoDB waits for a log fsync, which MyISAM never does; on slow fsync InnoDB can be slower for write-heavy tables", orDash(s.Var("sync_binlog"))),
 		"run enginemig bench with the production mix (or apply's benchmark gate) before converting write-heavy tables")}
+}
+
+// checkMyISAMMmap: reading a MyISAM row by key (the copy's and verification's key ranges) is one
+// pread of the data file unless the file is memory-mapped; a table scan reads through a buffer.
+// Measured on 1M rows (applybench, MariaDB 10.11, 2 cores): a key-ordered read of the whole table
+// took 0.86 s with preads and 0.17 s mapped, against 0.07 s for a scan; apply went from 4.3 to
+// 3.3 s idle and from 10.3 to 7.2 s under a 16-thread load. enginemig does not set it itself: it
+// is global, and takes effect for a table only when the table is next opened.
+func checkMyISAMMmap(s *ServerInfo) []Finding {
+	if v := strings.ToUpper(s.Var("myisam_use_mmap")); v != "OFF" && v != "0" {
+		return nil
+	}
+	return []Finding{newFinding("myisam-mmap", Info,
+		"myisam_use_mmap=OFF: the copy and verification read every MyISAM row by key with a system call of its own; with the data file memory-mapped, apply converted 1M rows about 1.3x faster idle and 1.5x faster under load",
+		"SET GLOBAL myisam_use_mmap=ON (and in my.cnf) before apply; it applies to a table when it is next opened, e.g. FLUSH TABLES db.t at a quiet moment (rows appended after that are still read with preads)")}
 }

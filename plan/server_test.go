@@ -14,7 +14,7 @@ import (
 func TestMisconfiguredServer(t *testing.T) {
 	bad := sandboxtest.ForTest(t, sandbox.Options{BinlogFormat: "STATEMENT", BufferPool: "8M", ExtraArgs: []string{
 		"--binlog-row-metadata=MINIMAL", "--innodb-file-per-table=OFF", "--innodb-strict-mode=OFF",
-		"--innodb-force-primary-key=ON", "--innodb-flush-log-at-trx-commit=2",
+		"--innodb-force-primary-key=ON", "--innodb-flush-log-at-trx-commit=2", "--myisam-use-mmap=1",
 	}})
 	badSchema, badDB := sandboxtest.FreshDatabase(t, bad)
 	sandboxtest.MustExec(t, badDB,
@@ -43,6 +43,7 @@ func TestMisconfiguredServer(t *testing.T) {
 		{"strict-mode", Info, true, false, "innodb_strict_mode=OFF"},
 		{"buffer-pool", Warning, true, false, "innodb_buffer_pool_size"},
 		{"durability", Info, false, true, "innodb_flush_log_at_trx_commit=1"},
+		{"myisam-mmap", Info, false, true, "myisam_use_mmap=OFF"},
 	} {
 		f, found := hasCheck(badPlan.Findings, tc.id)
 		if found != tc.onBad {
