@@ -34,7 +34,9 @@ func (c *Copier) copyStaged(ctx context.Context, r table.Range) (ch chunkCopy, o
 		return ch, true, fmt.Errorf("read into the stage: %w", err)
 	}
 	ch.rows, _ = res.RowsAffected()
-	if _, err := conn.ExecContext(ctx, c.q.StageDrain(c.cfg.Mode)); err != nil {
+	_, err = conn.ExecContext(ctx, c.q.StageDrain(c.cfg.Mode))
+	ch.after = time.Since(start) - ch.held
+	if err != nil {
 		return ch, true, fmt.Errorf("write from the stage: %w", err)
 	}
 	if _, err := conn.ExecContext(ctx, c.q.StageClear()); err != nil {
