@@ -21,7 +21,7 @@ import (
 // Without the CREATE TEMPORARY TABLES privilege the copy stays direct (logged once).
 
 // copyStaged copies r through the stage; ok is false when there is no stage (copy directly).
-func (c *Copier) copyStaged(ctx context.Context, r table.Range) (ch chunkCopy, ok bool, err error) {
+func (c *Copier) copyStaged(ctx context.Context, r table.Range, released func(held time.Duration)) (ch chunkCopy, ok bool, err error) {
 	conn := c.stageConn(ctx)
 	if conn == nil {
 		return ch, false, nil
@@ -34,6 +34,7 @@ func (c *Copier) copyStaged(ctx context.Context, r table.Range) (ch chunkCopy, o
 		return ch, true, fmt.Errorf("read into the stage: %w", err)
 	}
 	ch.rows, _ = res.RowsAffected()
+	released(ch.held)
 	_, err = conn.ExecContext(ctx, c.q.StageDrain(c.cfg.Mode))
 	ch.after = time.Since(start) - ch.held
 	if err != nil {
