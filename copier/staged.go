@@ -35,9 +35,7 @@ func (c *Copier) copyStaged(ctx context.Context, r table.Range, released func(he
 	}
 	ch.rows, _ = res.RowsAffected()
 	released(ch.held)
-	_, err = conn.ExecContext(ctx, c.q.StageDrain(c.cfg.Mode))
-	ch.after = time.Since(start) - ch.held
-	if err != nil {
+	if _, err := conn.ExecContext(ctx, c.q.StageDrain(c.cfg.Mode)); err != nil {
 		return ch, true, fmt.Errorf("write from the stage: %w", err)
 	}
 	if _, err := conn.ExecContext(ctx, c.q.StageClear()); err != nil {
