@@ -120,12 +120,12 @@ func Run(ctx context.Context, db *sql.DB, q *table.SQL, chunks *copier.Chunker, 
 				pending <- nextSpan{n, err}
 			}()
 		}
-		c, err := v.chunk(ctx, table.Range{Lo: lo, Hi: sp.hi}, sp.release, released)
-		if err != nil {
+		c, cerr := v.chunk(ctx, table.Range{Lo: lo, Hi: sp.hi}, sp.release, released)
+		if cerr != nil {
 			if pending != nil {
 				<-pending
 			}
-			return res, err
+			return res, cerr
 		}
 		res.add(c, v.cfg.Rows)
 		if sp.hi == nil {
