@@ -177,7 +177,7 @@ func (a afterChunk) rest(ctx context.Context) (chunkPlan, error) {
 	if a.prepared == nil {
 		return chunkPlan{}, errors.New("copy: the next chunk was never prepared")
 	}
-	restErr := sleep(ctx, a.restFor)
+	restErr := Sleep(ctx, a.restFor)
 	got := <-a.prepared
 	return got.p, errors.Join(restErr, got.err)
 }
@@ -235,7 +235,8 @@ func (c *Copier) prepare(ctx context.Context, lo []any) (chunkPlan, error) {
 	return p, nil
 }
 
-func sleep(ctx context.Context, d time.Duration) error {
+// Sleep waits d (nothing when d <= 0) or until ctx ends: the copy's and verification's rests.
+func Sleep(ctx context.Context, d time.Duration) error {
 	if d <= 0 {
 		return nil
 	}

@@ -136,7 +136,7 @@ func Run(ctx context.Context, db *sql.DB, q *table.SQL, chunks *copier.Chunker, 
 			return res, errors.New("verify: the next range was never prepared")
 		}
 		// The rest runs from the unlock: a target checksummed after it was part of the rest.
-		err = sleepCtx(ctx, restFor-time.Since(c.unlocked))
+		err = copier.Sleep(ctx, restFor-time.Since(c.unlocked))
 		got := <-pending
 		if err != nil {
 			return res, err
@@ -277,7 +277,7 @@ func (v *verifier) compare(ctx context.Context, r table.Range, release bool, rel
 		if err := unlock(); err != nil {
 			return err
 		}
-		if err := sleepCtx(ctx, v.cfg.HoldDelay); err != nil {
+		if err := copier.Sleep(ctx, v.cfg.HoldDelay); err != nil {
 			return err
 		}
 		dst = v.checksum(ctx, v.db, r, true)
@@ -387,18 +387,4 @@ func (v *verifier) checksum(ctx context.Context, q dbconn.Querier, r table.Range
 	}
 	s.took = time.Since(start)
 	return s
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
