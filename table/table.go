@@ -48,6 +48,19 @@ func (c Column) IsInteger() bool {
 	return false
 }
 
+// NumericOrTemporal reports a number or date/time type: a value without a character set, whose
+// text (in CONCAT_WS, say) depends on nothing but the value and the column's definition.
+func (c Column) NumericOrTemporal() bool {
+	if c.IsInteger() {
+		return true
+	}
+	switch strings.ToLower(c.DataType) {
+	case "decimal", "numeric", "float", "double", "real", "date", "datetime", "timestamp", "time", "year":
+		return c.Charset == ""
+	}
+	return false
+}
+
 // IndexColumn is one key part.
 type IndexColumn struct {
 	Name    string `json:"name"`
