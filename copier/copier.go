@@ -38,8 +38,17 @@ type Config struct {
 	// per chunk: the source lock is then held only for the read, at a much higher total cost.
 	ClientSide bool
 	// Stage says which chunks are staged (staged.go): StageContended by default.
-	Stage  StagePolicy
-	Logger *slog.Logger // may be nil
+	Stage StagePolicy
+	// Workers is how many chunks may be copied at once while nobody waits for the table
+	// (parallel.go); 0 or 1 copies one at a time.
+	Workers int
+	// AlwaysParallel keeps Workers chunks in flight even while other clients wait (tests of the
+	// parallel path; such chunks are never staged and never rest).
+	AlwaysParallel bool
+	// OvertakeDelay is a fault-injection point for tests: parallel chunks with odd numbers wait
+	// this long before they begin, so that the next chunk overtakes them and finishes first.
+	OvertakeDelay time.Duration
+	Logger        *slog.Logger // may be nil
 }
 
 // StagePolicy chooses the server-side chunks that go through the stage table.
@@ -70,9 +79,14 @@ type Copier struct {
 	stage   *sql.Conn // the session holding the stage table (staged.go); nil before the first
 	noStage bool      // the stage could not be created: copy directly
 
-	mu        sync.Mutex
-	watermark []any // key of the last row written; nil before the first chunk
-	done      bool
+	mu         sync.Mutex // guards what follows (progress.go)
+	handedOut  int        // chunks numbered so far
+	furthest   int        // the highest-numbered chunk that began
+	frontier   []any      // the end of chunk furthest (Ahead); resumeAfter before any
+	lastBegan  bool       // the chunk that reads to the end of the table began
+	contiguous int        // chunks 1..contiguous are all written
+	finishedAt map[int]chunkEnd
+	watermark  []any // the end of chunk contiguous (resume); resumeAfter before any
 }
 
 // New prepares a copy along q that starts after the key resumeAfter (nil: at the start). reader
@@ -81,7 +95,7 @@ type Copier struct {
 // before the copy starts and asks Ahead from the first change on.
 func New(reader, writer *sql.DB, q *table.SQL, order Order, wait Waiter, cfg Config, resumeAfter []any) *Copier {
 	return &Copier{reader: reader, writer: writer, q: q, cfg: cfg, chunks: NewChunker(writer, q, cfg.Pace), order: order, wait: wait,
-		watermark: resumeAfter}
+		watermark: resumeAfter, frontier: resumeAfter}
 }
 
 // Run copies to the end of the table.
@@ -106,41 +120,66 @@ func (c *Copier) Run(ctx context.Context) error {
 // rows change meanwhile.
 func (c *Copier) runServerSide(ctx context.Context, lo []any) error {
 	defer c.closeStage()
+	par := newWorkers(ctx, c.cfg.Workers)
 	next, err := c.prepare(ctx, lo)
 	for {
+		if err == nil {
+			err = c.throttle(par.context())
+		}
 		if err != nil {
-			return err
+			return errors.Join(err, par.wait())
 		}
-		if err := c.throttle(ctx); err != nil {
-			return err
-		}
-		end := c.order.BeginChunk()
 		plan := next
-		var after afterChunk
-		released := func(held time.Duration) {
-			if plan.hi != nil {
-				after = c.afterRead(ctx, plan, held)
+		if c.alongside(plan) {
+			r, seq := table.Range{Lo: lo, Hi: plan.hi}, c.handOut()
+			par.run(func(ctx context.Context) error { return c.copyAlongside(ctx, r, plan, seq) })
+			if plan.hi == nil {
+				return par.wait()
 			}
+			lo = plan.hi
+			next, err = c.prepare(par.context(), lo)
+			continue
 		}
-		ch, cerr := c.copyChunk(ctx, table.Range{Lo: lo, Hi: plan.hi}, plan.contended, released)
-		if cerr != nil {
-			end()
-			after.wait()
-			return fmt.Errorf("copy: chunk after %v: %w", lo, cerr)
+		// One chunk at a time from here, after those in flight.
+		if err := par.wait(); err != nil {
+			return err
 		}
-		c.lockTime.Add(int64(ch.held))
-		n := int64(plan.size)
-		if plan.hi == nil || ch.staged {
-			n = ch.rows
-		}
-		c.written(plan.hi, n)
-		end()
-		if plan.hi == nil {
-			return nil
+		if next, err = c.copyAlone(ctx, lo, plan); err != nil || plan.hi == nil {
+			return err
 		}
 		lo = plan.hi
-		next, err = after.rest(ctx)
 	}
+}
+
+// copyAlone copies plan's chunk after lo while no other chunk is in flight: staged while other
+// clients wait for the table, then resting; it returns the next chunk, prepared meanwhile.
+func (c *Copier) copyAlone(ctx context.Context, lo []any, plan chunkPlan) (chunkPlan, error) {
+	seq := c.handOut()
+	end := c.order.BeginChunk()
+	c.began(seq, plan.hi)
+	var after afterChunk
+	released := func(held time.Duration) {
+		if plan.hi != nil {
+			after = c.afterRead(ctx, plan, held)
+		}
+	}
+	ch, err := c.copyChunk(ctx, table.Range{Lo: lo, Hi: plan.hi}, plan.contended, released)
+	if err != nil {
+		end()
+		after.wait()
+		return chunkPlan{}, fmt.Errorf("copy: chunk after %v: %w", lo, err)
+	}
+	c.lockTime.Add(int64(ch.held))
+	n := int64(plan.size)
+	if plan.hi == nil || ch.staged {
+		n = ch.rows
+	}
+	c.finished(seq, plan.hi, n)
+	end()
+	if plan.hi == nil {
+		return chunkPlan{}, nil
+	}
+	return after.rest(ctx)
 }
 
 // afterChunk is what follows a chunk once it let go of the source: its rest, and the next chunk
@@ -250,19 +289,6 @@ func Sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// written records a chunk as written up to hi (nil: the copy is complete). It runs before the
-// chunk's Order ends, so a replay batch never sees a chunk read but not yet counted.
-func (c *Copier) written(hi []any, rows int64) {
-	c.mu.Lock()
-	if hi == nil {
-		c.done = true
-	} else {
-		c.watermark = hi
-	}
-	c.mu.Unlock()
-	c.copied.Add(rows)
-}
-
 func (c *Copier) throttle(ctx context.Context) error {
 	if c.wait == nil {
 		return nil
@@ -285,14 +311,15 @@ func (c *Copier) ChunkSize() int64 { return c.chunks.Size() }
 // LockTime is the total time spent holding the source (the time writers may have waited on us).
 func (c *Copier) LockTime() time.Duration { return time.Duration(c.lockTime.Load()) }
 
-// Watermark is the key of the last row written (nil before the first chunk), for resume.
+// Watermark is the key up to which every row is written (nil before the first chunk), for resume.
 func (c *Copier) Watermark() []any {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.watermark
 }
 
-// Ahead reports whether the copy is certain to read key later, after any change made to it now.
+// Ahead reports whether the copy is certain to read key later, after any change made to it now
+// (progress.go).
 // Only single integer keys are compared, because Go cannot reproduce string collations: other keys
 // are never ahead. Callers hold the Order exclusively, so no chunk is between read and write.
 func (c *Copier) Ahead(key []any) bool {
@@ -301,12 +328,12 @@ func (c *Copier) Ahead(key []any) bool {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.done {
+	if c.lastBegan {
 		return false
 	}
-	if c.watermark == nil {
+	if c.frontier == nil {
 		return true
 	}
-	cmp, ok := compareInts(key[0], c.watermark[0])
+	cmp, ok := compareInts(key[0], c.frontier[0])
 	return ok && cmp > 0
 }

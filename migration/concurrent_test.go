@@ -206,16 +206,23 @@ func TestConcurrentWritersDuringCopyAndCutover(t *testing.T) {
 		clientSide bool
 		stage      copier.StagePolicy
 		release    verify.Release
+		parallel   bool // two chunks in flight throughout, writers or not
 	}{
-		{"server-side", false, copier.StageContended, verify.ReleaseNever},
+		{"server-side", false, copier.StageContended, verify.ReleaseNever, false},
 		// The staged copy's variant also lets the source go before the target's checksum.
-		{"staged", false, copier.StageAlways, verify.ReleaseAlways},
-		{"client-side", true, copier.StageContended, verify.ReleaseContended},
+		{"staged", false, copier.StageAlways, verify.ReleaseAlways, false},
+		{"client-side", true, copier.StageContended, verify.ReleaseContended, false},
+		{"parallel", false, copier.StageContended, verify.ReleaseContended, true},
 	} {
 		t.Run(v.name, func(t *testing.T) {
 			logs := &logLines{}
 			concurrentWriters(t, srv, func(o *Options) {
 				o.ClientSide, o.stage, o.verifyRelease, o.Logger = v.clientSide, v.stage, v.release, logs.logger()
+				if v.parallel {
+					// Every other chunk starts late, so the next one finishes first and replay
+					// meets chunks written past one not yet begun (copier/progress.go).
+					o.CopyWorkers, o.alwaysParallel, o.overtakeDelay = 2, true, 30*time.Millisecond
+				}
 				if v.release == verify.ReleaseAlways {
 					// Writes land in the pause; were replay not held, the target would move on
 					// past the source's checksum and chunks would differ (repairs fail the test).
@@ -229,6 +236,9 @@ func TestConcurrentWritersDuringCopyAndCutover(t *testing.T) {
 			t.Logf("%s chunks staged", m[1])
 			if v.stage == copier.StageAlways && m[1] == "0" {
 				t.Fatal("no chunk was staged")
+			}
+			if v.parallel && !strings.Contains(logs.String(), "workers=2") {
+				t.Fatal("the copy did not run two workers")
 			}
 		})
 	}

@@ -32,6 +32,9 @@ type Options struct {
 	DryRun     bool
 	ChunkTime  time.Duration
 	ClientSide bool // see copier.Config.ClientSide
+	// CopyWorkers is how many chunks are copied at once while nobody waits for the table; 0
+	// chooses (copyWorkers).
+	CopyWorkers int
 	// Capture is how changes are captured: plan.CaptureAuto (""), CaptureBinlog or CaptureTriggers.
 	Capture     string
 	Cutover     cutover.Config
@@ -85,6 +88,8 @@ type Options struct {
 	idleChunkTime  time.Duration // copier.Pace.IdleChunkTime, to keep a test's copy slow
 	replayDelay    time.Duration // shadow.Config.ApplyDelay, to keep replay behind
 	stage          copier.StagePolicy
+	alwaysParallel bool          // copier.Config.AlwaysParallel
+	overtakeDelay  time.Duration // copier.Config.OvertakeDelay
 	verifyRelease  verify.Release
 	verifyHold     time.Duration // shadow.Config.VerifyHoldDelay
 }

@@ -137,15 +137,43 @@ func (m *migrator) copyRows(ctx context.Context) error {
 	}
 	start := time.Now()
 	cfg := copier.Config{Pace: copier.Pace{ChunkTime: m.opts.ChunkTime, IdleChunkTime: m.opts.idleChunkTime}, ClientSide: m.opts.ClientSide,
-		Stage: m.opts.stage}
+		Stage: m.opts.stage, Workers: m.copyWorkers(), AlwaysParallel: m.opts.alwaysParallel,
+		OvertakeDelay: m.opts.overtakeDelay}
 	if err := m.pipe.Copy(ctx, resumeAfter, m.copyWaiter(thr), cfg); err != nil {
 		return m.coded(err)
 	}
 	pr := m.pipe.Progress()
 	m.res.CopyTime, m.res.CopyLockTime, m.res.RowsCopied = time.Since(start), pr.CopyLockTime, pr.RowsCopied
 	m.log.Info("copied", "rows", pr.RowsCopied, "took", m.res.CopyTime.Round(time.Millisecond), "source_reads", pr.CopyLockTime.Round(time.Millisecond),
-		"staged_chunks", pr.StagedChunks)
+		"staged_chunks", pr.StagedChunks, "workers", cfg.Workers)
 	return nil
+}
+
+// DefaultCopyWorkers is how many chunks are copied at once while nobody waits for the table,
+// where InnoDB lets them run in parallel. On 2 cores, 1M rows, idle: the copy took 2.0 s with two
+// and 3.3 s with one (docs/how-it-works.md, "The copy").
+const DefaultCopyWorkers = 2
+
+// copyWorkers is Options.CopyWorkers, or when 0, DefaultCopyWorkers unless the shadow's inserts
+// would run one after another anyway. Into a table with an AUTO_INCREMENT column they do on
+// MariaDB 10.11 whatever innodb_autoinc_lock_mode says: two INSERT ... SELECT over the halves of
+// 1M rows took 2.89 s with lock mode 1 (a table-level AUTO-INC lock to each statement's end),
+// 3.05 s with mode 2, 3.13 s for one statement, 1.89 s into the same table without
+// AUTO_INCREMENT. A client-side copy reads and writes one chunk at a time.
+func (m *migrator) copyWorkers() int {
+	if m.opts.CopyWorkers > 0 {
+		return m.opts.CopyWorkers
+	}
+	if m.opts.ClientSide {
+		return 1
+	}
+	for _, c := range m.ti.CopyColumns() {
+		if c.AutoIncrement() {
+			m.log.Info("copying one chunk at a time: InnoDB writes chunks into a table with an AUTO_INCREMENT column one after another", "column", c.Name)
+			return 1
+		}
+	}
+	return DefaultCopyWorkers
 }
 
 // buildIndexes adds the deferred secondary indexes once the shadow has caught up with everything

@@ -114,7 +114,8 @@ func Open(ctx context.Context, cfg Config) (p *Pipeline, err error) {
 	if p.reader, err = dbconn.OpenRowReader(ctx, cfg.Conn, "", 2); err != nil {
 		return nil, err
 	}
-	if p.writer, err = dbconn.OpenRowWriter(ctx, cfg.Conn, "", 4); err != nil {
+	// The copy's chunks (copier.Config.Workers), its bound and lock-wait queries, and its stage.
+	if p.writer, err = dbconn.OpenRowWriter(ctx, cfg.Conn, "", 6); err != nil {
 		return nil, err
 	}
 	if cfg.Mode == Triggers {

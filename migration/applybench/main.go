@@ -40,6 +40,7 @@ func main() {
 	flag.StringVar(&extraApplyArgs, "apply-args", "", "extra arguments for enginemig apply, space separated (e.g. \"--chunk-time 50ms\")")
 	flag.StringVar(&binlogFormat, "binlog-format", "ROW", "the sandbox's binlog: ROW, STATEMENT, MIXED or OFF (apply's --capture auto then chooses triggers)")
 	flag.BoolVar(&withPTOSC, "pt-osc", false, "also measure pt-online-schema-change --alter ENGINE=InnoDB under the same load")
+	flag.BoolVar(&noAutoInc, "no-autoinc", false, "seed the table without AUTO_INCREMENT on its key (copy chunks can then run in parallel: copier/parallel.go)")
 	flag.BoolVar(&costOnly, "capture-cost", false, "only measure what trigger capture adds to a single-row UPDATE, then exit")
 	flag.Parse()
 	ctx := context.Background()
@@ -60,7 +61,11 @@ func seed(db *sql.DB, name string, rows int) error {
 	if _, err := db.Exec("DROP TABLE IF EXISTS " + name + ", _" + name + "_old, _" + name + "_new"); err != nil {
 		return err
 	}
-	if _, err := db.Exec(fmt.Sprintf(ddl, name)); err != nil {
+	create := fmt.Sprintf(ddl, name)
+	if noAutoInc {
+		create = strings.Replace(create, " AUTO_INCREMENT", "", 1)
+	}
+	if _, err := db.Exec(create); err != nil {
 		return err
 	}
 	_, err := db.Exec(fmt.Sprintf(`INSERT INTO %s (id, player, coins, level, score, name)
@@ -227,7 +232,7 @@ type applyResult struct {
 }
 
 var extraApplyArgs, serverArgs, binlogFormat string
-var withPTOSC, costOnly bool
+var withPTOSC, costOnly, noAutoInc bool
 
 // ptOSC stands for pt-online-schema-change in a build list.
 const ptOSC = "pt-online-schema-change"

@@ -1,0 +1,98 @@
+package copier
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/enginemig/enginemig/table"
+)
+
+// Parallel chunks. While nobody waits for the table, up to Config.Workers chunks are copied at
+// once, each one direct REPLACE ... SELECT over its own key range: MyISAM read locks are shared,
+// and InnoDB inserts into disjoint key ranges do not meet. As soon as a chunk is prepared with
+// other clients waiting (Chunker.Target), the chunks in flight finish and the copy goes on with
+// one, staged and resting (copyAlone). Each chunk holds the Order from before its read until it
+// is written, as a single one does; progress.go keeps Ahead and the resume watermark right when
+// chunks finish out of order.
+//
+// Measured on MariaDB 10.11, 2 cores, 1M rows (six columns): two INSERT ... SELECT statements over
+// the two halves of the key took 1.68 s against 2.84 s for one, but 2.89 s when the target has an
+// AUTO_INCREMENT column and innodb_autoinc_lock_mode is 1 (MariaDB's default): InnoDB then holds a
+// table-level AUTO-INC lock for the whole of every INSERT ... SELECT, even one that supplies every
+// value, and the chunks run one after another. The caller chooses Workers accordingly.
+
+// workers runs parallel chunks in an errgroup that fails together; it is started at the first
+// parallel chunk and waited for before a chunk that must run alone.
+type workers struct {
+	parent context.Context
+	limit  int
+	g      *errgroup.Group
+	ctx    context.Context
+}
+
+func newWorkers(ctx context.Context, limit int) *workers {
+	return &workers{parent: ctx, limit: max(limit, 1)}
+}
+
+// run starts fn, once fewer than limit chunks are in flight.
+func (w *workers) run(fn func(ctx context.Context) error) {
+	if w.g == nil {
+		w.g, w.ctx = errgroup.WithContext(w.parent)
+		w.g.SetLimit(w.limit)
+	}
+	w.g.Go(func() error { return fn(w.ctx) })
+}
+
+// context ends when the copy's does or when a chunk in flight fails.
+func (w *workers) context() context.Context {
+	if w.g == nil {
+		return w.parent
+	}
+	return w.ctx
+}
+
+// wait returns once no chunk is in flight, with the first error of those that were.
+func (w *workers) wait() error {
+	if w.g == nil {
+		return nil
+	}
+	err := w.g.Wait()
+	w.g = nil
+	return err
+}
+
+// alongside reports whether plan's chunk may run beside others.
+func (c *Copier) alongside(plan chunkPlan) bool {
+	return c.cfg.Workers > 1 && (!plan.contended || c.cfg.AlwaysParallel)
+}
+
+// copyAlongside copies chunk seq, r, directly, while other chunks may be in flight.
+func (c *Copier) copyAlongside(ctx context.Context, r table.Range, plan chunkPlan, seq int) error {
+	if seq%2 == 1 {
+		if err := Sleep(ctx, c.cfg.OvertakeDelay); err != nil {
+			return err
+		}
+	}
+	end := c.order.BeginChunk()
+	defer end()
+	c.began(seq, r.Hi)
+	query, args := c.q.CopyRange(r, c.cfg.Mode)
+	start := time.Now()
+	res, err := c.writer.ExecContext(ctx, query, args...)
+	if err != nil {
+		return fmt.Errorf("copy: chunk after %v: %w", r.Lo, err)
+	}
+	held := time.Since(start)
+	c.lockTime.Add(int64(held))
+	n := int64(plan.size)
+	if r.Hi == nil {
+		n, _ = res.RowsAffected()
+	} else {
+		c.chunks.Took(plan.size, plan.size, held, plan.target)
+	}
+	c.finished(seq, r.Hi, n)
+	return nil
+}
