@@ -28,13 +28,15 @@ type crashCase struct {
 	name      string
 	afterRows int64
 	stage     Stage
+	parallel  bool // two chunks in flight, every other one overtaken
 }
 
 var crashCases = []crashCase{
-	{"during copy", 15000, ""},
-	{"at index build", 0, StageIndexes},
-	{"during verify", 0, StageVerify},
-	{"at cut-over", 0, StageCutover},
+	{"during copy", 15000, "", false},
+	{"at index build", 0, StageIndexes, false},
+	{"during verify", 0, StageVerify, false},
+	{"at cut-over", 0, StageCutover, false},
+	{"during a parallel copy", 15000, "", true},
 }
 
 func resumeAfterCrash(t *testing.T, srv *sandbox.Server, cases []crashCase) {
@@ -53,6 +55,9 @@ func resumeAfterCrash(t *testing.T, srv *sandbox.Server, cases []crashCase) {
 			opts.ChunkTime = 2 * time.Millisecond
 			opts.ProgressEvery, opts.saveEvery = 50*time.Millisecond, 50*time.Millisecond
 			opts.crashAfterRows, opts.crashAtStage = c.afterRows, c.stage
+			if c.parallel {
+				opts.CopyWorkers, opts.alwaysParallel, opts.overtakeDelay = 2, true, 30*time.Millisecond
+			}
 			opts.Logger = logs.logger()
 			_, err := Run(context.Background(), db, opts)
 			if !errors.Is(err, errSimulatedCrash) {

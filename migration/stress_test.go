@@ -80,8 +80,12 @@ func stressOnce(t *testing.T, seed uint64) (acked, reads int64, checked int) {
 	if crash {
 		opts.crashAfterRows = int64(1000 + r.IntN(cfg.Writers*cfg.RowsPerWriter/2))
 	}
-	t.Logf("seed %d: %d writers x %d rows, pause %s, chunk %s, client-side %v, stage policy %d, verify release %d, crash after %d rows",
-		seed, cfg.Writers, cfg.RowsPerWriter, cfg.Pause, opts.ChunkTime, opts.ClientSide, opts.stage, opts.verifyRelease, opts.crashAfterRows)
+	if !opts.ClientSide && r.IntN(2) == 0 { // two chunks in flight throughout, some overtaken
+		opts.CopyWorkers, opts.alwaysParallel, opts.overtakeDelay = 2, true, time.Duration(r.IntN(3))*10*time.Millisecond
+	}
+	t.Logf("seed %d: %d writers x %d rows, pause %s, chunk %s, client-side %v, stage policy %d, verify release %d, crash after %d rows, copy workers %d (overtaken by %s)",
+		seed, cfg.Writers, cfg.RowsPerWriter, cfg.Pause, opts.ChunkTime, opts.ClientSide, opts.stage, opts.verifyRelease, opts.crashAfterRows,
+		max(opts.CopyWorkers, 1), opts.overtakeDelay)
 	stop := l.Start()
 	defer stop()
 	time.Sleep(time.Duration(r.IntN(200)) * time.Millisecond)

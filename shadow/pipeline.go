@@ -169,6 +169,7 @@ func (p *Pipeline) Do(ctx context.Context, fn func(ctx context.Context) error) e
 func (p *Pipeline) Copy(ctx context.Context, resumeAfter []any, wait copier.Waiter, cfg copier.Config) error {
 	cfg.Mode = p.capture.CopyMode()
 	cfg.Logger = p.cfg.Logger
+	p.writer.SetMaxOpenConns(max(6, cfg.Workers+3)) // see Open
 	c := copier.New(p.reader, p.writer, p.q, &p.order, wait, cfg, resumeAfter)
 	p.order.copy.Store(c)
 	return p.Do(ctx, c.Run)

@@ -143,6 +143,10 @@ func reportApply(c *cli.Context, planRun bool, results []*migration.Result, summ
 	return err
 }
 
+// maxCopyWorkers bounds --copy-workers: each worker is a connection and, while nobody waits for
+// the table, a share of the server's cores.
+const maxCopyWorkers = 8
+
 // applyOptions turns the flags into one table's migration options.
 func applyOptions(c *cli.Context, conn dbconn.Config, tg target, gates map[migration.Point]bool, gateCfg bench.GateConfig) (migration.Options, error) {
 	opts := migration.Options{
@@ -165,6 +169,10 @@ func applyOptions(c *cli.Context, conn dbconn.Config, tg target, gates map[migra
 	}
 	if opts.LockTimeout <= 0 {
 		return opts, outcome.New(outcome.Usage, errors.New("--lock-timeout must be positive"), "e.g. --lock-timeout 30s")
+	}
+	if opts.CopyWorkers < 0 || opts.CopyWorkers > maxCopyWorkers {
+		return opts, outcome.New(outcome.Usage, fmt.Errorf("--copy-workers %d is out of range", opts.CopyWorkers),
+			fmt.Sprintf("give 1 to %d, or 0 to let apply choose", maxCopyWorkers))
 	}
 	for _, r := range c.StringSlice("replica") {
 		rc, err := replicaConfig(conn, r)

@@ -237,6 +237,11 @@ func TestApplyCommand(t *testing.T) {
 		if _, code := apply("--database", schema, "--table", "players", "--gate", "sometimes"); code != outcome.Usage {
 			t.Fatalf("bad gate: exit %d", code)
 		}
+		for _, n := range []string{"-1", "9"} {
+			if out, code := apply("--database", schema, "--table", "players", "--copy-workers", n); code != outcome.Usage {
+				t.Fatalf("--copy-workers %s: exit %d\n%s", n, code, out)
+			}
+		}
 		for _, cmd := range []string{"rollback", "cleanup", "bench"} {
 			if _, code := runCLI(t, append(append([]string{cmd}, conn...), "--database", schema)...); code != outcome.Usage {
 				t.Fatalf("%s without --table: exit %d", cmd, code)
