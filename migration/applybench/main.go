@@ -61,6 +61,7 @@ func seed(db *sql.DB, name string, rows int) error {
 	if _, err := db.Exec("DROP TABLE IF EXISTS " + name + ", _" + name + "_old, _" + name + "_new"); err != nil {
 		return err
 	}
+	nextID.Store(int64(rows))
 	create := fmt.Sprintf(ddl, name)
 	if noAutoInc {
 		create = strings.Replace(create, " AUTO_INCREMENT", "", 1)
@@ -234,6 +235,9 @@ type applyResult struct {
 var extraApplyArgs, serverArgs, binlogFormat string
 var withPTOSC, costOnly, noAutoInc bool
 
+// nextID is the last key the seed or the load's INSERTs used, for a table without AUTO_INCREMENT.
+var nextID atomic.Int64
+
 // ptOSC stands for pt-online-schema-change in a build list.
 const ptOSC = "pt-online-schema-change"
 
@@ -384,6 +388,11 @@ func query(ctx context.Context, db *sql.DB, r *rand.Rand, op bench.Op, id int) e
 		_, err := db.ExecContext(ctx, "UPDATE state SET coins = coins + 1 WHERE id = ?", id)
 		return err
 	case bench.OpInsert:
+		if noAutoInc { // the application picks the key itself
+			_, err := db.ExecContext(ctx, "INSERT INTO state (id, player, coins, level, score, name) VALUES (?, ?, 0, 1, 0, 'new')",
+				nextID.Add(1), r.IntN(100000))
+			return err
+		}
 		_, err := db.ExecContext(ctx, "INSERT INTO state (player, coins, level, score, name) VALUES (?, 0, 1, 0, 'new')", r.IntN(100000))
 		return err
 	}
