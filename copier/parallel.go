@@ -20,9 +20,8 @@ import (
 //
 // Measured on MariaDB 10.11, 2 cores, 1M rows (six columns): two INSERT ... SELECT statements over
 // the two halves of the key took 1.68 s against 2.84 s for one, but 2.89 s when the target has an
-// AUTO_INCREMENT column and innodb_autoinc_lock_mode is 1 (MariaDB's default): InnoDB then holds a
-// table-level AUTO-INC lock for the whole of every INSERT ... SELECT, even one that supplies every
-// value, and the chunks run one after another. The caller chooses Workers accordingly.
+// AUTO_INCREMENT column: the chunks then run one after another, even though they supply every
+// value (migration.copyWorkers has the figures per server). The caller chooses Workers.
 
 // workers runs parallel chunks in an errgroup that fails together; it is started at the first
 // parallel chunk and waited for before a chunk that must run alone.
