@@ -126,6 +126,7 @@ type Result struct {
 	ReplayEvents  int64              `json:"replay_events"`
 	CopyTime      time.Duration      `json:"copy_ns"`
 	CopyLockTime  time.Duration      `json:"copy_source_read_ns"`
+	CopyWorkers   int                `json:"copy_workers"` // at most this many chunks at once (copyWorkers)
 	IndexTime     time.Duration      `json:"index_build_ns"`
 	TotalTime     time.Duration      `json:"total_ns"`
 	Cutover       *cutover.Result    `json:"cutover,omitempty"`

@@ -144,7 +144,7 @@ func (m *migrator) copyRows(ctx context.Context) error {
 		return m.coded(err)
 	}
 	pr := m.pipe.Progress()
-	m.res.CopyTime, m.res.CopyLockTime, m.res.RowsCopied = time.Since(start), pr.CopyLockTime, pr.RowsCopied
+	m.res.CopyTime, m.res.CopyLockTime, m.res.RowsCopied, m.res.CopyWorkers = time.Since(start), pr.CopyLockTime, pr.RowsCopied, max(cfg.Workers, 1)
 	m.log.Info("copied", "rows", pr.RowsCopied, "took", m.res.CopyTime.Round(time.Millisecond), "source_reads", pr.CopyLockTime.Round(time.Millisecond),
 		"staged_chunks", pr.StagedChunks, "workers", cfg.Workers)
 	return nil

@@ -2,6 +2,7 @@ package migration
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -31,11 +32,12 @@ func TestCopyWorkersFollowTheServer(t *testing.T) {
 		logs := &logLines{}
 		opts := testOptions(srv, schema, c.table)
 		opts.Logger, opts.CopyWorkers = logs.logger(), c.force
-		if _, err := Run(context.Background(), db, opts); err != nil {
+		res, err := Run(context.Background(), db, opts)
+		if err != nil {
 			t.Fatalf("%s: %v", c.table, err)
 		}
-		if !strings.Contains(logs.String(), "workers="+c.want) {
-			t.Errorf("%s: want workers=%s in the log:\n%s", c.table, c.want, logs.String())
+		if got := strconv.Itoa(res.CopyWorkers); got != c.want || !strings.Contains(logs.String(), "workers="+c.want) {
+			t.Errorf("%s: copy_workers %s, want %s (also in the log):\n%s", c.table, got, c.want, logs.String())
 		}
 		if said := strings.Contains(logs.String(), "copying one chunk at a time"); said != (c.want == "1") {
 			t.Errorf("%s: the log says why one worker: %v, want %v", c.table, said, c.want == "1")
