@@ -42,7 +42,7 @@ func applyCommand() *cli.Command {
 			&cli.BoolFlag{Name: "skip-verify", Usage: "skip the chunk-by-chunk checksum comparison of source and shadow before the cut-over (on by default)"},
 			captureFlag(),
 			&cli.IntFlag{Name: "copy-workers", Usage: "chunks copied at once while no other client waits for the table (one as soon as one does); 0 chooses: " +
-				"2, or 1 where InnoDB would run them one after another anyway (an AUTO_INCREMENT column with innodb_autoinc_lock_mode below 2)"},
+				"2, or 1 where InnoDB would write them one after another anyway (a table with an AUTO_INCREMENT column on MariaDB, or on MySQL with innodb_autoinc_lock_mode below 2)"},
 			&cli.BoolFlag{Name: "client-side-copy", Usage: "copy by reading rows into enginemig and writing them back (holds the source lock only for reads, but is several times slower) instead of one REPLACE ... SELECT per chunk"},
 			&cli.DurationFlag{Name: "cutover-lock-wait", Value: def.LockWait, Usage: "how long one cut-over attempt may wait for the table lock (the application's worst stall for a failed attempt)"},
 			&cli.DurationFlag{Name: "cutover-catch-up", Value: def.CatchUp, Usage: "how long the table may stay locked while replay applies the last changes"},
