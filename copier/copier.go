@@ -128,7 +128,10 @@ func (c *Copier) runServerSide(ctx context.Context, lo []any) error {
 			err = c.throttle(par.context())
 		}
 		if err != nil {
-			return errors.Join(err, par.wait())
+			if werr := par.wait(); werr != nil {
+				return werr // a chunk failed: err is then only the canceled context's echo
+			}
+			return err
 		}
 		plan := next
 		if c.alongside(plan) {
