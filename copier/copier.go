@@ -79,14 +79,14 @@ type Copier struct {
 	stage   *sql.Conn // the session holding the stage table (staged.go); nil before the first
 	noStage bool      // the stage could not be created: copy directly
 
-	mu         sync.Mutex // guards what follows (progress.go)
-	handedOut  int        // chunks numbered so far
-	furthest   int        // the highest-numbered chunk that began
-	frontier   []any      // the end of chunk furthest (Ahead); resumeAfter before any
-	lastBegan  bool       // the chunk that reads to the end of the table began
-	contiguous int        // chunks 1..contiguous are all written
-	finishedAt map[int]chunkEnd
-	watermark  []any // the end of chunk contiguous (resume); resumeAfter before any
+	mu         sync.Mutex    // guards what follows (progress.go)
+	handedOut  int           // chunks numbered so far
+	furthest   int           // the highest-numbered chunk that began
+	frontier   []any         // the end of chunk furthest (Ahead); resumeAfter before any
+	lastBegan  bool          // the chunk that reads to the end of the table began
+	contiguous int           // chunks 1..contiguous are all written
+	finishedAt map[int][]any // ends of chunks written past chunk contiguous+1, by number
+	watermark  []any         // the end of chunk contiguous (resume); resumeAfter before any
 }
 
 // New prepares a copy along q that starts after the key resumeAfter (nil: at the start). reader
@@ -248,13 +248,22 @@ func (c *Copier) copyChunk(ctx context.Context, r table.Range, contended bool, r
 			return ch, err
 		}
 	}
+	ch, err := c.copyDirect(ctx, r)
+	if err == nil {
+		released(ch.held)
+	}
+	return ch, err
+}
+
+// copyDirect copies r in one REPLACE ... SELECT (or INSERT IGNORE), which holds the source for
+// its whole run.
+func (c *Copier) copyDirect(ctx context.Context, r table.Range) (chunkCopy, error) {
 	query, args := c.q.CopyRange(r, c.cfg.Mode)
 	start := time.Now()
 	res, err := c.writer.ExecContext(ctx, query, args...)
 	ch := chunkCopy{held: time.Since(start)}
 	if err == nil {
 		ch.rows, _ = res.RowsAffected() // REPLACE counts a replaced row twice; fine for progress
-		released(ch.held)
 	}
 	return ch, err
 }

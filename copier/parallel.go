@@ -3,7 +3,6 @@ package copier
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"golang.org/x/sync/errgroup"
 
@@ -78,19 +77,16 @@ func (c *Copier) copyAlongside(ctx context.Context, r table.Range, plan chunkPla
 	end := c.order.BeginChunk()
 	defer end()
 	c.began(seq, r.Hi)
-	query, args := c.q.CopyRange(r, c.cfg.Mode)
-	start := time.Now()
-	res, err := c.writer.ExecContext(ctx, query, args...)
+	ch, err := c.copyDirect(ctx, r)
 	if err != nil {
 		return fmt.Errorf("copy: chunk after %v: %w", r.Lo, err)
 	}
-	held := time.Since(start)
-	c.lockTime.Add(int64(held))
+	c.lockTime.Add(int64(ch.held))
 	n := int64(plan.size)
 	if r.Hi == nil {
-		n, _ = res.RowsAffected()
+		n = ch.rows
 	} else {
-		c.chunks.Took(plan.size, plan.size, held, plan.target)
+		c.chunks.Took(plan.size, plan.size, ch.held, plan.target)
 	}
 	c.finished(seq, r.Hi, n)
 	return nil

@@ -42,25 +42,23 @@ func (c *Copier) began(seq int, hi []any) {
 func (c *Copier) finished(seq int, hi []any, rows int64) {
 	c.mu.Lock()
 	if c.finishedAt == nil {
-		c.finishedAt = map[int]chunkEnd{}
+		c.finishedAt = map[int][]any{}
 	}
-	c.finishedAt[seq] = chunkEnd{hi}
+	c.finishedAt[seq] = hi
 	for {
-		e, ok := c.finishedAt[c.contiguous+1]
+		end, ok := c.finishedAt[c.contiguous+1]
 		if !ok {
 			break
 		}
 		delete(c.finishedAt, c.contiguous+1)
 		c.contiguous++
-		if e.hi != nil {
-			c.watermark = e.hi
+		if end != nil {
+			c.watermark = end
 		}
 	}
 	c.mu.Unlock()
 	c.copied.Add(rows)
 }
-
-type chunkEnd struct{ hi []any }
 
 // written records a chunk copied on its own, read and written in one step, up to hi (nil: the
 // copy is complete).

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/enginemig/enginemig/binlog"
@@ -175,7 +174,7 @@ func (m *migrator) copyWorkers(ctx context.Context) int {
 			continue
 		}
 		var mode int
-		if !strings.Contains(strings.ToLower(m.version), "mariadb") {
+		if !binlog.MariaDB(m.version) {
 			if err := m.db.QueryRowContext(ctx, "SELECT @@innodb_autoinc_lock_mode").Scan(&mode); err == nil && mode == 2 {
 				return DefaultCopyWorkers
 			}

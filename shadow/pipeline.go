@@ -114,8 +114,7 @@ func Open(ctx context.Context, cfg Config) (p *Pipeline, err error) {
 	if p.reader, err = dbconn.OpenRowReader(ctx, cfg.Conn, "", 2); err != nil {
 		return nil, err
 	}
-	// The copy's chunks (copier.Config.Workers), its bound and lock-wait queries, and its stage.
-	if p.writer, err = dbconn.OpenRowWriter(ctx, cfg.Conn, "", 6); err != nil {
+	if p.writer, err = dbconn.OpenRowWriter(ctx, cfg.Conn, "", writerConns(1)); err != nil {
 		return nil, err
 	}
 	if cfg.Mode == Triggers {
@@ -164,12 +163,17 @@ func (p *Pipeline) Do(ctx context.Context, fn func(ctx context.Context) error) e
 	return err
 }
 
+// writerConns sizes the writer pool for a copy of workers chunks at once: the chunks, the copy's
+// bound and lock-wait queries, its stage session, replay (or trigger capture's syncs) and
+// verification's chunk bounds.
+func writerConns(workers int) int { return max(workers, 2) + 4 }
+
 // Copy copies the source from the row after resumeAfter (nil: from the start), pausing for wait
 // (may be nil) before each chunk. Progress reports the copier's counters.
 func (p *Pipeline) Copy(ctx context.Context, resumeAfter []any, wait copier.Waiter, cfg copier.Config) error {
 	cfg.Mode = p.capture.CopyMode()
 	cfg.Logger = p.cfg.Logger
-	p.writer.SetMaxOpenConns(max(6, cfg.Workers+3)) // see Open
+	p.writer.SetMaxOpenConns(writerConns(cfg.Workers))
 	c := copier.New(p.reader, p.writer, p.q, &p.order, wait, cfg, resumeAfter)
 	p.order.copy.Store(c)
 	return p.Do(ctx, c.Run)
