@@ -68,3 +68,21 @@ func TestServerLimitDuringCopyFailsCleanly(t *testing.T) {
 		t.Fatalf("original has %d rows", n)
 	}
 }
+
+// A chunk that fails beside another reports its own error: the copy's other work stops with a
+// canceled context, which is only the echo of that failure.
+func TestParallelChunkFailureIsReported(t *testing.T) {
+	s := sandboxtest.ForTest(t, sandbox.Options{ExtraArgs: []string{"--max-binlog-cache-size=65536", "--max-binlog-stmt-cache-size=65536"}})
+	schema, sdb := sandboxtest.FreshDatabase(t, s)
+	sandboxtest.MustExec(t, sdb, "CREATE TABLE t (id INT PRIMARY KEY, v CHAR(200)) ENGINE=MyISAM")
+	for lo := 0; lo < 20000; lo += 100 {
+		sandboxtest.MustExec(t, sdb, fmt.Sprintf("INSERT INTO t SELECT seq, REPEAT('x', 200) FROM seq_%d_to_%d", lo+1, lo+100))
+	}
+	db := openControl(t, s)
+	opts := testOptions(s, schema, "t")
+	opts.CopyWorkers, opts.alwaysParallel = 2, true
+	_, err := Run(context.Background(), db, opts)
+	if err == nil || !strings.Contains(err.Error(), "max_binlog") || strings.Contains(err.Error(), "context canceled") {
+		t.Fatalf("want the chunk's own error, got %v", err)
+	}
+}
