@@ -105,7 +105,8 @@ type Progress struct {
 	Elapsed      time.Duration `json:"elapsed_ns"`
 	// The current stage's own progress: rows copied during copy, rows compared during verify
 	// (0 for the other stages). Done never exceeds Total (TABLE_ROWS is an estimate the copy can
-	// pass); the rate and ETA are the stage's own.
+	// pass); the rate and ETA are the stage's own. While the rate is 0 (the stage's first
+	// report), the ETAs are 0 too and mean unknown.
 	StageDone  int64         `json:"stage_done"`
 	StageTotal int64         `json:"stage_total"`
 	StageRate  float64       `json:"stage_rate"`

@@ -305,9 +305,14 @@ func (d *progressDisplay) update(p migration.Progress) {
 	if p.StageTotal > 0 {
 		pct = 100 * float64(p.StageDone) / float64(p.StageTotal)
 	}
+	// Before the stage has a rate (its first line), an ETA of 0s would read as "about to end".
+	eta, runETA := "unknown", "unknown"
+	if p.StageRate > 0 {
+		eta, runETA = p.StageETA.String(), p.RunETA.String()
+	}
 	fmt.Fprintf(d.w, "%s %s %s: %d/%d %s (%.1f%%), %.0f rows/s, ETA %s (whole run %s), %d changes replayed, %s\n",
 		time.Now().Format("15:04:05"), d.label, p.Stage, p.StageDone, p.StageTotal, unit, pct, p.StageRate,
-		p.StageETA, p.RunETA, p.ReplayEvents, lag)
+		eta, runETA, p.ReplayEvents, lag)
 }
 
 // clear takes the bar off the screen so a log record can be written; the next update redraws it.

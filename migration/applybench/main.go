@@ -292,8 +292,8 @@ func runApply(bin string, port int, table string) (applyResult, error) {
 	return res, nil
 }
 
-// longGap is the write gap applybench itemises (the stall goal is 300 ms).
-const longGap = 150 * time.Millisecond
+// longGap is the write gap applybench itemises (#15: the stall goal is 100 ms).
+const longGap = 80 * time.Millisecond
 
 type loadStats struct {
 	qps         float64
