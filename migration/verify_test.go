@@ -2,8 +2,12 @@ package migration
 
 import (
 	"context"
+	"database/sql"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/enginemig/enginemig/dbconn"
 	"github.com/enginemig/enginemig/sandbox/sandboxtest"
@@ -63,4 +67,117 @@ func verifyRepairs(t *testing.T, index string) {
 	if diff := sameRows(t, db, schema, "ref", "t", []string{"id", "v", "f", "n"}, "id"); diff != "" {
 		t.Fatal(diff)
 	}
+}
+
+// A verification chunk holds the source read-locked while the shadow catches up, and the
+// application's writers wait meanwhile. When replay stalls (here another session holds the shadow
+// READ-locked for 600 ms; in production the index build's last phase takes its metadata lock),
+// the chunk must let the source go after its patience instead of holding the writers for the whole
+// stall (verify.patience), then compare again once the shadow has caught up. Every acknowledged
+// write must still be in the converted table.
+func TestVerifyLetsTheSourceGoWhileTheShadowIsBehind(t *testing.T) {
+	schema, sdb := sandboxtest.FreshDatabase(t, srv)
+	db := openControl(t, srv)
+	const rows = 300000
+	sandboxtest.MustExec(t, sdb, "CREATE TABLE t (id INT NOT NULL PRIMARY KEY, v INT NOT NULL) ENGINE=MyISAM",
+		"INSERT INTO t SELECT seq, 0 FROM "+sandboxtest.Seq(rows))
+	const stall = 600 * time.Millisecond
+	var (
+		acked, failed atomic.Int64
+		mu            sync.Mutex
+		lastWrite     time.Time
+		maxGap        time.Duration
+		measuring     bool
+	)
+	ctx, stopWriters := context.WithCancel(context.Background())
+	var writers sync.WaitGroup
+	for i := 0; i < 4; i++ {
+		writers.Add(1)
+		go func(i int) {
+			defer writers.Done()
+			for n := 0; ctx.Err() == nil; n++ {
+				id := 1 + (n*7919+i*104729)%rows
+				if _, err := db.ExecContext(context.Background(), "UPDATE "+dbconn.QualifiedName(schema, "t")+" SET v = v + 1 WHERE id = ?", id); err != nil {
+					failed.Add(1)
+					continue
+				}
+				acked.Add(1)
+				now := time.Now()
+				mu.Lock()
+				if measuring {
+					maxGap = max(maxGap, now.Sub(lastWrite))
+				}
+				lastWrite = now
+				mu.Unlock()
+			}
+		}(i)
+	}
+	// The stall starts once verification does: holding the shadow earlier would only delay the
+	// catch-up before it.
+	stalled := make(chan error, 1)
+	var once sync.Once
+	opts := testOptions(srv, schema, "t")
+	opts.ChunkTime, opts.ProgressEvery = 2*time.Millisecond, 5*time.Millisecond
+	opts.Progress = func(p Progress) {
+		if p.Stage != StageVerify {
+			return
+		}
+		once.Do(func() {
+			go func() {
+				stalled <- holdShadow(db, dbconn.QualifiedName(schema, "_t_new"), stall, func(on bool) {
+					mu.Lock()
+					measuring, lastWrite = on, time.Now()
+					mu.Unlock()
+				})
+			}()
+		})
+	}
+	res, err := Run(context.Background(), db, opts)
+	stopWriters()
+	writers.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-stalled:
+		if err != nil {
+			t.Fatal(err)
+		}
+	default:
+		t.Fatal("verification ended before the shadow was stalled")
+	}
+	t.Logf("verify: %+v; longest write gap in the stall %s; %d writes", *res.Verify, maxGap, acked.Load())
+	if res.Verify.BehindRetries == 0 {
+		t.Error("no chunk let the source go while the shadow was behind")
+	}
+	if maxGap > stall/2 {
+		t.Errorf("writes waited %s while the shadow was stalled for %s: a chunk held the source through the stall", maxGap, stall)
+	}
+	var sum int64
+	if err := db.QueryRow("SELECT SUM(v) FROM " + dbconn.QualifiedName(schema, "t")).Scan(&sum); err != nil {
+		t.Fatal(err)
+	}
+	if sum != acked.Load() || failed.Load() != 0 {
+		t.Errorf("the converted table holds %d increments; %d writes were acknowledged, %d failed", sum, acked.Load(), failed.Load())
+	}
+}
+
+// holdShadow READ-locks the shadow for d from a session of its own, so that replay cannot write
+// to it; measuring is told when the lock is taken, and 200 ms after it is let go.
+func holdShadow(db *sql.DB, shadow string, d time.Duration, measuring func(bool)) error {
+	conn, err := db.Conn(context.Background())
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(context.Background(), "LOCK TABLES "+shadow+" READ"); err != nil {
+		return err
+	}
+	measuring(true)
+	time.Sleep(d)
+	_, err = conn.ExecContext(context.Background(), "UNLOCK TABLES")
+	// Writes held up by the stall complete only after it: the gap they end must count.
+	time.Sleep(200 * time.Millisecond)
+	measuring(false)
+	return err
 }

@@ -67,6 +67,9 @@ type Result struct {
 	Repaired int           `json:"repaired_chunks"`
 	LockTime time.Duration `json:"lock_ns"`
 	Duration time.Duration `json:"duration_ns"`
+	// BehindRetries counts the times a chunk let the source go because the target was behind
+	// (patience), to be compared again once it had caught up.
+	BehindRetries int `json:"behind_retries"`
 }
 
 // ErrMismatch means a chunk still differed after being recopied.
@@ -74,6 +77,26 @@ var ErrMismatch = errors.New("source and target differ")
 
 // maxRepairs bounds how often one chunk is recopied before verification gives up.
 const maxRepairs = 3
+
+// errBehind: the target had not caught up when the chunk's patience ran out; the source is let go.
+var errBehind = errors.New("the target is behind")
+
+// While the source is locked, the application's writers wait, and the target's catch-up can
+// stall for a reason of its own: the index build beside verification takes the target's metadata
+// lock to finish, and replay waits for it. At 10M rows under a 16-thread load, writes then waited
+// 103-111 ms at the build's end (applybench). So a chunk waits for the target under the lock for
+// at most twice its lock-time goal (never less than minPatience); past that, it lets the source
+// go, waits for the target unlocked (up to behindWait), and compares again. After maxBehind such
+// retries it waits under the lock for up to Config.CatchUp, so a replay that is merely slow
+// cannot keep one chunk from ever being compared.
+const (
+	minPatience = 20 * time.Millisecond
+	maxBehind   = 3
+	behindWait  = time.Minute
+)
+
+// patience is how long a chunk aiming at goal waits under the lock for the target.
+func patience(goal time.Duration) time.Duration { return max(2*goal, minPatience) }
 
 type verifier struct {
 	db     *sql.DB
@@ -120,7 +143,7 @@ func Run(ctx context.Context, db *sql.DB, q *table.SQL, chunks *copier.Chunker, 
 				pending <- nextSpan{n, err}
 			}()
 		}
-		c, cerr := v.chunk(ctx, table.Range{Lo: lo, Hi: sp.hi}, sp.release, released)
+		c, cerr := v.chunk(ctx, table.Range{Lo: lo, Hi: sp.hi}, sp, released)
 		if cerr != nil {
 			if pending != nil {
 				<-pending
@@ -176,6 +199,7 @@ func (r *Result) add(c comparison, rows *atomic.Int64) {
 		rows.Add(c.rows)
 	}
 	r.LockTime += c.held
+	r.BehindRetries += c.behind
 	if c.repaired {
 		r.Repaired++
 	}
@@ -186,20 +210,35 @@ type comparison struct {
 	rows     int64
 	same     bool
 	repaired bool          // the range was recopied (chunk)
+	behind   int           // the source was let go this often because the target was behind
 	sumTime  time.Duration // the checksums' time (the source's alone when released early)
 	held     time.Duration // the source was locked
 	unlocked time.Time     // the source was last unlocked
 }
 
-// chunk verifies one key range, recopying it while it differs. It calls released when the
-// source is first unlocked.
-func (v *verifier) chunk(ctx context.Context, r table.Range, release bool, released func(comparison)) (comparison, error) {
+// chunk verifies one key range, recopying it while it differs, and comparing it again when the
+// target was behind. It calls released when the source is first unlocked.
+func (v *verifier) chunk(ctx context.Context, r table.Range, sp span, released func(comparison)) (comparison, error) {
 	var held time.Duration
-	for attempt := 0; ; attempt++ {
-		c, err := v.compare(ctx, r, release, released)
+	behind := 0
+	for attempt := 0; ; {
+		wait := time.Duration(0) // up to Config.CatchUp
+		if behind < maxBehind {
+			wait = patience(sp.goal)
+		}
+		c, err := v.compare(ctx, r, sp.release, wait, released)
 		released = nil
 		held += c.held
-		c.held, c.repaired = held, attempt > 0
+		c.held, c.repaired, c.behind = held, attempt > 0, behind
+		if errors.Is(err, errBehind) {
+			behind++
+			v.cfg.Logger.Debug("verify: the target is behind; the source is let go until it catches up",
+				"from", fmt.Sprint(r.Lo), "to", fmt.Sprint(r.Hi), "patience", wait)
+			if err := v.waitUnlocked(ctx); err != nil {
+				return c, err
+			}
+			continue
+		}
 		if err != nil || c.same {
 			return c, err
 		}
@@ -210,9 +249,26 @@ func (v *verifier) chunk(ctx context.Context, r table.Range, release bool, relea
 		h, err := v.repair(ctx, r)
 		held += h
 		if err != nil {
-			return comparison{held: held, repaired: true, unlocked: time.Now()}, err
+			return comparison{held: held, repaired: true, behind: behind, unlocked: time.Now()}, err
 		}
+		attempt++
 	}
+}
+
+// waitUnlocked waits, without holding the source, until the target holds every change committed
+// before the call.
+func (v *verifier) waitUnlocked(ctx context.Context) error {
+	conn, err := v.db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	waitCtx, cancel := context.WithTimeout(ctx, behindWait)
+	defer cancel()
+	if _, err := v.target.WaitFor(waitCtx, conn); err != nil {
+		return fmt.Errorf("verify: the target did not catch up within %s, with the source unlocked: %w", behindWait, err)
+	}
+	return nil
 }
 
 // compare checksums the range in source and target at one consistent point: the source is
@@ -226,8 +282,11 @@ func (v *verifier) chunk(ctx context.Context, r table.Range, release bool, relea
 // target's checksum too. Without it, both sides are checksummed at once under the lock, which is
 // quicker overall while nobody waits for the table.
 //
+// The target gets patience (when > 0) to catch up, else Config.CatchUp; past patience, compare
+// returns errBehind.
+//
 // released, when not nil, is called once the source is unlocked (not when locking it failed).
-func (v *verifier) compare(ctx context.Context, r table.Range, release bool, released func(comparison)) (c comparison, err error) {
+func (v *verifier) compare(ctx context.Context, r table.Range, release bool, patience time.Duration, released func(comparison)) (c comparison, err error) {
 	conn, err := v.db.Conn(ctx)
 	if err != nil {
 		return c, err
@@ -262,7 +321,7 @@ func (v *verifier) compare(ctx context.Context, r table.Range, release bool, rel
 		return v.compareInSession(ctx, conn, r)
 	}
 	dstDone := make(chan sum, 1)
-	go func() { dstDone <- v.catchUp(ctx, conn, r, !release) }()
+	go func() { dstDone <- v.catchUp(ctx, r, !release, patience) }()
 	src := v.checksum(ctx, conn, r, false)
 	c.sumTime = src.took
 	dst := <-dstDone
@@ -298,17 +357,26 @@ func (s sum) equal(o sum) bool { return s.err == nil && o.err == nil && s.n == o
 
 // catchUp waits until the target holds every change made before the source was locked, and with
 // checksum, checksums the target's range then. It reads the binlog position on a session of its
-// own (conn is busy with the source's checksum), which shows the same moment: nothing can change
-// the source while conn holds it read-locked.
-func (v *verifier) catchUp(ctx context.Context, conn *sql.Conn, r table.Range, checksum bool) sum {
+// own (the locked one is busy with the source's checksum), which shows the same moment: nothing
+// can change the source while that session holds it read-locked. It waits for patience when
+// that is shorter than Config.CatchUp, and then returns errBehind.
+func (v *verifier) catchUp(ctx context.Context, r table.Range, checksum bool, patience time.Duration) sum {
 	posConn, err := v.db.Conn(ctx)
 	if err != nil {
 		return sum{err: err}
 	}
-	waitCtx, cancel := context.WithTimeout(ctx, v.cfg.CatchUp)
+	limit := v.cfg.CatchUp
+	impatient := patience > 0 && patience < limit
+	if impatient {
+		limit = patience
+	}
+	waitCtx, cancel := context.WithTimeout(ctx, limit)
 	_, err = v.target.WaitFor(waitCtx, posConn)
 	cancel()
 	posConn.Close()
+	if err != nil && impatient && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+		return sum{err: errBehind}
+	}
 	if err != nil {
 		return sum{err: fmt.Errorf("verify: the target did not catch up within %s: %w", v.cfg.CatchUp, err)}
 	}
