@@ -20,7 +20,7 @@ import (
 // Measured on MariaDB 10.11, 2 cores, 1M rows (six columns): two INSERT ... SELECT statements over
 // the two halves of the key took 1.68 s against 2.84 s for one, but 2.89 s when the target has an
 // AUTO_INCREMENT column: the chunks then run one after another, even though they supply every
-// value (migration.copyWorkers has the figures per server). The caller chooses Workers.
+// value (plan.ParallelCopy has the figures per server). The caller chooses Workers.
 
 // workers runs parallel chunks in an errgroup that fails together; it is started at the first
 // parallel chunk and waited for before a chunk that must run alone.

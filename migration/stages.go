@@ -13,6 +13,7 @@ import (
 	"github.com/enginemig/enginemig/dbconn"
 	"github.com/enginemig/enginemig/lockwait"
 	"github.com/enginemig/enginemig/outcome"
+	"github.com/enginemig/enginemig/plan"
 	"github.com/enginemig/enginemig/shadow"
 	"github.com/enginemig/enginemig/table"
 )
@@ -154,14 +155,9 @@ func (m *migrator) copyRows(ctx context.Context) error {
 // and 3.3 s with one (docs/how-it-works.md, "The copy").
 const DefaultCopyWorkers = 2
 
-// copyWorkers is Options.CopyWorkers, or when 0, DefaultCopyWorkers unless the shadow's inserts
-// would run one after another anyway: into a table with an AUTO_INCREMENT column, on MariaDB
-// whatever innodb_autoinc_lock_mode says (each insert latches the index root to keep the counter
-// there), on MySQL unless it is 2 (below that, a table-level AUTO-INC lock lasts to the end of each
-// INSERT ... SELECT). REPLACE ... SELECT over the two halves of 1M rows at once against one
-// statement: MariaDB 10.11 2.89 s (mode 1) and 3.05 s (mode 2) against 3.13 s, 1.89 s without
-// AUTO_INCREMENT; MariaDB 11.8 3.11 s against 3.24 s; MySQL 9.7 (mode 2) 4.03 s against 5.57 s
-// with it, 4.18 s against 5.45 s without. A client-side copy reads and writes one chunk at a time.
+// copyWorkers is Options.CopyWorkers, or when 0, DefaultCopyWorkers where InnoDB lets the
+// shadow's inserts run side by side (plan.ParallelCopy), else 1. A client-side copy reads and
+// writes one chunk at a time.
 func (m *migrator) copyWorkers(ctx context.Context) int {
 	if m.opts.CopyWorkers > 0 {
 		return m.opts.CopyWorkers
@@ -169,18 +165,14 @@ func (m *migrator) copyWorkers(ctx context.Context) int {
 	if m.opts.ClientSide {
 		return 1
 	}
-	for _, c := range m.ti.CopyColumns() {
-		if !c.AutoIncrement() {
-			continue
+	mariaDB, mode := binlog.MariaDB(m.version), int64(0)
+	if !mariaDB {
+		if err := m.db.QueryRowContext(ctx, "SELECT @@innodb_autoinc_lock_mode").Scan(&mode); err != nil {
+			m.log.Debug("innodb_autoinc_lock_mode unread", "error", err)
 		}
-		var mode int
-		if !binlog.MariaDB(m.version) {
-			if err := m.db.QueryRowContext(ctx, "SELECT @@innodb_autoinc_lock_mode").Scan(&mode); err == nil && mode == 2 {
-				return DefaultCopyWorkers
-			}
-		}
-		m.log.Info("copying one chunk at a time: InnoDB writes chunks into a table with an AUTO_INCREMENT column one after another here",
-			"column", c.Name, "server", m.version)
+	}
+	if ok, why := plan.ParallelCopy(mariaDB, mode, m.ti); !ok {
+		m.log.Info("copying one chunk at a time: "+why, "server", m.version)
 		return 1
 	}
 	return DefaultCopyWorkers

@@ -239,3 +239,31 @@ func TestOptionalPrivileges(t *testing.T) {
 		t.Fatalf("all optional grants present, got %+v", got)
 	}
 }
+
+// apply copies two chunks at once unless an AUTO_INCREMENT column makes InnoDB run them one after
+// another (ParallelCopy): on MariaDB in any innodb_autoinc_lock_mode, on MySQL below mode 2.
+func TestParallelCopyFollowsTheAutoIncrementColumn(t *testing.T) {
+	plain := &table.Info{Columns: []table.Column{intCol("id"), intCol("v")}}
+	counted := &table.Info{Columns: []table.Column{{Name: "id", DataType: "int", ColumnType: "int(11)", Extra: "auto_increment"}, intCol("v")}}
+	for _, c := range []struct {
+		name    string
+		mariaDB bool
+		mode    int64
+		info    *table.Info
+		want    bool
+	}{
+		{"plain, MariaDB", true, 1, plain, true},
+		{"plain, MySQL mode 0", false, 0, plain, true},
+		{"AUTO_INCREMENT, MariaDB mode 2", true, 2, counted, false},
+		{"AUTO_INCREMENT, MySQL mode 1", false, 1, counted, false},
+		{"AUTO_INCREMENT, MySQL mode 2", false, 2, counted, true},
+	} {
+		got, why := ParallelCopy(c.mariaDB, c.mode, c.info)
+		if got != c.want || (got == (why != "")) {
+			t.Errorf("%s: parallel %v (%q), want %v and a reason only when not", c.name, got, why, c.want)
+		}
+		if !got && !strings.Contains(why, "(id)") {
+			t.Errorf("%s: the reason %q does not name the column", c.name, why)
+		}
+	}
+}

@@ -271,7 +271,8 @@ func planTable(ctx context.Context, q Querier, compileQ Querier, srv *ServerInfo
 	usable := c.crashed == "" && strings.EqualFold(info.Engine, "MyISAM")
 	if usable {
 		tp.Estimate = estimateSizes(info, srv.VarOn("log_bin"))
-		if err := measureCopy(ctx, q, info, sample, &tp.Estimate); err != nil {
+		parallel, _ := ParallelCopy(srv.MariaDB(), srv.VarInt("innodb_autoinc_lock_mode", 1), info)
+		if err := measureCopy(ctx, q, info, sample, parallel, &tp.Estimate); err != nil {
 			msg, broken := tableOpenError(err)
 			if !broken {
 				return nil, err

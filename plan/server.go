@@ -114,7 +114,7 @@ var serverVariables = []string{
 	"innodb_page_size", "innodb_default_row_format", "sql_require_primary_key", "innodb_force_primary_key",
 	"sql_generate_invisible_primary_key", "ft_min_word_len", "ft_max_word_len", "ft_stopword_file",
 	"innodb_ft_min_token_size", "innodb_ft_max_token_size", "innodb_ft_enable_stopword",
-	"performance_schema", "lower_case_table_names", "read_only", "myisam_use_mmap",
+	"performance_schema", "lower_case_table_names", "read_only", "myisam_use_mmap", "innodb_autoinc_lock_mode",
 }
 
 var serverStatus = []string{"Com_lock_tables", "Com_rollback", "Com_begin", "Com_commit",

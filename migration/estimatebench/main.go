@@ -42,6 +42,7 @@ var shapes = []struct{ name, ddl, seed string }{
 
 func main() {
 	rowsFlag := flag.String("rows", "300000,1000000", "row counts, comma separated (the wide table gets a fifth of each)")
+	flag.IntVar(&copyWorkers, "copy-workers", 0, "apply's --copy-workers (0: as apply chooses; 1 measures the one-chunk ratio on tables plan expects to copy in parallel)")
 	flag.Parse()
 	if err := run(context.Background(), *rowsFlag); err != nil {
 		fmt.Fprintln(os.Stderr, "estimatebench:", err)
@@ -61,7 +62,7 @@ func run(ctx context.Context, rowsFlag string) error {
 		return err
 	}
 	defer db.Close()
-	fmt.Printf("%-9s %9s %8s %8s %9s %8s %8s %8s %8s %7s %7s\n", "table", "rows", "read", "estimate", "copy", "index", "actual", "verify", "total", "act/est", "act/read")
+	fmt.Printf("%-9s %9s %7s %8s %8s %9s %8s %8s %8s %8s %7s %7s\n", "table", "rows", "workers", "read", "estimate", "copy", "index", "actual", "verify", "total", "act/est", "act/read")
 	for _, rs := range strings.Split(rowsFlag, ",") {
 		rows, err := strconv.Atoi(strings.TrimSpace(rs))
 		if err != nil {
@@ -79,6 +80,8 @@ func run(ctx context.Context, rowsFlag string) error {
 	}
 	return nil
 }
+
+var copyWorkers int
 
 func measure(ctx context.Context, db *sql.DB, conn dbconn.Config, name, ddl, seed string, rows int) error {
 	schema := fmt.Sprintf("est_%s_%d", name, rows)
@@ -103,7 +106,7 @@ func measure(ctx context.Context, db *sql.DB, conn dbconn.Config, name, ddl, see
 		return err
 	}
 	read := e.SampleSeconds / float64(e.SampleRows) * float64(e.Rows)
-	res, err := migration.Run(ctx, db, migration.Options{Conn: conn, Schema: schema, Table: name})
+	res, err := migration.Run(ctx, db, migration.Options{Conn: conn, Schema: schema, Table: name, CopyWorkers: copyWorkers})
 	if err != nil {
 		return err
 	}
@@ -112,7 +115,7 @@ func measure(ctx context.Context, db *sql.DB, conn dbconn.Config, name, ddl, see
 	if res.Verify != nil {
 		verify = res.Verify.Duration
 	}
-	fmt.Printf("%-9s %9d %7.2fs %7.2fs %8.2fs %7.2fs %7.2fs %7.2fs %7.2fs %7.2f %7.2f\n", name, e.Rows, read, e.CopySeconds,
+	fmt.Printf("%-9s %9d %7d %7.2fs %7.2fs %8.2fs %7.2fs %7.2fs %7.2fs %7.2fs %7.2f %7.2f\n", name, e.Rows, res.CopyWorkers, read, e.CopySeconds,
 		res.CopyTime.Seconds(), res.IndexTime.Seconds(), actual, verify.Seconds(), res.TotalTime.Seconds(), actual/e.CopySeconds, actual/read)
 	_, err = db.ExecContext(ctx, "DROP DATABASE "+schema)
 	return err
