@@ -362,6 +362,9 @@ func (s *Server) Open(database string) (*sql.DB, error) {
 
 // Stop shuts the server down (SIGTERM, then SIGKILL after 30 s) and removes its directory
 // unless it was given by the caller or Keep is set.
+// Pid is the server process's id, for a benchmark's CPU accounting.
+func (s *Server) Pid() int { return s.cmd.Process.Pid }
+
 func (s *Server) Stop() error {
 	s.shutdown()
 	return s.removeDir()

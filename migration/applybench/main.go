@@ -40,6 +40,7 @@ func main() {
 	flag.StringVar(&extraApplyArgs, "apply-args", "", "extra arguments for enginemig apply, space separated (e.g. \"--chunk-time 50ms\")")
 	flag.StringVar(&binlogFormat, "binlog-format", "ROW", "the sandbox's binlog: ROW, STATEMENT, MIXED or OFF (apply's --capture auto then chooses triggers)")
 	flag.BoolVar(&withPTOSC, "pt-osc", false, "also measure pt-online-schema-change --alter ENGINE=InnoDB under the same load")
+	flag.BoolVar(&loadOnly, "load-only", false, "skip the idle runs")
 	flag.BoolVar(&noAutoInc, "no-autoinc", false, "seed the table without AUTO_INCREMENT on its key (copy chunks can then run in parallel: copier/parallel.go)")
 	flag.BoolVar(&costOnly, "capture-cost", false, "only measure what trigger capture adds to a single-row UPDATE, then exit")
 	flag.Parse()
@@ -97,6 +98,7 @@ func run(ctx context.Context, rows, threads int, share float64, window time.Dura
 		return err
 	}
 	defer srv.Stop()
+	serverPid = srv.Pid()
 	db, err := srv.Open("")
 	if err != nil {
 		return err
@@ -116,8 +118,10 @@ func run(ctx context.Context, rows, threads int, share float64, window time.Dura
 	if withPTOSC {
 		builds = append(builds, build{"pt-osc", ptOSC})
 	}
-	if err := runIdle(db, srv.Port, rows, builds); err != nil || idleOnly {
-		return err
+	if !loadOnly {
+		if err := runIdle(db, srv.Port, rows, builds); err != nil || idleOnly {
+			return err
+		}
 	}
 	var native time.Duration
 	for _, b := range append([]build{{"native", ""}}, builds...) {
@@ -161,12 +165,15 @@ func runIdle(db *sql.DB, port, rows int, builds []build) error {
 			fmt.Printf("  %s %.2fs, ratio %.2fx\n", b.name, took.Seconds(), took.Seconds()/native.Seconds())
 			continue
 		}
+		cpu0, _ := processCPU(serverPid)
 		idle, err := runApply(b.path, port, "state")
 		if err != nil {
 			return err
 		}
-		fmt.Printf("  %s apply %.2fs (copy %.2fs, index build %.2fs, verify %.2fs), ratio %.2fx, enginemig CPU %.2fs, peak RSS %d MiB\n",
-			b.name, idle.wall.Seconds(), idle.copySec, idle.indexSec, idle.verifySec, idle.wall.Seconds()/native.Seconds(), idle.cpu.Seconds(), idle.maxRSSKiB/1024)
+		cpu1, _ := processCPU(serverPid)
+		idleWork[b.name] = cpu1 - cpu0 + idle.cpu
+		fmt.Printf("  %s apply %.2fs (copy %.2fs, index build %.2fs, verify %.2fs), ratio %.2fx, enginemig CPU %.2fs, server CPU %.2fs, peak RSS %d MiB\n",
+			b.name, idle.wall.Seconds(), idle.copySec, idle.indexSec, idle.verifySec, idle.wall.Seconds()/native.Seconds(), idle.cpu.Seconds(), (cpu1 - cpu0).Seconds(), idle.maxRSSKiB/1024)
 	}
 	return nil
 }
@@ -180,7 +187,10 @@ func runLoaded(ctx context.Context, db *sql.DB, port, rows, threads int, share f
 	}
 	capacity := measure(ctx, db, threads, 0, 5*time.Second, rows)
 	rate := capacity.qps * share
+	m0, _ := readMachineCPU()
 	base := measure(ctx, db, threads, rate, window, rows)
+	m1, _ := readMachineCPU()
+	spare := spareCores(m0, m1, numCPU())
 	loadCtx, stop := context.WithCancel(ctx)
 	result := make(chan loadStats, 1)
 	go func() { result <- measure(loadCtx, db, threads, rate, 0, rows) }()
@@ -215,8 +225,13 @@ func runLoaded(ctx context.Context, db *sql.DB, port, rows, threads int, share f
 		fmt.Printf("  %s: write gaps over %s: %s\n", b.name, longGap, strings.Join(during.longGaps, ", "))
 	}
 	if b.path != "" && b.path != ptOSC {
-		fmt.Printf("  %s: copy %.2fs, index build %.2fs, verify %.2fs; %d changes replayed (%.0f/s over the copy), cut-over lock %s, peak RSS %d MiB\n",
-			b.name, ar.copySec, ar.indexSec, ar.verifySec, ar.events, float64(ar.events)/max(ar.copySec, 0.001), ar.lockHeld, ar.maxRSSKiB/1024)
+		fmt.Printf("  %s: copy %.2fs, index build %.2fs, verify %.2fs (%d chunks let the source go while the shadow was behind); %d changes replayed (%.0f/s over the copy), cut-over lock %s, peak RSS %d MiB\n",
+			b.name, ar.copySec, ar.indexSec, ar.verifySec, ar.behindRetries, ar.events, float64(ar.events)/max(ar.copySec, 0.001), ar.lockHeld, ar.maxRSSKiB/1024)
+	}
+	if work, ok := idleWork[b.name]; ok && spare > 0 && native > 0 {
+		floor := work.Seconds() / spare
+		fmt.Printf("  %s: the load left %.2f of %d cores idle; the idle conversion used %.2fs of CPU, so no conversion that leaves the load its cores can take under %.1fs here (%.1fx native's)\n",
+			b.name, spare, numCPU(), work.Seconds(), floor, floor/native.Seconds())
 	}
 	return took, nil
 }
@@ -230,10 +245,17 @@ type applyResult struct {
 	events    int64
 	lockHeld  time.Duration
 	maxRSSKiB int64
+	// behindRetries: verification chunks that let the source go because the shadow was behind.
+	behindRetries int
 }
 
 var extraApplyArgs, serverArgs, binlogFormat string
-var withPTOSC, costOnly, noAutoInc bool
+var withPTOSC, costOnly, noAutoInc, loadOnly bool
+
+// serverPid is the sandbox server's process; idleWork is each build's CPU (server and
+// enginemig) for the idle conversion, which the loaded runs compare with the spare cores.
+var serverPid int
+var idleWork = map[string]time.Duration{}
 
 // nextID is the last key the seed or the load's INSERTs used, for a table without AUTO_INCREMENT.
 var nextID atomic.Int64
@@ -275,7 +297,8 @@ func runApply(bin string, port int, table string) (applyResult, error) {
 			IndexNs int64 `json:"index_build_ns"`
 			Events  int64 `json:"replay_events"`
 			Verify  struct {
-				DurationNs int64 `json:"duration_ns"`
+				DurationNs    int64 `json:"duration_ns"`
+				BehindRetries int   `json:"behind_retries"`
 			} `json:"verify"`
 			Cutover struct {
 				LockHeld int64 `json:"lock_held_ns"`
@@ -287,7 +310,7 @@ func runApply(bin string, port int, table string) (applyResult, error) {
 	}
 	r := summary.Results[0]
 	res.copySec, res.indexSec, res.events = float64(r.CopyNs)/1e9, float64(r.IndexNs)/1e9, r.Events
-	res.verifySec = float64(r.Verify.DurationNs) / 1e9
+	res.verifySec, res.behindRetries = float64(r.Verify.DurationNs)/1e9, r.Verify.BehindRetries
 	res.lockHeld = time.Duration(r.Cutover.LockHeld).Round(time.Millisecond)
 	return res, nil
 }
