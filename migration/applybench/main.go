@@ -228,10 +228,9 @@ func runLoaded(ctx context.Context, db *sql.DB, port, rows, threads int, share f
 		fmt.Printf("  %s: copy %.2fs, index build %.2fs, verify %.2fs (%d chunks let the source go while the shadow was behind); %d changes replayed (%.0f/s over the copy), cut-over lock %s, peak RSS %d MiB\n",
 			b.name, ar.copySec, ar.indexSec, ar.verifySec, ar.behindRetries, ar.events, float64(ar.events)/max(ar.copySec, 0.001), ar.lockHeld, ar.maxRSSKiB/1024)
 	}
-	if work, ok := idleWork[b.name]; ok && spare > 0 && native > 0 {
-		floor := work.Seconds() / spare
-		fmt.Printf("  %s: the load left %.2f of %d cores idle; the idle conversion used %.2fs of CPU, so no conversion that leaves the load its cores can take under %.1fs here (%.1fx native's)\n",
-			b.name, spare, numCPU(), work.Seconds(), floor, floor/native.Seconds())
+	if work, ok := idleWork[b.name]; ok {
+		fmt.Printf("  %s: before the conversion the load (with its generator) kept %.2f of %d cores busy; the idle conversion used %.2fs of CPU (server and enginemig), %.2f cores on average over this conversion\n",
+			b.name, float64(numCPU())-spare, numCPU(), work.Seconds(), work.Seconds()/took.Seconds())
 	}
 	return took, nil
 }
@@ -253,7 +252,7 @@ var extraApplyArgs, serverArgs, binlogFormat string
 var withPTOSC, costOnly, noAutoInc, loadOnly bool
 
 // serverPid is the sandbox server's process; idleWork is each build's CPU (server and
-// enginemig) for the idle conversion, which the loaded runs compare with the spare cores.
+// enginemig) for the idle conversion, which the loaded runs print beside the load's.
 var serverPid int
 var idleWork = map[string]time.Duration{}
 
