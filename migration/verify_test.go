@@ -82,87 +82,97 @@ func TestVerifyLetsTheSourceGoWhileTheShadowIsBehind(t *testing.T) {
 	sandboxtest.MustExec(t, sdb, "CREATE TABLE t (id INT NOT NULL PRIMARY KEY, v INT NOT NULL) ENGINE=MyISAM",
 		"INSERT INTO t SELECT seq, 0 FROM "+sandboxtest.Seq(rows))
 	const stall = 600 * time.Millisecond
-	var (
-		acked, failed atomic.Int64
-		mu            sync.Mutex
-		lastWrite     time.Time
-		maxGap        time.Duration
-		measuring     bool
-	)
-	ctx, stopWriters := context.WithCancel(context.Background())
-	var writers sync.WaitGroup
-	for i := 0; i < 4; i++ {
-		writers.Add(1)
+	w := startIncrements(db, dbconn.QualifiedName(schema, "t"), rows, 4)
+	// The stall starts once verification does: holding the shadow earlier would only delay the
+	// catch-up before it.
+	stalled := make(chan error, 1)
+	var started atomic.Bool
+	opts := testOptions(srv, schema, "t")
+	opts.ChunkTime, opts.ProgressEvery = 2*time.Millisecond, 5*time.Millisecond
+	opts.Progress = func(p Progress) {
+		if p.Stage == StageVerify && started.CompareAndSwap(false, true) {
+			go func() { stalled <- holdShadow(db, dbconn.QualifiedName(schema, "_t_new"), stall, w.measure) }()
+		}
+	}
+	res, err := Run(context.Background(), db, opts)
+	w.stop()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !started.Load() {
+		t.Fatal("verification ended before the shadow was stalled")
+	}
+	if err := <-stalled; err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("verify: %+v; longest write gap in the stall %s; %d writes", *res.Verify, w.maxGap, w.acked.Load())
+	if res.Verify.BehindRetries == 0 {
+		t.Error("no chunk let the source go while the shadow was behind")
+	}
+	if w.maxGap > stall/2 {
+		t.Errorf("writes waited %s while the shadow was stalled for %s: a chunk held the source through the stall", w.maxGap, stall)
+	}
+	var sum int64
+	if err := db.QueryRow("SELECT SUM(v) FROM " + dbconn.QualifiedName(schema, "t")).Scan(&sum); err != nil {
+		t.Fatal(err)
+	}
+	if sum != w.acked.Load() || w.failed.Load() != 0 {
+		t.Errorf("the converted table holds %d increments; %d writes were acknowledged, %d failed", sum, w.acked.Load(), w.failed.Load())
+	}
+}
+
+// increments are writers that add 1 to v of rows of tbl, counting the acknowledged writes and,
+// while measuring, the longest time between two.
+type increments struct {
+	acked, failed atomic.Int64
+	cancel        context.CancelFunc
+	wg            sync.WaitGroup
+	mu            sync.Mutex
+	last          time.Time
+	maxGap        time.Duration
+	measuring     bool
+}
+
+func startIncrements(db *sql.DB, tbl string, rows, writers int) *increments {
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &increments{cancel: cancel}
+	for i := 0; i < writers; i++ {
+		w.wg.Add(1)
 		go func(i int) {
-			defer writers.Done()
+			defer w.wg.Done()
 			for n := 0; ctx.Err() == nil; n++ {
 				id := 1 + (n*7919+i*104729)%rows
-				if _, err := db.ExecContext(context.Background(), "UPDATE "+dbconn.QualifiedName(schema, "t")+" SET v = v + 1 WHERE id = ?", id); err != nil {
-					failed.Add(1)
+				if _, err := db.ExecContext(context.Background(), "UPDATE "+tbl+" SET v = v + 1 WHERE id = ?", id); err != nil {
+					w.failed.Add(1)
 					continue
 				}
-				acked.Add(1)
+				w.acked.Add(1)
 				now := time.Now()
-				mu.Lock()
-				if measuring {
-					maxGap = max(maxGap, now.Sub(lastWrite))
+				w.mu.Lock()
+				if w.measuring {
+					w.maxGap = max(w.maxGap, now.Sub(w.last))
 				}
-				lastWrite = now
-				mu.Unlock()
+				w.last = now
+				w.mu.Unlock()
 				// Paced: on MySQL 9.7, writers in a tight loop hold the table so often that the
 				// copy's reads, queued behind them, shrank to 50-row chunks waiting 1-2 s each.
 				time.Sleep(time.Millisecond)
 			}
 		}(i)
 	}
-	// The stall starts once verification does: holding the shadow earlier would only delay the
-	// catch-up before it.
-	stalled := make(chan error, 1)
-	var once sync.Once
-	opts := testOptions(srv, schema, "t")
-	opts.ChunkTime, opts.ProgressEvery = 2*time.Millisecond, 5*time.Millisecond
-	opts.Progress = func(p Progress) {
-		if p.Stage != StageVerify {
-			return
-		}
-		once.Do(func() {
-			go func() {
-				stalled <- holdShadow(db, dbconn.QualifiedName(schema, "_t_new"), stall, func(on bool) {
-					mu.Lock()
-					measuring, lastWrite = on, time.Now()
-					mu.Unlock()
-				})
-			}()
-		})
-	}
-	res, err := Run(context.Background(), db, opts)
-	stopWriters()
-	writers.Wait()
-	if err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-stalled:
-		if err != nil {
-			t.Fatal(err)
-		}
-	default:
-		t.Fatal("verification ended before the shadow was stalled")
-	}
-	t.Logf("verify: %+v; longest write gap in the stall %s; %d writes", *res.Verify, maxGap, acked.Load())
-	if res.Verify.BehindRetries == 0 {
-		t.Error("no chunk let the source go while the shadow was behind")
-	}
-	if maxGap > stall/2 {
-		t.Errorf("writes waited %s while the shadow was stalled for %s: a chunk held the source through the stall", maxGap, stall)
-	}
-	var sum int64
-	if err := db.QueryRow("SELECT SUM(v) FROM " + dbconn.QualifiedName(schema, "t")).Scan(&sum); err != nil {
-		t.Fatal(err)
-	}
-	if sum != acked.Load() || failed.Load() != 0 {
-		t.Errorf("the converted table holds %d increments; %d writes were acknowledged, %d failed", sum, acked.Load(), failed.Load())
-	}
+	return w
+}
+
+// measure starts or ends the measurement of gaps between writes.
+func (w *increments) measure(on bool) {
+	w.mu.Lock()
+	w.measuring, w.last = on, time.Now()
+	w.mu.Unlock()
+}
+
+func (w *increments) stop() {
+	w.cancel()
+	w.wg.Wait()
 }
 
 // holdShadow READ-locks the shadow for d from a session of its own, so that replay cannot write
