@@ -7,7 +7,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strings"
 	"sync/atomic"
 
 	"github.com/enginemig/enginemig/dbconn"
@@ -70,14 +69,11 @@ func CurrentPosition(ctx context.Context, db Querier) (Position, error) {
 
 // Flavor guesses the replication flavor from VERSION(): "mariadb" or "mysql".
 func Flavor(version string) string {
-	if MariaDB(version) {
+	if dbconn.MariaDB(version) {
 		return mysql.MariaDBFlavor
 	}
 	return mysql.MySQLFlavor
 }
-
-// MariaDB reports whether VERSION() names a MariaDB server.
-func MariaDB(version string) bool { return strings.Contains(strings.ToLower(version), "mariadb") }
 
 // Available lists the binlog files the server still has, oldest first.
 func Available(ctx context.Context, db *sql.DB) ([]string, error) {

@@ -165,8 +165,8 @@ func (m *migrator) copyWorkers(ctx context.Context) int {
 	if m.opts.ClientSide {
 		return 1
 	}
-	mariaDB, mode := binlog.MariaDB(m.version), int64(0)
-	if !mariaDB {
+	mariaDB, mode := dbconn.MariaDB(m.version), int64(0)
+	if _, ok := m.ti.AutoIncrementColumn(); ok && !mariaDB { // the only case the mode decides
 		if err := m.db.QueryRowContext(ctx, "SELECT @@innodb_autoinc_lock_mode").Scan(&mode); err != nil {
 			m.log.Debug("innodb_autoinc_lock_mode unread", "error", err)
 		}

@@ -18,12 +18,8 @@ func autoincColumn(in *TableInput) string {
 	if in.Info == nil {
 		return ""
 	}
-	for _, c := range in.Info.Columns {
-		if c.AutoIncrement() {
-			return c.Name
-		}
-	}
-	return ""
+	c, _ := in.Info.AutoIncrementColumn()
+	return c.Name
 }
 
 func checkAutoincLeading(in *TableInput) []Finding {

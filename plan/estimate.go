@@ -161,7 +161,7 @@ func EstimateTable(ctx context.Context, db *sql.DB, schema, name string, sampleR
 	var mode sql.NullInt64
 	db.QueryRowContext(ctx, "SELECT @@log_bin, VERSION(), @@innodb_autoinc_lock_mode").Scan(&logBin, &version, &mode)
 	e := estimateSizes(info, logBin.String == "1" || strings.EqualFold(logBin.String, "ON"))
-	parallel, _ := ParallelCopy(strings.Contains(strings.ToLower(version.String), "mariadb"), mode.Int64, info)
+	parallel, _ := ParallelCopy(dbconn.MariaDB(version.String), mode.Int64, info)
 	if err := measureCopy(ctx, db, info, sampleRows, parallel, &e); err != nil {
 		return e, err
 	}

@@ -18,17 +18,12 @@ import (
 // (mode 2) against 3.13 s, 1.89 s without AUTO_INCREMENT; MariaDB 11.8 3.11 s against 3.24 s;
 // MySQL 9.7 (mode 2) 4.03 s against 5.57 s with it, 4.18 s against 5.45 s without.
 func ParallelCopy(mariaDB bool, autoincLockMode int64, info *table.Info) (bool, string) {
-	for _, c := range info.CopyColumns() {
-		if !c.AutoIncrement() {
-			continue
-		}
-		if !mariaDB && autoincLockMode == 2 {
-			return true, ""
-		}
-		if mariaDB {
-			return false, fmt.Sprintf("InnoDB writes chunks into a table with an AUTO_INCREMENT column (%s) one after another on MariaDB", c.Name)
-		}
-		return false, fmt.Sprintf("InnoDB writes chunks into a table with an AUTO_INCREMENT column (%s) one after another while innodb_autoinc_lock_mode is %d (2 lets them run in parallel)", c.Name, autoincLockMode)
+	c, ok := info.AutoIncrementColumn()
+	switch {
+	case !ok || (!mariaDB && autoincLockMode == 2):
+		return true, ""
+	case mariaDB:
+		return false, fmt.Sprintf("InnoDB writes chunks into a table with an AUTO_INCREMENT column (%s) one after another on MariaDB", c.Name)
 	}
-	return true, ""
+	return false, fmt.Sprintf("InnoDB writes chunks into a table with an AUTO_INCREMENT column (%s) one after another while innodb_autoinc_lock_mode is %d (2 lets them run in parallel)", c.Name, autoincLockMode)
 }

@@ -96,7 +96,7 @@ var versionRe = regexp.MustCompile(`^(\d+)\.(\d+)\.(\d+)`)
 func (s *ServerInfo) setVersion(v string) {
 	s.Version = v
 	s.Flavor = "mysql"
-	if strings.Contains(strings.ToLower(v), "mariadb") {
+	if dbconn.MariaDB(v) {
 		s.Flavor = "mariadb"
 	}
 	if m := versionRe.FindStringSubmatch(v); m != nil {

@@ -249,6 +249,16 @@ func (t *Info) CopyKey() (Index, bool) {
 	return *best, true
 }
 
+// AutoIncrementColumn is the table's AUTO_INCREMENT column, if it has one (at most one).
+func (t *Info) AutoIncrementColumn() (Column, bool) {
+	for _, c := range t.Columns {
+		if c.AutoIncrement() {
+			return c, true
+		}
+	}
+	return Column{}, false
+}
+
 // CopyColumns are the columns whose values are copied and replayed (generated ones are computed).
 func (t *Info) CopyColumns() []Column {
 	var out []Column

@@ -44,12 +44,12 @@ func readMachineCPU() (machineCPU, error) {
 	return m, nil
 }
 
-// spareCores is how many cores stood idle on average between a and b.
-func spareCores(a, b machineCPU, cores int) float64 {
+// busyCores is how many cores were busy on average between a and b.
+func busyCores(a, b machineCPU, cores int) float64 {
 	if b.total <= a.total {
 		return 0
 	}
-	return float64(cores) * (1 - float64(b.busy-a.busy)/float64(b.total-a.total))
+	return float64(cores) * float64(b.busy-a.busy) / float64(b.total-a.total)
 }
 
 // processCPU is a process's user and system time so far, from /proc/PID/stat.

@@ -190,7 +190,7 @@ func runLoaded(ctx context.Context, db *sql.DB, port, rows, threads int, share f
 	m0, _ := readMachineCPU()
 	base := measure(ctx, db, threads, rate, window, rows)
 	m1, _ := readMachineCPU()
-	spare := spareCores(m0, m1, numCPU())
+	busy := busyCores(m0, m1, numCPU())
 	loadCtx, stop := context.WithCancel(ctx)
 	result := make(chan loadStats, 1)
 	go func() { result <- measure(loadCtx, db, threads, rate, 0, rows) }()
@@ -230,7 +230,7 @@ func runLoaded(ctx context.Context, db *sql.DB, port, rows, threads int, share f
 	}
 	if work, ok := idleWork[b.name]; ok {
 		fmt.Printf("  %s: before the conversion the load (with its generator) kept %.2f of %d cores busy; the idle conversion used %.2fs of CPU (server and enginemig), %.2f cores on average over this conversion\n",
-			b.name, float64(numCPU())-spare, numCPU(), work.Seconds(), work.Seconds()/took.Seconds())
+			b.name, busy, numCPU(), work.Seconds(), work.Seconds()/took.Seconds())
 	}
 	return took, nil
 }
