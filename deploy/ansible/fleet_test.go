@@ -15,8 +15,17 @@ func TestConvertFleet(t *testing.T) {
 	before := f.states(t)
 	db1, db2, db3 := f.hosts[0], f.hosts[1], f.hosts[2]
 
+	// 0. Bad input stops the run before any host is touched, saying what is wrong.
+	code, out := f.play(t, "convert.yml", map[string]any{"enginemig_apply_args": []string{"--password=x"}, "enginemig_max_fail": "some"})
+	if code == 0 || !strings.Contains(out, "--password cannot be given there") || !strings.Contains(out, "enginemig_max_fail=some is not a whole number") {
+		t.Errorf("bad variables: exit %d\n%s", code, out)
+	}
+	if _, err := os.Stat(f.reports); err == nil {
+		t.Errorf("bad variables: the run wrote reports")
+	}
+
 	// 1. --check --diff: every apply a dry run; nothing changes; the diff names the tables.
-	code, out := f.play(t, "convert.yml", nil, "--check", "--diff")
+	code, out = f.play(t, "convert.yml", nil, "--check", "--diff")
 	if code == 0 {
 		t.Errorf("check mode exited 0 although db2 is refused")
 	}

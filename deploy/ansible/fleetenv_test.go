@@ -51,6 +51,8 @@ type fleet struct {
 	bin     string
 	reports string
 	hosts   []*dbHost
+	// lastOut is the output of the last playbook run, for failure messages.
+	lastOut string
 }
 
 // hostSpec says how to seed one host: rows in shop.orders, and whether shop.audit (a table
@@ -423,10 +425,8 @@ func (f *fleet) play(t *testing.T, name string, vars map[string]any, args ...str
 	t.Helper()
 	start := time.Now()
 	code, out := f.start(t, name, vars, args...).wait(t)
+	f.lastOut = out
 	t.Logf("ansible-playbook %s %s: exit %d in %s", name, strings.Join(args, " "), code, time.Since(start).Round(100*time.Millisecond))
-	if os.Getenv("FLEET_DEBUG") != "" {
-		t.Log(out)
-	}
 	return code, out
 }
 
@@ -475,7 +475,7 @@ func (f *fleet) summary(t *testing.T, name string) (summary, map[string]hostResu
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(f.reports, name+".json"))
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%v; the last playbook's output:\n%s", err, f.lastOut)
 	}
 	var s summary
 	if err := json.Unmarshal(b, &s); err != nil {
