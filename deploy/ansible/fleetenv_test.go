@@ -403,10 +403,10 @@ func (p *playbook) wait(t *testing.T) (int, string) {
 	t.Helper()
 	select {
 	case <-p.done:
-	case <-time.After(5 * time.Minute):
+	case <-time.After(10 * time.Minute):
 		p.cmd.Process.Kill()
 		<-p.done
-		t.Fatalf("ansible-playbook did not finish within 5 minutes:\n%s", p.out.String())
+		t.Fatalf("ansible-playbook did not finish within 10 minutes:\n%s", p.out.String())
 	}
 	out := p.out.String()
 	p.mu.Lock()
