@@ -107,16 +107,15 @@ func (c *Copier) Run(ctx context.Context) error {
 }
 
 // Server-side chunks: one REPLACE ... SELECT per chunk, bounded by a key range found first with an
-// index-only query. Measured on MariaDB 10.11 (README, "Performance"): no row data crosses the
-// network and the server skips parsing and formatting every value, which makes the whole copy
-// several times faster than reading rows into the client and writing them back. The source read
-// lock is held while the chunk is written, so chunks are sized by the statement's duration.
+// index-only query. No row data crosses the network and the server skips parsing and formatting
+// every value, which makes the whole copy several times faster than reading rows into the client
+// and writing them back (README, "Performance"). The source read lock is held while the chunk is
+// written, so chunks are sized by the statement's duration.
 //
 // The walk (walk.go) plans the next chunk as soon as the source is let go: during a staged
-// chunk's drain, or during the rest, and outside the chunk's Order. Under a 16-thread load on 1M
-// rows with 5 ms chunks, preparing after the drain cost 1.2 s of an 8.0 s copy (361 chunks).
-// While nobody waits for the table, chunks may run beside each other (parallel.go); the next one
-// is then planned while they run.
+// chunk's drain, or during the rest, and outside the chunk's Order (docs/how-it-works.md, "The
+// copy", has what that saves). While nobody waits for the table, chunks may run beside each
+// other (parallel.go); the next one is then planned while they run.
 func (c *Copier) runServerSide(ctx context.Context, lo []any) error {
 	defer c.closeStage()
 	par := newWorkers(ctx, c.cfg.Workers)
@@ -158,10 +157,8 @@ func (c *Copier) serverSideStep(ctx context.Context, par *workers, s Step, relea
 // copyAlone copies s's chunk while no other chunk is in flight: staged while other clients wait
 // for the table. It releases the walk once the source is let go. A staged chunk's drain into the
 // target, written after that, does not count as rest (the walk counts it from the return): it
-// takes the CPU and I/O the application needs. Counting it was measured twice under a 16-thread
-// load at half capacity (applybench, same runs): on 1M rows the copy took 5.55 s instead of
-// 6.62 s with the application at 99% of its throughput (100% without), but on 10M rows 55.1 s
-// instead of 69.8 s with the application at 85% (94% without).
+// takes the CPU and I/O the application needs (measured both ways: docs/how-it-works.md, "The
+// copy").
 func (c *Copier) copyAlone(ctx context.Context, s Step, release func(took, held time.Duration)) error {
 	seq := c.handOut()
 	end := c.order.BeginChunk()
