@@ -165,23 +165,21 @@ func (r *Replayer) Applied() Position {
 	return r.applied
 }
 
-// Stats are counters for progress and reports.
+// Stats are the replayer's counters (package shadow reports them as its capture's).
 type Stats struct {
-	Events   int64  `json:"row_events"`  // row changes read for the table
-	Applied  int64  `json:"applied_ops"` // operations written to the shadow (after skipping)
-	Position string `json:"position"`    // applied binlog position
-	Behind   bool   `json:"catching_up"` // more events were waiting at the last batch
+	Events  int64 // row changes read for the table
+	Applied int64 // operations written to the target (after the ApplyFunc left some out)
+	Behind  bool  // more events were waiting at the last batch
 	// LagSeconds is how long ago the oldest event read but not yet applied happened (0 while
 	// replay waits for events): see eventTime.
-	LagSeconds float64 `json:"lag_seconds"`
-	// AppliedAt is Position as a position, for comparing with the server's.
-	AppliedAt Position `json:"-"`
+	LagSeconds float64
+	// AppliedAt is the position up to which every change has been applied.
+	AppliedAt Position
 }
 
 // Stats returns the current counters.
 func (r *Replayer) Stats() Stats {
-	applied := r.Applied()
-	st := Stats{Events: r.events.Load(), Applied: r.ops.Load(), Position: applied.String(), AppliedAt: applied, Behind: r.behind.Load()}
+	st := Stats{Events: r.events.Load(), Applied: r.ops.Load(), AppliedAt: r.Applied(), Behind: r.behind.Load()}
 	if p := r.pending.Load(); p != 0 {
 		st.LagSeconds = max(0, time.Since(time.Unix(0, p)).Seconds())
 	}
