@@ -11,7 +11,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/enginemig/enginemig/binlog"
 	"github.com/enginemig/enginemig/copier"
 	"github.com/enginemig/enginemig/cutover"
 	"github.com/enginemig/enginemig/dbconn"
@@ -119,7 +118,7 @@ func swapBack(ctx context.Context, db *sql.DB, opts RollbackOptions, st *State, 
 	oldName, innoName := table.OldName(opts.Table), table.ShadowName(opts.Table)
 	ignore := isCutoverRename(opts.Table)
 	cfg := rollbackCapture(db, cur, st.captureMode())
-	cfg.Conn, cfg.Flavor, cfg.ServerID, cfg.Start, cfg.Logger = opts.Conn, binlog.Flavor(version), opts.ServerID, from, opts.Logger
+	cfg.Conn, cfg.Version, cfg.ServerID, cfg.Start, cfg.Logger = opts.Conn, version, opts.ServerID, from, opts.Logger
 	cfg.IgnoreQuery = func(q string) bool { return ignore(q) || isTriggerDDL(q) }
 	pipe, err := shadow.Open(ctx, cfg)
 	if err != nil {

@@ -7,7 +7,6 @@ import (
 	"os"
 	"time"
 
-	"github.com/enginemig/enginemig/binlog"
 	"github.com/enginemig/enginemig/copier"
 	"github.com/enginemig/enginemig/cutover"
 	"github.com/enginemig/enginemig/dbconn"
@@ -96,7 +95,7 @@ func (m *migrator) openPipeline(ctx context.Context) error {
 		m.deferred = deferred
 		cfg.Start = m.resume.CaptureResume
 	}
-	cfg.Conn, cfg.Flavor, cfg.ServerID, cfg.Triggers, cfg.Logger = m.opts.Conn, binlog.Flavor(m.version), m.opts.ServerID, triggerNames(m.triggers), m.log
+	cfg.Conn, cfg.Version, cfg.ServerID, cfg.Triggers, cfg.Logger = m.opts.Conn, m.version, m.opts.ServerID, triggerNames(m.triggers), m.log
 	cfg.ApplyDelay, cfg.VerifyRelease, cfg.VerifyHoldDelay = m.opts.replayDelay, m.opts.verifyRelease, m.opts.verifyHold
 	p, err := shadow.Open(ctx, cfg)
 	if err != nil {

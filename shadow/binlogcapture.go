@@ -35,7 +35,7 @@ func (binlogKind) open(ctx context.Context, p *Pipeline) (Capture, error) {
 			return nil, err
 		}
 	}
-	stream, err := binlog.OpenStream(ctx, binlog.StreamConfig{Conn: cfg.Conn, Flavor: cfg.Flavor, ServerID: cfg.ServerID,
+	stream, err := binlog.OpenStream(ctx, binlog.StreamConfig{Conn: cfg.Conn, Flavor: binlog.Flavor(cfg.Version), ServerID: cfg.ServerID,
 		Table: cfg.Source, IgnoreQuery: cfg.IgnoreQuery, Triggers: cfg.Triggers}, start)
 	if err != nil {
 		return nil, err

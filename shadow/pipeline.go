@@ -31,9 +31,10 @@ type Config struct {
 	// passes the Checkpoint's ResumeAt, a rollback the cut-over's position).
 	Mode  Mode
 	Start Position
-	// Binlog capture: flavor (binlog.Flavor), a server id unique among the replicas, and
-	// statements to step over in DDL detection (rollback starts just before the swap).
-	Flavor      string
+	// Version is the server's VERSION() (binlog capture reads the binlog as its flavour's
+	// replica). Binlog capture: a server id unique among the replicas, and statements to step
+	// over in DDL detection (rollback starts just before the swap).
+	Version     string
 	ServerID    uint32
 	IgnoreQuery func(query string) bool
 	// Triggers are the source's trigger names: dropping one stops capture like other DDL.

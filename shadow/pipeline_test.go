@@ -41,7 +41,7 @@ func open(t *testing.T, rows int) (*Pipeline, string, *dbconn.Config) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := Open(context.Background(), Config{Conn: conn, DB: db, Source: ti, Target: "tgt", Flavor: binlog.Flavor("mariadb"),
+	p, err := Open(context.Background(), Config{Conn: conn, DB: db, Source: ti, Target: "tgt", Version: "10.11.0-MariaDB",
 		ServerID: 1<<30 + rand.Uint32N(1<<30)})
 	if err != nil {
 		t.Fatal(err)
