@@ -95,6 +95,9 @@ func (s *Store) Ensure(ctx context.Context) error {
 	if _, err := s.db.ExecContext(ctx, fmt.Sprintf(stateDDL, s.table())); err != nil {
 		return fmt.Errorf("create state table %s: %w", s.table(), err)
 	}
+	s.mu.Lock()
+	s.upgraded = false // look again: Ensure is where a run makes sure
+	s.mu.Unlock()
 	return s.upgrade(ctx)
 }
 

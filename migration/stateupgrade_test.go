@@ -36,7 +36,7 @@ func TestResumeFromThePreviousVersionsStateTable(t *testing.T) {
 	db := openControl(t, srv)
 	sandboxtest.MustExec(t, sdb, "CREATE TABLE t (id INT PRIMARY KEY, v INT) ENGINE=MyISAM", "INSERT INTO t SELECT seq, seq FROM "+sandboxtest.Seq(40000))
 	opts := testOptions(srv, schema, "t")
-	opts.StateSchema = "_state_previous_" + schema
+	opts.StateSchema = "_state_prev_resume"
 	t.Cleanup(func() { db.Exec("DROP DATABASE " + opts.StateSchema) })
 	opts.ChunkTime, opts.idleChunkTime = time.Millisecond, time.Millisecond
 	opts.ProgressEvery, opts.saveEvery = 50*time.Millisecond, 50*time.Millisecond
@@ -79,7 +79,7 @@ func TestRollbackFromThePreviousVersionsStateTable(t *testing.T) {
 	db := openControl(t, srv)
 	sandboxtest.MustExec(t, sdb, "CREATE TABLE t (id INT PRIMARY KEY, v INT) ENGINE=MyISAM", "INSERT INTO t SELECT seq, seq FROM "+sandboxtest.Seq(1000))
 	opts := testOptions(srv, schema, "t")
-	opts.StateSchema = "_state_previous_rb_" + schema
+	opts.StateSchema = "_state_prev_rollback"
 	t.Cleanup(func() { db.Exec("DROP DATABASE " + opts.StateSchema) })
 	if _, err := Run(context.Background(), db, opts); err != nil {
 		t.Fatal(err)
