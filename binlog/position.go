@@ -1,5 +1,7 @@
 // Package binlog streams a server's binary log with go-mysql's BinlogSyncer, turns row events of
-// one table into typed changes, and replays them onto the shadow table in order.
+// one table into typed changes, hands them out in batches (Replayer) and writes batches to a
+// target table (Applier). Which changes are written when is package shadow's decision
+// (shadow/order.go): nothing here calls back into it.
 package binlog
 
 import (

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/enginemig/enginemig/binlog"
 	"github.com/enginemig/enginemig/dbconn"
@@ -18,6 +19,8 @@ type binlogCapture struct {
 	stream *binlog.Stream
 	replay *binlog.Replayer
 	start  binlog.Position
+	apply  func(ctx context.Context, batch []binlog.Change) (int, error)
+	delay  time.Duration // Config.ApplyDelay
 }
 
 // binlogKind: set-up is reading the current position (before the first row is copied); nothing
@@ -40,9 +43,8 @@ func (binlogKind) open(ctx context.Context, p *Pipeline) (Capture, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := binlog.NewReplayer(stream, p.order.replay(binlog.NewApplier(p.writer, p.q), p.q))
-	r.ApplyDelay = cfg.ApplyDelay
-	return &binlogCapture{stream: stream, replay: r, start: start}, nil
+	return &binlogCapture{stream: stream, replay: binlog.NewReplayer(stream), start: start,
+		apply: p.order.replay(binlog.NewApplier(p.writer, p.q), p.q), delay: cfg.ApplyDelay}, nil
 }
 
 func (binlogKind) setupRemedy() string {
@@ -118,7 +120,34 @@ func parseBinlogPos(p Position) (binlog.Position, error) {
 	return binlog.Position{Name: string(p[:i]), Pos: uint32(n)}, nil
 }
 
-func (b *binlogCapture) Run(ctx context.Context) error { return b.replay.Run(ctx) }
+// Run applies batch after batch through the ordering rule until ctx ends (returning nil) or a
+// batch fails.
+func (b *binlogCapture) Run(ctx context.Context) error {
+	for {
+		batch, err := b.replay.Next(ctx)
+		if err != nil {
+			return ignoreEnd(ctx, err)
+		}
+		var ops int
+		if len(batch.Changes) > 0 {
+			if b.delay > 0 && !sleep(ctx, b.delay) {
+				return nil
+			}
+			if ops, err = b.apply(ctx, batch.Changes); err != nil {
+				return ignoreEnd(ctx, err)
+			}
+		}
+		b.replay.Done(batch, ops)
+	}
+}
+
+// ignoreEnd is err, or nil once ctx has ended (the error is then the end's).
+func ignoreEnd(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
 
 func (b *binlogCapture) WaitFor(ctx context.Context, q dbconn.Execer, _ Held) (Position, error) {
 	pos, err := binlog.CurrentPosition(ctx, q)

@@ -41,7 +41,8 @@ type Config struct {
 	Triggers []string
 	// ChangeLog names trigger capture's log (table.ChangeLogName).
 	ChangeLog string
-	// ApplyDelay is a fault-injection point for tests: it keeps replay behind.
+	// ApplyDelay is a fault-injection point for tests: a pause before each replayed batch, which
+	// keeps replay behind the source.
 	ApplyDelay time.Duration
 	// VerifyRelease and VerifyHoldDelay are test seams: which verification chunks let the source
 	// go early (verify.Config.Release), and a pause while replay is held (verify.Config.HoldDelay).
