@@ -41,6 +41,9 @@ type Config struct {
 	// OnRenameQueued is a fault-injection point for tests: called with the lock-holding
 	// connection's id once the rename waits behind the lock.
 	OnRenameQueued func(lockConnID int64)
+	// OnLocked is a fault-injection point for tests: called once the tables are locked, before
+	// the target catches up.
+	OnLocked func()
 }
 
 // Observer watches the cut-over from the runner.
@@ -253,6 +256,9 @@ func attempt(ctx context.Context, db *sql.DB, sw Swap, target Target, cfg Config
 		return 0, "", err
 	}
 	locked := time.Now()
+	if cfg.OnLocked != nil {
+		cfg.OnLocked()
+	}
 	unlocked := false
 	unlock := func() {
 		if !unlocked {
