@@ -274,9 +274,11 @@ func TestTriggerCaptureCleanupAfterCrash(t *testing.T) {
 
 // A cut-over attempt holds trigger capture's periodic syncs (cutover.Target.Hold) from before it
 // locks the tables: a sync that started under the attempt's lock would take the shadow's metadata
-// lock and wait for the source's, and the attempt's own sync, which writes the shadow, would wait
-// for it past its catch-up budget. The attempt pauses under its lock long enough for a periodic
-// sync to start, and has one try: without the hold it fails.
+// lock (LOCK TABLES takes them in name order, `_t_new` before `t`) and wait for the source's, and
+// the attempt's own sync, which writes the shadow, would wait for it until the periodic sync's
+// lock wait (1 s) ends, with the application's writes waiting too. The attempt pauses under its
+// lock long enough for a periodic sync to start; without the hold the lock is held past the pause
+// for the whole of that wait instead of at most the catch-up budget.
 func TestTriggerCaptureCutoverHoldsSyncs(t *testing.T) {
 	schema, _ := sandboxtest.FreshDatabase(t, srv)
 	db := openControl(t, srv)
@@ -286,7 +288,8 @@ func TestTriggerCaptureCutoverHoldsSyncs(t *testing.T) {
 	opts.Capture = plan.CaptureTriggers
 	opts.Cutover = cutover.DefaultConfig()
 	opts.Cutover.Attempts = 1
-	opts.Cutover.OnLocked = func() { time.Sleep(400 * time.Millisecond) } // periodic syncs start every 200 ms
+	const pause = 300 * time.Millisecond // periodic syncs start every 200 ms
+	opts.Cutover.OnLocked = func() { time.Sleep(pause) }
 	res, err := Run(context.Background(), db, opts)
 	time.Sleep(100 * time.Millisecond)
 	stop()
@@ -302,4 +305,7 @@ func TestTriggerCaptureCutoverHoldsSyncs(t *testing.T) {
 		t.Fatal(diff)
 	}
 	t.Logf("cut-over %+v", res.Cutover)
+	if limit := pause + opts.Cutover.CatchUp; res.Cutover.LockHeld > limit {
+		t.Fatalf("the cut-over held the table %s, more than its pause and catch-up budget (%s): a sync waited under its lock", res.Cutover.LockHeld, limit)
+	}
 }
