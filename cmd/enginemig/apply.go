@@ -230,8 +230,12 @@ func printApplyResult(w io.Writer, r *migration.Result) {
 		fmt.Fprintf(w, "  gate %s: %s\n", g.Gate, passWord(g.Pass))
 	}
 	if r.Cutover != nil {
-		fmt.Fprintf(w, "  cut-over: %d attempt(s), table locked %s, at binlog %s; original kept as %s.%s (MyISAM)\n",
-			r.Cutover.Attempts, r.Cutover.LockHeld.Round(time.Millisecond), r.Cutover.Position, r.Schema, r.OldTable)
+		at := ""
+		if r.Cutover.Position != "" {
+			at = ", at capture position " + r.Cutover.Position
+		}
+		fmt.Fprintf(w, "  cut-over: %d attempt(s), table locked %s%s; original kept as %s.%s (MyISAM)\n",
+			r.Cutover.Attempts, r.Cutover.LockHeld.Round(time.Millisecond), at, r.Schema, r.OldTable)
 	} else if r.DryRun {
 		fmt.Fprintf(w, "  the table is unchanged; the shadow was dropped\n")
 	}

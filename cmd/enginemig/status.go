@@ -21,7 +21,7 @@ func statusCommand() *cli.Command {
 		Usage:     "show running and past migrations recorded in the state table",
 		UsageText: "enginemig status [--database DB [--table T]] [--output json]",
 		Description: "Reads enginemig's state table (works from another shell while apply runs, and afterwards):\n" +
-			"stage, rows copied of total, changes replayed, binlog start and cut-over positions, timings, errors.",
+			"stage, rows copied of total, changes captured, the capture's start and cut-over positions (binlog file:offset), timings, errors.",
 		Flags: append(connectionFlags(),
 			&cli.StringFlag{Name: "database", Aliases: []string{"D", "d"}, Usage: "only migrations of this database"},
 			&cli.StringFlag{Name: "table", Aliases: []string{"t"}, Usage: "only migrations of this table (with --database)"},
