@@ -150,7 +150,7 @@ func (r *Replayer) Applied() Position {
 // Stats are the replayer's counters (package shadow reports them as its capture's).
 type Stats struct {
 	Events  int64 // row changes read for the table
-	Applied int64 // operations written to the target (after the ApplyFunc left some out)
+	Applied int64 // operations written to the target, as reported to Done
 	Behind  bool  // more events were waiting at the last batch
 	// LagSeconds is how long ago the oldest event read but not yet applied happened (0 while
 	// replay waits for events): see eventTime.
