@@ -53,7 +53,9 @@ func CurrentPosition(ctx context.Context, db Querier) (Position, error) {
 		}
 		return Position{}, ErrBinlogOff
 	}
-	vals := make([]sql.RawBytes, len(cols))
+	// Copies, not sql.RawBytes: database/sql keeps a row scanned into RawBytes locked until the
+	// next Next, and Rows.Err would then wait for good behind the close an ended ctx starts.
+	vals := make([][]byte, len(cols))
 	ptrs := make([]any, len(cols))
 	for i := range vals {
 		ptrs[i] = &vals[i]
@@ -87,7 +89,7 @@ func Available(ctx context.Context, db *sql.DB) ([]string, error) {
 	cols, _ := rows.Columns()
 	var files []string
 	for rows.Next() {
-		vals := make([]sql.RawBytes, len(cols))
+		vals := make([][]byte, len(cols)) // copies: see CurrentPosition
 		ptrs := make([]any, len(cols))
 		for i := range vals {
 			ptrs[i] = &vals[i]
