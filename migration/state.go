@@ -37,8 +37,8 @@ type State struct {
 	CaptureChanges int64           `json:"capture_changes"`
 	// Triggers are the table's triggers when the migration started, carried across the swap.
 	Triggers []table.Trigger `json:"triggers,omitempty"`
-	// Capture is how changes were captured (shadow.Binlog or shadow.Triggers): a migration with
-	// trigger capture records no binlog positions, and its rollback captures with triggers too.
+	// Capture is how changes were captured: a resumed run and the rollback capture the same way,
+	// from the positions above in that capture's spelling.
 	Capture    shadow.Mode `json:"capture"`
 	Error      string      `json:"error,omitempty"`
 	StartedAt  time.Time   `json:"started_at"`
