@@ -45,16 +45,10 @@ type op struct {
 	row  []any // whole row for upsert, key values for delete
 }
 
-// plan turns changes into primitive operations. skip (see shadow/order.go, rule 2) may drop only
-// the new image of an UPDATE: inserts and deletes are always applied. A MyISAM INSERT can run as a
-// concurrent insert beside readers, and its row becomes visible to new readers only when it
-// releases its lock, after its binlog event is written: a chunk that starts in that gap misses
-// the row, so the copy cannot be trusted to bring an insert replay dropped (seen as 2 repaired
-// verify chunks, both at the top of a writer's key range where inserts append, in 1 of ~10 runs
-// of TestConcurrentWritersDuringCopyAndCutover/server-side). Deletes then follow the inserts they
-// may undo. An UPDATE holds MyISAM's write lock until after its event is written, so any chunk
-// that starts after replay saw the event reads the new row.
-func (a *Applier) plan(changes []Change, skip func(key []any) bool) []op {
+// plan turns changes into primitive operations: an insert an upsert, a delete a delete by key, an
+// update an upsert, preceded by a delete of the old key when the key changed. Which changes may be
+// left out is not decided here: shadow/order.go hands over only the ones to write.
+func (a *Applier) plan(changes []Change) []op {
 	ops := make([]op, 0, len(changes))
 	for _, c := range changes {
 		switch c.Kind {
@@ -67,9 +61,7 @@ func (a *Applier) plan(changes []Change, skip func(key []any) bool) []op {
 			if !reflect.DeepEqual(kb, ka) {
 				ops = append(ops, op{opDelete, kb})
 			}
-			if skip == nil || !skip(ka) {
-				ops = append(ops, op{opUpsert, c.After})
-			}
+			ops = append(ops, op{opUpsert, c.After})
 		}
 	}
 	return ops
@@ -83,8 +75,8 @@ const maxStatementRows = 500
 // locked in the target. Runs of the same kind are merged into one multi-row statement; order
 // between runs is kept, so the result is the same as applying the changes one by one, whatever
 // the key's collation.
-func (a *Applier) Write(ctx context.Context, changes []Change, skip func(key []any) bool) (n int, commit func() error, err error) {
-	ops := a.plan(changes, skip)
+func (a *Applier) Write(ctx context.Context, changes []Change) (n int, commit func() error, err error) {
+	ops := a.plan(changes)
 	if len(ops) == 0 {
 		return 0, func() error { return nil }, nil
 	}

@@ -1,5 +1,7 @@
 // Package binlog streams a server's binary log with go-mysql's BinlogSyncer, turns row events of
-// one table into typed changes, and replays them onto the shadow table in order.
+// one table into typed changes, hands them out in batches (Replayer) and writes batches to a
+// target table (Applier). Which changes are written when is package shadow's decision
+// (shadow/order.go): nothing here calls back into it.
 package binlog
 
 import (
@@ -51,7 +53,9 @@ func CurrentPosition(ctx context.Context, db Querier) (Position, error) {
 		}
 		return Position{}, ErrBinlogOff
 	}
-	vals := make([]sql.RawBytes, len(cols))
+	// Copies, not sql.RawBytes: database/sql keeps a row scanned into RawBytes locked until the
+	// next Next, and Rows.Err would then wait for good behind the close an ended ctx starts.
+	vals := make([][]byte, len(cols))
 	ptrs := make([]any, len(cols))
 	for i := range vals {
 		ptrs[i] = &vals[i]
@@ -85,7 +89,7 @@ func Available(ctx context.Context, db *sql.DB) ([]string, error) {
 	cols, _ := rows.Columns()
 	var files []string
 	for rows.Next() {
-		vals := make([]sql.RawBytes, len(cols))
+		vals := make([][]byte, len(cols)) // copies: see CurrentPosition
 		ptrs := make([]any, len(cols))
 		for i := range vals {
 			ptrs[i] = &vals[i]

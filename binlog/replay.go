@@ -18,18 +18,11 @@ const (
 	batchIdleGap    = time.Millisecond
 )
 
-// ApplyFunc writes one batch of changes, in order, and returns how many operations it ran.
-type ApplyFunc func(ctx context.Context, batch []Change) (int, error)
-
-// Replayer reads the stream batch by batch, hands each batch to its ApplyFunc, and tracks how far
-// it got. What may be applied when (the ordering against the copy) is the ApplyFunc's business:
-// see package shadow.
+// Replayer reads the stream batch by batch for whoever applies the batches (package shadow, which
+// decides what may be written when, against the copy), and tracks how far they got: the caller
+// takes each batch with Next and reports it written with Done.
 type Replayer struct {
 	stream *Stream
-	apply  ApplyFunc
-	// ApplyDelay is a fault-injection point for tests: a pause before each batch, which keeps
-	// replay behind the source.
-	ApplyDelay time.Duration
 
 	mu       sync.Mutex
 	applied  Position
@@ -41,43 +34,32 @@ type Replayer struct {
 	pending  atomic.Int64 // unix nanoseconds of the oldest event read but not applied; 0: none
 }
 
-// NewReplayer replays stream through apply, starting from the stream's current position.
-func NewReplayer(stream *Stream, apply ApplyFunc) *Replayer {
+// NewReplayer replays stream, starting from the stream's current position.
+func NewReplayer(stream *Stream) *Replayer {
 	p := stream.Position()
-	return &Replayer{stream: stream, apply: apply, applied: p, resumeAt: p}
+	return &Replayer{stream: stream, applied: p, resumeAt: p}
 }
 
-// Run applies changes until ctx ends (returning nil) or an error occurs.
-func (r *Replayer) Run(ctx context.Context) error {
-	for {
-		batch, pos, boundary, err := r.collect(ctx)
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return err
-		}
-		if len(batch) > 0 {
-			if r.ApplyDelay > 0 {
-				select {
-				case <-time.After(r.ApplyDelay):
-				case <-ctx.Done():
-					return nil
-				}
-			}
-			n, err := r.apply(ctx, batch)
-			if err != nil {
-				if ctx.Err() != nil {
-					return nil
-				}
-				return err
-			}
-			r.events.Add(int64(len(batch)))
-			r.ops.Add(int64(n))
-		}
-		r.setApplied(pos, boundary)
-		r.pending.Store(0)
+// Batch is the changes read together, and where the stream stands after them.
+type Batch struct {
+	Changes       []Change
+	pos, boundary Position // after the batch; the last group boundary within it (zero if none)
+}
+
+// Next blocks for one event, then takes whatever else arrives within maxBatchDelay.
+func (r *Replayer) Next(ctx context.Context) (Batch, error) {
+	changes, pos, boundary, err := r.collect(ctx)
+	return Batch{Changes: changes, pos: pos, boundary: boundary}, err
+}
+
+// Done records that b was written with ops operations: WaitFor callers up to its position wake.
+func (r *Replayer) Done(b Batch, ops int) {
+	if len(b.Changes) > 0 {
+		r.events.Add(int64(len(b.Changes)))
+		r.ops.Add(int64(ops))
 	}
+	r.setApplied(b.pos, b.boundary)
+	r.pending.Store(0)
 }
 
 // eventTime is when an event happened, for the replay lag: its header timestamp counts whole
@@ -165,23 +147,21 @@ func (r *Replayer) Applied() Position {
 	return r.applied
 }
 
-// Stats are counters for progress and reports.
+// Stats are the replayer's counters (package shadow reports them as its capture's).
 type Stats struct {
-	Events   int64  `json:"row_events"`  // row changes read for the table
-	Applied  int64  `json:"applied_ops"` // operations written to the shadow (after skipping)
-	Position string `json:"position"`    // applied binlog position
-	Behind   bool   `json:"catching_up"` // more events were waiting at the last batch
+	Events  int64 // row changes read for the table
+	Applied int64 // operations written to the target, as reported to Done
+	Behind  bool  // more events were waiting at the last batch
 	// LagSeconds is how long ago the oldest event read but not yet applied happened (0 while
 	// replay waits for events): see eventTime.
-	LagSeconds float64 `json:"lag_seconds"`
-	// AppliedAt is Position as a position, for comparing with the server's.
-	AppliedAt Position `json:"-"`
+	LagSeconds float64
+	// AppliedAt is the position up to which every change has been applied.
+	AppliedAt Position
 }
 
 // Stats returns the current counters.
 func (r *Replayer) Stats() Stats {
-	applied := r.Applied()
-	st := Stats{Events: r.events.Load(), Applied: r.ops.Load(), Position: applied.String(), AppliedAt: applied, Behind: r.behind.Load()}
+	st := Stats{Events: r.events.Load(), Applied: r.ops.Load(), AppliedAt: r.Applied(), Behind: r.behind.Load()}
 	if p := r.pending.Load(); p != 0 {
 		st.LagSeconds = max(0, time.Since(time.Unix(0, p)).Seconds())
 	}

@@ -33,7 +33,7 @@ type Command struct {
 // commandHelp lists every command with what it does; help and error replies are built from it.
 var commandHelp = []struct{ syntax, what string }{
 	{"status", "JSON snapshot of the migration"},
-	{"pause", "pause the copy; binlog replay continues"},
+	{"pause", "pause the copy; change capture continues"},
 	{"resume", "resume the copy"},
 	{"abort", "stop the migration cleanly; the original table stays in place"},
 	{"release-cutover", "let a postponed cut-over proceed"},

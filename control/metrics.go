@@ -68,10 +68,10 @@ func init() {
 		{"rows_verified", "rows compared by verification", ""},
 		{"copy_chunk_rows", "the copy's current chunk size in rows", ""},
 		{"stage_rows_per_second", "the current stage's own rate (copy or verify)", ""},
-		{"replay_events", "row changes of the table read from the binlog", ""},
-		{"replay_catching_up", "1 while changes were waiting at replay's last batch", ""},
-		{"replay_lag_seconds", "age of the oldest change read from the binlog but not yet applied (0 while replay waits for changes)", ""},
-		{"replay_lag_bytes", "binlog bytes between replay's applied position and the server's (same file only)", ""},
+		{"capture_changes", "changes of the table captured: binlog row changes, or keys noted by trigger capture", ""},
+		{"capture_catching_up", "1 while a backlog was waiting at the capture's last batch or sync", ""},
+		{"capture_lag_seconds", "age of the oldest change captured but not yet applied (0 while the capture waits for changes, or cannot tell)", ""},
+		{"capture_lag_bytes", "binlog bytes between the capture's applied position and the server's (binlog capture, same file only)", ""},
 		{"lock_waits_total", "lock waits of the migration's statements seen (another session held the table; cut-over attempts whose lock was not granted count too)", ""},
 		{"blocked", "1 while the migration waits (label on: lock, long_queries, throttle, postponed)", "on"},
 		{"blocked_seconds", "how long the current wait has lasted (label on)", "on"},
@@ -154,11 +154,11 @@ func collect(ch chan<- prometheus.Metric, s Status) {
 	gauge("rows_verified", float64(s.RowsVerified))
 	gauge("copy_chunk_rows", float64(s.ChunkSize))
 	gauge("stage_rows_per_second", s.StageRate)
-	gauge("replay_events", float64(s.ReplayEvents))
-	gauge("replay_catching_up", b2f(s.ReplayCatchingUp))
+	gauge("capture_changes", float64(s.CaptureChanges))
+	gauge("capture_catching_up", b2f(s.CaptureCatchingUp))
 	gauge("elapsed_seconds", s.Elapsed.Seconds())
-	gauge("replay_lag_seconds", s.ReplayLagSeconds)
-	gauge("replay_lag_bytes", float64(s.ReplayBehindBytes))
+	gauge("capture_lag_seconds", s.CaptureLagSeconds)
+	gauge("capture_lag_bytes", float64(s.CaptureBehindBytes))
 	counter := func(name string, v float64) {
 		ch <- prometheus.MustNewConstMetric(descs[name], prometheus.CounterValue, v, s.Schema, s.Table)
 	}

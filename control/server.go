@@ -158,7 +158,7 @@ func (s *Server) execute(line string) string {
 		return string(b)
 	case "pause":
 		s.h.Pause()
-		return "ok: copy paused (binlog replay continues)"
+		return "ok: copy paused (change capture continues)"
 	case "resume":
 		s.h.Resume()
 		return "ok: copy resumed"

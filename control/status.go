@@ -33,33 +33,36 @@ type Status struct {
 	// CopyWatermark is the last copied key as saved for a resume (state table only).
 	CopyWatermark string `json:"copy_watermark,omitempty"`
 
-	// ReplayEvents counts the row changes to the table read from the binlog.
-	ReplayEvents int64 `json:"replay_events"`
-	// ReplayAppliedOps counts the operations written to the shadow after skipping (live only).
-	ReplayAppliedOps int64 `json:"replay_applied_ops,omitempty"`
-	// ReplayPosition is the binlog position replay has applied up to (live only; the state
-	// table has the last saved one in BinlogAppliedFile and BinlogAppliedPos).
-	ReplayPosition string `json:"replay_position,omitempty"`
-	// ReplayCatchingUp is true while more changes were waiting at replay's last batch (live only).
-	ReplayCatchingUp bool `json:"replay_catching_up,omitempty"`
-	// ReplayBehind says how far the replay position (live: the applied one; state table: the last
-	// saved one) trails the server's binlog, in bytes when both are in the same file.
-	ReplayBehind      string `json:"replay_behind,omitempty"`
-	ReplayBehindBytes int64  `json:"replay_behind_bytes,omitempty"`
-	// ReplayLagSeconds is how long ago the oldest change read but not yet applied happened; 0
-	// while replay waits for changes (live only).
-	ReplayLagSeconds float64 `json:"replay_lag_seconds,omitempty"`
+	// CaptureChanges counts the changes captured for the table: row changes read from the
+	// binlog, or keys noted by trigger capture and synced.
+	CaptureChanges int64 `json:"capture_changes"`
+	// CaptureAppliedOps counts the capture's writes to the shadow: replayed operations after the
+	// ordering rule left some to the copy, or syncs (live only).
+	CaptureAppliedOps int64 `json:"capture_applied_ops,omitempty"`
+	// CapturePosition is the position the capture has applied up to (live only, binlog capture;
+	// the state table has the last saved one in CaptureResume).
+	CapturePosition string `json:"capture_position,omitempty"`
+	// CaptureCatchingUp is true while a backlog was waiting at the capture's last batch or sync
+	// (live only).
+	CaptureCatchingUp bool `json:"capture_catching_up,omitempty"`
+	// CaptureBehind says how far the capture's position (live: the applied one; state table: the
+	// last saved one) trails the server's, in bytes when both are in the same binlog file.
+	CaptureBehind      string `json:"capture_behind,omitempty"`
+	CaptureBehindBytes int64  `json:"capture_behind_bytes,omitempty"`
+	// CaptureLagSeconds is how long ago the oldest change read but not yet applied happened; 0
+	// while the capture waits for changes, or cannot tell (live only).
+	CaptureLagSeconds float64 `json:"capture_lag_seconds,omitempty"`
 	// CutoverAttempts counts the cut-over's attempts so far, CutoverLockHeld is how long the
 	// successful one held the table locked (live only).
 	CutoverAttempts int           `json:"cutover_attempts,omitempty"`
 	CutoverLockHeld time.Duration `json:"cutover_lock_held_ns,omitempty"`
 
-	BinlogStartFile   string `json:"binlog_start_file,omitempty"`
-	BinlogStartPos    uint32 `json:"binlog_start_pos,omitempty"`
-	BinlogAppliedFile string `json:"binlog_applied_file,omitempty"`
-	BinlogAppliedPos  uint32 `json:"binlog_applied_pos,omitempty"`
-	BinlogCutoverFile string `json:"binlog_cutover_file,omitempty"`
-	BinlogCutoverPos  uint32 `json:"binlog_cutover_pos,omitempty"`
+	// The capture's positions, as it spells them (binlog: file:offset; trigger capture has none):
+	// where it started, where a resumed run restarts it, and the one read under the cut-over's
+	// lock, where a rollback's capture starts.
+	CaptureStart   string `json:"capture_start,omitempty"`
+	CaptureResume  string `json:"capture_resume,omitempty"`
+	CaptureCutover string `json:"capture_cutover,omitempty"`
 
 	// Throttle is the copy throttle's view: paused, why the copy waits, replica lag (live only).
 	Throttle *throttle.Status `json:"throttle,omitempty"`

@@ -6,14 +6,12 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
 	"time"
 
-	"github.com/enginemig/enginemig/binlog"
 	"github.com/enginemig/enginemig/dbconn"
 	"github.com/enginemig/enginemig/lockwait"
 	"github.com/go-sql-driver/mysql"
@@ -43,6 +41,9 @@ type Config struct {
 	// OnRenameQueued is a fault-injection point for tests: called with the lock-holding
 	// connection's id once the rename waits behind the lock.
 	OnRenameQueued func(lockConnID int64)
+	// OnLocked is a fault-injection point for tests: called once the tables are locked, before
+	// the target catches up.
+	OnLocked func()
 }
 
 // Observer watches the cut-over from the runner.
@@ -66,9 +67,15 @@ func DefaultConfig() Config {
 
 // Target is what the swap needs from whatever keeps To current (package shadow).
 type Target interface {
-	// WaitFor returns once To holds every change committed before it was called, and the binlog
-	// position it caught up to (empty without a binlog); conn holds From locked meanwhile.
-	WaitFor(ctx context.Context, conn *sql.Conn) (binlog.Position, error)
+	// Hold keeps the capture from writing to To on its own from before an attempt locks the
+	// tables (such a write waiting for From's lock would hold up the attempt's LOCK TABLES);
+	// Release ends it after an attempt that failed. WaitFor still brings To up to date.
+	Hold()
+	Release()
+	// WaitFor returns once To holds every change committed before it was called, and the
+	// capture's position for that moment, spelled by the capture ("" when it has none): where a
+	// rollback's capture starts. conn holds From locked meanwhile.
+	WaitFor(ctx context.Context, conn *sql.Conn) (string, error)
 }
 
 // Recorder runs under the lock, once To has caught up and before the rename: it durably notes
@@ -76,7 +83,7 @@ type Target interface {
 // where a rollback must replay from) and may prepare To (its triggers). An error wrapping ErrAbort
 // ends the cut-over; any other fails this attempt only.
 type Recorder interface {
-	RecordSwap(ctx context.Context, pos binlog.Position) error
+	RecordSwap(ctx context.Context, pos string) error
 }
 
 // Preparer, when a Recorder also implements it, readies To before each attempt takes the lock
@@ -108,19 +115,10 @@ type Swap struct {
 
 // Result reports what the swap cost.
 type Result struct {
-	Position binlog.Position `json:"-"` // binlog position read under the lock: nothing of From is after it
-	Attempts int             `json:"attempts"`
-	LockHeld time.Duration   `json:"lock_held_ns"` // the longest the application was blocked by the final attempt
-}
-
-// MarshalJSON spells the position as binlog_file and binlog_pos, like the rest of the output.
-func (r Result) MarshalJSON() ([]byte, error) {
-	type plain Result
-	return json.Marshal(struct {
-		plain
-		File string `json:"binlog_file"`
-		Pos  uint32 `json:"binlog_pos"`
-	}{plain(r), r.Position.Name, r.Position.Pos})
+	// Position is the capture's position read under the lock: no change of From is after it.
+	Position string        `json:"capture_position,omitempty"`
+	Attempts int           `json:"attempts"`
+	LockHeld time.Duration `json:"lock_held_ns"` // the longest the application was blocked by the final attempt
 }
 
 // ErrGaveUp means every attempt failed; the original table is untouched.
@@ -140,7 +138,7 @@ func Run(ctx context.Context, db *sql.DB, sw Swap, target Target, cfg Config, re
 		if err := waitForLongQueries(ctx, db, sw, cfg); err != nil {
 			return res, err
 		}
-		held, pos, err := prepared(ctx, rec, func() (time.Duration, binlog.Position, error) {
+		held, pos, err := prepared(ctx, rec, target, func() (time.Duration, string, error) {
 			return attempt(ctx, db, sw, target, cfg, rec)
 		})
 		if cfg.Observer != nil {
@@ -179,21 +177,25 @@ func Run(ctx context.Context, db *sql.DB, sw Swap, target Target, cfg Config, re
 	return res, fmt.Errorf("%w after %d attempts (last: %v); the original table is in place", ErrGaveUp, res.Attempts, lastErr)
 }
 
-// prepared runs one attempt between the Recorder's PrepareSwap and, when it fails, AbandonSwap.
-func prepared(ctx context.Context, rec Recorder, attempt func() (time.Duration, binlog.Position, error)) (time.Duration, binlog.Position, error) {
+// prepared runs one attempt between the Recorder's PrepareSwap and the target's Hold and, when it
+// fails, the target's Release and AbandonSwap.
+func prepared(ctx context.Context, rec Recorder, target Target, attempt func() (time.Duration, string, error)) (time.Duration, string, error) {
 	p, ok := rec.(Preparer)
-	if !ok {
-		return attempt()
-	}
-	if err := p.PrepareSwap(ctx); err != nil {
-		if errors.Is(err, ErrAbort) {
-			return 0, binlog.Position{}, &fatalError{err}
+	if ok {
+		if err := p.PrepareSwap(ctx); err != nil {
+			if errors.Is(err, ErrAbort) {
+				return 0, "", &fatalError{err}
+			}
+			return 0, "", fmt.Errorf("prepare the swap: %w", err)
 		}
-		return 0, binlog.Position{}, fmt.Errorf("prepare the swap: %w", err)
 	}
+	target.Hold() // a swap that goes through ends the capture: nothing to release then
 	held, pos, err := attempt()
 	if err != nil {
-		p.AbandonSwap(context.WithoutCancel(ctx))
+		target.Release()
+		if ok {
+			p.AbandonSwap(context.WithoutCancel(ctx))
+		}
 	}
 	return held, pos, err
 }
@@ -209,13 +211,13 @@ type fatalError struct{ err error }
 
 func (f *fatalError) Error() string { return f.err.Error() }
 
-func attempt(ctx context.Context, db *sql.DB, sw Swap, target Target, cfg Config, rec Recorder) (time.Duration, binlog.Position, error) {
+func attempt(ctx context.Context, db *sql.DB, sw Swap, target Target, cfg Config, rec Recorder) (time.Duration, string, error) {
 	from := dbconn.QualifiedName(sw.Schema, sw.From)
 	aside := dbconn.QualifiedName(sw.Schema, sw.Sentry)
 
 	connA, err := db.Conn(ctx)
 	if err != nil {
-		return 0, binlog.Position{}, err
+		return 0, "", err
 	}
 	defer connA.Close()
 	// connA's session gets lock_wait_timeout=1 below: it must not go back to the pool with it,
@@ -223,16 +225,16 @@ func attempt(ctx context.Context, db *sql.DB, sw Swap, target Target, cfg Config
 	defer connA.Raw(func(any) error { return driver.ErrBadConn })
 	var idA int64
 	if err := connA.QueryRowContext(ctx, "SELECT CONNECTION_ID()").Scan(&idA); err != nil {
-		return 0, binlog.Position{}, err
+		return 0, "", err
 	}
 	// Opened before the lock: the lock's hold time is the application's stall.
 	probe, err := newQueueProbe(ctx, db, sw)
 	if err != nil {
-		return 0, binlog.Position{}, err
+		return 0, "", err
 	}
 	defer probe.close()
 	if err := createSentry(ctx, connA, sw); err != nil {
-		return 0, binlog.Position{}, err
+		return 0, "", err
 	}
 	sentryDropped := false
 	defer func() {
@@ -249,11 +251,14 @@ func attempt(ctx context.Context, db *sql.DB, sw Swap, target Target, cfg Config
 	if err := lockWithDeadline(ctx, db, connA, idA, lock, cfg.LockWait, lockwait.Table{Schema: sw.Schema, Name: sw.From}); err != nil {
 		err = fmt.Errorf("lock %s within %s: %w", from, cfg.LockWait, err)
 		if me := (*mysql.MySQLError)(nil); errors.As(err, &me) && me.Number == errGTIDUnsafe {
-			return 0, binlog.Position{}, &fatalError{err} // the same on every attempt
+			return 0, "", &fatalError{err} // the same on every attempt
 		}
-		return 0, binlog.Position{}, err
+		return 0, "", err
 	}
 	locked := time.Now()
+	if cfg.OnLocked != nil {
+		cfg.OnLocked()
+	}
 	unlocked := false
 	unlock := func() {
 		if !unlocked {

@@ -27,14 +27,18 @@ func TestMain(m *testing.M) {
 // caughtUp stands in for the replayer: these tests write nothing during the swap.
 type caughtUp struct{}
 
-func (caughtUp) WaitFor(ctx context.Context, conn *sql.Conn) (binlog.Position, error) {
-	return binlog.CurrentPosition(ctx, conn)
+func (caughtUp) WaitFor(ctx context.Context, conn *sql.Conn) (string, error) {
+	p, err := binlog.CurrentPosition(ctx, conn)
+	return fmt.Sprintf("%s:%d", p.Name, p.Pos), err
 }
 
-// recordFunc adapts a function to Recorder.
-type recordFunc func(context.Context, binlog.Position) error
+func (caughtUp) Hold()    {}
+func (caughtUp) Release() {}
 
-func (f recordFunc) RecordSwap(ctx context.Context, p binlog.Position) error { return f(ctx, p) }
+// recordFunc adapts a function to Recorder.
+type recordFunc func(context.Context, string) error
+
+func (f recordFunc) RecordSwap(ctx context.Context, p string) error { return f(ctx, p) }
 
 func setup(t *testing.T) (string, *sql.DB) {
 	schema, db := sandboxtest.FreshDatabase(t, srv)
@@ -203,7 +207,7 @@ func TestNoWriteLandsInOldTableAfterLock(t *testing.T) {
 		schema, db, stop := insertingInto(t, 12)
 		var lockedAt atomic.Int64
 		cfg := fastConfig()
-		res, err := Run(context.Background(), db, swapOf(schema), caughtUp{}, cfg, recordFunc(func(context.Context, binlog.Position) error {
+		res, err := Run(context.Background(), db, swapOf(schema), caughtUp{}, cfg, recordFunc(func(context.Context, string) error {
 			lockedAt.Store(time.Now().UnixNano())
 			return nil
 		}))

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/enginemig/enginemig/binlog"
 	"github.com/enginemig/enginemig/sandbox/sandboxtest"
 )
 
@@ -56,13 +55,16 @@ type countUnderLock struct {
 	n      int64
 }
 
-func (c *countUnderLock) WaitFor(ctx context.Context, conn *sql.Conn) (binlog.Position, error) {
+func (c *countUnderLock) Hold()    {}
+func (c *countUnderLock) Release() {}
+
+func (c *countUnderLock) WaitFor(ctx context.Context, conn *sql.Conn) (string, error) {
 	if c.before != nil {
 		c.before()
 		c.before = nil
 	}
 	err := conn.QueryRowContext(ctx, "SELECT COUNT(*) FROM `"+c.schema+"`.t").Scan(&c.n)
-	return binlog.Position{}, err
+	return "", err
 }
 
 // insertingInto creates a MyISAM t and an InnoDB _t_new in a fresh database and starts writers

@@ -136,7 +136,7 @@ func (d *run) rollback(ctx context.Context) error {
 	}
 	d.sum.Rollback = res
 	say(out, "  rolled back in %s: %d changes replayed onto the original; %s", res.TotalTime.Round(time.Millisecond),
-		res.ReplayEvents, d.loadLine())
+		res.CaptureChanges, d.loadLine())
 	return nil
 }
 
@@ -265,11 +265,11 @@ func (d *run) apply(ctx context.Context) error {
 			last = time.Now()
 			if p.StageTotal == 0 {
 				say(out, "  %-9s %5s, %d changes replayed | %s", p.Stage, time.Since(stageStart).Round(time.Second),
-					p.ReplayEvents, d.loadLine())
+					p.CaptureChanges, d.loadLine())
 				return
 			}
 			say(out, "  %-9s %7d of %d rows (%3.0f%%), ETA %s, %d changes replayed | %s", p.Stage, p.StageDone, p.StageTotal,
-				100*float64(p.StageDone)/float64(p.StageTotal), p.StageETA, p.ReplayEvents, d.loadLine())
+				100*float64(p.StageDone)/float64(p.StageTotal), p.StageETA, p.CaptureChanges, d.loadLine())
 		},
 		Logger: narrate(out, "apply"),
 	}

@@ -89,7 +89,7 @@ func (s *Summary) WriteText(w io.Writer) {
 	fmt.Fprintf(w, "\n== Summary\n")
 	if m := s.Migration; m != nil {
 		fmt.Fprintf(w, "  converted %s.%s to InnoDB: %d rows copied, %d changes replayed, migration took %s\n",
-			s.Database, s.Table, m.RowsCopied, m.ReplayEvents, m.TotalTime.Round(100*time.Millisecond))
+			s.Database, s.Table, m.RowsCopied, m.CaptureChanges, m.TotalTime.Round(100*time.Millisecond))
 		if c := m.Cutover; c != nil {
 			fmt.Fprintf(w, "  cut-over: %d attempt(s), table locked %s; the MyISAM original is kept as %s.%s\n",
 				c.Attempts, c.LockHeld.Round(time.Millisecond), s.Database, m.OldTable)
@@ -97,7 +97,7 @@ func (s *Summary) WriteText(w io.Writer) {
 	}
 	if r := s.Rollback; r != nil && r.Cutover != nil {
 		fmt.Fprintf(w, "  rollback: %d changes made on InnoDB replayed onto the original, swapped back in %d attempt(s) (table locked %s); now %s\n",
-			r.ReplayEvents, r.Cutover.Attempts, r.Cutover.LockHeld.Round(time.Millisecond), s.EngineAfter)
+			r.CaptureChanges, r.Cutover.Attempts, r.Cutover.LockHeld.Round(time.Millisecond), s.EngineAfter)
 	}
 	if g := s.Gate; g != nil {
 		verdict := "passed"

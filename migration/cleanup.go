@@ -9,6 +9,7 @@ import (
 
 	"github.com/enginemig/enginemig/cutover"
 	"github.com/enginemig/enginemig/dbconn"
+	"github.com/enginemig/enginemig/shadow"
 	"github.com/enginemig/enginemig/table"
 )
 
@@ -53,7 +54,7 @@ func Cleanup(ctx context.Context, db *sql.DB, opts CleanupOptions) (*CleanupResu
 		return err == nil || !errors.Is(err, table.ErrNotFound)
 	}
 	// Capture triggers first: one left without its change log would fail the application's writes.
-	dropped, err := dropCaptureLeftovers(ctx, db, opts.Schema, opts.Table)
+	dropped, err := shadow.RemoveLeftovers(ctx, db, opts.Schema, opts.Table)
 	res.Dropped = append(res.Dropped, dropped...)
 	if err != nil {
 		return res, err
@@ -67,8 +68,8 @@ func Cleanup(ctx context.Context, db *sql.DB, opts CleanupOptions) (*CleanupResu
 			return nil, err
 		}
 	}
-	if shadow := table.ShadowName(opts.Table); exists(shadow) {
-		if err := drop(shadow); err != nil {
+	if sh := table.ShadowName(opts.Table); exists(sh) {
+		if err := drop(sh); err != nil {
 			return nil, err
 		}
 	}

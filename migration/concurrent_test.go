@@ -269,12 +269,12 @@ func concurrentWriters(t *testing.T, srv *sandbox.Server, set func(*Options)) (s
 			t.Errorf("writer %d: %d failed writes, first: %s", w.id, len(w.failures), w.failures[0])
 		}
 	}
-	t.Logf("rows copied %d, replayed events %d, acknowledged writes %d, cut-over %+v", res.RowsCopied, res.ReplayEvents, acked, res.Cutover)
+	t.Logf("rows copied %d, replayed events %d, acknowledged writes %d, cut-over %+v", res.RowsCopied, res.CaptureChanges, acked, res.Cutover)
 	t.Logf("verify %+v", res.Verify)
 	if acked < 500 {
 		t.Fatalf("only %d writes acknowledged: the test did not exercise concurrency", acked)
 	}
-	if res.ReplayEvents == 0 {
+	if res.CaptureChanges == 0 {
 		t.Fatal("no events replayed")
 	}
 	// Verification would repair what a broken copy/replay ordering lost or resurrected, and the

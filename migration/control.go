@@ -9,7 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/enginemig/enginemig/binlog"
 	"github.com/enginemig/enginemig/control"
 	"github.com/enginemig/enginemig/cutover"
 	"github.com/enginemig/enginemig/lockwait"
@@ -147,30 +146,30 @@ func (c *controller) Status() control.Status {
 	return out
 }
 
-// recorded is the state table's view of the running migration with the live counters. Replay's
-// lag in bytes compares its live position with the server's (one SHOW MASTER STATUS per call:
-// calls come from control status and metrics scrapes, not from a loop).
+// recorded is the state table's view of the running migration with the live counters. The
+// capture's lag in bytes compares its live position with the server's (one query per call: calls
+// come from control status and metrics scrapes, not from a loop).
 func (c *controller) recorded(m *migrator) control.Status {
 	st := m.rec.snapshot()
 	var pr shadow.Progress
-	var server binlog.Position
+	var server shadow.Position
 	if m.pipe != nil {
 		pr = m.pipe.Progress()
-		if a := pr.Capture.AppliedAt; a.Name != "" {
-			st.AppliedFile, st.AppliedPos = a.Name, a.Pos
+		if a := pr.Capture.Position; a != "" {
+			st.CaptureResume = a
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		server, _ = binlog.CurrentPosition(ctx, m.db)
+		server = ServerPosition(ctx, m.db, st)
 		cancel()
 	}
-	out := StatusOf(st, server.Name, server.Pos, time.Now())
+	out := StatusOf(st, server, time.Now())
 	out.Elapsed = time.Since(m.start)
 	out.CutoverAttempts, out.CutoverLockHeld = int(c.cutAttempts.Load()), time.Duration(c.cutLockHeld.Load())
 	if m.pipe != nil {
 		out.RowsCopied, out.ChunkSize = pr.RowsCopied, pr.ChunkSize
 		rs := pr.Capture
-		out.ReplayEvents, out.ReplayAppliedOps, out.ReplayPosition, out.ReplayCatchingUp = rs.Events, rs.Applied, rs.Position, rs.Behind
-		out.ReplayLagSeconds = rs.LagSeconds
+		out.CaptureChanges, out.CaptureAppliedOps, out.CapturePosition, out.CaptureCatchingUp = rs.Changes, rs.Applied, string(rs.Position), rs.Behind
+		out.CaptureLagSeconds = rs.LagSeconds
 		out.RowsVerified = pr.RowsVerified
 		if last := m.rec.last.Load(); last != nil {
 			out.StageRate = last.StageRate

@@ -142,16 +142,16 @@ func TestMetricsScrapedDuringMigration(t *testing.T) {
 		t.Errorf("no postponed wait in the metrics:\n%s", body)
 	}
 	sandboxtest.MustExec(t, sdb, "INSERT INTO t VALUES (5000, 1)")
-	lagged := scrapeUntil(t, url, "enginemig_replay_lag_seconds{", func(v float64) bool { return v >= 1 })
+	lagged := scrapeUntil(t, url, "enginemig_capture_lag_seconds{", func(v float64) bool { return v >= 1 })
 	os.Remove(opts.PostponeFile)
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
 	want := fmt.Sprintf(`enginemig_rows_copied{schema=%q,table="t"} 3000`, schema)
-	if !strings.Contains(body, want) || !strings.Contains(body, "enginemig_replay_events{") || !strings.Contains(body, "# HELP enginemig_stage ") {
+	if !strings.Contains(body, want) || !strings.Contains(body, "enginemig_capture_changes{") || !strings.Contains(body, "# HELP enginemig_stage ") {
 		t.Fatalf("metrics lack %q:\n%s", want, body)
 	}
-	if !strings.Contains(lagged, "enginemig_replay_lag_bytes{") {
+	if !strings.Contains(lagged, "enginemig_capture_lag_bytes{") {
 		t.Errorf("no replay lag in bytes:\n%s", lagged)
 	}
 	if v, ok := metricValue(afterSwap, "enginemig_cutover_attempts_total{"); !ok || v != 1 {

@@ -99,5 +99,5 @@ func (m *migrator) afterCutoverGate(ctx context.Context, res *Result, before ben
 			"the InnoDB table is live; run `enginemig rollback` once the cause is fixed")
 	}
 	return gateFailed(g, fmt.Sprintf("rolled back: %s is MyISAM again with every write made since the cut-over (%d changes replayed); the InnoDB table is kept as %s",
-		m.ti.QuotedName(), rb.ReplayEvents, dbconn.QualifiedName(m.ti.Schema, rb.InnoDBTable)))
+		m.ti.QuotedName(), rb.CaptureChanges, dbconn.QualifiedName(m.ti.Schema, rb.InnoDBTable)))
 }

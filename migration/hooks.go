@@ -33,8 +33,9 @@ func CommandHook(command string, timeout time.Duration, log *slog.Logger) func(c
 			"ENGINEMIG_DRY_RUN="+strconv.FormatBool(st.DryRun),
 			"ENGINEMIG_ROWS_TOTAL="+strconv.FormatInt(st.RowsTotal, 10),
 			"ENGINEMIG_ROWS_COPIED="+strconv.FormatInt(st.RowsCopied, 10),
-			"ENGINEMIG_BINLOG_START="+fmt.Sprintf("%s:%d", st.StartFile, st.StartPos),
-			"ENGINEMIG_BINLOG_CUTOVER="+fmt.Sprintf("%s:%d", st.CutoverFile, st.CutoverPos),
+			"ENGINEMIG_CAPTURE="+string(st.captureMode()),
+			"ENGINEMIG_CAPTURE_START="+string(st.CaptureStart),
+			"ENGINEMIG_CAPTURE_CUTOVER="+string(st.CaptureCutover),
 			"ENGINEMIG_ERROR="+st.Error,
 		)
 		out, err := cmd.CombinedOutput()

@@ -96,13 +96,13 @@ type Options struct {
 
 // Progress is a snapshot for progress displays.
 type Progress struct {
-	Stage        Stage         `json:"stage"`
-	RowsCopied   int64         `json:"rows_copied"`
-	RowsTotal    int64         `json:"rows_total"`
-	ChunkSize    int64         `json:"chunk_size"`
-	ReplayEvents int64         `json:"replay_events"`
-	CatchingUp   bool          `json:"replay_catching_up"`
-	Elapsed      time.Duration `json:"elapsed_ns"`
+	Stage             Stage         `json:"stage"`
+	RowsCopied        int64         `json:"rows_copied"`
+	RowsTotal         int64         `json:"rows_total"`
+	ChunkSize         int64         `json:"chunk_size"`
+	CaptureChanges    int64         `json:"capture_changes"`
+	CaptureCatchingUp bool          `json:"capture_catching_up"`
+	Elapsed           time.Duration `json:"elapsed_ns"`
 	// The current stage's own progress: rows copied during copy, rows compared during verify
 	// (0 for the other stages). Done never exceeds Total (TABLE_ROWS is an estimate the copy can
 	// pass); the rate and ETA are the stage's own. While the rate is 0 (the stage's first
@@ -119,23 +119,23 @@ type Progress struct {
 
 // Result summarises a finished migration.
 type Result struct {
-	Schema        string             `json:"schema"`
-	Table         string             `json:"table"`
-	DryRun        bool               `json:"dry_run"`
-	ID            int64              `json:"migration_id"`
-	RowsCopied    int64              `json:"rows_copied"`
-	ReplayEvents  int64              `json:"replay_events"`
-	CopyTime      time.Duration      `json:"copy_ns"`
-	CopyLockTime  time.Duration      `json:"copy_source_read_ns"`
-	CopyWorkers   int                `json:"copy_workers"` // at most this many chunks at once (copyWorkers)
-	IndexTime     time.Duration      `json:"index_build_ns"`
-	TotalTime     time.Duration      `json:"total_ns"`
-	Cutover       *cutover.Result    `json:"cutover,omitempty"`
-	OldTable      string             `json:"old_table,omitempty"`
-	DeferredIndex int                `json:"deferred_indexes"`
-	ShadowChanges []string           `json:"shadow_changes,omitempty"`
-	Gates         []bench.GateResult `json:"gates,omitempty"`
-	Verify        *verify.Result     `json:"verify,omitempty"`
+	Schema         string             `json:"schema"`
+	Table          string             `json:"table"`
+	DryRun         bool               `json:"dry_run"`
+	ID             int64              `json:"migration_id"`
+	RowsCopied     int64              `json:"rows_copied"`
+	CaptureChanges int64              `json:"capture_changes"`
+	CopyTime       time.Duration      `json:"copy_ns"`
+	CopyLockTime   time.Duration      `json:"copy_source_read_ns"`
+	CopyWorkers    int                `json:"copy_workers"` // at most this many chunks at once (copyWorkers)
+	IndexTime      time.Duration      `json:"index_build_ns"`
+	TotalTime      time.Duration      `json:"total_ns"`
+	Cutover        *cutover.Result    `json:"cutover,omitempty"`
+	OldTable       string             `json:"old_table,omitempty"`
+	DeferredIndex  int                `json:"deferred_indexes"`
+	ShadowChanges  []string           `json:"shadow_changes,omitempty"`
+	Gates          []bench.GateResult `json:"gates,omitempty"`
+	Verify         *verify.Result     `json:"verify,omitempty"`
 	// Triggers: the statements that carry the table's triggers across the swap (a dry run lists
 	// what it would run), or the names of the triggers carried.
 	Triggers []string `json:"triggers,omitempty"`
@@ -340,7 +340,7 @@ func (m *migrator) run(ctx context.Context) (*Result, error) {
 	m.res.ID = m.rec.snapshot().ID
 	if m.resume != nil {
 		m.log.Info("resuming migration", "id", m.resume.ID, "stage", m.resume.Stage,
-			"copy_watermark", orNone(m.resume.Watermark), "binlog", fmt.Sprintf("%s:%d", m.resume.AppliedFile, m.resume.AppliedPos))
+			"copy_watermark", orNone(m.resume.Watermark), "capture_resume", orNone(string(m.resume.CaptureResume)))
 	}
 	if err := m.hook(ctx, PointStart); err != nil {
 		return nil, m.fail(ctx, outcome.New(outcome.FailedSafe, err, ""), m.resume != nil)

@@ -10,7 +10,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/enginemig/enginemig/binlog"
 	"github.com/enginemig/enginemig/outcome"
 	"github.com/enginemig/enginemig/shadow"
 )
@@ -57,12 +56,12 @@ func (r *recorder) save(ctx context.Context, mutate func(*State)) error {
 	mutate(&r.st)
 	if p := r.pipe.Load(); p != nil {
 		cp, pr := p.Checkpoint(), p.Progress()
-		r.st.RowsCopied, r.st.EventsApplied = pr.RowsCopied, pr.Capture.Events
+		r.st.RowsCopied, r.st.CaptureChanges = pr.RowsCopied, pr.Capture.Changes
 		if cp.Watermark != nil {
 			r.st.Watermark = encodeKey(cp.Watermark)
 		}
-		if cp.ResumeAt.Name != "" {
-			r.st.AppliedFile, r.st.AppliedPos = cp.ResumeAt.Name, cp.ResumeAt.Pos
+		if cp.ResumeAt != "" {
+			r.st.CaptureResume = cp.ResumeAt
 		}
 	}
 	if r.st.ID == 0 {
@@ -71,10 +70,10 @@ func (r *recorder) save(ctx context.Context, mutate func(*State)) error {
 	return r.store.Save(context.WithoutCancel(ctx), &r.st)
 }
 
-// RecordSwap notes the cut-over position under the cut-over's lock (cutover.Recorder). Unlike
-// progress, this save must succeed: without it a rollback would not know where to replay from.
-func (r *recorder) RecordSwap(ctx context.Context, pos binlog.Position) error {
-	return r.save(ctx, func(st *State) { st.CutoverFile, st.CutoverPos = pos.Name, pos.Pos })
+// RecordSwap notes the capture's position under the cut-over's lock (cutover.Recorder). Unlike
+// progress, this save must succeed: without it a rollback would not know where to capture from.
+func (r *recorder) RecordSwap(ctx context.Context, pos string) error {
+	return r.save(ctx, func(st *State) { st.CaptureCutover = shadow.Position(pos) })
 }
 
 func (r *recorder) finish(ctx context.Context, stage Stage, errText string) {
@@ -108,7 +107,7 @@ func (r *recorder) track(ctx context.Context, p *shadow.Pipeline, opts Options, 
 			st, pr := r.snapshot(), p.Progress()
 			if opts.Progress != nil {
 				prog := Progress{Stage: st.Stage, RowsCopied: pr.RowsCopied, RowsTotal: st.RowsTotal, ChunkSize: pr.ChunkSize,
-					ReplayEvents: pr.Capture.Events, CatchingUp: pr.Capture.Behind, Elapsed: time.Since(start)}
+					CaptureChanges: pr.Capture.Changes, CaptureCatchingUp: pr.Capture.Behind, Elapsed: time.Since(start)}
 				clock.fill(&prog, pr.RowsVerified, time.Now())
 				prog.Waiting = r.waits.summary()
 				opts.Progress(prog)

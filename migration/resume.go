@@ -13,7 +13,6 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
-	"github.com/enginemig/enginemig/binlog"
 	"github.com/enginemig/enginemig/cutover"
 	"github.com/enginemig/enginemig/dbconn"
 	"github.com/enginemig/enginemig/outcome"
@@ -109,7 +108,7 @@ func (m *migrator) settleInterrupted(ctx context.Context, store *Store, prev *St
 
 	abandon := func(why string) (*State, bool, error) {
 		m.log.Info("settling an interrupted migration", "id", prev.ID, "stage", prev.Stage, "action", why)
-		if err := removeCapture(ctx, m.db, cur, false); err != nil {
+		if err := shadow.Remove(ctx, applyCapture(m.db, cur, prev.captureMode())); err != nil {
 			return nil, false, err
 		}
 		if hasShadow {
@@ -124,7 +123,7 @@ func (m *migrator) settleInterrupted(ctx context.Context, store *Store, prev *St
 
 	switch {
 	case strings.EqualFold(cur.Engine, "InnoDB") && !hasShadow && oldErr == nil && strings.EqualFold(oldTable.Engine, "MyISAM") &&
-		(prev.CutoverFile != "" || prev.captureMode() == shadow.Triggers):
+		shadow.Recorded(prev.captureMode(), prev.CaptureCutover):
 		// The rename went through before the process died: the migration is complete once its
 		// triggers have their own names on the new table.
 		if len(prev.Triggers) > 0 {
@@ -133,30 +132,25 @@ func (m *migrator) settleInterrupted(ctx context.Context, store *Store, prev *St
 				return nil, false, err
 			}
 		}
-		if err := removeCapture(ctx, m.db, cur, false); err != nil {
+		if err := shadow.Remove(ctx, applyCapture(m.db, cur, prev.captureMode())); err != nil {
 			return nil, false, err
 		}
 		now := time.Now().UTC()
 		prev.Stage, prev.FinishedAt = StageDone, &now
 		m.log.Info("the interrupted migration had completed its cut-over; recorded it as done", "id", prev.ID,
-			"cutover", fmt.Sprintf("%s:%d", prev.CutoverFile, prev.CutoverPos))
+			"cutover", prev.CaptureCutover)
 		return nil, true, store.Save(ctx, prev)
 	case !hasShadow || !strings.EqualFold(cur.Engine, "MyISAM"):
 		return abandon("nothing to resume; starting over")
 	case prev.DryRun != m.opts.DryRun:
 		return abandon("it was started with a different --dry-run; starting over")
-	case prev.captureMode() == shadow.Triggers:
-		// Its triggers kept noting changes while no enginemig ran; if they are gone (removed by
-		// hand), the resumed run installs them again and its verification recopies what they missed.
-	case prev.AppliedFile == "":
-		return abandon("it had not recorded a replay position yet; starting over")
 	default:
-		ok, err := binlog.StillAvailable(ctx, m.db, binlog.Position{Name: prev.AppliedFile, Pos: prev.AppliedPos})
+		why, _, err := shadow.CheckResume(ctx, m.db, prev.captureMode(), prev.CaptureResume)
 		if err != nil {
 			return nil, false, err
 		}
-		if !ok {
-			return abandon(fmt.Sprintf("the binlog it needs (%s) has been purged; restarting the copy from the beginning", prev.AppliedFile))
+		if why != "" {
+			return abandon(why + "; restarting the copy from the beginning")
 		}
 	}
 	if err := m.stopOrphans(ctx, shadowName); err != nil {

@@ -11,7 +11,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/enginemig/enginemig/binlog"
 	"github.com/enginemig/enginemig/copier"
 	"github.com/enginemig/enginemig/cutover"
 	"github.com/enginemig/enginemig/dbconn"
@@ -38,11 +37,11 @@ type RollbackOptions struct {
 
 // RollbackResult summarises a rollback.
 type RollbackResult struct {
-	Schema       string          `json:"schema"`
-	Table        string          `json:"table"`
-	MigrationID  int64           `json:"migration_id"`
-	ReplayEvents int64           `json:"replay_events"`
-	Cutover      *cutover.Result `json:"cutover"`
+	Schema         string          `json:"schema"`
+	Table          string          `json:"table"`
+	MigrationID    int64           `json:"migration_id"`
+	CaptureChanges int64           `json:"capture_changes"`
+	Cutover        *cutover.Result `json:"cutover"`
 	// InnoDBTable is where the converted table now is (kept, like the original was).
 	InnoDBTable string        `json:"innodb_table"`
 	TotalTime   time.Duration `json:"total_ns"`
@@ -91,14 +90,12 @@ func rollback(ctx context.Context, db *sql.DB, opts RollbackOptions, swapping *a
 	if err != nil {
 		return nil, err
 	}
-	from := binlog.Position{Name: st.CutoverFile, Pos: st.CutoverPos}
-	if st.captureMode() == shadow.Binlog {
-		if ok, err := binlog.StillAvailable(ctx, db, from); err != nil {
-			return nil, err
-		} else if !ok {
-			return nil, refuse("a lossless rollback needs every binlog since the cut-over; keep binlogs longer (binlog_expire_logs_seconds) next time. Swapping back by hand would lose the writes made since then",
-				"binlog %s (the cut-over position %s) has been purged", from.Name, from)
-		}
+	from := st.CaptureCutover
+	if why, remedy, err := shadow.CheckResume(ctx, db, st.captureMode(), from); err != nil {
+		return nil, err
+	} else if why != "" {
+		return nil, refuse("a lossless rollback needs every change since the cut-over; "+remedy+" next time. Swapping back by hand would lose the writes made since then",
+			"%s", why)
 	}
 	// The converted table's triggers (as they are now) go back with it; the stream steps over the
 	// apply's own trigger statements after its swap, and the check under the lock catches changes.
@@ -117,31 +114,29 @@ func rollback(ctx context.Context, db *sql.DB, opts RollbackOptions, swapping *a
 
 // swapBack runs the same pipeline as apply, the other way round and without a copy: the kept
 // original is the target, the converted table the source.
-func swapBack(ctx context.Context, db *sql.DB, opts RollbackOptions, st *State, cur *table.Info, version string, from binlog.Position, carrier *triggerCarrier, swapping *atomic.Bool) (*RollbackResult, error) {
+func swapBack(ctx context.Context, db *sql.DB, opts RollbackOptions, st *State, cur *table.Info, version string, from shadow.Position, carrier *triggerCarrier, swapping *atomic.Bool) (*RollbackResult, error) {
 	oldName, innoName := table.OldName(opts.Table), table.ShadowName(opts.Table)
-	mode := st.captureMode()
 	ignore := isCutoverRename(opts.Table)
-	pipe, err := shadow.Open(ctx, shadow.Config{Conn: opts.Conn, DB: db, Source: cur, Target: oldName, Flavor: binlog.Flavor(version),
-		ServerID: opts.ServerID, Start: from, IgnoreQuery: func(q string) bool { return ignore(q) || isTriggerDDL(q) }, Logger: opts.Logger,
-		Mode: mode, ChangeLog: table.ChangeLogName(opts.Table, true)})
+	cfg := rollbackCapture(db, cur, st.captureMode())
+	cfg.Conn, cfg.Version, cfg.ServerID, cfg.Start, cfg.Logger = opts.Conn, version, opts.ServerID, from, opts.Logger
+	cfg.IgnoreQuery = func(q string) bool { return ignore(q) || isTriggerDDL(q) }
+	pipe, err := shadow.Open(ctx, cfg)
 	if err != nil {
 		return nil, outcome.New(outcome.FailedSafe, err, "")
 	}
 	defer pipe.Close()
-	if mode == shadow.Triggers {
-		// Whatever happens next, the capture triggers leave the converted table with this run.
-		defer func() {
-			if err := removeCapture(context.WithoutCancel(ctx), db, cur, true); err != nil {
-				opts.Logger.Warn("could not remove the rollback's capture triggers; `enginemig cleanup` removes them", "error", err)
-			}
-		}()
-	}
-	if err := catchUpBack(ctx, pipe, mode, from, oldName, opts.Logger); err != nil {
+	// Whatever happens next, what the capture set up leaves the converted table with this run.
+	defer func() {
+		if err := pipe.Remove(context.WithoutCancel(ctx)); err != nil {
+			opts.Logger.Warn("could not remove the rollback's capture triggers; `enginemig cleanup` removes them", "error", err)
+		}
+	}()
+	if err := catchUpBack(ctx, pipe, from, oldName, opts.Logger); err != nil {
 		return nil, err
 	}
 	sw := cutover.Swap{Schema: opts.Schema, From: opts.Table, To: oldName, Aside: innoName, Sentry: table.SwapName(opts.Table), LockWith: pipe.SwapLockWith()}
 	swapping.Store(true)
-	cut, err := cutover.Run(ctx, db, sw, pipe, opts.Cutover, rollbackHook{carrier, oldName, pipe})
+	cut, err := cutover.Run(ctx, db, sw, pipe, opts.Cutover, rollbackHook{carrier, oldName})
 	if err != nil {
 		return nil, outcome.New(outcome.FailedSafe, fmt.Errorf("swap back: %w", err), "the InnoDB table is still live; retry the rollback")
 	}
@@ -153,33 +148,29 @@ func swapBack(ctx context.Context, db *sql.DB, opts RollbackOptions, st *State, 
 		return nil, outcome.New(outcome.NeedsAttention, fmt.Errorf("swapped back, but carrying the triggers stopped: %w", err),
 			"every trigger still fires through its stand-in; run the same rollback again to finish")
 	}
-	at := "rolled back at " + cut.Position.String()
-	if mode == shadow.Triggers {
-		at = "rolled back (trigger capture)"
+	at := "rolled back"
+	if cut.Position != "" {
+		at += " at " + cut.Position
 	}
 	recordRolledBack(ctx, db, opts, st, fmt.Sprintf("%s; InnoDB table kept as %s", at, innoName))
-	return &RollbackResult{Schema: opts.Schema, Table: opts.Table, MigrationID: st.ID, ReplayEvents: pipe.Progress().Capture.Events,
+	return &RollbackResult{Schema: opts.Schema, Table: opts.Table, MigrationID: st.ID, CaptureChanges: pipe.Progress().Capture.Changes,
 		Cutover: &cut, InnoDBTable: innoName}, nil
 }
 
-// catchUpBack brings the kept original up to date before the swap-back: binlog capture replays
-// from the cut-over; trigger capture has no record of what changed before its triggers existed,
-// so it verifies the whole table, recopying the chunks that differ.
-func catchUpBack(ctx context.Context, pipe *shadow.Pipeline, mode shadow.Mode, from binlog.Position, oldName string, log *slog.Logger) error {
-	if mode == shadow.Triggers {
-		log.Info("verifying the kept original against the converted table (changes since the cut-over are recopied)", "table", oldName)
-		v, err := pipe.Verify(ctx, copier.Pace{ChunkTime: copier.DefaultChunkTime})
-		if err != nil {
-			return outcome.New(outcome.FailedSafe, fmt.Errorf("verify %s: %w", oldName, err), "nothing was swapped; the InnoDB table is live")
-		}
+// catchUpBack brings the kept original up to date before the swap-back (shadow.Pipeline.Reconcile:
+// a capture from the cut-over's position catches up; one that started now verifies the whole
+// table, recopying the chunks that differ).
+func catchUpBack(ctx context.Context, pipe *shadow.Pipeline, from shadow.Position, oldName string, log *slog.Logger) error {
+	log.Info("bringing the kept original up to date with the converted table", "from", orNone(string(from)), "table", oldName)
+	v, err := pipe.Reconcile(ctx, copier.Pace{ChunkTime: copier.DefaultChunkTime})
+	if err != nil {
+		return outcome.New(outcome.FailedSafe, fmt.Errorf("bring %s up to date: %w", oldName, err), "nothing was swapped; the InnoDB table is live")
+	}
+	if v != nil {
 		log.Info("verified; swapping back", "rows", v.Rows, "recopied_chunks", v.Repaired, "took", v.Duration.Round(time.Millisecond))
 		return nil
 	}
-	log.Info("replaying changes since the cut-over onto the kept original", "from", from.String(), "table", oldName)
-	if err := pipe.CatchUp(ctx); err != nil {
-		return outcome.New(outcome.FailedSafe, fmt.Errorf("replay onto %s: %w", oldName, err), "nothing was swapped; the InnoDB table is live")
-	}
-	log.Info("caught up; swapping back", "changes", pipe.Progress().Capture.Events)
+	log.Info("caught up; swapping back", "changes", pipe.Progress().Capture.Changes)
 	return nil
 }
 
@@ -238,8 +229,8 @@ func lastCutover(ctx context.Context, db *sql.DB, opts RollbackOptions) (*State,
 	for i := range states {
 		switch states[i].Stage {
 		case StageDone:
-			if states[i].CutoverFile == "" && states[i].captureMode() == shadow.Binlog {
-				break
+			if !shadow.Recorded(states[i].captureMode(), states[i].CaptureCutover) {
+				break // no position to capture from: not a conversion rollback can start from
 			}
 			return &states[i], nil
 		case StageRolledBack:

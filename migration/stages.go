@@ -7,7 +7,6 @@ import (
 	"os"
 	"time"
 
-	"github.com/enginemig/enginemig/binlog"
 	"github.com/enginemig/enginemig/copier"
 	"github.com/enginemig/enginemig/cutover"
 	"github.com/enginemig/enginemig/dbconn"
@@ -83,43 +82,30 @@ func (m *migrator) enter(ctx context.Context, s Stage) error {
 // openPipeline creates the shadow (or rewinds the one being resumed) and starts capture. Capture
 // starts before the first row is read: every change after its start position is replayed.
 func (m *migrator) openPipeline(ctx context.Context) error {
-	shadowName := table.ShadowName(m.ti.Name)
-	start := binlog.Position{}
+	cfg := applyCapture(m.db, m.ti, m.capture)
 	if m.resume == nil {
 		if _, err := m.db.ExecContext(ctx, m.ddl.Create); err != nil {
 			return &keepShadow{outcome.New(outcome.Refused, fmt.Errorf("create shadow table: %w", err), "run `enginemig plan` for this table")}
 		}
-		if m.capture == shadow.Binlog {
-			var err error
-			if start, err = binlog.CurrentPosition(ctx, m.db); err != nil {
-				return err
-			}
-		}
-		m.rec.update(ctx, func(st *State) {
-			st.StartFile, st.StartPos = start.Name, start.Pos
-			st.AppliedFile, st.AppliedPos = start.Name, start.Pos
-		})
 	} else {
 		deferred, err := m.prepareResume(ctx, m.resume, m.ddl.Deferred)
 		if err != nil {
 			return err
 		}
 		m.deferred = deferred
-		start = binlog.Position{Name: m.resume.AppliedFile, Pos: m.resume.AppliedPos}
+		cfg.Start = m.resume.CaptureResume
 	}
-	p, err := shadow.Open(ctx, shadow.Config{Conn: m.opts.Conn, DB: m.db, Source: m.ti, Target: shadowName,
-		Flavor: binlog.Flavor(m.version), ServerID: m.opts.ServerID, Start: start, ApplyDelay: m.opts.replayDelay, VerifyRelease: m.opts.verifyRelease,
-		VerifyHoldDelay: m.opts.verifyHold, Logger: m.log,
-		Triggers: triggerNames(m.triggers), Mode: m.capture, ChangeLog: table.ChangeLogName(m.ti.Name, false)})
+	cfg.Conn, cfg.Version, cfg.ServerID, cfg.Triggers, cfg.Logger = m.opts.Conn, m.version, m.opts.ServerID, triggerNames(m.triggers), m.log
+	cfg.ApplyDelay, cfg.VerifyRelease, cfg.VerifyHoldDelay = m.opts.replayDelay, m.opts.verifyRelease, m.opts.verifyHold
+	p, err := shadow.Open(ctx, cfg)
 	if err != nil {
-		remedy := "the user needs REPLICATION SLAVE (and BINLOG MONITOR or REPLICATION CLIENT)"
-		if m.capture == shadow.Triggers {
-			remedy = "the user needs the TRIGGER privilege on the table"
-		}
-		return outcome.New(outcome.FailedSafe, err, remedy)
+		return outcome.New(outcome.FailedSafe, err, m.capture.SetupRemedy())
 	}
 	m.pipe = p
 	m.rec.attach(p)
+	if m.resume == nil {
+		m.rec.update(ctx, func(st *State) { st.CaptureStart = p.Start() })
+	}
 	return nil
 }
 
@@ -255,7 +241,7 @@ func (m *migrator) endDryRun(ctx context.Context) (*Result, error) {
 	if err := m.pipe.Stop(); err != nil {
 		return m.stopped(ctx, m.coded(err))
 	}
-	m.res.ReplayEvents = m.pipe.Progress().Capture.Events
+	m.res.CaptureChanges = m.pipe.Progress().Capture.Changes
 	m.res.Triggers = m.carrier().statements(table.ShadowName(m.ti.Name))
 	if err := m.dropShadow(ctx); err != nil {
 		m.log.Warn("dry run: could not drop the shadow; `enginemig cleanup` removes it", "error", err)
@@ -285,14 +271,12 @@ func (m *migrator) cutover(ctx context.Context) error {
 		return outcome.New(outcome.FailedSafe, fmt.Errorf("cut-over: %w", m.coded(err)), "retry when the table is less busy, or raise --cutover-lock-wait")
 	}
 	m.pipe.StopAfterSwap()
-	if m.capture == shadow.Triggers {
-		// The capture triggers left with the original (now the kept table): nothing writes there.
-		if err := removeCapture(context.WithoutCancel(ctx), m.db, m.ti, false); err != nil {
-			m.log.Warn("could not remove the capture triggers from the kept original; `enginemig cleanup` removes them", "error", err)
-		}
+	// What the capture set up left with the original (now the kept table): nothing writes there.
+	if err := m.pipe.Remove(context.WithoutCancel(ctx)); err != nil {
+		m.log.Warn("could not remove the capture's triggers from the kept original; `enginemig cleanup` removes them", "error", err)
 	}
 	m.res.Cutover, m.res.OldTable = &cut, table.OldName(m.ti.Name)
-	m.res.ReplayEvents = m.pipe.Progress().Capture.Events
+	m.res.CaptureChanges = m.pipe.Progress().Capture.Changes
 	m.log.Info("cut-over done", "attempts", cut.Attempts, "lock_held", cut.LockHeld.Round(time.Millisecond),
 		"original_kept_as", dbconn.QualifiedName(m.ti.Schema, m.res.OldTable))
 	return nil

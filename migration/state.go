@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/enginemig/enginemig/dbconn"
@@ -18,25 +20,25 @@ const DefaultStateSchema = "_enginemig"
 
 // State is one migration's row in the state table.
 type State struct {
-	ID            int64  `json:"id"`
-	Schema        string `json:"schema"`
-	Table         string `json:"table"`
-	Stage         Stage  `json:"stage"`
-	DryRun        bool   `json:"dry_run"`
-	StartFile     string `json:"binlog_start_file"`
-	StartPos      uint32 `json:"binlog_start_pos"`
-	CutoverFile   string `json:"binlog_cutover_file,omitempty"`
-	CutoverPos    uint32 `json:"binlog_cutover_pos,omitempty"`
-	Watermark     string `json:"copy_watermark,omitempty"` // the last copied key, see encodeKey
-	AppliedFile   string `json:"binlog_applied_file,omitempty"`
-	AppliedPos    uint32 `json:"binlog_applied_pos,omitempty"` // every change before this is in the shadow
-	RowsTotal     int64  `json:"rows_total"`
-	RowsCopied    int64  `json:"rows_copied"`
-	EventsApplied int64  `json:"events_applied"`
+	ID     int64  `json:"id"`
+	Schema string `json:"schema"`
+	Table  string `json:"table"`
+	Stage  Stage  `json:"stage"`
+	DryRun bool   `json:"dry_run"`
+	// The capture's positions, serialised by the capture (shadow.Position): where it started,
+	// where a resumed run restarts it (every change before it is in the shadow), and the one read
+	// under the cut-over's lock, where a rollback's capture starts.
+	CaptureStart   shadow.Position `json:"capture_start,omitempty"`
+	CaptureResume  shadow.Position `json:"capture_resume,omitempty"`
+	CaptureCutover shadow.Position `json:"capture_cutover,omitempty"`
+	Watermark      string          `json:"copy_watermark,omitempty"` // the last copied key, see encodeKey
+	RowsTotal      int64           `json:"rows_total"`
+	RowsCopied     int64           `json:"rows_copied"`
+	CaptureChanges int64           `json:"capture_changes"`
 	// Triggers are the table's triggers when the migration started, carried across the swap.
 	Triggers []table.Trigger `json:"triggers,omitempty"`
-	// Capture is how changes were captured (shadow.Binlog or shadow.Triggers): a migration with
-	// trigger capture records no binlog positions, and its rollback captures with triggers too.
+	// Capture is how changes were captured: a resumed run and the rollback capture the same way,
+	// from the positions above in that capture's spelling.
 	Capture    shadow.Mode `json:"capture"`
 	Error      string      `json:"error,omitempty"`
 	StartedAt  time.Time   `json:"started_at"`
@@ -50,16 +52,13 @@ const stateDDL = `CREATE TABLE IF NOT EXISTS %s (
   table_name VARCHAR(64) NOT NULL,
   stage VARCHAR(32) NOT NULL,
   dry_run TINYINT(1) NOT NULL DEFAULT 0,
-  binlog_start_file VARCHAR(255) NOT NULL DEFAULT '',
-  binlog_start_pos BIGINT UNSIGNED NOT NULL DEFAULT 0,
-  binlog_cutover_file VARCHAR(255) NOT NULL DEFAULT '',
-  binlog_cutover_pos BIGINT UNSIGNED NOT NULL DEFAULT 0,
+  capture_start VARCHAR(255) NOT NULL DEFAULT '',
+  capture_cutover VARCHAR(255) NOT NULL DEFAULT '',
   copy_watermark TEXT NULL,
-  binlog_applied_file VARCHAR(255) NOT NULL DEFAULT '',
-  binlog_applied_pos BIGINT UNSIGNED NOT NULL DEFAULT 0,
+  capture_resume VARCHAR(255) NOT NULL DEFAULT '',
   rows_total BIGINT NOT NULL DEFAULT 0,
   rows_copied BIGINT NOT NULL DEFAULT 0,
-  events_applied BIGINT NOT NULL DEFAULT 0,
+  capture_changes BIGINT NOT NULL DEFAULT 0,
   triggers LONGTEXT NULL,
   capture VARCHAR(16) NOT NULL DEFAULT 'binlog',
   error TEXT NULL,
@@ -71,8 +70,10 @@ const stateDDL = `CREATE TABLE IF NOT EXISTS %s (
 
 // Store reads and writes the state table.
 type Store struct {
-	db     *sql.DB
-	schema string
+	db       *sql.DB
+	schema   string
+	mu       sync.Mutex
+	upgraded bool
 }
 
 // NewStore uses schema (DefaultStateSchema when empty) for the state table.
@@ -85,7 +86,8 @@ func NewStore(db *sql.DB, schema string) *Store {
 
 func (s *Store) table() string { return dbconn.QualifiedName(s.schema, "migrations") }
 
-// Ensure creates the state schema and table if missing (InnoDB, so a record survives a crash).
+// Ensure creates the state schema and table if missing (InnoDB, so a record survives a crash),
+// and upgrades a table of an earlier version.
 func (s *Store) Ensure(ctx context.Context) error {
 	if _, err := s.db.ExecContext(ctx, "CREATE DATABASE IF NOT EXISTS "+dbconn.QuoteIdent(s.schema)); err != nil {
 		return fmt.Errorf("create state schema %s (needs CREATE on it, or pass --state-schema): %w", s.schema, err)
@@ -93,33 +95,29 @@ func (s *Store) Ensure(ctx context.Context) error {
 	if _, err := s.db.ExecContext(ctx, fmt.Sprintf(stateDDL, s.table())); err != nil {
 		return fmt.Errorf("create state table %s: %w", s.table(), err)
 	}
-	// State tables of earlier versions lack the later columns.
-	for _, col := range []struct{ name, def string }{
-		{"triggers", "triggers LONGTEXT NULL AFTER events_applied"},
-		{"capture", "capture VARCHAR(16) NOT NULL DEFAULT 'binlog' AFTER triggers"},
-	} {
-		has, err := s.hasColumn(ctx, col.name)
-		if err != nil {
-			return err
-		}
-		if !has {
-			if _, err := s.db.ExecContext(ctx, "ALTER TABLE "+s.table()+" ADD COLUMN "+col.def); err != nil {
-				return fmt.Errorf("upgrade state table %s: %w", s.table(), err)
-			}
-		}
-	}
-	return nil
+	s.mu.Lock()
+	s.upgraded = false // look again: Ensure is where a run makes sure
+	s.mu.Unlock()
+	return s.upgrade(ctx)
 }
 
-// hasColumn reports whether the state table has a column added in a later version: reading an
-// older table must not fail, and must not change it either.
-func (s *Store) hasColumn(ctx context.Context, name string) (bool, error) {
-	var n int
-	if err := s.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = 'migrations' AND COLUMN_NAME = ?",
-		s.schema, name).Scan(&n); err != nil {
-		return false, fmt.Errorf("look up the state table %s: %w", s.table(), err)
+// columns names the state table's columns: reading an older table must not fail, and must not
+// change it either.
+func (s *Store) columns(ctx context.Context) (map[string]bool, error) {
+	rows, err := s.db.QueryContext(ctx, "SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = 'migrations'", s.schema)
+	if err != nil {
+		return nil, fmt.Errorf("look up the state table %s: %w", s.table(), err)
 	}
-	return n > 0, nil
+	defer rows.Close()
+	has := map[string]bool{}
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			return nil, err
+		}
+		has[strings.ToLower(n)] = true
+	}
+	return has, rows.Err()
 }
 
 // Exists reports whether the state table has been created (by a first apply).
@@ -140,9 +138,12 @@ func (s *Store) any(ctx context.Context, query string) (bool, error) {
 func (s *Store) Begin(ctx context.Context, st *State) error {
 	now := time.Now().UTC()
 	st.StartedAt, st.UpdatedAt = now, now
-	res, err := s.db.ExecContext(ctx, "INSERT INTO "+s.table()+` (schema_name, table_name, stage, dry_run, binlog_start_file,
-		binlog_start_pos, rows_total, triggers, capture, started_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?)`,
-		st.Schema, st.Table, st.Stage, st.DryRun, st.StartFile, st.StartPos, st.RowsTotal, encodeTriggers(st.Triggers), st.captureMode(), now, now)
+	if err := s.upgrade(ctx); err != nil {
+		return err
+	}
+	res, err := s.db.ExecContext(ctx, "INSERT INTO "+s.table()+` (schema_name, table_name, stage, dry_run, capture_start,
+		rows_total, triggers, capture, started_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?)`,
+		st.Schema, st.Table, st.Stage, st.DryRun, st.CaptureStart, st.RowsTotal, encodeTriggers(st.Triggers), st.captureMode(), now, now)
 	if err != nil {
 		return fmt.Errorf("record migration: %w", err)
 	}
@@ -152,35 +153,42 @@ func (s *Store) Begin(ctx context.Context, st *State) error {
 
 // Save writes the mutable fields of st.
 func (s *Store) Save(ctx context.Context, st *State) error {
+	if err := s.upgrade(ctx); err != nil {
+		return err
+	}
 	st.UpdatedAt = time.Now().UTC()
-	_, err := s.db.ExecContext(ctx, "UPDATE "+s.table()+` SET stage=?, binlog_start_file=?, binlog_start_pos=?,
-		binlog_cutover_file=?, binlog_cutover_pos=?, copy_watermark=?, binlog_applied_file=?, binlog_applied_pos=?, rows_total=?, rows_copied=?, events_applied=?,
-		error=?, updated_at=?, finished_at=? WHERE id=?`,
-		st.Stage, st.StartFile, st.StartPos, st.CutoverFile, st.CutoverPos, nullIfEmpty(st.Watermark), st.AppliedFile, st.AppliedPos, st.RowsTotal,
-		st.RowsCopied, st.EventsApplied, nullIfEmpty(st.Error), st.UpdatedAt, st.FinishedAt, st.ID)
+	_, err := s.db.ExecContext(ctx, "UPDATE "+s.table()+` SET stage=?, capture_start=?, capture_cutover=?, copy_watermark=?,
+		capture_resume=?, rows_total=?, rows_copied=?, capture_changes=?, error=?, updated_at=?, finished_at=? WHERE id=?`,
+		st.Stage, st.CaptureStart, st.CaptureCutover, nullIfEmpty(st.Watermark), st.CaptureResume, st.RowsTotal,
+		st.RowsCopied, st.CaptureChanges, nullIfEmpty(st.Error), st.UpdatedAt, st.FinishedAt, st.ID)
 	if err != nil {
 		return fmt.Errorf("update migration state: %w", err)
 	}
 	return nil
 }
 
-// List returns recorded migrations, newest first, optionally for one table.
+// List returns recorded migrations, newest first, optionally for one table. It reads a state
+// table of an earlier version as it is, without changing it (see upgrade).
 func (s *Store) List(ctx context.Context, schema, table string) ([]State, error) {
-	triggersCol, captureCol := "COALESCE(triggers,'')", "capture"
-	if has, err := s.hasColumn(ctx, "triggers"); err != nil {
+	has, err := s.columns(ctx)
+	if err != nil {
 		return nil, err
-	} else if !has {
-		triggersCol = "''"
 	}
-	if has, err := s.hasColumn(ctx, "capture"); err != nil {
-		return nil, err
-	} else if !has {
-		captureCol = "'binlog'"
+	// Each column as this version names it, or as an earlier version's table holds it.
+	col := func(name, earlier string) string {
+		if has[name] {
+			return name
+		}
+		return earlier
 	}
-	q := "SELECT id, schema_name, table_name, stage, dry_run, binlog_start_file, binlog_start_pos, binlog_cutover_file, " +
-		"binlog_cutover_pos, COALESCE(copy_watermark,''), binlog_applied_file, binlog_applied_pos, rows_total, rows_copied, events_applied, COALESCE(error,''), " +
-		triggersCol + ", " + captureCol + ", " +
-		"started_at, updated_at, finished_at FROM " + s.table()
+	triggers := "''"
+	if has["triggers"] {
+		triggers = "COALESCE(triggers,'')"
+	}
+	q := "SELECT id, schema_name, table_name, stage, dry_run, " + col("capture_start", legacyPos("binlog_start")) + ", " +
+		col("capture_cutover", legacyPos("binlog_cutover")) + ", COALESCE(copy_watermark,''), " + col("capture_resume", legacyPos("binlog_applied")) +
+		", rows_total, rows_copied, " + col("capture_changes", "events_applied") + ", COALESCE(error,''), " +
+		triggers + ", " + col("capture", "'binlog'") + ", started_at, updated_at, finished_at FROM " + s.table()
 	var args []any
 	if schema != "" {
 		q += " WHERE schema_name = ?"
@@ -201,8 +209,8 @@ func (s *Store) List(ctx context.Context, schema, table string) ([]State, error)
 		var started, updated []byte
 		var finished sql.NullString
 		var triggers string
-		if err := rows.Scan(&st.ID, &st.Schema, &st.Table, &st.Stage, &st.DryRun, &st.StartFile, &st.StartPos, &st.CutoverFile,
-			&st.CutoverPos, &st.Watermark, &st.AppliedFile, &st.AppliedPos, &st.RowsTotal, &st.RowsCopied, &st.EventsApplied, &st.Error, &triggers, &st.Capture, &started, &updated, &finished); err != nil {
+		if err := rows.Scan(&st.ID, &st.Schema, &st.Table, &st.Stage, &st.DryRun, &st.CaptureStart, &st.CaptureCutover, &st.Watermark,
+			&st.CaptureResume, &st.RowsTotal, &st.RowsCopied, &st.CaptureChanges, &st.Error, &triggers, &st.Capture, &started, &updated, &finished); err != nil {
 			return nil, err
 		}
 		if triggers != "" {
@@ -221,13 +229,8 @@ func (s *Store) List(ctx context.Context, schema, table string) ([]State, error)
 	return out, rows.Err()
 }
 
-// captureMode is the capture the record stands for (binlog for records of earlier versions).
-func (st State) captureMode() shadow.Mode {
-	if st.Capture == "" {
-		return shadow.Binlog
-	}
-	return st.Capture
-}
+// captureMode is the capture the record stands for (see shadow.ModeOf for earlier versions').
+func (st State) captureMode() shadow.Mode { return shadow.ModeOf(string(st.Capture)) }
 
 // encodeTriggers stores trigger definitions as JSON (bodies base64, byte for byte); nil for none.
 func encodeTriggers(trs []table.Trigger) any {

@@ -55,8 +55,12 @@ func TestStateTableOfAnEarlierVersion(t *testing.T) {
 	if err := s.Ensure(context.Background()); err != nil {
 		t.Fatal(err)
 	}
+	has, err := s.columns(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, col := range []string{"triggers", "capture"} {
-		if has, _ := s.hasColumn(context.Background(), col); !has {
+		if !has[col] {
 			t.Fatalf("Ensure did not add the %s column", col)
 		}
 	}

@@ -3,32 +3,31 @@ package migration
 import (
 	"context"
 	"database/sql"
-	"fmt"
 	"time"
 
-	"github.com/enginemig/enginemig/binlog"
 	"github.com/enginemig/enginemig/control"
 	"github.com/enginemig/enginemig/copier"
+	"github.com/enginemig/enginemig/shadow"
 )
 
 // DefaultChunkTime is the copy's target duration of one chunk's source read when
 // Options.ChunkTime is zero.
 const DefaultChunkTime = copier.DefaultChunkTime
 
-// ServerPosition is where the server is writing its binlog now, for StatusOf.
-func ServerPosition(ctx context.Context, db *sql.DB) (file string, pos uint32, err error) {
-	p, err := binlog.CurrentPosition(ctx, db)
-	return p.Name, p.Pos, err
+// ServerPosition is the server's current position in the terms of st's capture, for StatusOf
+// ("" when the capture has none, or the user may not read it).
+func ServerPosition(ctx context.Context, db *sql.DB, st State) shadow.Position {
+	p, _ := shadow.Now(ctx, db, st.captureMode())
+	return p
 }
 
 // StatusOf is a recorded migration as a control.Status, plus what can be derived from it at now:
-// the copy's ETA from its rate so far and, when serverFile is given (see ServerPosition), how far
-// the saved replay position trails the server's binlog.
-func StatusOf(st State, serverFile string, serverPos uint32, now time.Time) control.Status {
+// the copy's ETA from its rate so far and, when server is given (see ServerPosition), how far the
+// saved capture position trails the server's.
+func StatusOf(st State, server shadow.Position, now time.Time) control.Status {
 	s := control.Status{MigrationID: st.ID, Schema: st.Schema, Table: st.Table, Stage: st.Stage.String(), DryRun: st.DryRun,
-		RowsTotal: st.RowsTotal, RowsCopied: st.RowsCopied, CopyWatermark: st.Watermark, ReplayEvents: st.EventsApplied,
-		BinlogStartFile: st.StartFile, BinlogStartPos: st.StartPos, BinlogAppliedFile: st.AppliedFile, BinlogAppliedPos: st.AppliedPos,
-		BinlogCutoverFile: st.CutoverFile, BinlogCutoverPos: st.CutoverPos,
+		RowsTotal: st.RowsTotal, RowsCopied: st.RowsCopied, CopyWatermark: st.Watermark, CaptureChanges: st.CaptureChanges,
+		CaptureStart: string(st.CaptureStart), CaptureResume: string(st.CaptureResume), CaptureCutover: string(st.CaptureCutover),
 		StartedAt: st.StartedAt, UpdatedAt: st.UpdatedAt, FinishedAt: st.FinishedAt, Error: st.Error}
 	switch {
 	case st.StartedAt.IsZero():
@@ -45,13 +44,6 @@ func StatusOf(st State, serverFile string, serverPos uint32, now time.Time) cont
 			s.CopyETA = time.Duration(float64(st.RowsTotal-st.RowsCopied) / rate * float64(time.Second)).Round(time.Second).String()
 		}
 	}
-	switch {
-	case st.AppliedFile == "" || serverFile == "":
-	case st.AppliedFile == serverFile && serverPos >= st.AppliedPos:
-		s.ReplayBehindBytes = int64(serverPos - st.AppliedPos)
-		s.ReplayBehind = fmt.Sprintf("%d bytes", s.ReplayBehindBytes)
-	default:
-		s.ReplayBehind = fmt.Sprintf("from %s:%d (server at %s:%d)", st.AppliedFile, st.AppliedPos, serverFile, serverPos)
-	}
+	s.CaptureBehindBytes, s.CaptureBehind = shadow.Behind(st.captureMode(), st.CaptureResume, server)
 	return s
 }

@@ -124,6 +124,6 @@ func stressOnce(t *testing.T, seed uint64) (acked, reads int64, checked int) {
 	// The InnoDB table kept by the rollback held the same rows at the moment of the swap back;
 	// the live table is what counts, and it has been checked.
 	t.Logf("seed %d: copied %d, replayed %d, %d writes and %d reads acknowledged, %d rows identical", seed, res.RowsCopied,
-		res.ReplayEvents, st.Acked, st.Reads, checked)
+		res.CaptureChanges, st.Acked, st.Reads, checked)
 	return st.Acked, st.Reads, checked
 }

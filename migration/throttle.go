@@ -7,6 +7,7 @@ import (
 
 	"github.com/enginemig/enginemig/copier"
 	"github.com/enginemig/enginemig/dbconn"
+	"github.com/enginemig/enginemig/shadow"
 	"github.com/enginemig/enginemig/table"
 	"github.com/enginemig/enginemig/throttle"
 )
@@ -83,7 +84,7 @@ func (m *migrator) originalInPlace(ctx context.Context) bool {
 }
 
 func (m *migrator) dropShadow(ctx context.Context) error {
-	if err := removeCapture(context.WithoutCancel(ctx), m.db, m.ti, false); err != nil {
+	if err := shadow.Remove(context.WithoutCancel(ctx), applyCapture(m.db, m.ti, m.capture)); err != nil {
 		return err
 	}
 	_, err := m.db.ExecContext(context.WithoutCancel(ctx), "DROP TABLE IF EXISTS "+dbconn.QualifiedName(m.ti.Schema, table.ShadowName(m.ti.Name)))

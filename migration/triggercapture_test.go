@@ -12,8 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/enginemig/enginemig/cutover"
 	"github.com/enginemig/enginemig/dbconn"
 	"github.com/enginemig/enginemig/outcome"
+	"github.com/enginemig/enginemig/plan"
 	"github.com/enginemig/enginemig/sandbox"
 	"github.com/enginemig/enginemig/sandbox/sandboxtest"
 	"github.com/enginemig/enginemig/shadow"
@@ -268,4 +270,42 @@ func TestTriggerCaptureCleanupAfterCrash(t *testing.T) {
 		t.Error("shadow left")
 	}
 	sandboxtest.MustExec(t, db, "UPDATE "+tbl+" SET v = v + 1 WHERE id = 7", "INSERT INTO "+tbl+" VALUES (30001, 1)")
+}
+
+// A cut-over attempt holds trigger capture's periodic syncs (cutover.Target.Hold) from before it
+// locks the tables: a sync that started under the attempt's lock would take the shadow's metadata
+// lock (LOCK TABLES takes them in name order, `_t_new` before `t`) and wait for the source's, and
+// the attempt's own sync, which writes the shadow, would wait for it until the periodic sync's
+// lock wait (1 s) ends, with the application's writes waiting too. The attempt pauses under its
+// lock long enough for a periodic sync to start; without the hold the lock is held past the pause
+// for the whole of that wait instead of at most the catch-up budget.
+func TestTriggerCaptureCutoverHoldsSyncs(t *testing.T) {
+	schema, _ := sandboxtest.FreshDatabase(t, srv)
+	db := openControl(t, srv)
+	ws := seedAllTypes(t, db, schema, 5000, 2, 5)
+	stop := runWriters(ws, time.Millisecond)
+	opts := testOptions(srv, schema, "t")
+	opts.Capture = plan.CaptureTriggers
+	opts.Cutover = cutover.DefaultConfig()
+	opts.Cutover.Attempts = 1
+	const pause = 300 * time.Millisecond // periodic syncs start every 200 ms
+	opts.Cutover.OnLocked = func() { time.Sleep(pause) }
+	res, err := Run(context.Background(), db, opts)
+	time.Sleep(100 * time.Millisecond)
+	stop()
+	if err != nil {
+		t.Fatalf("the cut-over's one attempt failed: %v", err)
+	}
+	for _, w := range ws {
+		if len(w.failures) > 0 {
+			t.Errorf("writer %d: %s", w.id, w.failures[0])
+		}
+	}
+	if diff := sameRows(t, db, schema, "t", "ref", allTypesColumns, "id"); diff != "" {
+		t.Fatal(diff)
+	}
+	t.Logf("cut-over %+v", res.Cutover)
+	if limit := pause + opts.Cutover.CatchUp; res.Cutover.LockHeld > limit {
+		t.Fatalf("the cut-over held the table %s, more than its pause and catch-up budget (%s): a sync waited under its lock", res.Cutover.LockHeld, limit)
+	}
 }

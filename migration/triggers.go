@@ -10,11 +10,9 @@ import (
 	"regexp"
 	"time"
 
-	"github.com/enginemig/enginemig/binlog"
 	"github.com/enginemig/enginemig/cutover"
 	"github.com/enginemig/enginemig/dbconn"
 	"github.com/enginemig/enginemig/outcome"
-	"github.com/enginemig/enginemig/shadow"
 	"github.com/enginemig/enginemig/table"
 )
 
@@ -206,19 +204,14 @@ func (m *migrator) carrier() *triggerCarrier {
 type swapHook struct{ m *migrator }
 
 func (h swapHook) PrepareSwap(ctx context.Context) error {
-	if err := prepareStandIns(ctx, h.m.carrier(), table.ShadowName(h.m.ti.Name)); err != nil {
-		return err
-	}
-	h.m.pipe.HoldSyncs() // released if the attempt fails; capture stops after a swap
-	return nil
+	return prepareStandIns(ctx, h.m.carrier(), table.ShadowName(h.m.ti.Name))
 }
 
 func (h swapHook) AbandonSwap(ctx context.Context) {
-	h.m.pipe.ReleaseSyncs()
 	abandonStandIns(ctx, h.m.carrier(), table.ShadowName(h.m.ti.Name))
 }
 
-func (h swapHook) RecordSwap(ctx context.Context, pos binlog.Position) error {
+func (h swapHook) RecordSwap(ctx context.Context, pos string) error {
 	if err := checkUnchanged(ctx, h.m.carrier()); err != nil {
 		return err
 	}
@@ -284,21 +277,13 @@ func (m *migrator) finishTriggers(ctx context.Context) error {
 type rollbackHook struct {
 	c       *triggerCarrier
 	onTable string
-	pipe    *shadow.Pipeline
 }
 
 func (h rollbackHook) PrepareSwap(ctx context.Context) error {
-	if err := prepareStandIns(ctx, h.c, h.onTable); err != nil {
-		return err
-	}
-	h.pipe.HoldSyncs()
-	return nil
+	return prepareStandIns(ctx, h.c, h.onTable)
 }
-func (h rollbackHook) AbandonSwap(ctx context.Context) {
-	h.pipe.ReleaseSyncs()
-	abandonStandIns(ctx, h.c, h.onTable)
-}
-func (h rollbackHook) RecordSwap(ctx context.Context, _ binlog.Position) error {
+func (h rollbackHook) AbandonSwap(ctx context.Context) { abandonStandIns(ctx, h.c, h.onTable) }
+func (h rollbackHook) RecordSwap(ctx context.Context, _ string) error {
 	return checkUnchanged(ctx, h.c)
 }
 

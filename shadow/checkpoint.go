@@ -6,14 +6,13 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/enginemig/enginemig/binlog"
 	"github.com/enginemig/enginemig/table"
 )
 
 // Checkpoint is what a resumed migration needs, taken in the order of rule 4 (order.go).
 type Checkpoint struct {
-	Watermark []any           // last key the copy wrote (nil: none yet)
-	ResumeAt  binlog.Position // capture restarts here
+	Watermark []any    // last key the copy wrote (nil: none yet)
+	ResumeAt  Position // capture restarts here ("" for a capture that needs no position)
 }
 
 // Checkpoint reads the copy watermark, then the capture's resume position.
@@ -33,8 +32,11 @@ type Progress struct {
 	CopyLockTime time.Duration
 	StagedChunks int64
 	RowsVerified int64
-	Capture      binlog.Stats
+	Capture      Stats
 }
+
+// Start is where the capture started ("" for a capture that needs no position).
+func (p *Pipeline) Start() Position { return p.capture.Start() }
 
 // Progress returns the current counters.
 func (p *Pipeline) Progress() Progress {

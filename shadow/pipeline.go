@@ -15,7 +15,6 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/enginemig/enginemig/binlog"
 	"github.com/enginemig/enginemig/copier"
 	"github.com/enginemig/enginemig/dbconn"
 	"github.com/enginemig/enginemig/table"
@@ -28,18 +27,22 @@ type Config struct {
 	DB     *sql.DB // control pool: positions, index builds, verification (3+ connections)
 	Source *table.Info
 	Target string // in the source's schema
-	// Binlog capture: flavor (binlog.Flavor), a server id unique among the replicas, where to
-	// start, and statements to step over in DDL detection (rollback starts just before the swap).
-	Flavor      string
+	// Mode is how changes are captured; Start where the capture starts (empty: now; a resume
+	// passes the Checkpoint's ResumeAt, a rollback the cut-over's position).
+	Mode  Mode
+	Start Position
+	// Version is the server's VERSION() (binlog capture reads the binlog as its flavour's
+	// replica). Binlog capture: a server id unique among the replicas, and statements to step
+	// over in DDL detection (rollback starts just before the swap).
+	Version     string
 	ServerID    uint32
-	Start       binlog.Position
 	IgnoreQuery func(query string) bool
 	// Triggers are the source's trigger names: dropping one stops capture like other DDL.
 	Triggers []string
-	// Mode is how changes are captured; ChangeLog names trigger capture's log (table.ChangeLogName).
-	Mode      Mode
+	// ChangeLog names trigger capture's log (table.ChangeLogName).
 	ChangeLog string
-	// ApplyDelay is a fault-injection point for tests: it keeps replay behind.
+	// ApplyDelay is a fault-injection point for tests: a pause before each replayed batch, which
+	// keeps replay behind the source.
 	ApplyDelay time.Duration
 	// VerifyRelease and VerifyHoldDelay are test seams: which verification chunks let the source
 	// go early (verify.Config.Release), and a pause while replay is held (verify.Config.HoldDelay).
@@ -47,16 +50,6 @@ type Config struct {
 	VerifyHoldDelay time.Duration
 	Logger          *slog.Logger
 }
-
-// Mode is how a pipeline captures the source's changes.
-type Mode string
-
-const (
-	// Binlog reads the binary log as a replica (needs log_bin, binlog_format=ROW, FULL row images).
-	Binlog Mode = "binlog"
-	// Triggers notes changed keys with triggers on the source (any binlog setting, or none).
-	Triggers Mode = "triggers"
-)
 
 // Pipeline is an open capture into the target, with the copy and verification on top of it.
 // Capture runs in the background from Open to Stop; if it fails, every blocking method returns
@@ -96,10 +89,16 @@ type early struct {
 // pipeline method was running.
 var ErrCapture = errors.New("change capture failed")
 
-// Open starts capturing the source's changes into the target from cfg.Start.
+// Open sets the capture up and starts it from cfg.Start: everything it needs on the server is in
+// place before Open returns, so before the first row is copied.
 func Open(ctx context.Context, cfg Config) (p *Pipeline, err error) {
 	if cfg.Logger == nil {
 		cfg.Logger = dbconn.Logger(nil)
+	}
+	cfg.Mode = ModeOf(string(cfg.Mode))
+	k, err := kindOf(cfg.Mode)
+	if err != nil {
+		return nil, err
 	}
 	q, err := table.NewSQL(cfg.Source, cfg.Target)
 	if err != nil {
@@ -117,12 +116,7 @@ func Open(ctx context.Context, cfg Config) (p *Pipeline, err error) {
 	if p.writer, err = dbconn.OpenRowWriter(ctx, cfg.Conn, "", writerConns(1)); err != nil {
 		return nil, err
 	}
-	if cfg.Mode == Triggers {
-		p.capture, err = openTriggers(ctx, cfg, q, p.writer, &p.order)
-	} else {
-		p.capture, err = openBinlog(ctx, cfg, p.order.replay(binlog.NewApplier(p.writer, q)))
-	}
-	if err != nil {
+	if p.capture, err = k.open(ctx, p); err != nil {
 		return nil, err
 	}
 	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
@@ -189,13 +183,14 @@ func (p *Pipeline) CatchUp(ctx context.Context) error {
 
 // WaitFor returns once the target holds every change committed before the call, read on conn,
 // which holds the source and the sentry locked with SwapLockWith's tables (cutover.Target), and
-// the binlog position standing for that moment.
-func (p *Pipeline) WaitFor(ctx context.Context, conn *sql.Conn) (binlog.Position, error) {
-	return p.waitFor(ctx, conn, HeldForSwap)
+// the capture's Position standing for that moment, as text.
+func (p *Pipeline) WaitFor(ctx context.Context, conn *sql.Conn) (string, error) {
+	pos, err := p.waitFor(ctx, conn, HeldForSwap)
+	return string(pos), err
 }
 
-func (p *Pipeline) waitFor(ctx context.Context, conn *sql.Conn, held Held) (binlog.Position, error) {
-	var pos binlog.Position
+func (p *Pipeline) waitFor(ctx context.Context, conn *sql.Conn, held Held) (Position, error) {
+	var pos Position
 	err := p.Do(ctx, func(ctx context.Context) (err error) {
 		pos, err = p.capture.WaitFor(ctx, conn, held)
 		return err
@@ -207,27 +202,21 @@ func (p *Pipeline) waitFor(ctx context.Context, conn *sql.Conn, held Held) (binl
 // and the sentry (cutover.Swap.LockWith).
 func (p *Pipeline) SwapLockWith() []string { return p.capture.LockWith(HeldForSwap) }
 
-// HoldSyncs holds trigger capture's own syncs off until ReleaseSyncs, waiting for one in flight:
-// a cut-over attempt calls it before it locks the tables, because a sync waiting for the source's
-// lock would hold up the attempt's own (Capture.WaitFor with HeldForSwap).
-func (p *Pipeline) HoldSyncs() {
-	if t, ok := p.capture.(*triggerCapture); ok {
-		t.pause()
-	}
-}
+// Hold keeps the capture from writing to the target on its own until Release, waiting for a
+// write in flight: a cut-over attempt holds it before it locks the tables (cutover.Target),
+// because a write of the capture's that waits for the source's lock would hold up the attempt's
+// own (Capture.WaitFor with HeldForSwap then brings the target up to date).
+func (p *Pipeline) Hold() { p.capture.Hold() }
 
-// ReleaseSyncs ends a HoldSyncs.
-func (p *Pipeline) ReleaseSyncs() {
-	if t, ok := p.capture.(*triggerCapture); ok {
-		t.paused.Add(-1)
-	}
-}
+// Release ends a Hold; after a swap that went through there is nothing to release (Stop).
+func (p *Pipeline) Release() { p.capture.Release() }
 
 // verifyTarget is the pipeline as verification sees it: its sessions hold the source READ-locked.
 type verifyTarget struct{ p *Pipeline }
 
-func (v verifyTarget) WaitFor(ctx context.Context, conn *sql.Conn) (binlog.Position, error) {
-	return v.p.waitFor(ctx, conn, HeldForVerify)
+func (v verifyTarget) WaitFor(ctx context.Context, conn *sql.Conn) error {
+	_, err := v.p.waitFor(ctx, conn, HeldForVerify)
+	return err
 }
 
 // Exclusive holds off the index build too: a repair locks the source with the target, and
@@ -248,8 +237,8 @@ func (p *Pipeline) Exclusive(fn func() error) error { return p.order.Exclusive(f
 func (p *Pipeline) Exec(ctx context.Context, stmt string) error {
 	p.ddl.Lock()
 	defer p.ddl.Unlock()
-	p.HoldSyncs()
-	defer p.ReleaseSyncs()
+	p.capture.Hold()
+	defer p.capture.Release()
 	return p.Do(ctx, func(ctx context.Context) error {
 		_, err := p.cfg.DB.ExecContext(ctx, stmt)
 		return err
@@ -263,11 +252,11 @@ func (p *Pipeline) Exec(ctx context.Context, stmt string) error {
 // OLD`, OLD built with StartVerify off; verification did not hide whole: 15.0 s beside the 9.0 s
 // build, 13.3 s alone after a 7.3 s one).
 // Following the copy instead, range by range, made it slower (6.0 s): on 2 cores the copy and the
-// replay of its own binlog events already keep both busy. Binlog capture only, and it
-// returns false otherwise: trigger capture compares with the target WRITE-locked, and that lock
-// would wait for the whole build while holding the source's.
+// replay of its own binlog events already keep both busy. It returns false when the capture
+// must lock the target with the source to catch up (trigger capture): that lock would wait for
+// the whole build while holding the source's.
 func (p *Pipeline) StartVerify(ctx context.Context, pace copier.Pace) bool {
-	if p.cfg.Mode == Triggers || p.early != nil {
+	if len(p.capture.LockWith(HeldForVerify)) > 0 || p.early != nil {
 		return false
 	}
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -314,6 +303,28 @@ func (p *Pipeline) verify(ctx context.Context, pace copier.Pace) (verify.Result,
 		return err
 	})
 	return res, err
+}
+
+// Reconcile brings up to date a target the capture did not follow until now (a rollback's kept
+// original): a capture that replays history from Config.Start catches up; one that starts now
+// (triggers) has no record of earlier changes, so the whole target is verified against the
+// source, recopying the ranges that differ. It returns that verification's result, if any.
+func (p *Pipeline) Reconcile(ctx context.Context, pace copier.Pace) (*verify.Result, error) {
+	if k, _ := kindOf(p.cfg.Mode); k.needsStart() {
+		return nil, p.CatchUp(ctx)
+	}
+	v, err := p.Verify(ctx, pace)
+	return &v, err
+}
+
+// Remove drops what the capture's set-up installed on the server: once the swap went through
+// (the capture's triggers left with the original), or when the target is given up.
+func (p *Pipeline) Remove(ctx context.Context) error {
+	k, err := kindOf(p.cfg.Mode)
+	if err != nil {
+		return err
+	}
+	return k.remove(ctx, p.cfg)
 }
 
 // Stop ends capture and waits until no batch is being written: a late write of an old batch

@@ -10,7 +10,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/enginemig/enginemig/binlog"
 	"github.com/enginemig/enginemig/dbconn"
 	"github.com/enginemig/enginemig/table"
 )
@@ -37,7 +36,7 @@ import (
 // 10.11 does not make LOCK TABLES ... READ wait for them). Syncs run under the order's exclusive lock,
 // like replay batches (rule 1), and never during an index build on the target (Exec), whose
 // metadata lock LOCK TABLES ... WRITE would queue behind while holding the source, nor while a
-// cut-over attempt holds the tables (Pipeline.HoldSyncs).
+// cut-over attempt holds the tables (Hold).
 type triggerCapture struct {
 	c      *table.CaptureSQL
 	q      *table.SQL
@@ -57,68 +56,6 @@ type triggerCapture struct {
 // syncLockWait bounds each LOCK TABLES of a periodic sync: while it waits (for a transaction
 // that wrote the source to end), the application's new writes queue behind it.
 const syncLockWait = 1
-
-func openTriggers(ctx context.Context, cfg Config, q *table.SQL, writer *sql.DB, o *order) (*triggerCapture, error) {
-	t := &triggerCapture{c: q.Capture(cfg.Source, cfg.ChangeLog), q: q, db: cfg.DB, writer: writer, order: o, every: 200 * time.Millisecond, log: cfg.Logger}
-	if err := InstallTriggers(ctx, cfg.DB, t.c); err != nil {
-		return nil, err
-	}
-	return t, nil
-}
-
-// InstallTriggers creates the change log and whichever capture triggers are missing (a resumed
-// run finds them still capturing). Creating a trigger waits for the source's metadata lock: each
-// attempt waits at most 2 s (the application's new statements on the table queue behind it
-// meanwhile) and is retried up to 10 times.
-func InstallTriggers(ctx context.Context, db *sql.DB, c *table.CaptureSQL) error {
-	if _, err := db.ExecContext(ctx, c.CreateLog()); err != nil {
-		return fmt.Errorf("create change log %s: %w", c.Log(), err)
-	}
-	conn, err := db.Conn(ctx)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	defer conn.Raw(func(any) error { return driver.ErrBadConn }) // keep the short lock wait out of the pool
-	if _, err := conn.ExecContext(ctx, "SET SESSION lock_wait_timeout = 2"); err != nil {
-		return err
-	}
-	for i, stmt := range c.CreateTriggers() {
-		name := c.TriggerNames()[i]
-		for attempt := 1; ; attempt++ {
-			var n int
-			if err := conn.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = ? AND TRIGGER_NAME = ?",
-				c.Schema(), name).Scan(&n); err != nil {
-				return err
-			}
-			if n > 0 {
-				break
-			}
-			_, err := conn.ExecContext(ctx, stmt)
-			if err == nil {
-				break
-			}
-			if !dbconn.IsLockWait(err) || attempt == 10 {
-				return fmt.Errorf("create capture trigger %s: %w", name, err)
-			}
-		}
-	}
-	return nil
-}
-
-// RemoveTriggers drops the capture triggers, then the change log: in that order, so no
-// application write ever fires a trigger whose log is gone.
-func RemoveTriggers(ctx context.Context, db *sql.DB, c *table.CaptureSQL) error {
-	for _, stmt := range c.DropTriggers() {
-		if _, err := db.ExecContext(ctx, stmt); err != nil {
-			return fmt.Errorf("drop capture trigger: %w", err)
-		}
-	}
-	if _, err := db.ExecContext(ctx, c.DropLog()); err != nil {
-		return fmt.Errorf("drop change log %s: %w", c.Log(), err)
-	}
-	return nil
-}
 
 // Run syncs the notes every few hundred milliseconds, so that the final sync under the cut-over
 // lock has little left to do.
@@ -164,32 +101,32 @@ func sleep(ctx context.Context, d time.Duration) bool {
 
 // WaitFor syncs every note written before the call, in q's locks (held) or, with HeldNone, in
 // its own, retrying while a transaction keeps it waiting.
-func (t *triggerCapture) WaitFor(ctx context.Context, q dbconn.Execer, held Held) (binlog.Position, error) {
+func (t *triggerCapture) WaitFor(ctx context.Context, q dbconn.Execer, held Held) (Position, error) {
 	switch held {
 	case HeldForVerify:
 		// No order needed: q's lock on the target keeps every chunk's write out, and
 		// verification comes after the copy.
 		_, err := t.syncLocked(ctx, q, 0)
-		return binlog.Position{}, err
+		return "", err
 	case HeldForSwap:
-		return binlog.Position{}, t.syncForSwap(ctx, q)
+		return "", t.syncForSwap(ctx, q)
 	}
 	var target int64
 	if err := t.db.QueryRowContext(ctx, t.c.LastNote()).Scan(&target); err != nil {
-		return binlog.Position{}, err
+		return "", err
 	}
 	for t.notes.Load() < target {
 		pause := syncBreather
 		if _, err := t.syncOwnLock(ctx, true); dbconn.IsLockConflict(err) {
 			pause = t.every
 		} else if err != nil {
-			return binlog.Position{}, err
+			return "", err
 		}
 		if !sleep(ctx, pause) {
-			return binlog.Position{}, ctx.Err()
+			return "", ctx.Err()
 		}
 	}
-	return binlog.Position{}, nil
+	return "", nil
 }
 
 // syncOwnLock syncs the oldest syncMaxNotes notes in a session of its own, when there is anything
@@ -238,12 +175,18 @@ const syncMaxNotes = 2000
 // syncBreather is the pause between batches of a backlog, in which queued writes get the table.
 const syncBreather = 20 * time.Millisecond
 
-// pause holds periodic syncs off (until paused is decremented), waiting for one in flight to end.
-func (t *triggerCapture) pause() {
+// Hold keeps periodic syncs off until Release, waiting for one in flight to end: an index build
+// on the target, whose metadata lock a sync's LOCK TABLES ... WRITE would queue behind while
+// holding the source, and a cut-over attempt, whose LOCK TABLES a sync waiting for the source
+// would hold up. WaitFor's own syncs (asked for) still run.
+func (t *triggerCapture) Hold() {
 	t.paused.Add(1)
 	t.inflight.Lock()
 	t.inflight.Unlock() //lint:ignore SA2001 the lock only waits for the sync in flight, if any, to end
 }
+
+// Release ends one Hold.
+func (t *triggerCapture) Release() { t.paused.Add(-1) }
 
 // syncForSwap is the sync under the cut-over's lock. q holds the source, the sentry and the log
 // (READ), but not the target, so q reads the noted keys and their current rows, and another
@@ -376,14 +319,17 @@ func (t *triggerCapture) LockWith(held Held) []string {
 // CopyMode is INSERT IGNORE: a row a sync wrote is at least as new as the copy's, and when the
 // source changed after the sync, a note waits for the next one.
 func (t *triggerCapture) CopyMode() table.WriteMode { return table.InsertIgnore }
-func (t *triggerCapture) ResumeAt() binlog.Position { return binlog.Position{} }
 
-func (t *triggerCapture) Stats() binlog.Stats {
-	return binlog.Stats{Events: t.notes.Load(), Applied: t.synced.Load(), Behind: t.behind.Load()}
+// ResumeAt and Start are empty: the notes wait in the change log, whenever a run resumes.
+func (t *triggerCapture) ResumeAt() Position { return "" }
+func (t *triggerCapture) Start() Position    { return "" }
+
+func (t *triggerCapture) Stats() Stats {
+	return Stats{Changes: t.notes.Load(), Applied: t.synced.Load(), Behind: t.behind.Load()}
 }
 
 // Close leaves the triggers and the log in place: they keep capturing for a resumed run until
-// the migration removes them (RemoveTriggers).
+// the migration removes them (Remove).
 func (t *triggerCapture) Close() {}
 
 var _ Capture = (*triggerCapture)(nil)

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/enginemig/enginemig/binlog"
 	"github.com/enginemig/enginemig/copier"
 	"github.com/enginemig/enginemig/dbconn"
 	"github.com/enginemig/enginemig/sandbox"
@@ -27,8 +26,8 @@ func TestMain(m *testing.M) {
 // real capture and writers is tested through the runner, in package migration.)
 type still struct{}
 
-func (still) WaitFor(ctx context.Context, _ *sql.Conn) (binlog.Position, error) {
-	return binlog.Position{}, ctx.Err()
+func (still) WaitFor(ctx context.Context, _ *sql.Conn) error {
+	return ctx.Err()
 }
 func (still) Exclusive(fn func() error) error { return fn() }
 func (still) Hold(fn func() error) error      { return fn() }

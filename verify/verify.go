@@ -12,7 +12,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/enginemig/enginemig/binlog"
 	"github.com/enginemig/enginemig/copier"
 	"github.com/enginemig/enginemig/dbconn"
 	"github.com/enginemig/enginemig/table"
@@ -22,7 +21,7 @@ import (
 type Target interface {
 	// WaitFor returns once the target holds every change committed before it was called; the
 	// caller holds the source read-locked on conn, so nothing new arrives meanwhile.
-	WaitFor(ctx context.Context, conn *sql.Conn) (binlog.Position, error)
+	WaitFor(ctx context.Context, conn *sql.Conn) error
 	// Exclusive runs fn while no captured change is being written to the target.
 	Exclusive(fn func() error) error
 	// Hold runs fn while no captured change is being written to the target, without waiting for
@@ -219,7 +218,7 @@ func (v *verifier) waitUnlocked(ctx context.Context) error {
 	defer conn.Close()
 	waitCtx, cancel := context.WithTimeout(ctx, behindWait)
 	defer cancel()
-	if _, err := v.target.WaitFor(waitCtx, conn); err != nil {
+	if err := v.target.WaitFor(waitCtx, conn); err != nil {
 		return fmt.Errorf("verify: the target did not catch up within %s, with the source unlocked: %w", behindWait, err)
 	}
 	return nil
@@ -310,7 +309,7 @@ type sum struct {
 func (s sum) equal(o sum) bool { return s.err == nil && o.err == nil && s.n == o.n && s.sum == o.sum }
 
 // catchUp waits until the target holds every change made before the source was locked, and with
-// checksum, checksums the target's range then. It reads the binlog position on a session of its
+// checksum, checksums the target's range then. The capture reads its position on a session of its
 // own (the locked one is busy with the source's checksum), which shows the same moment: nothing
 // can change the source while that session holds it read-locked. It waits for patience when
 // that is shorter than Config.CatchUp, and then returns errBehind.
@@ -325,7 +324,7 @@ func (v *verifier) catchUp(ctx context.Context, r table.Range, checksum bool, pa
 		limit = patience
 	}
 	waitCtx, cancel := context.WithTimeout(ctx, limit)
-	_, err = v.target.WaitFor(waitCtx, posConn)
+	err = v.target.WaitFor(waitCtx, posConn)
 	cancel()
 	posConn.Close()
 	if err != nil && impatient && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
@@ -346,7 +345,7 @@ func (v *verifier) catchUp(ctx context.Context, r table.Range, checksum bool, pa
 func (v *verifier) compareInSession(ctx context.Context, conn *sql.Conn, r table.Range) (comparison, error) {
 	var c comparison
 	waitCtx, cancel := context.WithTimeout(ctx, v.cfg.CatchUp)
-	_, err := v.target.WaitFor(waitCtx, conn)
+	err := v.target.WaitFor(waitCtx, conn)
 	cancel()
 	if err != nil {
 		return c, fmt.Errorf("verify: the target did not catch up within %s: %w", v.cfg.CatchUp, err)

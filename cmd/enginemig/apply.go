@@ -65,7 +65,7 @@ func applyCommand() *cli.Command {
 			&cli.IntFlag{Name: "gate-sample-rows", Value: bench.DefaultSampleRows, Usage: "rows copied into the before-copy gate's scratch tables", Category: "Gates"},
 			&cli.StringFlag{Name: "gate-mix", Value: "16:7:1", Usage: "what the gates run: SELECT:UPDATE:INSERT[:DELETE] primary-key weights; auto: each table's own statements from performance_schema digests (since last reset); or a FILE written by bench --save-mix", Category: "Gates"},
 			&cli.StringFlag{Name: "gate-from-log", Usage: "gates replay each table's statements found in this slow query log or general query log", Category: "Gates"},
-			&cli.StringFlag{Name: "hook", Usage: "shell command run at each stage (start, before-copy, after-copy, before-cutover, success, failure, rollback) with ENGINEMIG_STAGE, ENGINEMIG_SCHEMA, ENGINEMIG_TABLE, ENGINEMIG_ROWS_COPIED, ENGINEMIG_BINLOG_* in its environment; a failing start/before-* hook stops the migration cleanly"},
+			&cli.StringFlag{Name: "hook", Usage: "shell command run at each stage (start, before-copy, after-copy, before-cutover, success, failure, rollback) with ENGINEMIG_STAGE, ENGINEMIG_SCHEMA, ENGINEMIG_TABLE, ENGINEMIG_ROWS_COPIED, ENGINEMIG_CAPTURE, ENGINEMIG_CAPTURE_START, ENGINEMIG_CAPTURE_CUTOVER in its environment; a failing start/before-* hook stops the migration cleanly"},
 			&cli.DurationFlag{Name: "hook-timeout", Value: time.Minute, Usage: "how long a hook may run"},
 			&cli.StringFlag{Name: "state-schema", Value: migration.DefaultStateSchema, Usage: "schema holding enginemig's state table (created if missing)"},
 			&cli.UintFlag{Name: "server-id", Usage: "server_id for the binlog connection (default: random; must not clash with replicas)"},
@@ -230,7 +230,7 @@ func printApplyResult(w io.Writer, r *migration.Result) {
 	}
 	fmt.Fprintf(w, "%s %s.%s: %d rows copied in %s (source reads %s), %d changes replayed, %d secondary index(es) built in %s, total %s\n",
 		verb, r.Schema, r.Table, r.RowsCopied, r.CopyTime.Round(time.Millisecond), r.CopyLockTime.Round(time.Millisecond),
-		r.ReplayEvents, r.DeferredIndex, r.IndexTime.Round(time.Millisecond), r.TotalTime.Round(time.Millisecond))
+		r.CaptureChanges, r.DeferredIndex, r.IndexTime.Round(time.Millisecond), r.TotalTime.Round(time.Millisecond))
 	for _, ch := range r.ShadowChanges {
 		fmt.Fprintf(w, "  note: %s\n", ch)
 	}
@@ -245,8 +245,12 @@ func printApplyResult(w io.Writer, r *migration.Result) {
 		fmt.Fprintf(w, "  gate %s: %s\n", g.Gate, passWord(g.Pass))
 	}
 	if r.Cutover != nil {
-		fmt.Fprintf(w, "  cut-over: %d attempt(s), table locked %s, at binlog %s; original kept as %s.%s (MyISAM)\n",
-			r.Cutover.Attempts, r.Cutover.LockHeld.Round(time.Millisecond), r.Cutover.Position, r.Schema, r.OldTable)
+		at := ""
+		if r.Cutover.Position != "" {
+			at = ", at capture position " + r.Cutover.Position
+		}
+		fmt.Fprintf(w, "  cut-over: %d attempt(s), table locked %s%s; original kept as %s.%s (MyISAM)\n",
+			r.Cutover.Attempts, r.Cutover.LockHeld.Round(time.Millisecond), at, r.Schema, r.OldTable)
 	} else if r.DryRun {
 		fmt.Fprintf(w, "  the table is unchanged; the shadow was dropped\n")
 	}
@@ -289,7 +293,7 @@ func newProgressDisplay(w io.Writer, allowBar bool, label string) *progressDispl
 
 func (d *progressDisplay) update(p migration.Progress) {
 	lag := "replay caught up"
-	if p.CatchingUp {
+	if p.CaptureCatchingUp {
 		lag = "replay catching up"
 	}
 	unit := map[migration.Stage]string{migration.StageCopy: "rows copied", migration.StageVerify: "rows verified"}[p.Stage]
@@ -297,7 +301,7 @@ func (d *progressDisplay) update(p migration.Progress) {
 		if p.StageTotal > 0 && d.bar.GetMax64() != p.StageTotal {
 			d.bar.ChangeMax64(p.StageTotal)
 		}
-		desc := fmt.Sprintf("%s %s (chunk %d, %d changes, %s)", d.label, p.Stage, p.ChunkSize, p.ReplayEvents, lag)
+		desc := fmt.Sprintf("%s %s (chunk %d, %d changes, %s)", d.label, p.Stage, p.ChunkSize, p.CaptureChanges, lag)
 		if p.Waiting != "" {
 			desc = fmt.Sprintf("%s %s waiting (%s)", d.label, p.Stage, p.Waiting)
 		}
@@ -313,7 +317,7 @@ func (d *progressDisplay) update(p migration.Progress) {
 		lag += "; waiting: " + p.Waiting
 	}
 	if unit == "" {
-		fmt.Fprintf(d.w, "%s %s %s: %d changes replayed, %s\n", time.Now().Format("15:04:05"), d.label, p.Stage, p.ReplayEvents, lag)
+		fmt.Fprintf(d.w, "%s %s %s: %d changes replayed, %s\n", time.Now().Format("15:04:05"), d.label, p.Stage, p.CaptureChanges, lag)
 		return
 	}
 	pct := 0.0
@@ -327,7 +331,7 @@ func (d *progressDisplay) update(p migration.Progress) {
 	}
 	fmt.Fprintf(d.w, "%s %s %s: %d/%d %s (%.1f%%), %.0f rows/s, ETA %s (whole run %s), %d changes replayed, %s\n",
 		time.Now().Format("15:04:05"), d.label, p.Stage, p.StageDone, p.StageTotal, unit, pct, p.StageRate,
-		eta, runETA, p.ReplayEvents, lag)
+		eta, runETA, p.CaptureChanges, lag)
 }
 
 // clear takes the bar off the screen so a log record can be written; the next update redraws it.

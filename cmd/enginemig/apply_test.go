@@ -73,7 +73,7 @@ func TestApplyCommand(t *testing.T) {
 	})
 	t.Run("status lists it and rollback swaps back", func(t *testing.T) {
 		out, code := runCLI(t, append(append([]string{"status"}, conn...), "--database", schema, "--output", "json")...)
-		if code != outcome.OK || !strings.Contains(out, `"stage": "done"`) || !strings.Contains(out, `"binlog_cutover_file": "mysql-bin.`) {
+		if code != outcome.OK || !strings.Contains(out, `"stage": "done"`) || !strings.Contains(out, `"capture_cutover": "mysql-bin.`) {
 			t.Fatalf("status exit %d\n%s", code, out)
 		}
 		out, code = runCLI(t, append(append([]string{"rollback"}, conn...), "--database", schema, "--table", "players")...)

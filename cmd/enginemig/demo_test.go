@@ -31,7 +31,7 @@ func TestDemo(t *testing.T) {
 			} `json:"cutover"`
 		} `json:"migration"`
 		Rollback *struct {
-			ReplayEvents int64 `json:"replay_events"`
+			CaptureChanges int64 `json:"capture_changes"`
 		} `json:"rollback"`
 		App struct {
 			Queries int64 `json:"queries"`

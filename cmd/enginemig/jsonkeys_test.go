@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/enginemig/enginemig/bench"
-	"github.com/enginemig/enginemig/binlog"
 	"github.com/enginemig/enginemig/control"
 	"github.com/enginemig/enginemig/cutover"
 	"github.com/enginemig/enginemig/demo"
@@ -22,7 +21,7 @@ var snake = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
 
 // Every key of every JSON document enginemig prints is snake_case.
 func TestJSONKeysAreSnakeCase(t *testing.T) {
-	cut := &cutover.Result{Position: binlog.Position{Name: "mysql-bin.000001", Pos: 4}, Attempts: 1}
+	cut := &cutover.Result{Position: "mysql-bin.000001:4", Attempts: 1}
 	docs := map[string]any{
 		"apply":    migration.Result{Cutover: cut, Verify: &verify.Result{}, Gates: []bench.GateResult{{}}, Triggers: []string{"t"}},
 		"rollback": migration.RollbackResult{Cutover: cut},

@@ -62,8 +62,8 @@ func rollbackCommand() *cli.Command {
 				return err
 			}
 			if c.String("output") == "text" {
-				fmt.Fprintf(c.App.Writer, "rolled back %s.%s: %d changes made since the cut-over replayed onto the MyISAM table; swap took %d attempt(s), table locked %s; the InnoDB table is kept as %s.%s\n",
-					res.Schema, res.Table, res.ReplayEvents, res.Cutover.Attempts, res.Cutover.LockHeld.Round(time.Millisecond), res.Schema, res.InnoDBTable)
+				fmt.Fprintf(c.App.Writer, "rolled back %s.%s: %d changes made since the cut-over captured onto the MyISAM table; swap took %d attempt(s), table locked %s; the InnoDB table is kept as %s.%s\n",
+					res.Schema, res.Table, res.CaptureChanges, res.Cutover.Attempts, res.Cutover.LockHeld.Round(time.Millisecond), res.Schema, res.InnoDBTable)
 			}
 			return nil
 		},

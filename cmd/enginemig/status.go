@@ -21,7 +21,7 @@ func statusCommand() *cli.Command {
 		Usage:     "show running and past migrations recorded in the state table",
 		UsageText: "enginemig status [--database DB [--table T]] [--output json]",
 		Description: "Reads enginemig's state table (works from another shell while apply runs, and afterwards):\n" +
-			"stage, rows copied of total, changes replayed, binlog start and cut-over positions, timings, errors.",
+			"stage, rows copied of total, changes captured, the capture's start and cut-over positions (binlog file:offset), timings, errors.",
 		Flags: append(connectionFlags(),
 			&cli.StringFlag{Name: "database", Aliases: []string{"D", "d"}, Usage: "only migrations of this database"},
 			&cli.StringFlag{Name: "table", Aliases: []string{"t"}, Usage: "only migrations of this table (with --database)"},
@@ -65,11 +65,10 @@ func runStatus(c *cli.Context) error {
 			return err
 		}
 	}
-	// Without the privilege to read it, the server's position is unknown: no replay lag then.
-	file, pos, _ := migration.ServerPosition(c.Context, db)
+	// Without the privilege to read it, the server's position is unknown: no capture lag then.
 	views := make([]control.Status, len(states))
 	for i, st := range states {
-		views[i] = migration.StatusOf(st, file, pos, time.Now())
+		views[i] = migration.StatusOf(st, migration.ServerPosition(c.Context, db, st), time.Now())
 		if migration.Interrupted(c.Context, db, st) {
 			views[i].Interrupted = true
 			views[i].Remedy = fmt.Sprintf("no enginemig runs on %s.%s any more: run the same apply again to resume, or `enginemig cleanup` to give up", st.Schema, st.Table)
@@ -84,7 +83,7 @@ func runStatus(c *cli.Context) error {
 		return nil
 	}
 	w := tabwriter.NewWriter(c.App.Writer, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(w, "ID\tTABLE\tSTAGE\tROWS\tETA\tCHANGES\tREPLAY BEHIND\tSTARTED\tUPDATED\tCUT-OVER AT\tNOTE")
+	fmt.Fprintln(w, "ID\tTABLE\tSTAGE\tROWS\tETA\tCHANGES\tCAPTURE BEHIND\tSTARTED\tUPDATED\tCUT-OVER AT\tNOTE")
 	for _, s := range views {
 		rows := fmt.Sprintf("%d/%d", s.RowsCopied, s.RowsTotal)
 		if s.RowsTotal > 0 {
@@ -97,12 +96,8 @@ func runStatus(c *cli.Context) error {
 		if s.Interrupted {
 			stage += " (interrupted)"
 		}
-		cut := ""
-		if s.BinlogCutoverFile != "" {
-			cut = fmt.Sprintf("%s:%d", s.BinlogCutoverFile, s.BinlogCutoverPos)
-		}
-		fmt.Fprintf(w, "%d\t%s.%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", s.MigrationID, s.Schema, s.Table, stage, rows, s.CopyETA, s.ReplayEvents,
-			s.ReplayBehind, s.StartedAt.Format(time.DateTime), s.UpdatedAt.Format(time.DateTime), cut, joinNotes(s.Error, s.Remedy))
+		fmt.Fprintf(w, "%d\t%s.%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", s.MigrationID, s.Schema, s.Table, stage, rows, s.CopyETA, s.CaptureChanges,
+			s.CaptureBehind, s.StartedAt.Format(time.DateTime), s.UpdatedAt.Format(time.DateTime), s.CaptureCutover, joinNotes(s.Error, s.Remedy))
 	}
 	return w.Flush()
 }

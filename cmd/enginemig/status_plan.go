@@ -69,7 +69,7 @@ func statusOfPlan(ctx context.Context, db *sql.DB, store *migration.Store, path 
 			ts.State, ts.Stage = "failed", newest.Stage.String()
 		default:
 			ts.State, ts.Stage, out.Running = "running", newest.Stage.String(), ts.Table
-			if v := migration.StatusOf(*newest, "", 0, now); v.CopyETA != "" {
+			if v := migration.StatusOf(*newest, "", now); v.CopyETA != "" {
 				remaining, _ = time.ParseDuration(v.CopyETA)
 			}
 		}

@@ -35,15 +35,11 @@ func captureCost(ctx context.Context, db *sql.DB, rows int) error {
 	if err != nil {
 		return err
 	}
-	q, err := table.NewSQL(ti, table.ShadowName("state"))
-	if err != nil {
+	cfg := shadow.Config{DB: db, Source: ti, Target: table.ShadowName("state"), Mode: shadow.Triggers, ChangeLog: table.ChangeLogName("state", false)}
+	if err := shadow.Install(ctx, cfg); err != nil {
 		return err
 	}
-	c := q.Capture(ti, table.ChangeLogName("state", false))
-	if err := shadow.InstallTriggers(ctx, db, c); err != nil {
-		return err
-	}
-	defer shadow.RemoveTriggers(context.WithoutCancel(ctx), db, c)
+	defer shadow.Remove(context.WithoutCancel(ctx), cfg)
 	captured, err := updates()
 	if err != nil {
 		return err

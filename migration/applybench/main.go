@@ -294,7 +294,8 @@ func runApply(bin string, port int, table string) (applyResult, error) {
 		Results []struct {
 			CopyNs  int64 `json:"copy_ns"`
 			IndexNs int64 `json:"index_build_ns"`
-			Events  int64 `json:"replay_events"`
+			Events  int64 `json:"capture_changes"`
+			Older   int64 `json:"replay_events"` // the same count, as binaries before capture_changes named it
 			Verify  struct {
 				DurationNs    int64 `json:"duration_ns"`
 				BehindRetries int   `json:"behind_retries"`
@@ -308,7 +309,7 @@ func runApply(bin string, port int, table string) (applyResult, error) {
 		return res, fmt.Errorf("parse apply output: %v\n%s", err, out)
 	}
 	r := summary.Results[0]
-	res.copySec, res.indexSec, res.events = float64(r.CopyNs)/1e9, float64(r.IndexNs)/1e9, r.Events
+	res.copySec, res.indexSec, res.events = float64(r.CopyNs)/1e9, float64(r.IndexNs)/1e9, max(r.Events, r.Older)
 	res.verifySec, res.behindRetries = float64(r.Verify.DurationNs)/1e9, r.Verify.BehindRetries
 	res.lockHeld = time.Duration(r.Cutover.LockHeld).Round(time.Millisecond)
 	return res, nil

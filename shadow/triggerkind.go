@@ -1,0 +1,162 @@
+package shadow
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"fmt"
+	"time"
+
+	"github.com/enginemig/enginemig/dbconn"
+	"github.com/enginemig/enginemig/table"
+)
+
+// triggerKind: set-up is the change log and three triggers on the source, installed before the
+// first row is copied; they stay when the capture closes, noting changes for a resumed run, so a
+// restart needs no position; tear-down drops the triggers, then the log.
+type triggerKind struct{}
+
+func (k triggerKind) open(ctx context.Context, p *Pipeline) (Capture, error) {
+	cfg := p.cfg
+	if err := k.install(ctx, cfg); err != nil {
+		return nil, err
+	}
+	return &triggerCapture{c: p.q.Capture(cfg.Source, cfg.ChangeLog), q: p.q, db: cfg.DB, writer: p.writer, order: &p.order,
+		every: 200 * time.Millisecond, log: cfg.Logger}, nil
+}
+
+func (triggerKind) install(ctx context.Context, cfg Config) error {
+	q, err := table.NewSQL(cfg.Source, cfg.Target)
+	if err != nil {
+		return err
+	}
+	return installTriggers(ctx, cfg.DB, q.Capture(cfg.Source, cfg.ChangeLog))
+}
+
+func (triggerKind) setupRemedy() string { return "the user needs the TRIGGER privilege on the table" }
+
+func (triggerKind) needsStart() bool { return false }
+
+// resumable: the triggers kept noting changes while no enginemig ran; if they are gone (removed
+// by hand), the resumed run installs them again and its verification recopies what they missed.
+func (triggerKind) resumable(context.Context, *sql.DB, Position) (string, string, error) {
+	return "", "", nil
+}
+
+func (triggerKind) remove(ctx context.Context, cfg Config) error {
+	q, err := table.NewSQL(cfg.Source, cfg.Target)
+	if err != nil {
+		return err
+	}
+	return removeTriggers(ctx, cfg.DB, q.Capture(cfg.Source, cfg.ChangeLog))
+}
+
+func (triggerKind) now(context.Context, *sql.DB) (Position, error) { return "", nil }
+func (triggerKind) behind(Position, Position) (int64, string)      { return 0, "" }
+
+// installTriggers creates the change log and whichever capture triggers are missing (a resumed
+// run finds them still capturing). Creating a trigger waits for the source's metadata lock: each
+// attempt waits at most 2 s (the application's new statements on the table queue behind it
+// meanwhile) and is retried up to 10 times.
+func installTriggers(ctx context.Context, db *sql.DB, c *table.CaptureSQL) error {
+	if _, err := db.ExecContext(ctx, c.CreateLog()); err != nil {
+		return fmt.Errorf("create change log %s: %w", c.Log(), err)
+	}
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	defer conn.Raw(func(any) error { return driver.ErrBadConn }) // keep the short lock wait out of the pool
+	if _, err := conn.ExecContext(ctx, "SET SESSION lock_wait_timeout = 2"); err != nil {
+		return err
+	}
+	for i, stmt := range c.CreateTriggers() {
+		name := c.TriggerNames()[i]
+		for attempt := 1; ; attempt++ {
+			var n int
+			if err := conn.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = ? AND TRIGGER_NAME = ?",
+				c.Schema(), name).Scan(&n); err != nil {
+				return err
+			}
+			if n > 0 {
+				break
+			}
+			_, err := conn.ExecContext(ctx, stmt)
+			if err == nil {
+				break
+			}
+			if !dbconn.IsLockWait(err) || attempt == 10 {
+				return fmt.Errorf("create capture trigger %s: %w", name, err)
+			}
+		}
+	}
+	return nil
+}
+
+// removeTriggers drops the capture triggers, then the change log: in that order, so no
+// application write ever fires a trigger whose log is gone. The triggers move with their table
+// when it is renamed, and are found by name.
+func removeTriggers(ctx context.Context, db *sql.DB, c *table.CaptureSQL) error {
+	for _, stmt := range c.DropTriggers() {
+		if _, err := db.ExecContext(ctx, stmt); err != nil {
+			return fmt.Errorf("drop capture trigger: %w", err)
+		}
+	}
+	if _, err := db.ExecContext(ctx, c.DropLog()); err != nil {
+		return fmt.Errorf("drop change log %s: %w", c.Log(), err)
+	}
+	return nil
+}
+
+// leftovers removes every capture trigger on the table and its working tables, then the change
+// logs of both directions.
+func (triggerKind) leftovers(ctx context.Context, db *sql.DB, schema, name string) ([]string, error) {
+	names, err := captureTriggersOn(ctx, db, schema, name)
+	if err != nil {
+		return nil, err
+	}
+	var dropped []string
+	for _, n := range names {
+		if _, err := db.ExecContext(ctx, "DROP TRIGGER IF EXISTS "+dbconn.QualifiedName(schema, n)); err != nil {
+			return dropped, fmt.Errorf("drop capture trigger %s: %w", n, err)
+		}
+		dropped = append(dropped, n)
+	}
+	for _, back := range []bool{false, true} {
+		log := table.ChangeLogName(name, back)
+		var n int
+		if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?", schema, log).Scan(&n); err != nil {
+			return dropped, err
+		}
+		if n == 0 {
+			continue
+		}
+		if _, err := db.ExecContext(ctx, "DROP TABLE "+dbconn.QualifiedName(schema, log)); err != nil {
+			return dropped, fmt.Errorf("drop change log %s: %w", log, err)
+		}
+		dropped = append(dropped, log)
+	}
+	return dropped, nil
+}
+
+// captureTriggersOn names the capture triggers on the table, its shadow and its kept original.
+func captureTriggersOn(ctx context.Context, db *sql.DB, schema, name string) ([]string, error) {
+	rows, err := db.QueryContext(ctx, `SELECT TRIGGER_NAME FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = ?
+		AND EVENT_OBJECT_TABLE IN (?, ?, ?)`, schema, name, table.ShadowName(name), table.OldName(name))
+	if err != nil {
+		return nil, fmt.Errorf("find capture triggers: %w", err)
+	}
+	defer rows.Close()
+	var names []string
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			return nil, err
+		}
+		if table.IsCaptureTrigger(n) {
+			names = append(names, n)
+		}
+	}
+	return names, rows.Err()
+}
