@@ -2,7 +2,7 @@
 // same game-state table in one run, idle and under the production query mix (bench.WebMix), and
 // prints the figures.
 //
-//	go run ./migration/applybench -rows 2000000
+//	go run ./bench/cmd/applybench -rows 2000000
 //
 // It starts its own sandbox server and builds enginemig; nothing else is touched.
 package main
