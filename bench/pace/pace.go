@@ -59,23 +59,33 @@ func (s *Slots) Wait(ctx context.Context) error {
 	}
 }
 
-// Seconds counts completions per whole second since its start, as the client sees them.
-// Safe for concurrent use.
+// Seconds counts completions per whole second (or per Width) since its start, as the client sees
+// them. Safe for concurrent use.
 type Seconds struct {
 	start  time.Time
+	width  time.Duration
 	mu     sync.Mutex
 	counts []int64
 }
 
-// NewSeconds counts from start.
-func NewSeconds(start time.Time) *Seconds { return &Seconds{start: start} }
+// NewSeconds counts per second from start.
+func NewSeconds(start time.Time) *Seconds { return NewCounter(start, time.Second) }
+
+// NewCounter counts per width (> 0) from start: a finer count lets a caller cut seconds at a
+// stage's boundaries.
+func NewCounter(start time.Time, width time.Duration) *Seconds {
+	return &Seconds{start: start, width: max(width, time.Millisecond)}
+}
+
+// Width is the span of one count.
+func (c *Seconds) Width() time.Duration { return c.width }
 
 // Add counts one completion at t; completions before the start are ignored.
 func (c *Seconds) Add(t time.Time) {
 	if t.Before(c.start) {
 		return
 	}
-	i := int(t.Sub(c.start) / time.Second)
+	i := int(t.Sub(c.start) / c.width)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for len(c.counts) <= i {
@@ -84,10 +94,10 @@ func (c *Seconds) Add(t time.Time) {
 	c.counts[i]++
 }
 
-// Start is when second 0 began.
+// Start is when count 0 began.
 func (c *Seconds) Start() time.Time { return c.start }
 
-// Counts returns the completions of each second so far (index 0: the first).
+// Counts returns the completions of each second (width) so far (index 0: the first).
 func (c *Seconds) Counts() []int64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
