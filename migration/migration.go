@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"sync/atomic"
 	"time"
 
 	"github.com/enginemig/enginemig/bench"
@@ -258,7 +259,7 @@ type migrator struct {
 	probe    *bench.Result // the after-cutover gate's baseline, taken before the swap
 	rec      *recorder
 	pipe     *shadow.Pipeline
-	gentle   *throttle.Gentle // nil with FixedPace
+	gentle   atomic.Pointer[throttle.Gentle] // the pacing while it runs; nil with FixedPace
 	res      *Result
 }
 

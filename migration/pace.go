@@ -41,26 +41,27 @@ func (m *migrator) startPace(ctx context.Context) (func(), error) {
 		return nil, outcome.New(outcome.FailedSafe, fmt.Errorf("pacing: %w", err),
 			"check the connection; --fixed-pace runs without measuring the application")
 	}
-	m.gentle = g
-	return func() { g.Stop(); m.gentle = nil }, nil
+	m.gentle.Store(g)
+	return func() { m.gentle.Store(nil); g.Stop() }, nil
 }
 
 // room is the pacing for copier.Pace, nil without it (an interface holding a nil pointer would not
 // be nil).
 func (m *migrator) room() copier.Room {
-	if m.gentle == nil {
-		return nil
+	if g := m.gentle.Load(); g != nil {
+		return g
 	}
-	return m.gentle
+	return nil
 }
 
 // roomBeside reports whether verification may run beside the index build: always with a fixed
 // pace, else while the application leaves room.
 func (m *migrator) roomBeside() bool {
-	if m.gentle == nil || m.gentle.Room() {
+	g := m.gentle.Load()
+	if g == nil || g.Room() {
 		return true
 	}
-	m.log.Info("verifying after the index build: the application needs the server", "pace", m.gentle.State().Level)
+	m.log.Info("verifying after the index build: the application needs the server", "pace", g.State().Level)
 	return false
 }
 

@@ -14,13 +14,12 @@ import (
 // Gentle paces the copy and verification by the application's own signals, measured every
 // GentleConfig.Interval:
 //
-//   - its throughput: the server's SELECT, INSERT and UPDATE statements per second (enginemig's own
-//     statements are REPLACE, DELETE, checksums and a few bound reads, a rounding error beside a
-//     busy application's), against the rate before the copy began;
 //   - its latency: one primary-key read of the table being converted, as the application reads it
-//     (it queues behind the copy's table lock like the application's reads do);
+//     (it queues behind the copy's table lock and for a core like the application's reads do);
 //   - the sessions it keeps running: Threads_running, which counts sessions waiting for a lock or
-//     for a core.
+//     for a core;
+//   - its throughput, which says whether there is an application at all: the server's SELECT,
+//     INSERT and UPDATE statements per second (enginemig's own writes are REPLACE and DELETE).
 //
 // From them it keeps a level between 0 and gentleTop: the top (two copy workers, no rest, and
 // verification beside the index build) only while the application leaves room, one worker and

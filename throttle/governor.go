@@ -18,17 +18,21 @@ type signals struct {
 	running    float64       // Threads_running
 }
 
-// The governor's bounds. The application is out of room when, averaged over the last few
-// measurements, its throughput falls below minRateShare of its rate before the copy, its read
-// takes more than twice its usual time plus probeSlack, or more than twice its usual sessions
-// plus runningSlack are running.
+// The governor's bounds. The application is out of room when its read (the median of the last
+// probeWindow) takes more than twice its usual time plus probeSlack, or when, averaged over the
+// last few measurements, more than twice its usual sessions plus runningSlack are running. Its
+// throughput only says whether there is an application at all: an application that runs as fast
+// as it can loses some throughput to any other work and to other jobs on the machine, so its rate
+// swings without saying whom it waits for, while one that serves requests as they come keeps its
+// rate until it queues, which the read's latency and the running sessions show first.
 const (
-	minRateShare = 0.9
 	probeSlack   = time.Millisecond
+	probeWindow  = 5
 	runningSlack = 4
 	smoothing    = 0.3 // weight of a new measurement in the averages
 	calmSteps    = 5   // calm measurements before the next level up
-	relearnSteps = 10  // measurements at level 0 before the baselines follow the application
+	settleSteps  = 3   // measurements after a back-off before another: let it take effect
+	relearnSteps = 30  // measurements at level 0 before the baselines follow the application
 )
 
 // idleness says when the application counts as idle: fewer statements and writes a second.
@@ -38,13 +42,15 @@ func (i idleness) of(s signals) bool { return s.rate < i.rate && s.writeRate < i
 
 // governor turns measurements into a level (Gentle's doc). Not safe for concurrent use.
 type governor struct {
-	level int
-	calm  int // calm measurements since the last change
-	low   int // measurements at level 0 in a row
-	base  signals
-	avg   signals
-	idle  idleness
-	why   string // the last back-off's cause
+	level  int
+	calm   int             // calm measurements since the last change
+	settle int             // measurements left before another back-off
+	low    int             // measurements at level 0 in a row
+	probes []time.Duration // the last probeWindow reads
+	base   signals
+	avg    signals
+	idle   idleness
+	why    string // the last back-off's cause
 }
 
 // newGovernor starts from the measurements taken before the copy: their mean rate and Threads_running
@@ -59,10 +65,7 @@ func newGovernor(learn []signals, idle idleness) governor {
 		g.base.running += s.running / float64(len(learn))
 		probes = append(probes, s.probe)
 	}
-	sort.Slice(probes, func(a, b int) bool { return probes[a] < probes[b] })
-	if len(probes) > 0 {
-		g.base.probe = probes[len(probes)/2]
-	}
+	g.base.probe = median(probes)
 	g.avg = g.base
 	if !idle.of(g.base) {
 		g.level = 3
@@ -73,10 +76,14 @@ func newGovernor(learn []signals, idle idleness) governor {
 // step takes one measurement.
 func (g *governor) step(s signals) {
 	g.avg.rate += smoothing * (s.rate - g.avg.rate)
-	g.avg.probe += time.Duration(smoothing * float64(s.probe-g.avg.probe))
+	g.probes = append(g.probes, s.probe)
+	if len(g.probes) > probeWindow {
+		g.probes = g.probes[1:]
+	}
+	g.avg.probe = median(g.probes)
 	g.avg.running += smoothing * (s.running - g.avg.running)
 	g.avg.writeRate += smoothing * (s.writeRate - g.avg.writeRate)
-	if g.idle.of(g.avg) {
+	if g.idle.of(g.avg) && !g.stalled() {
 		g.level, g.calm = gentleTop, 0 // nobody to leave room for
 		return
 	}
@@ -85,7 +92,9 @@ func (g *governor) step(s signals) {
 		g.pressed(fmt.Sprintf("the application started: %.0f statements/s", g.avg.rate))
 		return
 	}
-	if why := g.pressure(); why != "" {
+	if g.settle > 0 {
+		g.settle--
+	} else if why := g.pressure(); why != "" {
 		g.pressed(why)
 	} else if g.calm++; g.calm >= calmSteps {
 		g.level, g.calm = min(g.level+1, gentleTop), 0
@@ -96,8 +105,9 @@ func (g *governor) step(s signals) {
 // pressure names the signal out of bounds, or returns "".
 func (g *governor) pressure() string {
 	switch {
-	case g.avg.rate < minRateShare*g.base.rate:
-		return fmt.Sprintf("application throughput %.0f statements/s, %.0f%% of its %.0f/s", g.avg.rate, 100*g.avg.rate/g.base.rate, g.base.rate)
+	case g.stalled():
+		return fmt.Sprintf("the application stalled: %.0f statements/s (usually %.0f) with %.0f sessions running (usually %.0f)",
+			g.avg.rate, g.base.rate, g.avg.running, g.base.running)
 	case g.avg.probe > 2*g.base.probe+probeSlack:
 		return fmt.Sprintf("a primary-key read takes %s (usually %s)", g.avg.probe.Round(10*time.Microsecond), g.base.probe.Round(10*time.Microsecond))
 	case g.avg.running > 2*g.base.running+runningSlack:
@@ -106,19 +116,31 @@ func (g *governor) pressure() string {
 	return ""
 }
 
-// pressed drops two levels.
-func (g *governor) pressed(why string) {
-	g.level, g.calm, g.why = max(g.level-2, 0), 0, why
+// stalled reports an application that runs under half its usual statements while more of its
+// sessions than usual keep running: stuck behind a lock or starved of cores, not idle.
+func (g *governor) stalled() bool {
+	return g.avg.rate < 0.5*g.base.rate && g.avg.running > g.base.running+2
 }
 
-// follow lets the baselines follow the application: a rate above the baseline is the application
-// growing; at level 0 for a while the copy is mostly out of the way, so what is measured is the
-// application's own (a busier hour than when the copy began).
-func (g *governor) follow() {
-	if g.avg.rate > g.base.rate {
-		g.base.rate += 0.1 * (g.avg.rate - g.base.rate)
+// pressed drops two levels, and lets the next few measurements show what that did.
+func (g *governor) pressed(why string) {
+	g.level, g.calm, g.settle, g.why = max(g.level-2, 0), 0, settleSteps, why
+}
+
+func median(ds []time.Duration) time.Duration {
+	if len(ds) == 0 {
+		return 0
 	}
-	if g.level > 0 {
+	s := append([]time.Duration(nil), ds...)
+	sort.Slice(s, func(a, b int) bool { return s[a] < s[b] })
+	return s[len(s)/2]
+}
+
+// follow lets the baselines follow the application: at level 0 for a while the copy is mostly out
+// of the way, so what is measured is the application's own (a busier hour than when the copy
+// began). Not while it runs under half its usual rate: a stalled application is not the new normal.
+func (g *governor) follow() {
+	if g.level > 0 || g.avg.rate < 0.5*g.base.rate {
 		g.low = 0
 		return
 	}
