@@ -64,4 +64,3 @@ func (m *migrator) roomBeside() bool {
 	m.log.Info("verifying after the index build: the application needs the server", "pace", g.State().Level)
 	return false
 }
-
