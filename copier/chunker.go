@@ -176,6 +176,10 @@ func (c *Chunker) Took(rows, size int, took, target time.Duration) {
 // with a Room, what it says.
 func (c *Chunker) RestFor(held time.Duration) time.Duration {
 	if c.pace.Room != nil {
+		// A chunk that waited for the table (writers queued ahead of its read lock) "held" it
+		// for the wait too; the rest is for the lock the chunk meant to take, twice its target
+		// at most.
+		held = min(held, 2*time.Duration(c.chunkTime.Load()))
 		return time.Duration(float64(held) * c.pace.Room.RestRatio())
 	}
 	c.mu.Lock()
