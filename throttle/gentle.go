@@ -32,10 +32,8 @@ type Gentle struct {
 	db  *sql.DB
 	cfg GentleConfig
 
-	mu     sync.Mutex
-	gov    governor
-	last   signals
-	reason string
+	mu  sync.Mutex
+	gov governor
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -103,7 +101,6 @@ func (g *Gentle) Start(ctx context.Context) error {
 	}
 	g.mu.Lock()
 	g.gov = newGovernor(learn, idleness{g.cfg.IdleRate, g.cfg.IdleWrites})
-	g.last = prev
 	g.mu.Unlock()
 	g.cfg.Logger.Info("pacing by the application", "level", g.gov.level, "statements_per_second", int(g.gov.base.rate),
 		"probe", g.gov.base.probe.Round(10*time.Microsecond), "threads_running", g.gov.base.running)
@@ -143,7 +140,7 @@ func (g *Gentle) loop(ctx context.Context, prev signals) {
 			g.gov.pressed("cannot measure the application: " + err.Error())
 		} else {
 			g.gov.step(s)
-			prev, g.last = s, s
+			prev = s
 		}
 		after, why := g.gov.level, g.gov.why
 		g.mu.Unlock()
