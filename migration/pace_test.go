@@ -108,6 +108,9 @@ func TestCopyBacksOffWhileTheApplicationIsSlowed(t *testing.T) {
 		t.Fatal(err)
 	}
 	unlocked := time.Now()
+	if rowsAtLock < 0 {
+		t.Fatal("apply never reported its pace while the lock was held: it did not back off and ran on past the copy")
+	}
 	if first > 0 && (backedOff == 0 || backedOff > time.Second) || lowest > 1 {
 		t.Fatalf("while the application waited for the lock the pace went from level %d down to %d (first back-off after %s), want a back-off within a second and level 1 or less",
 			first, lowest, backedOff)
