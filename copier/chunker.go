@@ -82,11 +82,11 @@ func (p Pace) withDefaults() Pace {
 	return p
 }
 
-// Chunker walks a table's copy key in ranges whose size it adapts to the time each range takes.
-// The caller asks for a range (Next), works on it, and reports how long the work held the source
-// (Took); RestFor then says how long to pause if other clients were waiting.
+// Chunker sizes the ranges of a table's copy key by the time each range takes. Its steps are
+// taken in one order, by Walk (walk.go): the target (target), the range (next), what the work
+// took (took), and the rest it owes (restFor).
 type Chunker struct {
-	db    *sql.DB // interpolating parameters (see Next)
+	db    *sql.DB // interpolating parameters (see next)
 	q     *table.SQL
 	pace  Pace
 	waits *throttle.LockWaits
@@ -99,7 +99,7 @@ type Chunker struct {
 }
 
 // NewChunker sizes ranges of q's source. db must interpolate parameters (dbconn.OpenRowWriter):
-// see Next.
+// see next.
 func NewChunker(db *sql.DB, q *table.SQL, pace Pace) *Chunker {
 	pace = pace.withDefaults()
 	c := &Chunker{db: db, q: q, pace: pace, waits: throttle.NewLockWaits(db)}
@@ -108,14 +108,14 @@ func NewChunker(db *sql.DB, q *table.SQL, pace Pace) *Chunker {
 	return c
 }
 
-// Next returns the end of the range that starts after lo (nil: at the start of the table) and
+// next returns the end of the range that starts after lo (nil: at the start of the table) and
 // holds the chunk size in rows, and the size; hi is nil when fewer rows remain (the range is open).
 // The bound is read by index only. It is sent as text with the values interpolated, not as a
 // prepared statement: MariaDB 10.11 runs the prepared form as an index-condition scan that reads
 // every row (Rows_examined as high, 0.76 µs a row) and the literal form index-only (0.08 µs a
 // row): on a 1M-row table that made verification 2x slower (1.73 s vs 0.87 s, applybench
 // -rows 1000000 -idle-only, slow log with log_slow_verbosity=explain).
-func (c *Chunker) Next(ctx context.Context, lo []any) (hi []any, size int, err error) {
+func (c *Chunker) next(ctx context.Context, lo []any) (hi []any, size int, err error) {
 	size = int(c.size.Load())
 	query, args := c.q.Bound(lo)
 	vals, err := dbconn.ScanValues(c.db.QueryRowContext(ctx, query, append(args, size-1)...), len(c.q.KeyPositions()))
@@ -138,43 +138,39 @@ func (c *Chunker) Next(ctx context.Context, lo []any) (hi []any, size int, err e
 	return vals, size, nil
 }
 
-// Target picks the next chunk's lock-time target: ChunkTime while other clients wait for the
-// table, IdleChunkTime otherwise. The size still grows at most twofold a chunk (Took), so a
-// chunk after contention ends is no longer than twice the last contended one. Contention is
-// checked whatever the targets: it also decides the rest and the staging of the chunk.
-func (c *Chunker) Target(ctx context.Context) time.Duration {
+// target picks the next chunk's lock-time target: ChunkTime while other clients wait for the
+// table (contended), IdleChunkTime otherwise. The size still grows at most twofold a chunk
+// (took), so a chunk after contention ends is no longer than twice the last contended one.
+// Contention is checked whatever the targets: it also decides the rest and the staging of the
+// chunk.
+func (c *Chunker) target(ctx context.Context) (target time.Duration, contended bool) {
 	base := time.Duration(c.chunkTime.Load())
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.contended = c.waits.Contended(ctx)
 	if c.contended || c.pace.IdleChunkTime <= base {
-		return base
+		return base, c.contended
 	}
-	return c.pace.IdleChunkTime
+	return c.pace.IdleChunkTime, c.contended
 }
 
-// Contended reports what the last Target saw: other clients waiting for the table.
-func (c *Chunker) Contended() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.contended
-}
-
-// Took moves the chunk size toward the row count that takes target, at most doubling or halving
-// per step so one slow chunk (a disk hiccup) does not swing it wildly. A short last chunk (rows
-// below size) says nothing about speed.
-func (c *Chunker) Took(rows, size int, took, target time.Duration) {
-	if rows < size || took <= 0 {
+// took moves the chunk size toward the row count that takes s's target, given that s's work
+// took took, at most doubling or halving per step so one slow chunk (a disk hiccup) does not
+// swing it wildly. The last step says nothing about speed: it holds any number of rows up to its
+// size.
+func (c *Chunker) took(s Step, took time.Duration) {
+	if s.Last() || took <= 0 {
 		return
 	}
-	ideal := int(float64(size) * float64(target) / float64(took))
+	size := s.Size
+	ideal := int(float64(size) * float64(s.Target) / float64(took))
 	c.size.Store(int64(max(min(ideal, size*2, c.pace.MaxChunk), size/2, minChunk)))
 }
 
-// RestFor is how long to pause after a chunk that held the source for held, so the application
-// gets the table back: RestRatio times held, 0 unless the last Target saw other clients waiting;
+// restFor is how long to pause after a chunk that held the source for held, so the application
+// gets the table back: RestRatio times held, 0 unless the last target saw other clients waiting;
 // with a Room, what it says.
-func (c *Chunker) RestFor(held time.Duration) time.Duration {
+func (c *Chunker) restFor(held time.Duration) time.Duration {
 	if c.pace.Room != nil {
 		// A chunk that waited for the table (writers queued ahead of its read lock) "held" it
 		// for the wait too; the rest is for the lock the chunk meant to take, twice its target

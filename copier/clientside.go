@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/enginemig/enginemig/dbconn"
 	"golang.org/x/sync/errgroup"
+
+	"github.com/enginemig/enginemig/dbconn"
+	"github.com/enginemig/enginemig/table"
 )
 
 // maxWriteBytes bounds one multi-row write so it stays well under max_allowed_packet.
@@ -15,14 +17,16 @@ const maxWriteBytes = 4 << 20
 
 type chunk struct {
 	rows  [][]any
-	hi    []any // key of the last row
+	hi    []any // the end of the chunk's range (nil: the end of the table)
 	bytes int
 	end   func() // ends the chunk's Order once written
 }
 
 // runClientSide reads each chunk into enginemig and writes it back, reading the next chunk while
 // the previous one is written. Each chunk's Order spans its read and its write, across the two
-// goroutines (Order tokens are not tied to a goroutine).
+// goroutines (Order tokens are not tied to a goroutine). The reads walk the key like the
+// server-side copy's chunks (Chunker.Walk): sized by the read, which is all that holds the
+// source, and resting after it while other clients wait for the table.
 func (c *Copier) runClientSide(ctx context.Context, lo []any) error {
 	g, ctx := errgroup.WithContext(ctx)
 	chunks := make(chan chunk, 1)
@@ -43,66 +47,90 @@ func (c *Copier) runClientSide(ctx context.Context, lo []any) error {
 	return g.Wait()
 }
 
+// readLoop reads the chunks after lo and hands them to the writer. The rest a read owes starts
+// once its chunk is handed over: waiting for the writer to take it is not rest, the writer takes
+// the CPU and I/O the application needs.
 func (c *Copier) readLoop(ctx context.Context, lo []any, out chan<- chunk) error {
-	var stmts [2]*sql.Stmt
-	defer func() {
-		for _, st := range stmts {
-			if st != nil {
-				st.Close()
-			}
-		}
-	}()
-	for {
-		if err := c.throttle(ctx); err != nil {
-			return err
-		}
-		i := 0
-		if lo != nil {
-			i = 1
-		}
-		query, args := c.q.ReadRows(lo)
-		if stmts[i] == nil {
-			st, err := c.reader.PrepareContext(ctx, query)
-			if err != nil {
-				return fmt.Errorf("copy: prepare read: %w", err)
-			}
-			stmts[i] = st
-		}
-		target := c.chunks.Target(ctx)
-		limit := int(c.chunks.Size())
-		end := c.order.BeginChunk()
-		start := time.Now()
-		ch, err := c.read(ctx, stmts[i], append(args, limit), limit)
-		took := time.Since(start)
-		if err != nil {
-			end()
-			return fmt.Errorf("copy: read chunk after %v: %w", lo, err)
-		}
-		c.lockTime.Add(int64(took))
-		c.chunks.Took(len(ch.rows), limit, took, target)
-		if len(ch.rows) == 0 {
-			c.written(nil, 0) // end of table, marked while the chunk's Order is held
-			end()
-			return nil
-		}
-		ch.end = end
-		select {
-		case out <- ch:
-		case <-ctx.Done():
-			end()
-			return ctx.Err()
-		}
-		lo = ch.hi
+	var stmts readStmts
+	defer stmts.close()
+	var visitErr error
+	err := c.chunks.Walk(ctx, lo, func(ctx context.Context, s Step, release func(took, held time.Duration)) (time.Time, error) {
+		visitErr = c.readStep(ctx, &stmts, s, release, out)
+		return time.Time{}, visitErr
+	})
+	if err != nil && err != visitErr {
+		return fmt.Errorf("copy: %w", err) // planning a step or resting failed
+	}
+	return err
+}
+
+// readStep reads s's rows under a chunk's Order and hands them to the writer.
+func (c *Copier) readStep(ctx context.Context, stmts *readStmts, s Step, release func(took, held time.Duration), out chan<- chunk) error {
+	if err := c.throttle(ctx); err != nil {
+		return err
+	}
+	st, err := stmts.get(ctx, c.reader, c.q, s.Range)
+	if err != nil {
+		return fmt.Errorf("copy: prepare read: %w", err)
+	}
+	end := c.order.BeginChunk()
+	start := time.Now()
+	ch, err := c.read(ctx, st, s)
+	took := time.Since(start)
+	if err != nil {
+		end()
+		return fmt.Errorf("copy: read chunk after %v: %w", s.Lo, err)
+	}
+	c.lockTime.Add(int64(took))
+	release(took, took)
+	ch.end = end
+	select {
+	case out <- ch:
+		return nil
+	case <-ctx.Done():
+		end()
+		return ctx.Err()
 	}
 }
 
-func (c *Copier) read(ctx context.Context, st *sql.Stmt, args []any, limit int) (chunk, error) {
+// readStmts are the prepared reads of the four shapes of range (either end open or not).
+type readStmts [4]*sql.Stmt
+
+func (r *readStmts) get(ctx context.Context, db *sql.DB, q *table.SQL, rg table.Range) (*sql.Stmt, error) {
+	i := 0
+	if rg.Lo != nil {
+		i++
+	}
+	if rg.Hi != nil {
+		i += 2
+	}
+	if r[i] == nil {
+		query, _ := q.ReadRange(rg)
+		st, err := db.PrepareContext(ctx, query)
+		if err != nil {
+			return nil, err
+		}
+		r[i] = st
+	}
+	return r[i], nil
+}
+
+func (r *readStmts) close() {
+	for _, st := range r {
+		if st != nil {
+			st.Close()
+		}
+	}
+}
+
+func (c *Copier) read(ctx context.Context, st *sql.Stmt, s Step) (chunk, error) {
+	_, args := c.q.ReadRange(s.Range)
 	rows, err := st.QueryContext(ctx, args...)
 	if err != nil {
 		return chunk{}, err
 	}
 	defer rows.Close()
-	ch := chunk{rows: make([][]any, 0, limit)}
+	ch := chunk{rows: make([][]any, 0, s.Size), hi: s.Hi}
 	for rows.Next() {
 		vals, err := dbconn.ScanValues(rows, c.q.Columns())
 		if err != nil {
@@ -117,15 +145,16 @@ func (c *Copier) read(ctx context.Context, st *sql.Stmt, args []any, limit int) 
 		}
 		ch.rows = append(ch.rows, vals)
 	}
-	if n := len(ch.rows); n > 0 {
-		for _, p := range c.q.KeyPositions() {
-			ch.hi = append(ch.hi, ch.rows[n-1][p])
-		}
-	}
 	return ch, rows.Err()
 }
 
+// write writes ch's rows to the target in one transaction and records the chunk as written (the
+// last one, which may be empty, marks the copy complete).
 func (c *Copier) write(ctx context.Context, ch chunk) error {
+	if len(ch.rows) == 0 {
+		c.written(ch.hi, 0)
+		return nil
+	}
 	tx, err := c.writer.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("copy: begin: %w", err)

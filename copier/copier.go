@@ -5,7 +5,6 @@ package copier
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -108,128 +107,74 @@ func (c *Copier) Run(ctx context.Context) error {
 }
 
 // Server-side chunks: one REPLACE ... SELECT per chunk, bounded by a key range found first with an
-// index-only query. Measured on MariaDB 10.11 (README, "Performance"): no row data crosses the
-// network and the server skips parsing and formatting every value, which makes the whole copy
-// several times faster than reading rows into the client and writing them back. The source read
-// lock is held while the chunk is written, so chunks are sized by the statement's duration.
+// index-only query. No row data crosses the network and the server skips parsing and formatting
+// every value, which makes the whole copy several times faster than reading rows into the client
+// and writing them back (README, "Performance"). The source read lock is held while the chunk is
+// written, so chunks are sized by the statement's duration.
 //
-// The next chunk is prepared (its lock-time target and its bound) as soon as the source is let
-// go: during a staged chunk's drain, or during the rest, and outside the chunk's Order. Under a
-// 16-thread load on 1M rows with 5 ms chunks, preparing after the drain cost 1.2 s of an 8.0 s
-// copy (361 chunks); a range found before its chunk begins is still a contiguous range, whatever
-// rows change meanwhile. While nobody waits for the table, chunks may run beside each other
-// (parallel.go); the next one is then prepared while they run.
+// The walk (walk.go) plans the next chunk as soon as the source is let go: during a staged
+// chunk's drain, or during the rest, and outside the chunk's Order (docs/how-it-works.md, "The
+// copy", has what that saves). While nobody waits for the table, chunks may run beside each
+// other (parallel.go); the next one is then planned while they run.
 func (c *Copier) runServerSide(ctx context.Context, lo []any) error {
 	defer c.closeStage()
 	par := newWorkers(ctx, c.cfg.Workers)
-	next, err := c.prepare(ctx, lo)
-	for {
-		if err == nil {
-			err = c.throttle(par.context())
-		}
-		if err != nil {
-			if werr := par.wait(); werr != nil {
-				return werr // a chunk failed: err is then only the canceled context's echo
-			}
-			return err
-		}
-		plan := next
-		if c.alongside(plan) {
-			r, seq := table.Range{Lo: lo, Hi: plan.hi}, c.handOut()
-			par.run(func(ctx context.Context) error { return c.copyAlongside(ctx, r, plan, seq) })
-			if plan.hi == nil {
-				return par.wait()
-			}
-			lo = plan.hi
-			next, err = c.prepare(par.context(), lo)
-			continue
-		}
-		// One chunk at a time from here, after those in flight.
-		if err := par.wait(); err != nil {
-			return err
-		}
-		if next, err = c.copyAlone(ctx, lo, plan); err != nil || plan.hi == nil {
-			return err
-		}
-		lo = plan.hi
+	var visitErr error
+	err := c.chunks.Walk(ctx, lo, func(ctx context.Context, s Step, release func(took, held time.Duration)) (time.Time, error) {
+		visitErr = c.serverSideStep(ctx, par, s, release)
+		return time.Time{}, visitErr
+	})
+	if werr := par.wait(); werr != nil {
+		return werr // a chunk failed: err is then only the canceled context's echo
 	}
+	if err != nil && err != visitErr {
+		return fmt.Errorf("copy: %w", err) // planning a step or resting failed
+	}
+	return err
 }
 
-// copyAlone copies plan's chunk after lo while no other chunk is in flight: staged while other
-// clients wait for the table, then resting; it returns the next chunk, prepared meanwhile.
-func (c *Copier) copyAlone(ctx context.Context, lo []any, plan chunkPlan) (chunkPlan, error) {
+// serverSideStep copies s beside the chunks in flight, or alone once they are written.
+func (c *Copier) serverSideStep(ctx context.Context, par *workers, s Step, release func(took, held time.Duration)) error {
+	if err := par.context().Err(); err != nil {
+		return err // a chunk in flight failed: par.wait has its error
+	}
+	if err := c.throttle(par.context()); err != nil {
+		return err
+	}
+	if c.alongside(s) {
+		seq := c.handOut()
+		par.run(func(ctx context.Context) error { return c.copyAlongside(ctx, s, seq) })
+		release(0, 0)
+		return nil
+	}
+	// One chunk at a time from here, after those in flight.
+	if err := par.wait(); err != nil {
+		return err
+	}
+	return c.copyAlone(ctx, s, release)
+}
+
+// copyAlone copies s's chunk while no other chunk is in flight: staged while other clients wait
+// for the table. It releases the walk once the source is let go. A staged chunk's drain into the
+// target, written after that, does not count as rest (the walk counts it from the return): it
+// takes the CPU and I/O the application needs (measured both ways: docs/how-it-works.md, "The
+// copy").
+func (c *Copier) copyAlone(ctx context.Context, s Step, release func(took, held time.Duration)) error {
 	seq := c.handOut()
 	end := c.order.BeginChunk()
-	c.began(seq, plan.hi)
-	var after afterChunk
-	released := func(held time.Duration) {
-		if plan.hi != nil {
-			after = c.afterRead(ctx, plan, held)
-		}
-	}
-	ch, err := c.copyChunk(ctx, table.Range{Lo: lo, Hi: plan.hi}, plan.contended, released)
+	defer end()
+	c.began(seq, s.Hi)
+	ch, err := c.copyChunk(ctx, s.Range, s.Contended, func(held time.Duration) { release(held, held) })
 	if err != nil {
-		end()
-		after.wait()
-		return chunkPlan{}, fmt.Errorf("copy: chunk after %v: %w", lo, err)
+		return fmt.Errorf("copy: chunk after %v: %w", s.Lo, err)
 	}
 	c.lockTime.Add(int64(ch.held))
-	n := int64(plan.size)
-	if plan.hi == nil || ch.staged {
+	n := int64(s.Size)
+	if s.Last() || ch.staged {
 		n = ch.rows
 	}
-	c.finished(seq, plan.hi, n)
-	end()
-	if plan.hi == nil {
-		return chunkPlan{}, nil
-	}
-	return after.rest(ctx)
-}
-
-// afterChunk is what follows a chunk once it let go of the source: its rest, and the next chunk
-// being prepared.
-type afterChunk struct {
-	restFor  time.Duration
-	prepared chan prepared
-}
-
-type prepared struct {
-	p   chunkPlan
-	err error
-}
-
-// afterRead sizes the next chunk by what this one held the source, takes the rest it owes
-// (Chunker.RestFor, decided by the contention seen before it), and starts preparing the next.
-func (c *Copier) afterRead(ctx context.Context, plan chunkPlan, held time.Duration) afterChunk {
-	c.chunks.Took(plan.size, plan.size, held, plan.target)
-	a := afterChunk{restFor: c.chunks.RestFor(held), prepared: make(chan prepared, 1)}
-	go func() {
-		p, err := c.prepare(ctx, plan.hi)
-		a.prepared <- prepared{p, err}
-	}()
-	return a
-}
-
-// rest sleeps the rest and returns the prepared chunk. A staged chunk's drain into the target,
-// written after the source was let go, does not count as rest: it takes the CPU and I/O the
-// application needs. Counting it was measured twice under a 16-thread load at half capacity
-// (applybench, same runs): on 1M rows the copy took 5.55 s instead of 6.62 s with the application
-// at 99% of its throughput (100% without), but on 10M rows 55.1 s instead of 69.8 s with the
-// application at 85% (94% without).
-func (a afterChunk) rest(ctx context.Context) (chunkPlan, error) {
-	if a.prepared == nil {
-		return chunkPlan{}, errors.New("copy: the next chunk was never prepared")
-	}
-	restErr := Sleep(ctx, a.restFor)
-	got := <-a.prepared
-	return got.p, errors.Join(restErr, got.err)
-}
-
-// wait lets a preparation still running finish (after a failed chunk).
-func (a afterChunk) wait() {
-	if a.prepared != nil {
-		<-a.prepared
-	}
+	c.finished(seq, s.Hi, n)
+	return nil
 }
 
 // chunkCopy is what copying one chunk took.
@@ -266,40 +211,6 @@ func (c *Copier) copyDirect(ctx context.Context, r table.Range) (chunkCopy, erro
 		ch.rows, _ = res.RowsAffected() // REPLACE counts a replaced row twice; fine for progress
 	}
 	return ch, err
-}
-
-// chunkPlan is the next chunk: its lock-time target, whether other clients were waiting for the
-// table, its end (nil: the rest of the table) and its size in rows.
-type chunkPlan struct {
-	target    time.Duration
-	contended bool
-	hi        []any
-	size      int
-}
-
-func (c *Copier) prepare(ctx context.Context, lo []any) (chunkPlan, error) {
-	p := chunkPlan{target: c.chunks.Target(ctx)}
-	p.contended = c.chunks.Contended()
-	var err error
-	if p.hi, p.size, err = c.chunks.Next(ctx, lo); err != nil {
-		return p, fmt.Errorf("copy: %w", err)
-	}
-	return p, nil
-}
-
-// Sleep waits d (nothing when d <= 0) or until ctx ends: the copy's and verification's rests.
-func Sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 func (c *Copier) throttle(ctx context.Context) error {

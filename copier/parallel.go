@@ -5,14 +5,12 @@ import (
 	"fmt"
 
 	"golang.org/x/sync/errgroup"
-
-	"github.com/enginemig/enginemig/table"
 )
 
 // Parallel chunks. While nobody waits for the table, up to Config.Workers chunks are copied at
 // once, each one direct REPLACE ... SELECT over its own key range: MyISAM read locks are shared,
 // and InnoDB inserts into disjoint key ranges do not meet. As soon as a chunk is prepared with
-// other clients waiting (Chunker.Target), the chunks in flight finish and the copy goes on with
+// other clients waiting (Chunker.target), the chunks in flight finish and the copy goes on with
 // one, staged and resting (copyAlone). Each chunk holds the Order from before its read until it
 // is written, as a single one does; progress.go keeps Ahead and the resume watermark right when
 // chunks finish out of order.
@@ -62,20 +60,21 @@ func (w *workers) wait() error {
 	return err
 }
 
-// alongside reports whether plan's chunk may run beside others: while nobody waits for the
-// table, or with a Pace.Room while it leaves room for more than one.
-func (c *Copier) alongside(plan chunkPlan) bool {
+// alongside reports whether s's chunk may run beside others: while nobody waits for the table,
+// or with a Pace.Room while it leaves room for more than one.
+func (c *Copier) alongside(s Step) bool {
 	if c.cfg.Workers <= 1 || c.cfg.AlwaysParallel {
 		return c.cfg.Workers > 1
 	}
 	if r := c.cfg.Pace.Room; r != nil {
 		return r.Workers(c.cfg.Workers) > 1
 	}
-	return !plan.contended
+	return !s.Contended
 }
 
-// copyAlongside copies chunk seq, r, directly, while other chunks may be in flight.
-func (c *Copier) copyAlongside(ctx context.Context, r table.Range, plan chunkPlan, seq int) error {
+// copyAlongside copies chunk seq, s, directly, while other chunks may be in flight; it sizes the
+// walk's following chunks once it is written.
+func (c *Copier) copyAlongside(ctx context.Context, s Step, seq int) error {
 	if seq%2 == 1 {
 		if err := Sleep(ctx, c.cfg.OvertakeDelay); err != nil {
 			return err
@@ -83,18 +82,17 @@ func (c *Copier) copyAlongside(ctx context.Context, r table.Range, plan chunkPla
 	}
 	end := c.order.BeginChunk()
 	defer end()
-	c.began(seq, r.Hi)
-	ch, err := c.copyDirect(ctx, r)
+	c.began(seq, s.Hi)
+	ch, err := c.copyDirect(ctx, s.Range)
 	if err != nil {
-		return fmt.Errorf("copy: chunk after %v: %w", r.Lo, err)
+		return fmt.Errorf("copy: chunk after %v: %w", s.Lo, err)
 	}
 	c.lockTime.Add(int64(ch.held))
-	n := int64(plan.size)
-	if r.Hi == nil {
+	n := int64(s.Size)
+	if s.Last() {
 		n = ch.rows
-	} else {
-		c.chunks.Took(plan.size, plan.size, ch.held, plan.target)
 	}
-	c.finished(seq, r.Hi, n)
+	c.chunks.took(s, ch.held)
+	c.finished(seq, s.Hi, n)
 	return nil
 }

@@ -137,11 +137,12 @@ func (s *SQL) Probe() string {
 	return "SELECT " + s.keyList + " FROM " + s.src + " " + s.forceKey + " ORDER BY " + s.keyList + " LIMIT 1"
 }
 
-// ReadRows reads whole rows after lo in key order; its last argument is the LIMIT.
-func (s *SQL) ReadRows(lo []any) (string, []any) {
-	where, args := s.Where(Range{Lo: lo}, "")
+// ReadRange reads the whole rows of r in key order. The text depends only on which ends of r
+// are open, so one prepared statement serves every range of a shape.
+func (s *SQL) ReadRange(r Range) (string, []any) {
+	where, args := s.Where(r, "")
 	return "SELECT " + s.colList + " FROM " + s.src + " " + s.forceKey + " WHERE " + where +
-		" ORDER BY " + s.keyList + " LIMIT ?", args
+		" ORDER BY " + s.keyList, args
 }
 
 // CopyRange copies the rows of r from source to target in one statement.

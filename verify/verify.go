@@ -118,79 +118,27 @@ func Run(ctx context.Context, db *sql.DB, q *table.SQL, chunks *copier.Chunker, 
 	v := &verifier{db: db, q: q, target: target, cfg: cfg}
 	start := time.Now()
 	var res Result
-	var lo []any
-	sp, err := v.span(ctx, chunks, nil)
-	for {
-		if err != nil {
-			return res, err
-		}
-		// Once the source is let go, the next range is sized and found while this one's target
-		// is checksummed and the copy rests. Under a 16-thread load on 1M rows with 5 ms chunks,
-		// finding it after the rest took 1.1 s of a 6.8 s verification (339 chunks).
-		var restFor time.Duration
-		var pending chan nextSpan
-		released := func(c comparison) {
-			if sp.hi == nil {
-				return
-			}
-			// Sized by the checksum time only (the source's when its lock is released early):
-			// the lock and catch-up cost per chunk is fixed, so counting it would shrink chunks
-			// toward that overhead and make verification crawl.
-			chunks.Took(sp.size, sp.size, c.sumTime, sp.goal)
-			restFor = chunks.RestFor(c.held)
-			pending = make(chan nextSpan, 1)
-			go func() {
-				n, err := v.span(ctx, chunks, sp.hi)
-				pending <- nextSpan{n, err}
-			}()
-		}
-		c, cerr := v.chunk(ctx, table.Range{Lo: lo, Hi: sp.hi}, sp, released)
-		if cerr != nil {
-			if pending != nil {
-				<-pending
-			}
-			return res, cerr
+	var visitErr error
+	err := chunks.Walk(ctx, nil, func(ctx context.Context, s copier.Step, release func(took, held time.Duration)) (time.Time, error) {
+		c, err := v.chunk(ctx, s, release)
+		if visitErr = err; err != nil {
+			return time.Time{}, err
 		}
 		res.add(c, v.cfg.Rows)
-		if sp.hi == nil {
-			res.Duration = time.Since(start)
-			return res, nil
-		}
-		if pending == nil {
-			return res, errors.New("verify: the next range was never prepared")
-		}
 		// The rest runs from the unlock: a target checksummed after it was part of the rest.
-		err = copier.Sleep(ctx, restFor-time.Since(c.unlocked))
-		got := <-pending
-		if err != nil {
-			return res, err
-		}
-		lo, sp, err = sp.hi, got.span, got.err
+		return c.unlocked, nil
+	})
+	if err != nil && err != visitErr {
+		return res, fmt.Errorf("verify: %w", err) // planning a step or resting failed
 	}
+	res.Duration = time.Since(start)
+	return res, err
 }
 
-// span is the next range to verify: its end (nil: the rest of the table), its size in rows, the
-// chunk's lock-time target, and whether its lock is released early (compare).
-type span struct {
-	hi      []any
-	size    int
-	goal    time.Duration
-	release bool
-}
-
-type nextSpan struct {
-	span
-	err error
-}
-
-func (v *verifier) span(ctx context.Context, chunks *copier.Chunker, lo []any) (span, error) {
-	sp := span{goal: chunks.Target(ctx)}
-	sp.release = v.cfg.Release == ReleaseAlways || (v.cfg.Release == ReleaseContended && chunks.Contended())
-	var err error
-	if sp.hi, sp.size, err = chunks.Next(ctx, lo); err != nil {
-		return sp, fmt.Errorf("verify: %w", err)
-	}
-	return sp, nil
+// releaseEarly reports whether s's chunks let the source's lock go before the target is compared
+// (see compare).
+func (v *verifier) releaseEarly(s copier.Step) bool {
+	return v.cfg.Release == ReleaseAlways || (v.cfg.Release == ReleaseContended && s.Contended)
 }
 
 func (r *Result) add(c comparison, rows *atomic.Int64) {
@@ -217,17 +165,22 @@ type comparison struct {
 	unlocked time.Time     // the source was last unlocked
 }
 
-// chunk verifies one key range, recopying it while it differs, and comparing it again when the
-// target was behind. It calls released when the source is first unlocked.
-func (v *verifier) chunk(ctx context.Context, r table.Range, sp span, released func(comparison)) (comparison, error) {
+// chunk verifies s's key range, recopying it while it differs, and comparing it again when the
+// target was behind. It releases the walk when the source is first unlocked, sized by the
+// checksum time only (the source's when its lock is released early): the lock and catch-up cost
+// per chunk is fixed, so counting it would shrink chunks toward that overhead and make
+// verification crawl.
+func (v *verifier) chunk(ctx context.Context, s copier.Step, release func(took, held time.Duration)) (comparison, error) {
+	r, early := s.Range, v.releaseEarly(s)
+	released := func(c comparison) { release(c.sumTime, c.held) }
 	var held time.Duration
 	behind := 0
 	for attempt := 0; ; {
 		wait := time.Duration(0) // up to Config.CatchUp
 		if behind < maxBehind {
-			wait = patience(sp.goal)
+			wait = patience(s.Target)
 		}
-		c, err := v.compare(ctx, r, sp.release, wait, released)
+		c, err := v.compare(ctx, r, early, wait, released)
 		released = nil
 		held += c.held
 		c.held, c.repaired, c.behind = held, attempt > 0, behind

@@ -3,7 +3,7 @@
 // them, and times the whole plan for each N, on freshly seeded tables each time, twice per N in
 // alternating order so the machine's mood does not favour one.
 //
-//	go run ./migration/parallelbench -tables 4 -rows 300000 -parallel 1,2
+//	go run ./bench/cmd/parallelbench -tables 4 -rows 300000 -parallel 1,2
 //
 // It starts its own sandbox server and builds enginemig; nothing else is touched.
 package main

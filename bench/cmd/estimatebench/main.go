@@ -4,7 +4,7 @@
 // The "read" column is the sample's rate scaled to the table, before plan's copy/read ratio: the
 // ratio the table implies is actual / read. plan/estimate.go's copyReadRatio came from this.
 //
-//	go run ./migration/estimatebench -rows 300000,1000000
+//	go run ./bench/cmd/estimatebench -rows 300000,1000000
 //
 // It starts its own sandbox server; nothing else is touched.
 package main
