@@ -66,6 +66,9 @@ type Status struct {
 
 	// Throttle is the copy throttle's view: paused, why the copy waits, replica lag (live only).
 	Throttle *throttle.Status `json:"throttle,omitempty"`
+	// Pace is the automatic pacing's level (0: the copy rests most, top: two workers, no rest)
+	// and the cause of its last back-off (live only; absent with --fixed-pace).
+	Pace *throttle.GentleState `json:"pace,omitempty"`
 
 	// Waiting lists what the migration waits on now: a lock another session holds (with the
 	// holders), long queries before the cut-over, the throttle, a postponed cut-over (live only).

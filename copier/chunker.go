@@ -50,6 +50,17 @@ type Pace struct {
 	// checksum of a large range is a full scan (0.09 s for 1M rows here) plus 0.3 µs a row, so
 	// on an idle server few large chunks beat many capped ones.
 	MaxChunk int
+	// Room, when set, decides the rests and the workers by the application's own signals
+	// (throttle.Gentle) instead of RestRatio and the lock waits seen before a chunk.
+	Room Room
+}
+
+// Room is how much of the server the application leaves the copy and verification.
+type Room interface {
+	// RestRatio is the pause after a chunk, in multiples of the time it held the source.
+	RestRatio() float64
+	// Workers is how many chunks may be in flight, at most limit.
+	Workers(limit int) int
 }
 
 func (p Pace) withDefaults() Pace {
@@ -157,8 +168,16 @@ func (c *Chunker) took(s Step, took time.Duration) {
 }
 
 // restFor is how long to pause after a chunk that held the source for held, so the application
-// gets the table back: RestRatio times held, 0 unless the last target saw other clients waiting.
+// gets the table back: RestRatio times held, 0 unless the last target saw other clients waiting;
+// with a Room, what it says.
 func (c *Chunker) restFor(held time.Duration) time.Duration {
+	if c.pace.Room != nil {
+		// A chunk that waited for the table (writers queued ahead of its read lock) "held" it
+		// for the wait too; the rest is for the lock the chunk meant to take, twice its target
+		// at most.
+		held = min(held, 2*time.Duration(c.chunkTime.Load()))
+		return time.Duration(float64(held) * c.pace.Room.RestRatio())
+	}
 	c.mu.Lock()
 	contended := c.contended
 	c.mu.Unlock()

@@ -60,9 +60,16 @@ func (w *workers) wait() error {
 	return err
 }
 
-// alongside reports whether s's chunk may run beside others.
+// alongside reports whether s's chunk may run beside others: while nobody waits for the table,
+// or with a Pace.Room while it leaves room for more than one.
 func (c *Copier) alongside(s Step) bool {
-	return c.cfg.Workers > 1 && (!s.Contended || c.cfg.AlwaysParallel)
+	if c.cfg.Workers <= 1 || c.cfg.AlwaysParallel {
+		return c.cfg.Workers > 1
+	}
+	if r := c.cfg.Pace.Room; r != nil {
+		return r.Workers(c.cfg.Workers) > 1
+	}
+	return !s.Contended
 }
 
 // copyAlongside copies chunk seq, s, directly, while other chunks may be in flight; it sizes the

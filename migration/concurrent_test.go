@@ -207,17 +207,20 @@ func TestConcurrentWritersDuringCopyAndCutover(t *testing.T) {
 		stage      copier.StagePolicy
 		release    verify.Release
 		parallel   bool // two chunks in flight throughout, writers or not
+		paced      bool // the automatic pace (throttle.Gentle) sets rests and workers
 	}{
-		{"server-side", false, copier.StageContended, verify.ReleaseNever, false},
+		{"server-side", false, copier.StageContended, verify.ReleaseNever, false, false},
 		// The staged copy's variant also lets the source go before the target's checksum.
-		{"staged", false, copier.StageAlways, verify.ReleaseAlways, false},
-		{"client-side", true, copier.StageContended, verify.ReleaseContended, false},
-		{"parallel", false, copier.StageContended, verify.ReleaseContended, true},
+		{"staged", false, copier.StageAlways, verify.ReleaseAlways, false, false},
+		{"client-side", true, copier.StageContended, verify.ReleaseContended, false, false},
+		{"parallel", false, copier.StageContended, verify.ReleaseContended, true, false},
+		{"paced", false, copier.StageContended, verify.ReleaseContended, false, true},
 	} {
 		t.Run(v.name, func(t *testing.T) {
 			logs := &logLines{}
 			concurrentWriters(t, srv, func(o *Options) {
 				o.ClientSide, o.stage, o.verifyRelease, o.Logger = v.clientSide, v.stage, v.release, logs.logger()
+				o.FixedPace = !v.paced
 				if v.parallel {
 					// Every other chunk starts late, so the next one finishes first and replay
 					// meets chunks written past one not yet begun (copier/progress.go).
@@ -239,6 +242,9 @@ func TestConcurrentWritersDuringCopyAndCutover(t *testing.T) {
 			}
 			if v.parallel && !strings.Contains(logs.String(), "workers=2") {
 				t.Fatal("the copy did not run two workers")
+			}
+			if v.paced && !strings.Contains(logs.String(), "pacing by the application") {
+				t.Fatal("the copy was not paced by the application")
 			}
 		})
 	}

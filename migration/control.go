@@ -143,6 +143,12 @@ func (c *controller) Status() control.Status {
 		ts := thr.Status()
 		out.Throttle = &ts
 	}
+	if m != nil {
+		if g := m.gentle.Load(); g != nil {
+			ps := g.State()
+			out.Pace = &ps
+		}
+	}
 	return out
 }
 

@@ -41,8 +41,11 @@ func openControl(t *testing.T, s *sandbox.Server) *sql.DB {
 	return db
 }
 
+// testOptions keeps the fixed pace: most tests' writers run flat out, which the automatic pace
+// (throttle.Gentle) would answer with its gentlest rests, making them slow for nothing they check.
+// The paced path has its own tests (pace_test.go, the "paced" case of the concurrent writers).
 func testOptions(s *sandbox.Server, schema, tbl string) Options {
-	return Options{Conn: connConfig(s), Schema: schema, Table: tbl, StateSchema: "_enginemig_test",
+	return Options{Conn: connConfig(s), Schema: schema, Table: tbl, StateSchema: "_enginemig_test", FixedPace: true,
 		Logger: slog.New(slog.NewTextHandler(prefixed{os.Stderr, "    migration: "}, nil))}
 }
 

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"sync/atomic"
 	"time"
 
 	"github.com/enginemig/enginemig/bench"
@@ -55,6 +56,10 @@ type Options struct {
 	MaxThreadsRunning int
 	Replicas          []dbconn.Config
 	MaxLag            time.Duration
+	// FixedPace turns the automatic pacing off (throttle.Gentle: rests, copy workers and
+	// verification beside the index build follow the application's own signals): chunks then
+	// rest as long as they held the source whenever another client waited for the table.
+	FixedPace bool
 	// ControlSocket, when set, is a unix socket for live control (see package control).
 	ControlSocket string
 	// MetricsListen, when set, is a host:port serving Prometheus metrics at /metrics
@@ -264,6 +269,7 @@ type migrator struct {
 	probe    *bench.Result // the after-cutover gate's baseline, taken before the swap
 	rec      *recorder
 	pipe     *shadow.Pipeline
+	gentle   atomic.Pointer[throttle.Gentle] // the pacing while it runs; nil with FixedPace
 	res      *Result
 }
 

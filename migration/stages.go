@@ -31,6 +31,11 @@ func (m *migrator) migrate(ctx context.Context) (*Result, error) {
 		return m.stopped(ctx, err)
 	}
 	defer m.pipe.Close()
+	stopPace, err := m.startPace(ctx)
+	if err != nil {
+		return m.stopped(ctx, err)
+	}
+	defer stopPace()
 	stopProgress := m.rec.track(ctx, m.pipe, m.opts, m.start)
 	defer stopProgress()
 
@@ -123,7 +128,7 @@ func (m *migrator) copyRows(ctx context.Context) error {
 		}
 	}
 	start := time.Now()
-	cfg := copier.Config{Pace: copier.Pace{ChunkTime: m.opts.ChunkTime, IdleChunkTime: m.opts.idleChunkTime}, ClientSide: m.opts.ClientSide,
+	cfg := copier.Config{Pace: copier.Pace{ChunkTime: m.opts.ChunkTime, IdleChunkTime: m.opts.idleChunkTime, Room: m.room()}, ClientSide: m.opts.ClientSide,
 		Stage: m.opts.stage, Workers: m.copyWorkers(ctx), AlwaysParallel: m.opts.alwaysParallel,
 		OvertakeDelay: m.opts.overtakeDelay}
 	if err := m.pipe.Copy(ctx, resumeAfter, m.copyWaiter(thr), cfg); err != nil {
@@ -168,7 +173,7 @@ func (m *migrator) copyWorkers(ctx context.Context) int {
 // read by the copy: only then does it hold one consistent source state, so a UNIQUE index cannot
 // trip over a mix of old and new row versions.
 func (m *migrator) buildIndexes(ctx context.Context) error {
-	if len(m.deferred) > 0 && !m.opts.SkipVerify && m.pipe.StartVerify(ctx, m.verifyPace()) {
+	if len(m.deferred) > 0 && !m.opts.SkipVerify && m.roomBeside() && m.pipe.StartVerify(ctx, m.verifyPace()) {
 		m.log.Info("verifying beside the index build")
 	}
 	if err := m.pipe.CatchUp(ctx); err != nil {
@@ -222,7 +227,9 @@ func (m *migrator) postpone(ctx context.Context) error {
 }
 
 // verifyPace sizes verification's chunks: the lock-time target of the copy's contended chunks.
-func (m *migrator) verifyPace() copier.Pace { return copier.Pace{ChunkTime: m.opts.ChunkTime} }
+func (m *migrator) verifyPace() copier.Pace {
+	return copier.Pace{ChunkTime: m.opts.ChunkTime, Room: m.room()}
+}
 
 // verify compares the shadow with the source, or waits for the comparison started beside the
 // index build (binlog capture).

@@ -248,7 +248,7 @@ func (p *Pipeline) Exec(ctx context.Context, stmt string) error {
 // StartVerify starts Verify in the background once the copy is done, so that it runs beside the
 // index build (Exec); Verify then waits for its result. The build's sort holds one core and leaves
 // the other to verification: on 10M rows with one secondary index, idle, 2 cores, apply took
-// 48.0 s instead of 56.1 s (`go run ./migration/applybench -rows 10000000 -idle-only -compare-bin
+// 48.0 s instead of 56.1 s (`go run ./bench/cmd/applybench -rows 10000000 -idle-only -compare-bin
 // OLD`, OLD built with StartVerify off; verification did not hide whole: 15.0 s beside the 9.0 s
 // build, 13.3 s alone after a 7.3 s one).
 // Following the copy instead, range by range, made it slower (6.0 s): on 2 cores the copy and the

@@ -166,7 +166,7 @@ func (t *triggerCapture) syncOwnLock(ctx context.Context, asked bool) (more bool
 
 // syncMaxNotes bounds the notes one sync of capture's own takes, and so how long it holds the
 // source READ-locked: the application's writes wait meanwhile. Measured on 1M rows under a
-// 16-thread load at half capacity (go run ./migration/applybench -rows 1000000 -binlog-format OFF
+// 16-thread load at half capacity (go run ./bench/cmd/applybench -rows 1000000 -binlog-format OFF
 // -compare-bin OLD): the catch-up before the index build synced the copy's backlog at once, and
 // the application's longest write stall, 184-294 ms over two runs, was that sync; in batches of
 // 2000 notes (about 60 ms each), with syncBreather between them, it was 139 ms.

@@ -130,6 +130,13 @@ func (s *SQL) Bound(lo []any) (string, []any) {
 		" ORDER BY " + s.keyList + " LIMIT 1 OFFSET ?", args
 }
 
+// Probe reads the source's first key by its index: the cheapest read an application does on the
+// table, which queues behind the copy's table lock and for a core as the application's do
+// (throttle.Gentle times it). It has no parameters, so it is sent as plain text.
+func (s *SQL) Probe() string {
+	return "SELECT " + s.keyList + " FROM " + s.src + " " + s.forceKey + " ORDER BY " + s.keyList + " LIMIT 1"
+}
+
 // ReadRange reads the whole rows of r in key order. The text depends only on which ends of r
 // are open, so one prepared statement serves every range of a shape.
 func (s *SQL) ReadRange(r Range) (string, []any) {

@@ -1,0 +1,66 @@
+package migration
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/enginemig/enginemig/copier"
+	"github.com/enginemig/enginemig/outcome"
+	"github.com/enginemig/enginemig/table"
+	"github.com/enginemig/enginemig/throttle"
+)
+
+// startPace starts the automatic pacing (throttle.Gentle) unless Options.FixedPace; it measures
+// the application before the copy begins. The returned function stops it.
+func (m *migrator) startPace(ctx context.Context) (func(), error) {
+	if m.opts.FixedPace {
+		return func() {}, nil
+	}
+	q, err := table.NewSQL(m.ti, table.ShadowName(m.ti.Name))
+	if err != nil {
+		return nil, err
+	}
+	probe := q.Probe()
+	g := throttle.NewGentle(m.db, throttle.GentleConfig{Logger: m.log, Probe: func(ctx context.Context) error {
+		var key sql.RawBytes
+		rows, err := m.db.QueryContext(ctx, probe)
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			if err := rows.Scan(&key); err != nil {
+				rows.Close()
+				return err
+			}
+		}
+		return errors.Join(rows.Err(), rows.Close())
+	}})
+	if err := g.Start(ctx); err != nil {
+		return nil, outcome.New(outcome.FailedSafe, fmt.Errorf("pacing: %w", err),
+			"check the connection; --fixed-pace runs without measuring the application")
+	}
+	m.gentle.Store(g)
+	return func() { m.gentle.Store(nil); g.Stop() }, nil
+}
+
+// room is the pacing for copier.Pace, nil without it (an interface holding a nil pointer would not
+// be nil).
+func (m *migrator) room() copier.Room {
+	if g := m.gentle.Load(); g != nil {
+		return g
+	}
+	return nil
+}
+
+// roomBeside reports whether verification may run beside the index build: always with a fixed
+// pace, else while the application leaves room.
+func (m *migrator) roomBeside() bool {
+	g := m.gentle.Load()
+	if g == nil || g.Room() {
+		return true
+	}
+	m.log.Info("verifying after the index build: the application needs the server", "pace", g.State().Level)
+	return false
+}

@@ -1,0 +1,152 @@
+package migration
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/enginemig/enginemig/control"
+	"github.com/enginemig/enginemig/copier"
+	"github.com/enginemig/enginemig/sandbox/sandboxtest"
+)
+
+// paceApp is an application on two tables: each request reads a player by key and updates a row
+// of its guild table, so a lock held on guilds slows the whole application.
+func paceApp(ctx context.Context, db *sql.DB, rows int, errs *atomic.Int64) *sync.WaitGroup {
+	var wg sync.WaitGroup
+	for i := 0; i < 12; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			r := rand.New(rand.NewPCG(uint64(i), 26))
+			for ctx.Err() == nil {
+				var v int
+				if err := db.QueryRow("SELECT v FROM players WHERE id = ?", 1+r.IntN(rows)).Scan(&v); err != nil {
+					errs.Add(1)
+				}
+				if _, err := db.Exec("UPDATE guilds SET v = v + 1 WHERE id = ?", 1+r.IntN(100)); err != nil {
+					errs.Add(1)
+				}
+				time.Sleep(time.Millisecond)
+			}
+		}(i)
+	}
+	return &wg
+}
+
+// paceOf reads the pace level and rows copied from apply's control socket.
+func paceOf(socket string) (level int, rows int64, stage string, ok bool) {
+	reply, err := control.Send(context.Background(), socket, "status")
+	if err != nil {
+		return 0, 0, "", false
+	}
+	var st control.Status
+	if json.Unmarshal([]byte(reply), &st) != nil || st.Pace == nil {
+		return 0, 0, st.Stage, false
+	}
+	return st.Pace.Level, st.RowsCopied, st.Stage, true
+}
+
+// An application slowed by a lock another session holds on a table it uses makes the copy back
+// off within a second, down to its gentlest pace while the slowdown lasts, and the copy speeds up
+// again and finishes once the lock is gone.
+func TestCopyBacksOffWhileTheApplicationIsSlowed(t *testing.T) {
+	const rows = 200000
+	schema, sdb := sandboxtest.FreshDatabase(t, srv)
+	db := openControl(t, srv)
+	sandboxtest.MustExec(t, sdb, "CREATE TABLE players (id INT PRIMARY KEY, v INT, name CHAR(40), KEY v (v)) ENGINE=MyISAM",
+		"INSERT INTO players SELECT seq, seq % 1000, SHA1(seq) FROM "+sandboxtest.Seq(rows),
+		"CREATE TABLE guilds (id INT PRIMARY KEY, v INT) ENGINE=MyISAM", "INSERT INTO guilds SELECT seq, 0 FROM "+sandboxtest.Seq(100))
+	appDB, _ := srv.Open(schema)
+	appDB.SetMaxOpenConns(16)
+	defer appDB.Close()
+	ctx, stopApp := context.WithCancel(context.Background())
+	var appErrs atomic.Int64
+	app := paceApp(ctx, appDB, rows, &appErrs)
+	defer func() { stopApp(); app.Wait() }()
+	time.Sleep(500 * time.Millisecond)
+
+	opts := testOptions(srv, schema, "players")
+	opts.ControlSocket = filepath.Join(t.TempDir(), "ctl.sock")
+	opts.FixedPace = false
+	opts.idleChunkTime = copier.DefaultChunkTime // short chunks throughout, so the copy lasts
+	done := make(chan error, 1)
+	go func() { _, err := Run(context.Background(), db, opts); done <- err }()
+	waitForStage(t, opts.ControlSocket, StageCopy)
+
+	holder, err := sdb.Conn(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close()
+	if _, err := holder.ExecContext(context.Background(), "LOCK TABLES guilds WRITE"); err != nil {
+		t.Fatal(err)
+	}
+	locked := time.Now()
+	first, lowest, backedOff := -1, 99, time.Duration(0)
+	var rowsAtLock int64 = -1
+	for time.Since(locked) < 3*time.Second {
+		if level, copied, _, ok := paceOf(opts.ControlSocket); ok {
+			if rowsAtLock < 0 {
+				first, rowsAtLock = level, copied
+			}
+			if level < first && backedOff == 0 {
+				backedOff = time.Since(locked)
+			}
+			lowest = min(lowest, level)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	_, rowsAtUnlock, _, _ := paceOf(opts.ControlSocket)
+	if _, err := holder.ExecContext(context.Background(), "UNLOCK TABLES"); err != nil {
+		t.Fatal(err)
+	}
+	unlocked := time.Now()
+	if rowsAtLock < 0 {
+		t.Fatal("apply never reported its pace while the lock was held: it did not back off and ran on past the copy")
+	}
+	if first > 0 && (backedOff == 0 || backedOff > time.Second) || lowest > 1 {
+		t.Fatalf("while the application waited for the lock the pace went from level %d down to %d (first back-off after %s), want a back-off within a second and level 1 or less",
+			first, lowest, backedOff)
+	}
+	t.Logf("level %d when the lock was taken, backed off after %s, down to %d; %d rows copied while it was held", first, backedOff.Round(time.Millisecond), lowest, rowsAtUnlock-rowsAtLock)
+
+	highest := 0
+	for time.Since(unlocked) < 8*time.Second && highest < 3 {
+		level, _, stage, ok := paceOf(opts.ControlSocket)
+		if !ok && stage != StageCopy.String() {
+			break // the copy is over: it resumed
+		}
+		highest = max(highest, level)
+		time.Sleep(20 * time.Millisecond)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(2 * time.Minute):
+		t.Fatal("apply did not finish after the lock was gone")
+	}
+	if highest < 3 && highest != 0 {
+		t.Errorf("after the lock the pace came back only to level %d within 8 s", highest)
+	}
+	if n := appErrs.Load(); n != 0 {
+		t.Errorf("%d application statements failed", n)
+	}
+	if engineOf(t, db, schema, "players") != "InnoDB" {
+		t.Fatal("not converted")
+	}
+	var n int
+	db.QueryRow(fmt.Sprintf("SELECT COUNT(*) FROM `%s`.players", schema)).Scan(&n)
+	if n != rows {
+		t.Errorf("%d rows after the conversion, want %d", n, rows)
+	}
+}

@@ -1,0 +1,253 @@
+package throttle
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// Gentle paces the copy and verification by the application's own signals, measured every
+// GentleConfig.Interval:
+//
+//   - its latency: one primary-key read of the table being converted, as the application reads it
+//     (it queues behind the copy's table lock and for a core like the application's reads do);
+//   - the sessions it keeps running: Threads_running, which counts sessions waiting for a lock or
+//     for a core;
+//   - its throughput, which says whether there is an application at all: the server's SELECT,
+//     INSERT and UPDATE statements per second (enginemig's own writes are REPLACE and DELETE).
+//
+// From them it keeps a level between 0 and gentleTop: the top (two copy workers, no rest, and
+// verification beside the index build) only while the application leaves room, one worker and
+// rests growing to eight times each chunk's lock below it. Any signal out of bounds drops two
+// levels at once, so a slowdown is answered within two or three measurements; levels come back
+// one at a time after half a second of calm. A server whose application is idle gets the top.
+// The explicit limits of Throttler (Threads_running, replica lag, pause) still stop the copy
+// outright; Gentle only sets the pace while they allow it.
+type Gentle struct {
+	db  *sql.DB
+	cfg GentleConfig
+
+	mu  sync.Mutex
+	gov governor
+
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// GentleConfig tunes Gentle. Probe is required.
+type GentleConfig struct {
+	// Probe reads the table as the application does (a primary-key read); its duration is the
+	// application's latency.
+	Probe func(ctx context.Context) error
+	// Interval between measurements (default 100 ms).
+	Interval time.Duration
+	// IdleRate: below this many application statements a second, and fewer than IdleWrites
+	// INSERTs and UPDATEs, the server counts as idle (defaults 1000 and 10). enginemig's own reads
+	// (verification's, the chunks' bounds) are SELECTs too; its writes are not INSERT or UPDATE.
+	IdleRate   float64
+	IdleWrites float64
+	Logger     *slog.Logger // level changes at Debug, back-offs at Info; nil discards
+}
+
+// gentleTop is the level of full speed; restRatios are the rests (times a chunk's lock) of the
+// levels below it. Level gentleTop-1 rests nothing but copies one chunk at a time.
+var restRatios = []float64{8, 4, 2, 1, 0.5, 0.25, 0}
+
+const gentleTop = 7
+
+// NewGentle prepares the pacing; Start begins the measurements on db.
+func NewGentle(db *sql.DB, cfg GentleConfig) *Gentle {
+	if cfg.Interval <= 0 {
+		cfg.Interval = 100 * time.Millisecond
+	}
+	if cfg.IdleRate <= 0 {
+		cfg.IdleRate = 1000
+	}
+	if cfg.IdleWrites <= 0 {
+		cfg.IdleWrites = 10
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Gentle{db: db, cfg: cfg, gov: governor{level: gentleTop}}
+}
+
+// Start measures the application for up to five intervals before anything of the copy runs (its
+// baselines; two when it is idle), then keeps measuring in the background until Stop or until ctx
+// ends.
+func (g *Gentle) Start(ctx context.Context) error {
+	if g.cfg.Probe == nil {
+		return errors.New("throttle: Gentle needs a probe")
+	}
+	var learn []signals
+	prev, err := g.measure(ctx, signals{})
+	if err != nil {
+		return fmt.Errorf("throttle: measure the application: %w", err)
+	}
+	for i := 0; i < 5 && (i < 2 || !g.idle(learn)); i++ {
+		if err := sleepCtx(ctx, g.cfg.Interval); err != nil {
+			return err
+		}
+		s, err := g.measure(ctx, prev)
+		if err != nil {
+			return fmt.Errorf("throttle: measure the application: %w", err)
+		}
+		learn, prev = append(learn, s), s
+	}
+	g.mu.Lock()
+	g.gov = newGovernor(learn, idleness{g.cfg.IdleRate, g.cfg.IdleWrites})
+	g.mu.Unlock()
+	g.cfg.Logger.Info("pacing by the application", "level", g.gov.level, "statements_per_second", int(g.gov.base.rate),
+		"probe", g.gov.base.probe.Round(10*time.Microsecond), "threads_running", g.gov.base.running)
+	ctx, g.cancel = context.WithCancel(ctx)
+	g.done = make(chan struct{})
+	go g.loop(ctx, prev)
+	return nil
+}
+
+// idle reports whether the measurements so far saw an idle application.
+func (g *Gentle) idle(learn []signals) bool {
+	for _, s := range learn {
+		if !(idleness{g.cfg.IdleRate, g.cfg.IdleWrites}).of(s) {
+			return false
+		}
+	}
+	return true
+}
+
+func (g *Gentle) loop(ctx context.Context, prev signals) {
+	defer close(g.done)
+	tick := time.NewTicker(g.cfg.Interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		s, err := g.measure(ctx, prev)
+		if ctx.Err() != nil {
+			return
+		}
+		g.mu.Lock()
+		before := g.gov.level
+		if err != nil {
+			g.gov.pressed("cannot measure the application: " + err.Error())
+		} else {
+			g.gov.step(s)
+			prev = s
+		}
+		after, why := g.gov.level, g.gov.why
+		g.mu.Unlock()
+		if after < before {
+			g.cfg.Logger.Info("copy backs off: the application needs the server", "level", after, "reason", why)
+		} else if after != before {
+			g.cfg.Logger.Debug("copy speeds up: the application leaves room", "level", after)
+		}
+	}
+}
+
+// Stop ends the measurements; the pace stays where it was.
+func (g *Gentle) Stop() {
+	if g.cancel != nil {
+		g.cancel()
+		<-g.done
+	}
+}
+
+// RestRatio is how long the copy or verification pauses after a chunk, in multiples of the time
+// the chunk held the source.
+func (g *Gentle) RestRatio() float64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.gov.level >= len(restRatios) {
+		return 0
+	}
+	return restRatios[g.gov.level]
+}
+
+// Workers is how many copy chunks may be in flight, at most limit: limit only at the top level.
+func (g *Gentle) Workers(limit int) int {
+	if g.Room() {
+		return limit
+	}
+	return 1
+}
+
+// Room reports whether the application leaves room for extra work beside the current stage
+// (a second copy worker, verification beside the index build).
+func (g *Gentle) Room() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.gov.level >= gentleTop
+}
+
+// GentleState is what Gentle last decided and why.
+type GentleState struct {
+	Level  int    `json:"level"`
+	Top    int    `json:"top"`
+	Reason string `json:"reason,omitempty"` // the last back-off's cause
+}
+
+// State is the current level and the last back-off's reason.
+func (g *Gentle) State() GentleState {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return GentleState{Level: g.gov.level, Top: gentleTop, Reason: g.gov.why}
+}
+
+// measure takes one sample: the status counters and a probe.
+func (g *Gentle) measure(ctx context.Context, prev signals) (signals, error) {
+	ctx, cancel := context.WithTimeout(ctx, minCheckTimeout)
+	defer cancel()
+	rows, err := g.db.QueryContext(ctx, "SHOW GLOBAL STATUS WHERE Variable_name IN ('Threads_running', 'Com_select', 'Com_insert', 'Com_update')")
+	if err != nil {
+		return signals{}, err
+	}
+	s := signals{at: time.Now()}
+	for rows.Next() {
+		var name, v string
+		if err := rows.Scan(&name, &v); err != nil {
+			rows.Close()
+			return signals{}, err
+		}
+		n, _ := strconv.ParseInt(v, 10, 64)
+		switch name {
+		case "Threads_running":
+			s.running = float64(n)
+		case "Com_select":
+			s.statements += n
+		default:
+			s.statements, s.writes = s.statements+n, s.writes+n
+		}
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return signals{}, err
+	}
+	if !prev.at.IsZero() && s.at.After(prev.at) {
+		secs := s.at.Sub(prev.at).Seconds()
+		s.rate, s.writeRate = float64(s.statements-prev.statements)/secs, float64(s.writes-prev.writes)/secs
+	}
+	t0 := time.Now()
+	if err := g.cfg.Probe(ctx); err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return signals{}, fmt.Errorf("probe read: %w", err)
+	}
+	s.probe = time.Since(t0)
+	return s, nil
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

@@ -1,0 +1,103 @@
+package throttle
+
+import (
+	"testing"
+	"time"
+)
+
+var testIdle = idleness{rate: 1000, writes: 10}
+
+func busy(rate float64, probe time.Duration, running float64) signals {
+	return signals{rate: rate, writeRate: rate / 3, probe: probe, running: running}
+}
+
+// The governor backs off within a second when the application's reads slow down or its sessions
+// pile up (to the fixed pace's rest or below), keeps backing off while
+// that lasts, and comes back once the application recovers.
+func TestGovernorBacksOffAndRecovers(t *testing.T) {
+	calm := busy(5000, time.Millisecond, 3)
+	for _, tc := range []struct {
+		name string
+		bad  signals
+	}{
+		{"latency", busy(5000, 8*time.Millisecond, 3)},
+		{"threads running", busy(5000, time.Millisecond, 20)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := newGovernor([]signals{calm, calm, calm}, testIdle)
+			for i := 0; i < 40; i++ {
+				g.step(calm)
+			}
+			if g.level != gentleTop {
+				t.Fatalf("calm application: level %d, want %d", g.level, gentleTop)
+			}
+			for i := 0; i < 10; i++ {
+				g.step(tc.bad)
+			}
+			if g.level > 3 {
+				t.Fatalf("slowed application: level %d after a second (10 measurements), want 3 or less", g.level)
+			}
+			for i := 0; i < 10; i++ {
+				g.step(tc.bad)
+			}
+			if g.level != 0 {
+				t.Fatalf("slowed application: level %d after two seconds, want 0", g.level)
+			}
+			if g.why == "" {
+				t.Error("no reason for the back-off")
+			}
+			for i := 0; i < 60; i++ {
+				g.step(calm)
+			}
+			if g.level != gentleTop {
+				t.Errorf("recovered application: level %d after 6 s, want %d", g.level, gentleTop)
+			}
+		})
+	}
+}
+
+// An idle server gets the top level at once, and an application that arrives later is left room.
+func TestGovernorIdleAndArrival(t *testing.T) {
+	quiet := signals{rate: 40, probe: time.Millisecond, running: 2}
+	g := newGovernor([]signals{quiet, quiet}, testIdle)
+	if g.level != gentleTop {
+		t.Fatalf("idle: level %d, want %d", g.level, gentleTop)
+	}
+	// Busy with its own work (slow reads, many running), the copy keeps going while nobody else is there.
+	for i := 0; i < 10; i++ {
+		g.step(signals{rate: 300, probe: 20 * time.Millisecond, running: 6})
+	}
+	if g.level != gentleTop {
+		t.Fatalf("idle with enginemig's own reads: level %d, want %d", g.level, gentleTop)
+	}
+	for i := 0; i < 10 && g.level == gentleTop; i++ {
+		g.step(busy(6000, time.Millisecond, 3))
+	}
+	if g.level >= gentleTop {
+		t.Errorf("application arrived: level %d, want below %d", g.level, gentleTop)
+	}
+}
+
+// An application stuck behind a lock runs few statements but keeps its sessions running: that is
+// a slowdown to back off from, not an idle server.
+func TestGovernorStuckApplicationIsNotIdle(t *testing.T) {
+	calm := busy(5000, time.Millisecond, 3)
+	g := newGovernor([]signals{calm, calm, calm}, testIdle)
+	for i := 0; i < 40; i++ {
+		g.step(calm)
+	}
+	for i := 0; i < 100; i++ {
+		g.step(signals{rate: 20, probe: time.Millisecond, running: 18})
+		if i >= 20 && g.level != 0 {
+			t.Fatalf("application stuck for %d measurements: level %d, want 0", i+1, g.level)
+		}
+	}
+}
+
+// A busy application starts in the middle, not at full speed.
+func TestGovernorStartsGentleUnderLoad(t *testing.T) {
+	s := busy(5000, time.Millisecond, 3)
+	if g := newGovernor([]signals{s, s, s}, testIdle); g.level != 3 {
+		t.Errorf("under load: level %d, want 3", g.level)
+	}
+}
