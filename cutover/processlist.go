@@ -37,12 +37,13 @@ import (
 // over-reports: it only delays the cut-over).
 const (
 	skipCommands = `('Sleep', 'Binlog Dump', 'Binlog Dump GTID', 'Daemon')`
-	isMariaDB    = `SELECT ID, COALESCE(DB, ''), COALESCE(INFO, ''), TIME_MS * 1000, QUERY_ID, FALSE FROM information_schema.PROCESSLIST
+	isMariaDB    = `SELECT ID, COALESCE(DB, ''), COALESCE(INFO, ''), COALESCE(STATE, ''), TIME_MS * 1000, QUERY_ID, FALSE FROM information_schema.PROCESSLIST
 		WHERE ID <> CONNECTION_ID() AND COMMAND NOT IN ` + skipCommands
-	psThreads = `SELECT PROCESSLIST_ID, COALESCE(PROCESSLIST_DB, ''), COALESCE(PROCESSLIST_INFO, ''), COALESCE(PROCESSLIST_TIME, 0) * 1000000, 0, TRUE
+	psThreads = `SELECT PROCESSLIST_ID, COALESCE(PROCESSLIST_DB, ''), COALESCE(PROCESSLIST_INFO, ''), COALESCE(PROCESSLIST_STATE, ''),
+		COALESCE(PROCESSLIST_TIME, 0) * 1000000, 0, TRUE
 		FROM performance_schema.threads WHERE PROCESSLIST_ID IS NOT NULL AND PROCESSLIST_ID <> CONNECTION_ID()
 		AND PROCESSLIST_COMMAND NOT IN ` + skipCommands
-	isSeconds = `SELECT ID, COALESCE(DB, ''), COALESCE(INFO, ''), TIME * 1000000, 0, TRUE FROM information_schema.PROCESSLIST
+	isSeconds = `SELECT ID, COALESCE(DB, ''), COALESCE(INFO, ''), COALESCE(STATE, ''), TIME * 1000000, 0, TRUE FROM information_schema.PROCESSLIST
 		WHERE ID <> CONNECTION_ID() AND COMMAND NOT IN ` + skipCommands
 )
 
@@ -51,6 +52,7 @@ type session struct {
 	id      int64
 	db      string
 	text    string
+	state   string
 	age     time.Duration
 	queryID int64 // 0: the server does not say
 	coarse  bool  // age is in whole seconds
@@ -60,7 +62,8 @@ type session struct {
 // run longer than age. The table counts as mentioned when its name appears in the statement and
 // the session's default database is the table's or the statement names that database too. It is a
 // text match: it may over-report (a column with the same name), which only delays the cut-over.
-// With age 0 it lists every session running a statement on the table, without watching.
+// A session waiting for a lock does not count (waitsForLock). With age 0 it lists every session
+// running a statement on the table, waiting ones too, without watching.
 func LongQueries(ctx context.Context, db *sql.DB, schema, name string, age time.Duration) ([]int64, error) {
 	sessions, err := processList(ctx, db)
 	if err != nil {
@@ -70,6 +73,9 @@ func LongQueries(ctx context.Context, db *sql.DB, schema, name string, age time.
 	var ids []int64
 	watch := map[int64]int64{} // session → QUERY_ID
 	for _, s := range sessions {
+		if age > 0 && waitsForLock(s.state) {
+			continue // queued behind whoever holds the table: that one is the blocker, and is judged itself
+		}
 		if h, ok := holders[s.id]; timed && ok {
 			if h.none {
 				continue // between two statements of a stored program: it holds no table lock
@@ -93,6 +99,15 @@ func LongQueries(ctx context.Context, db *sql.DB, schema, name string, age time.
 		ids = append(ids, still...)
 	}
 	return ids, nil
+}
+
+// waitsForLock reports a session waiting for a table, metadata or global read lock: it holds
+// nothing on the table yet. Counting it would keep the cut-over from even trying while an idle
+// LOCK TABLES or a backup's lock holds the table, and name the waiting application instead of the
+// holder (a failed attempt names the holder).
+func waitsForLock(state string) bool {
+	s := strings.ToLower(state)
+	return strings.HasPrefix(s, "waiting for") && strings.Contains(s, "lock")
 }
 
 // older reports whether s's statement has run at least limit; whole seconds are rounded up
@@ -131,7 +146,7 @@ func readSessions(ctx context.Context, db *sql.DB, query string) ([]session, err
 	for rows.Next() {
 		var s session
 		var micros float64
-		if err := rows.Scan(&s.id, &s.db, &s.text, &micros, &s.queryID, &s.coarse); err != nil {
+		if err := rows.Scan(&s.id, &s.db, &s.text, &s.state, &micros, &s.queryID, &s.coarse); err != nil {
 			return nil, err
 		}
 		s.age = time.Duration(micros) * time.Microsecond
