@@ -186,7 +186,11 @@ func Run(ctx context.Context, db *sql.DB, opts Options) (*Result, error) {
 	defer func() { res.settleEstimate() }()
 	// A lost connection (server restart, network) leaves the shadow and the progress in place:
 	// reconnect with backoff and resume, then give up with a clear message.
+	var lost error
 	for n := 1; err != nil && ctx.Err() == nil && n <= maxReconnects && (errors.Is(err, errSuspended) || isConnectionLoss(err)); n++ {
+		if lost == nil {
+			lost = err
+		}
 		wait := min(time.Second<<(n-1), 30*time.Second)
 		opts.Logger.Warn("lost the connection to the server; resuming", "error", err, "in", wait, "attempt", n, "of", maxReconnects)
 		select {
@@ -194,6 +198,12 @@ func Run(ctx context.Context, db *sql.DB, opts Options) (*Result, error) {
 		case <-ctx.Done():
 		}
 		res, err = attempt()
+	}
+	// A server that stayed away fails the last retry before it resumes anything (in preflight,
+	// say), which says nothing about the table: report the loss that stopped the work, with its
+	// remedy (exit 7, run the same apply again), not the retry's own error.
+	if errors.Is(lost, errSuspended) && err != nil && !errors.Is(err, errSuspended) && isConnectionLoss(err) {
+		err = lost
 	}
 	if lt := ctl.waits.timeoutErr(); err != nil && lt != nil {
 		err = lt

@@ -24,6 +24,9 @@ func refuse(remedy, format string, args ...any) error {
 // plan.ChooseCapture) and refuses when that capture cannot work on this server.
 func checkServer(ctx context.Context, db *sql.DB, want string) (version string, mode shadow.Mode, why string, err error) {
 	version, got, why, err := plan.CaptureFor(ctx, db, want)
+	if err != nil && isConnectionLoss(err) {
+		return version, "", "", outcome.New(outcome.Connection, err, "check that the server is up and reachable, then run the same apply again")
+	}
 	if err != nil {
 		return version, "", "", refuse("for binlog capture enable the binary log (log_bin, needs a restart) with binlog_format=ROW and binlog_row_image=FULL, and reconnect the application; or use --capture triggers", "%v", err)
 	}

@@ -400,9 +400,16 @@ func (s *Server) removeDir() error {
 // Restart stops the server cleanly and starts it again on the same port and datadir, to test
 // what happens to a migration when the server goes away.
 func (s *Server) Restart(ctx context.Context) error {
-	s.shutdown()
-	return s.launch(ctx)
+	s.Halt()
+	return s.Relaunch(ctx)
 }
+
+// Halt stops the server cleanly and keeps its datadir and port, for a test in which the server
+// stays away for a while; Relaunch brings it back.
+func (s *Server) Halt() { s.shutdown() }
+
+// Relaunch starts a halted server again on the same port and datadir.
+func (s *Server) Relaunch(ctx context.Context) error { return s.launch(ctx) }
 
 // Crash kills the server with SIGKILL (no clean shutdown) and starts it again.
 func (s *Server) Crash(ctx context.Context) error {

@@ -86,6 +86,9 @@ func runApply(c *cli.Context) error {
 		return err
 	}
 	planRun := c.String("plan") != ""
+	if planRun && len(targets) == 0 && len(skipped) == 0 {
+		return nothingToDo(c)
+	}
 	gateMix, gateCapture, err := gateMixOf(c)
 	if err != nil {
 		return outcome.New(outcome.Usage, err, "see enginemig apply --help")
@@ -141,6 +144,18 @@ func reportApply(c *cli.Context, planRun bool, results []*migration.Result, summ
 		writeJSON(c.App.Writer, out)
 	}
 	return err
+}
+
+// nothingToDo ends a plan run whose plan lists no table (a re-run after every table was
+// converted): exit 0 without connecting, and in JSON "nothing_to_do": true for scripts.
+func nothingToDo(c *cli.Context) error {
+	if c.String("output") == "json" {
+		writeJSON(c.App.Writer, map[string]any{"results": []*migration.Result{}, "tables": []tableOutcome{}, "nothing_to_do": true,
+			"exit_code": int(outcome.OK), "status": outcome.OK.Name()})
+		return nil
+	}
+	fmt.Fprintf(c.App.Writer, "nothing to do: %s lists no MyISAM table\n", c.String("plan"))
+	return nil
 }
 
 // maxCopyWorkers bounds --copy-workers: each worker is a connection and, while nobody waits for

@@ -16,11 +16,15 @@ import (
 )
 
 // planTargets reads a plan file and returns its tables in plan order, and those it skips because
-// of their blockers.
+// of their blockers. A plan that lists no table at all (plan found no MyISAM table left) returns
+// neither: there is nothing to do.
 func planTargets(path string, logger *slog.Logger) ([]target, []tableOutcome, error) {
 	p, err := plan.ReadFile(path)
 	if err != nil {
 		return nil, nil, outcome.New(outcome.Usage, err, "write a plan with `enginemig plan --out FILE`")
+	}
+	if len(p.Tables) == 0 {
+		return nil, nil, nil
 	}
 	var out []target
 	var skipped []tableOutcome

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/enginemig/enginemig/outcome"
+	"github.com/enginemig/enginemig/plan"
 	"github.com/enginemig/enginemig/sandbox"
 	"github.com/enginemig/enginemig/sandbox/sandboxtest"
 )
@@ -330,4 +331,27 @@ func exitCode(err error) int {
 		return 0
 	}
 	return -1
+}
+
+// A plan that lists no table (plan found no MyISAM table: a re-run after everything was
+// converted) is nothing to do: exit 0, "nothing_to_do" in JSON, and no connection at all (the
+// port here has no server).
+func TestApplyEmptyPlanIsNothingToDo(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "plan.json")
+	if err := plan.WriteFile(path, &plan.Plan{Server: &plan.ServerInfo{}, Databases: []string{"game"}}); err != nil {
+		t.Fatal(err)
+	}
+	conn := []string{"--host", "127.0.0.1", "--port", "1"}
+	out, code := runCLI(t, append([]string{"apply", "--plan", path, "--output", "json"}, conn...)...)
+	var doc struct {
+		NothingToDo bool   `json:"nothing_to_do"`
+		Status      string `json:"status"`
+		Tables      []any  `json:"tables"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil || code != outcome.OK || !doc.NothingToDo || doc.Status != "ok" || doc.Tables == nil {
+		t.Fatalf("exit %d, %+v (%v):\n%s", code, doc, err, out)
+	}
+	if out, code := runCLI(t, append([]string{"apply", "--plan", path}, conn...)...); code != outcome.OK || !strings.Contains(out, "nothing to do") {
+		t.Fatalf("text: exit %d:\n%s", code, out)
+	}
 }
