@@ -27,7 +27,10 @@ type Config struct {
 	LockWait time.Duration
 	// CatchUp is how long the lock may be held while replay applies the last changes.
 	CatchUp time.Duration
-	// Attempts and Backoff bound retries; the backoff doubles up to 8× its start.
+	// Timeout bounds the whole cut-over, waits for long statements included: attempts are
+	// retried (Backoff, doubling up to 8× its start) until it passes, then Run returns ErrGaveUp
+	// with the original in place (0: no limit). Attempts, when above 0, bounds the attempts too.
+	Timeout  time.Duration
 	Attempts int
 	Backoff  time.Duration
 	// LongQuery: queries on the table running longer than this make an attempt wait, because a
@@ -59,9 +62,13 @@ type Observer interface {
 // ErrLockNotGranted marks an attempt whose table lock was not granted within LockWait.
 var ErrLockNotGranted = errors.New("lock not granted in time")
 
+// DefaultTimeout is how long the cut-over keeps trying by default: a finished copy is worth
+// waiting for, and a failed attempt costs the application at most LockWait.
+const DefaultTimeout = time.Hour
+
 // DefaultConfig keeps each attempt's stall to a few hundred milliseconds.
 func DefaultConfig() Config {
-	return Config{LockWait: 300 * time.Millisecond, CatchUp: 500 * time.Millisecond, Attempts: 30,
+	return Config{LockWait: 300 * time.Millisecond, CatchUp: 500 * time.Millisecond, Timeout: DefaultTimeout,
 		Backoff: 500 * time.Millisecond, LongQuery: 200 * time.Millisecond}
 }
 
@@ -121,11 +128,13 @@ type Result struct {
 	LockHeld time.Duration `json:"lock_held_ns"` // the longest the application was blocked by the final attempt
 }
 
-// ErrGaveUp means every attempt failed; the original table is untouched.
+// ErrGaveUp means the cut-over stopped trying (Config.Timeout or Attempts); the original table
+// is untouched and To is as current as capture kept it.
 var ErrGaveUp = errors.New("cut-over gave up")
 
 // Run performs the swap. rec (may be nil) is called while the tables are locked and To has caught
-// up; it must not touch From or Aside.
+// up; it must not touch From or Aside. Failed attempts are retried until cfg.Timeout; meanwhile
+// the Observer is told what blocks the swap.
 func Run(ctx context.Context, db *sql.DB, sw Swap, target Target, cfg Config, rec Recorder) (Result, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = dbconn.Logger(nil)
@@ -133,9 +142,15 @@ func Run(ctx context.Context, db *sql.DB, sw Swap, target Target, cfg Config, re
 	var res Result
 	backoff := cfg.Backoff
 	var lastErr error
-	for res.Attempts < cfg.Attempts {
+	lim := newLimit(cfg)
+	retry := &retries{cfg: cfg, lim: lim}
+	defer retry.end()
+	for cfg.Attempts <= 0 || res.Attempts < cfg.Attempts {
+		if lim.passed() {
+			break
+		}
 		res.Attempts++
-		if err := waitForLongQueries(ctx, db, sw, cfg); err != nil {
+		if err := waitForLongQueries(ctx, db, sw, cfg, lim); err != nil {
 			return res, err
 		}
 		held, pos, err := prepared(ctx, rec, target, func() (time.Duration, string, error) {
@@ -166,15 +181,16 @@ func Run(ctx context.Context, db *sql.DB, sw Swap, target Target, cfg Config, re
 			return res, fatal.err
 		}
 		lastErr = err
-		cfg.Logger.Warn("cut-over attempt failed; original table left in place", "attempt", res.Attempts, "of", cfg.Attempts, "error", err)
+		cfg.Logger.Warn("cut-over attempt failed; original table left in place", "attempt", res.Attempts, "error", err, "next_in", backoff, "gives_up_in", lim.left().Round(time.Second))
+		retry.failed(res.Attempts, err, backoff)
 		select {
-		case <-time.After(backoff):
+		case <-time.After(min(backoff, lim.left())):
 		case <-ctx.Done():
 			return res, ctx.Err()
 		}
 		backoff = min(backoff*2, cfg.Backoff*8)
 	}
-	return res, fmt.Errorf("%w after %d attempts (last: %v); the original table is in place", ErrGaveUp, res.Attempts, lastErr)
+	return res, fmt.Errorf("%w after %d attempts in %s (last: %v); the original table is in place", ErrGaveUp, res.Attempts, lim.elapsed().Round(time.Second), lastErr)
 }
 
 // prepared runs one attempt between the Recorder's PrepareSwap and the target's Hold and, when it
@@ -381,7 +397,7 @@ func lockWithDeadline(ctx context.Context, db *sql.DB, conn *sql.Conn, connID in
 	if !timer.Stop() && err != nil {
 		waiter := lockwait.Session{ID: connID, State: "Waiting for table metadata lock", Time: d}
 		h := lockwait.FindHolders(ctx, db, waiter, []lockwait.Table{t}, func(id int64) bool { return id == connID })
-		return fmt.Errorf("%w (the table is in use, held by %s): %w", ErrLockNotGranted, h, err)
+		return &notGranted{holders: h, err: err}
 	}
 	return err
 }
@@ -429,12 +445,10 @@ func waitUntilBlocked(ctx context.Context, db *sql.DB, id int64, probe *queuePro
 	}
 }
 
-// waitForLongQueries waits (bounded by the attempts' backoff budget) while a query that mentions
-// the table has been running longer than cfg.LongQuery. The wait goes to the Observer, which
-// reports it; without one it is logged here, at once and then every longQueryLogEvery.
-func waitForLongQueries(ctx context.Context, db *sql.DB, sw Swap, cfg Config) error {
-	waited := time.Duration(0)
-	limit := cfg.Backoff * time.Duration(max(cfg.Attempts, 1))
+// waitForLongQueries waits (until the cut-over's limit) while a query that mentions the table has
+// been running longer than cfg.LongQuery. The wait goes to the Observer, which reports it; without
+// one it is logged here, at once and then every longQueryLogEvery.
+func waitForLongQueries(ctx context.Context, db *sql.DB, sw Swap, cfg Config, lim limit) error {
 	var update func(string, []lockwait.Session)
 	var logged time.Time
 	for {
@@ -444,25 +458,24 @@ func waitForLongQueries(ctx context.Context, db *sql.DB, sw Swap, cfg Config) er
 		}
 		sessions, _ := lockwait.Sessions(ctx, db, ids)
 		who := lockwait.Holders{Sessions: sessions, Certain: true}.String()
-		if waited >= limit {
-			return fmt.Errorf("%w: statements on %s keep running longer than %s (--long-query): %s; the original table is in place", ErrGaveUp, sw.From, cfg.LongQuery, who)
+		if lim.passed() {
+			return fmt.Errorf("%w after %s: statements on %s keep running longer than %s (--long-query): %s; the original table is in place", ErrGaveUp,
+				lim.elapsed().Round(time.Second), sw.From, cfg.LongQuery, who)
 		}
-		what := fmt.Sprintf("%d statement(s) on %s running longer than %s (--long-query); gives up after %s", len(ids), sw.From, cfg.LongQuery, limit)
+		what := fmt.Sprintf("%d statement(s) on %s running longer than %s (--long-query)%s", len(ids), sw.From, cfg.LongQuery, lim.says())
 		switch {
 		case update != nil:
 			update(what, sessions)
 		case cfg.Observer != nil:
 			var done func()
-			update, done = cfg.Observer.Waiting(lockwait.Wait{Kind: lockwait.KindLongQueries, What: what, Blockers: sessions, BlockersCertain: true})
+			update, done = cfg.Observer.Waiting(lockwait.Wait{Kind: lockwait.KindLongQueries, What: what, Blockers: sessions, BlockersCertain: true, Timeout: lim.timeout})
 			defer done()
 		case time.Since(logged) >= longQueryLogEvery:
-			cfg.Logger.Info("waiting for long-running queries before locking", "table", sw.From, "waited", waited, "queries", who)
+			cfg.Logger.Info("waiting for long-running queries before locking", "table", sw.From, "queries", who, "gives_up_in", lim.left().Round(time.Second))
 			logged = time.Now()
 		}
-		step := min(cfg.Backoff, 500*time.Millisecond)
 		select {
-		case <-time.After(step):
-			waited += step
+		case <-time.After(min(cfg.Backoff, 500*time.Millisecond, max(lim.left(), time.Millisecond))):
 		case <-ctx.Done():
 			return ctx.Err()
 		}

@@ -217,6 +217,7 @@ const (
 	KindLongQueries = "long_queries" // the cut-over waits for long statements on the table to end
 	KindThrottle    = "throttle"     // the copy waits for the throttle (replica lag, busy server, pause)
 	KindPostponed   = "postponed"    // the cut-over waits for the postpone file to go
+	KindCutover     = "cutover"      // cut-over attempts fail (the table lock not granted, replay behind): apply retries
 )
 
 // Wait is something enginemig is waiting on, as logs, status and metrics show it.

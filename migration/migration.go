@@ -225,7 +225,7 @@ func (o Options) withDefaults() Options {
 	if o.ChunkTime == 0 {
 		o.ChunkTime = copier.DefaultChunkTime
 	}
-	if o.Cutover.Attempts == 0 {
+	if o.Cutover.LockWait == 0 { // not configured
 		logger := o.Cutover.Logger
 		o.Cutover = cutover.DefaultConfig()
 		o.Cutover.Logger = logger

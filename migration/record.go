@@ -138,6 +138,13 @@ type settled struct{ err error }
 func (s *settled) Error() string { return s.err.Error() }
 func (s *settled) Unwrap() error { return s.err }
 
+// pending is a cut-over that gave up (cutover.ErrGaveUp) with the copy finished: the shadow and
+// the state are kept for a run that goes straight to the swap.
+type pending struct{ err error }
+
+func (p *pending) Error() string { return p.err.Error() }
+func (p *pending) Unwrap() error { return p.err }
+
 // keepShadow is a failure after which the shadow must not be dropped (it was never created, or
 // the tables' state is unclear).
 type keepShadow struct{ err error }
@@ -160,6 +167,10 @@ func (m *migrator) stopped(ctx context.Context, err error) (*Result, error) {
 	}
 	if isConnectionLoss(err) && ctx.Err() == nil {
 		return nil, m.suspend(ctx, err)
+	}
+	var p *pending
+	if errors.As(err, &p) {
+		return nil, m.pend(ctx, p.err)
 	}
 	var k *keepShadow
 	if errors.As(err, &k) {
@@ -196,6 +207,19 @@ func (m *migrator) fail(ctx context.Context, err error, drop bool) error {
 	m.rec.finish(bg, StageFailed, err.Error())
 	m.hook(bg, PointFailure)
 	return err
+}
+
+// pend records a cut-over that could not get in before --cutover-timeout: capture stops (its
+// position saved for the next run), the shadow, its capture and the state stay, and the record
+// stays at the cut-over, so running the same apply again goes straight to the swap.
+func (m *migrator) pend(ctx context.Context, err error) error {
+	if m.pipe != nil {
+		m.pipe.Stop()
+	}
+	m.rec.update(context.WithoutCancel(ctx), func(st *State) { st.Error = "cut-over pending: " + err.Error() })
+	m.hook(context.WithoutCancel(ctx), PointFailure)
+	return outcome.New(outcome.CutoverPending, fmt.Errorf("cut-over: %w", err),
+		"the copy is done and the shadow is kept: run the same apply again to go straight to the cut-over (with a higher --cutover-timeout, or once the sessions named here are gone), or `enginemig cleanup` to drop the shadow")
 }
 
 // suspend records a migration interrupted by a lost connection: the shadow and the state stay so

@@ -194,8 +194,12 @@ func (m *migrator) prepareResume(ctx context.Context, st *State, deferred []stri
 		return nil, err
 	}
 	shadowName := table.ShadowName(m.ti.Name)
-	if err := shadow.Rewind(ctx, m.db, m.ti, shadowName, watermark); err != nil {
-		return nil, err
+	// Rows above the watermark are the copy's to read again, unless the copy is over: then
+	// replay wrote them and keeps them current.
+	if st.Stage != StageCutover {
+		if err := shadow.Rewind(ctx, m.db, m.ti, shadowName, watermark); err != nil {
+			return nil, err
+		}
 	}
 	// Stand-ins left on the shadow by a cut-over attempt never fire there, but each costs a query
 	// per replayed row: the next attempt installs them again.

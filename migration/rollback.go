@@ -178,7 +178,7 @@ func (o RollbackOptions) withDefaults() RollbackOptions {
 	if o.Logger == nil {
 		o.Logger = dbconn.Logger(nil)
 	}
-	if o.Cutover.Attempts == 0 {
+	if o.Cutover.LockWait == 0 { // not configured
 		o.Cutover = cutover.DefaultConfig()
 	}
 	if o.Cutover.Logger == nil {

@@ -40,10 +40,10 @@ func (m *migrator) migrate(ctx context.Context) (*Result, error) {
 	defer stopProgress()
 
 	stages := []stage{
-		{name: StageCopy, run: m.copyRows},
-		{name: StageIndexes, run: m.buildIndexes},
+		{name: StageCopy, skip: m.resumedAtSwap, run: m.copyRows},
+		{name: StageIndexes, skip: func() bool { return m.resumedAtSwap() && len(m.deferred) == 0 }, run: m.buildIndexes},
 		{name: StagePostponed, skip: m.notPostponed, run: m.postpone},
-		{name: StageVerify, skip: func() bool { return m.opts.SkipVerify }, run: m.verify},
+		{name: StageVerify, skip: func() bool { return m.opts.SkipVerify || m.resumedAtSwap() }, run: m.verify},
 		{name: StageCutover, run: m.cutover},
 		{name: StageTriggers, skip: func() bool { return len(m.triggers) == 0 }, run: m.finishTriggers},
 	}
@@ -173,7 +173,7 @@ func (m *migrator) copyWorkers(ctx context.Context) int {
 // read by the copy: only then does it hold one consistent source state, so a UNIQUE index cannot
 // trip over a mix of old and new row versions.
 func (m *migrator) buildIndexes(ctx context.Context) error {
-	if len(m.deferred) > 0 && !m.opts.SkipVerify && m.roomBeside() && m.pipe.StartVerify(ctx, m.verifyPace()) {
+	if len(m.deferred) > 0 && !m.opts.SkipVerify && !m.resumedAtSwap() && m.roomBeside() && m.pipe.StartVerify(ctx, m.verifyPace()) {
 		m.log.Info("verifying beside the index build")
 	}
 	if err := m.pipe.CatchUp(ctx); err != nil {
@@ -190,6 +190,12 @@ func (m *migrator) buildIndexes(ctx context.Context) error {
 	m.log.Info("built secondary indexes", "count", len(m.deferred), "took", m.res.IndexTime.Round(time.Millisecond))
 	return nil
 }
+
+// resumedAtSwap reports a resumed run that had finished its copy, index build and verification:
+// it was at the cut-over (waiting for the swap to get in, or killed there), and capture has kept
+// the shadow current since, so it goes straight to the cut-over. Unique indexes dropped for the
+// resume (prepareResume) are built again first.
+func (m *migrator) resumedAtSwap() bool { return m.resume != nil && m.resume.Stage == StageCutover }
 
 func (m *migrator) notPostponed() bool {
 	if m.opts.PostponeFile == "" {
@@ -274,6 +280,8 @@ func (m *migrator) cutover(ctx context.Context) error {
 		return &settled{outcome.New(outcome.NeedsAttention, err, fmt.Sprintf("the table is converted; rename %s to %s by hand", sw.Sentry, sw.Aside))}
 	case err != nil && ctx.Err() == nil && !m.originalInPlace(context.WithoutCancel(ctx)):
 		return &keepShadow{outcome.New(outcome.NeedsAttention, err, "check the tables named in this message by hand")}
+	case errors.Is(err, cutover.ErrGaveUp) && ctx.Err() == nil:
+		return &pending{err}
 	case err != nil:
 		return outcome.New(outcome.FailedSafe, fmt.Errorf("cut-over: %w", m.coded(err)), "retry when the table is less busy, or raise --cutover-lock-wait")
 	}

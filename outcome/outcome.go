@@ -19,6 +19,10 @@ const (
 	GateFailed     Code = 5 // a benchmark gate did not pass: nothing was swapped
 	FailedSafe     Code = 6 // migration failed or was aborted; the original table is in place and unchanged
 	NeedsAttention Code = 7 // migration failed in a state a human must look at (see the message)
+	// CutoverPending: the copy is done and verified, but the swap could not get in before
+	// --cutover-timeout; the shadow and the state are kept, and running the same apply again goes
+	// straight to the cut-over.
+	CutoverPending Code = 8
 )
 
 // Name is a stable machine-readable name for JSON output.
@@ -38,6 +42,8 @@ func (c Code) Name() string {
 		return "failed_safe"
 	case NeedsAttention:
 		return "needs_attention"
+	case CutoverPending:
+		return "cutover_pending"
 	default:
 		return "internal"
 	}

@@ -93,7 +93,7 @@ func promptPassword() (string, error) {
 // captureFlag is apply's --capture (plan takes it too, to check what apply will do).
 func captureFlag() cli.Flag {
 	return &cli.StringFlag{Name: "capture", Value: plan.CaptureAuto,
-		Usage: "how changes made during the copy are captured: auto (binlog where log_bin is on with binlog_format=ROW and binlog_row_image=FULL, triggers otherwise), binlog, or triggers",
+		Usage: "how changes during the copy are captured: auto (binlog with a ROW binlog and full row images, triggers otherwise), binlog, or triggers",
 		Action: func(_ *cli.Context, v string) error {
 			switch v {
 			case plan.CaptureAuto, plan.CaptureBinlog, plan.CaptureTriggers:

@@ -311,8 +311,9 @@ func TestDDLDuringCopy(t *testing.T) {
 }
 
 // Another client blocks the cut-over (an open transaction that read the table, or LOCK TABLES
-// READ): the cut-over retries, gives up with exit 6, and the original is in place and unchanged.
-// Once the blocker is gone, apply succeeds.
+// READ): the cut-over retries until its limit (here 3 attempts), then exits 8 with the original in
+// place and unchanged and the shadow kept (no sentry left). Once the blocker is gone, the same
+// apply goes straight to the swap and succeeds, with every acknowledged write there.
 func TestCutoverBlocked(t *testing.T) {
 	e := faultServer(t)
 	schema := e.database(t, "blocked")
@@ -341,17 +342,17 @@ func TestCutoverBlocked(t *testing.T) {
 			start := time.Now()
 			code, out := p.wait(t, time.Minute)
 			t.Logf("gave up after %s: %s", time.Since(start).Round(time.Millisecond), lastLine(out))
-			if code != int(outcome.FailedSafe) || !strings.Contains(out, "cut-over") {
-				t.Fatalf("exit %d (want 6 with a cut-over message)\n%s", code, out)
+			if code != int(outcome.CutoverPending) || !strings.Contains(out, "run the same apply again") {
+				t.Fatalf("exit %d (want 8, cut-over pending, with its remedy)\n%s", code, out)
 			}
-			if e.engine(schema, tbl) != "MyISAM" || e.engine(schema, "_"+tbl+"_new") != "" || e.engine(schema, tbl+"_emswap") != "" {
-				t.Fatalf("after giving up: %s is %q, shadow %q, sentry %q", tbl, e.engine(schema, tbl),
+			if e.engine(schema, tbl) != "MyISAM" || e.engine(schema, "_"+tbl+"_new") != "InnoDB" || e.engine(schema, tbl+"_emswap") != "" {
+				t.Fatalf("after giving up: %s is %q, shadow %q (want kept), sentry %q", tbl, e.engine(schema, tbl),
 					e.engine(schema, "_"+tbl+"_new"), e.engine(schema, tbl+"_emswap"))
 			}
 			conn.ExecContext(context.Background(), "UNLOCK TABLES")
 			conn.ExecContext(context.Background(), "COMMIT")
-			if code, out = e.run(t, apply...); code != 0 {
-				t.Fatalf("apply once unblocked: exit %d\n%s", code, out)
+			if code, out = e.run(t, apply...); code != 0 || !strings.Contains(out, "resuming migration") {
+				t.Fatalf("apply once unblocked: exit %d (want 0, resuming at the cut-over)\n%s", code, out)
 			}
 			time.Sleep(200 * time.Millisecond)
 			stop()

@@ -74,3 +74,26 @@ func TestShortFlagsAreTheSameEverywhere(t *testing.T) {
 		}
 	}
 }
+
+// Every line of every command's --help fits a terminal: at most 250 characters.
+func TestHelpLinesFit(t *testing.T) {
+	const most = 250
+	check := func(args ...string) {
+		out, code := runCLI(t, args...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d", args, code)
+		}
+		for _, line := range strings.Split(out, "\n") {
+			if n := len([]rune(line)); n > most {
+				t.Errorf("%s: a line of %d characters (at most %d): %s", strings.Join(args, " "), n, most, line)
+			}
+		}
+	}
+	check("--help")
+	for _, c := range newApp().Commands {
+		check(c.Name, "--help")
+		for _, sc := range c.Subcommands {
+			check(c.Name, sc.Name, "--help")
+		}
+	}
+}

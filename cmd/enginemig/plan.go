@@ -20,7 +20,7 @@ func planCommand() *cli.Command {
 		&cli.StringSliceFlag{Name: "tables", Aliases: []string{"t"},
 			Usage: "only these tables: names or shell patterns (orders, log_*, shop.cart_?), repeat or separate with commas; default all MyISAM tables"},
 		&cli.BoolFlag{Name: "no-test-compile",
-			Usage: "do not create each proposed InnoDB table under a scratch name (_enginemig_plan_<hash>) and drop it again; the static checks still run, but InnoDB does not confirm them. With it, plan writes nothing at all"},
+			Usage: "write nothing: skip creating each proposed InnoDB table under a scratch name to let InnoDB confirm it (the static checks still run)"},
 		&cli.Int64Flag{Name: "sample-rows", Value: plan.DefaultSampleRows,
 			Usage: "rows read per table, by key, to measure the copy rate for the time estimate (MyISAM holds a read lock for the few milliseconds this takes)"},
 		&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "text",

@@ -29,7 +29,8 @@ func rollbackCommand() *cli.Command {
 			&cli.StringFlag{Name: "state-schema", Value: migration.DefaultStateSchema, Usage: "schema holding enginemig's state table"},
 			&cli.DurationFlag{Name: "cutover-lock-wait", Value: def.LockWait, Usage: "how long one swap attempt may wait for the table lock"},
 			&cli.DurationFlag{Name: "lock-timeout", Value: migration.DefaultLockTimeout, Usage: "how long one statement may wait for a lock another session holds before the rollback stops with nothing swapped (exit 6); the wait and its holder are logged from the first second"},
-			&cli.IntFlag{Name: "cutover-attempts", Value: def.Attempts, Usage: "swap attempts before giving up (the InnoDB table stays live)"},
+			&cli.DurationFlag{Name: "cutover-timeout", Value: def.Timeout, Usage: "how long to keep retrying the swap back before giving up (the InnoDB table stays live; run rollback again)"},
+			&cli.IntFlag{Name: "cutover-attempts", Value: def.Attempts, Usage: "swap attempts before giving up (0: no limit but --cutover-timeout)"},
 			&cli.UintFlag{Name: "server-id", Usage: "server_id for the binlog connection (default: random)"},
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "text", Usage: "text or json"},
 		),
@@ -46,7 +47,7 @@ func rollbackCommand() *cli.Command {
 			}
 			defer db.Close()
 			cfg := def
-			cfg.LockWait, cfg.Attempts = c.Duration("cutover-lock-wait"), c.Int("cutover-attempts")
+			cfg.LockWait, cfg.Attempts, cfg.Timeout = c.Duration("cutover-lock-wait"), c.Int("cutover-attempts"), c.Duration("cutover-timeout")
 			logger := loggerOf(c).With(slog.String("table", c.String("database")+"."+c.String("table")), slog.String("command", "rollback"))
 			res, err := migration.Rollback(c.Context, db, migration.RollbackOptions{Conn: conn, Schema: c.String("database"),
 				Table: c.String("table"), StateSchema: c.String("state-schema"), Cutover: cfg, ServerID: uint32(c.Uint("server-id")), Logger: logger,

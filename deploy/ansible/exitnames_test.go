@@ -25,12 +25,12 @@ func TestExitNamesMatchOutcome(t *testing.T) {
 		code, _ := strconv.Atoi(string(m[1]))
 		got[code] = string(m[2])
 	}
-	for code := outcome.OK; code <= outcome.NeedsAttention; code++ {
+	for code := outcome.OK; code <= outcome.CutoverPending; code++ {
 		if got[int(code)] != code.Name() {
 			t.Errorf("exit code %d: the role says %q, outcome says %q", code, got[int(code)], code.Name())
 		}
 	}
-	if len(got) != int(outcome.NeedsAttention)+1 {
-		t.Errorf("the role names %d exit codes, outcome has %d", len(got), outcome.NeedsAttention+1)
+	if len(got) != int(outcome.CutoverPending)+1 {
+		t.Errorf("the role names %d exit codes, outcome has %d", len(got), outcome.CutoverPending+1)
 	}
 }
