@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/enginemig/enginemig/throttle"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -76,7 +77,7 @@ func (c *Copier) alongside(s Step) bool {
 // walk's following chunks once it is written.
 func (c *Copier) copyAlongside(ctx context.Context, s Step, seq int) error {
 	if seq%2 == 1 {
-		if err := Sleep(ctx, c.cfg.OvertakeDelay); err != nil {
+		if err := throttle.Sleep(ctx, c.cfg.OvertakeDelay); err != nil {
 			return err
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/enginemig/enginemig/table"
+	"github.com/enginemig/enginemig/throttle"
 )
 
 // The one walk over a copy key, shared by the server-side copy, the client-side copy and
@@ -77,7 +78,7 @@ func (c *Chunker) Walk(ctx context.Context, lo []any, visit Visit) error {
 		if from.IsZero() {
 			from = time.Now()
 		}
-		restErr := Sleep(ctx, rest-time.Since(from))
+		restErr := throttle.Sleep(ctx, rest-time.Since(from))
 		p := <-next
 		s, err = p.Step, errors.Join(restErr, p.err)
 	}
@@ -96,20 +97,4 @@ func (c *Chunker) plan(ctx context.Context, lo []any) (Step, error) {
 	var err error
 	s.Hi, s.Size, err = c.next(ctx, lo)
 	return s, err
-}
-
-// Sleep waits d (nothing when d <= 0) or until ctx ends: the walk's rests, and the pauses of
-// tests' fault injection.
-func Sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }

@@ -90,7 +90,7 @@ func (g *Gentle) Start(ctx context.Context) error {
 		return fmt.Errorf("throttle: measure the application: %w", err)
 	}
 	for i := 0; i < 5 && (i < 2 || !g.idle(learn)); i++ {
-		if err := sleepCtx(ctx, g.cfg.Interval); err != nil {
+		if err := Sleep(ctx, g.cfg.Interval); err != nil {
 			return err
 		}
 		s, err := g.measure(ctx, prev)
@@ -241,7 +241,12 @@ func (g *Gentle) measure(ctx context.Context, prev signals) (signals, error) {
 	return s, nil
 }
 
-func sleepCtx(ctx context.Context, d time.Duration) error {
+// Sleep waits d (nothing when d <= 0) or until ctx ends: the pace's samples, the copy's and
+// verification's rests, and the pauses of tests' fault injection.
+func Sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {

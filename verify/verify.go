@@ -15,6 +15,7 @@ import (
 	"github.com/enginemig/enginemig/copier"
 	"github.com/enginemig/enginemig/dbconn"
 	"github.com/enginemig/enginemig/table"
+	"github.com/enginemig/enginemig/throttle"
 )
 
 // Target is what verification needs from whatever keeps the target current (package shadow).
@@ -289,7 +290,7 @@ func (v *verifier) compare(ctx context.Context, r table.Range, release bool, pat
 		if err := unlock(); err != nil {
 			return err
 		}
-		if err := copier.Sleep(ctx, v.cfg.HoldDelay); err != nil {
+		if err := throttle.Sleep(ctx, v.cfg.HoldDelay); err != nil {
 			return err
 		}
 		dst = v.checksum(ctx, v.db, r, true)

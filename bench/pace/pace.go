@@ -10,6 +10,8 @@ import (
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/enginemig/enginemig/throttle"
 )
 
 // Slots is one client thread's grid: slot k starts at start + k*interval.
@@ -45,18 +47,10 @@ func (s *Slots) Missed() int64 { return s.missed }
 
 // Wait sleeps until the next slot (Next at the current time) or until ctx ends.
 func (s *Slots) Wait(ctx context.Context) error {
-	d := time.Until(s.Next(time.Now()))
-	if d <= 0 {
-		return ctx.Err()
+	if err := ctx.Err(); err != nil {
+		return err
 	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return throttle.Sleep(ctx, time.Until(s.Next(time.Now())))
 }
 
 // Seconds counts completions per whole second (or per Width) since its start, as the client sees
