@@ -80,11 +80,9 @@ func rollback(ctx context.Context, db *sql.DB, opts RollbackOptions, swapping *a
 		return nil, err
 	}
 	swapping.Store(true) // an interrupted rollback may be past its swap
-	swapping.Store(true) // an interrupted rollback may be past its swap
 	if res, done, err := finishInterruptedRollback(ctx, db, opts, st); err != nil || done {
 		return res, err
 	}
-	swapping.Store(false)
 	swapping.Store(false)
 	cur, err := checkRollback(ctx, db, opts)
 	if err != nil {

@@ -66,7 +66,7 @@ func applyCommand() *cli.Command {
 			&cli.IntFlag{Name: "gate-sample-rows", Value: bench.DefaultSampleRows, Usage: "rows copied into the before-copy gate's scratch tables", Category: "Gates"},
 			&cli.StringFlag{Name: "gate-mix", Value: "16:7:1", Usage: "what the gates run: SELECT:UPDATE:INSERT[:DELETE] primary-key weights; auto: each table's own statements from performance_schema digests (since last reset); or a FILE written by bench --save-mix", Category: "Gates"},
 			&cli.StringFlag{Name: "gate-from-log", Usage: "gates replay each table's statements found in this slow query log or general query log", Category: "Gates"},
-			&cli.StringFlag{Name: "hook", Usage: "shell command run at start, before/after-copy, before-cutover, success, failure, rollback with ENGINEMIG_{STAGE,SCHEMA,TABLE,ROWS_COPIED,CAPTURE,CAPTURE_START,CAPTURE_CUTOVER} set; a failing start/before-* hook stops cleanly"},
+			&cli.StringFlag{Name: "hook", Usage: "shell command run at start, before/after-copy, before-cutover, success, failure, rollback with ENGINEMIG_{STAGE,SCHEMA,TABLE,ROWS_COPIED,CAPTURE{,_START,_CUTOVER}} set; a failing start/before-* hook stops"},
 			&cli.DurationFlag{Name: "hook-timeout", Value: time.Minute, Usage: "how long a hook may run"},
 			&cli.StringFlag{Name: "state-schema", Value: migration.DefaultStateSchema, Usage: "schema holding enginemig's state table (created if missing)"},
 			&cli.UintFlag{Name: "server-id", Usage: "server_id for the binlog connection (default: random; must not clash with replicas)"},
