@@ -118,7 +118,11 @@ func holderRows(ctx context.Context, db *sql.DB, q string, args ...any) (map[int
 // fromProcessList guesses the holders without lock tables: sessions running a statement that names
 // one of the tables (and not waiting for a lock themselves), and sessions idle in the table's
 // database since before the wait began, which may hold a LOCK TABLES or an open transaction's
-// metadata lock. For the global read lock: every session idle since before the wait began.
+// metadata lock. For the global read lock: every idle session, in any database and however
+// briefly idle. A backup's FLUSH TABLES WITH READ LOCK blocks writes from its start but returns
+// only once the running statements are done and the tables flushed, so its session has been idle
+// for less time than its victims have waited (by the length of the longest statement it waited
+// for): requiring it to be idle since before the wait named nobody.
 func fromProcessList(ctx context.Context, db *sql.DB, waiter Session, tables []Table, own func(int64) bool, global bool) Holders {
 	h := Holders{Source: SourceProcessList, Note: noLockInfo}
 	all, err := processList(ctx, db, " WHERE ID <> CONNECTION_ID()")
@@ -132,7 +136,7 @@ func fromProcessList(ctx context.Context, db *sql.DB, waiter Session, tables []T
 		}
 		idleSinceBefore := s.Command == "Sleep" && s.Time >= waiter.Time
 		switch {
-		case global && idleSinceBefore:
+		case global && s.Command == "Sleep":
 		case !global && idleSinceBefore && inSchema(s.DB, tables):
 		case !global && s.Command != "Sleep" && !IsLockState(s.State) && names(s, tables):
 		default:

@@ -40,6 +40,10 @@ type Config struct {
 	Pause time.Duration
 	// DeletesAndKeyChanges per 24 operations of bench.WebMix (each); default 1. Negative: none.
 	DeletesAndKeyChanges int
+	// OthersFrom, when above 0, leaves ids from it up to writers outside the load (a test's own
+	// sessions, which check their rows themselves): Check skips them. It must lie above every
+	// writer's range.
+	OthersFrom int64
 }
 
 // webMix is the share of the load that imitates the application.
@@ -110,6 +114,9 @@ func DDL(qualified string, cols [4]string) string {
 // Create makes the table (MyISAM) and seeds every writer's rows.
 func Create(ctx context.Context, db *sql.DB, schema, table string, cfg Config) (*Load, error) {
 	cfg.defaults()
+	if cfg.OthersFrom > 0 && cfg.OthersFrom < 1+int64(cfg.Writers)*cfg.Span {
+		return nil, fmt.Errorf("ackload: OthersFrom %d lies inside the writers' ids (up to %d)", cfg.OthersFrom, int64(cfg.Writers)*cfg.Span)
+	}
 	l := &Load{db: db, qt: dbconn.QualifiedName(schema, table), cfg: cfg}
 	for i, c := range cfg.Columns {
 		l.q[i] = dbconn.QuoteIdent(c)
@@ -412,6 +419,9 @@ func (l *Load) Check(ctx context.Context, db *sql.DB, schema, table string) (che
 		var got row
 		if err := rows.Scan(&id, &got.v, &got.s, &got.b); err != nil {
 			return checked, diffs, err
+		}
+		if l.cfg.OthersFrom > 0 && id >= l.cfg.OthersFrom {
+			continue
 		}
 		w := owner(id)
 		if w == nil {
