@@ -147,7 +147,8 @@ func TestRegistryIsComplete(t *testing.T) {
 		"fulltext", "spatial", "merge-member", "packed-readonly", "no-usable-key", "require-pk-setting", "triggers",
 		"partitioned", "foreign-keys", "crashed", "row-format-fixed", "key-block-size", "data-index-directory",
 		"myisam-only-options", "binlog", "binlog-metadata", "disk", "buffer-pool", "file-per-table", "strict-mode",
-		"gtid-consistency", "durability", "privileges", "count-star", "lock-tables", "transactions", "insert-delayed", "autoinc-reuse"} {
+		"gtid-consistency", "durability", "privileges", "count-star", "lock-tables", "transactions", "insert-delayed", "autoinc-reuse",
+		"trigger-writes-own-table", "errors-with-triggers", "multi-row-errors"} {
 		c, ok := registry[id]
 		if !ok {
 			t.Errorf("check %s not registered", id)

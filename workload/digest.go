@@ -26,6 +26,9 @@ type Statement struct {
 	// RowsExamined and RowsSent are totals over Count statements; -1 when the source does not say.
 	RowsExamined int64 `json:"rows_examined"`
 	RowsSent     int64 `json:"rows_sent"`
+	// Errors is how many of the Count statements ended with an error (SUM_ERRORS; 0 when the
+	// source does not say).
+	Errors int64 `json:"errors,omitempty"`
 	// Example is one literal statement of this shape, when the source has one (history_long, a log).
 	Example string `json:"example,omitempty"`
 }
@@ -54,7 +57,7 @@ const psPerSecond = 1e12
 // digestQuery reads the summary; SUM_* columns are unsigned picoseconds, read as DECIMAL so that
 // large totals scan into float64 without overflowing int64.
 const digestQuery = `SELECT IFNULL(SCHEMA_NAME, ''), IFNULL(DIGEST, ''), DIGEST_TEXT, COUNT_STAR,
-	CAST(SUM_TIMER_WAIT AS DECIMAL(30)), CAST(SUM_LOCK_TIME AS DECIMAL(30)), SUM_ROWS_EXAMINED, SUM_ROWS_SENT
+	CAST(SUM_TIMER_WAIT AS DECIMAL(30)), CAST(SUM_LOCK_TIME AS DECIMAL(30)), SUM_ROWS_EXAMINED, SUM_ROWS_SENT, SUM_ERRORS
 	FROM performance_schema.events_statements_summary_by_digest WHERE DIGEST_TEXT IS NOT NULL`
 
 // ReadDigests reads the statement digest summary: totals since the server started or the
@@ -84,7 +87,7 @@ func ReadDigests(ctx context.Context, q dbconn.Querier) ([]Statement, error) {
 	var out []Statement
 	for rows.Next() {
 		var s Statement
-		if err := rows.Scan(&s.Schema, &s.Digest, &s.Text, &s.Count, &s.Seconds, &s.LockSeconds, &s.RowsExamined, &s.RowsSent); err != nil {
+		if err := rows.Scan(&s.Schema, &s.Digest, &s.Text, &s.Count, &s.Seconds, &s.LockSeconds, &s.RowsExamined, &s.RowsSent, &s.Errors); err != nil {
 			return nil, fmt.Errorf("read statement digests: %w", err)
 		}
 		s.Seconds /= psPerSecond
