@@ -13,8 +13,7 @@ import (
 // default on MySQL 8), and else guesses from the process list (Certain false). own marks this
 // process's connections. Errors of the lock tables only move on to the next source.
 func FindHolders(ctx context.Context, db *sql.DB, waiter Session, tables []Table, own func(int64) bool) Holders {
-	global := strings.Contains(strings.ToLower(waiter.State), "global read lock") ||
-		strings.Contains(strings.ToLower(waiter.State), "backup lock")
+	global := IsGlobalLockState(waiter.State)
 	h := Holders{Certain: true}
 	locks, err := fromMetadataLockInfo(ctx, db, tables, global)
 	h.Source = SourceMetadataLockInfo
@@ -40,6 +39,14 @@ func FindHolders(ctx context.Context, db *sql.DB, waiter Session, tables []Table
 		}
 	}
 	return fromProcessList(ctx, db, waiter, tables, own, global)
+}
+
+// IsGlobalLockState reports a process-list state that waits for the server-wide read lock a
+// backup's FLUSH TABLES WITH READ LOCK (MySQL) or its backup lock (MariaDB 10.4+) holds: it blocks
+// every write, whatever table the waiting statement names.
+func IsGlobalLockState(state string) bool {
+	s := strings.ToLower(state)
+	return strings.Contains(s, "global read lock") || strings.Contains(s, "backup lock")
 }
 
 // errUnavailable means a lock table exists but does not record metadata locks.

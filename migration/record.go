@@ -17,13 +17,14 @@ import (
 // recorder owns the migration's row in the state table: every write to it goes through update,
 // which also copies the pipeline's counters and checkpoint into it.
 type recorder struct {
-	store *Store
-	log   *slog.Logger
-	pipe  atomic.Pointer[shadow.Pipeline]
-	last  atomic.Pointer[Progress] // the newest progress snapshot, for control status and metrics
-	waits *waits                   // what the migration waits on, for the progress display
-	mu    sync.Mutex
-	st    State
+	store  *Store
+	log    *slog.Logger
+	pipe   atomic.Pointer[shadow.Pipeline]
+	last   atomic.Pointer[Progress] // the newest progress snapshot, for control status and metrics
+	waits  *waits                   // what the migration waits on, for the progress display
+	mu     sync.Mutex               // guards st
+	st     State
+	saving sync.Mutex // one save at a time
 }
 
 // startRecord resumes the record of an interrupted run, or begins a new one from fresh.
@@ -50,9 +51,13 @@ func (r *recorder) update(ctx context.Context, mutate func(*State)) {
 	}
 }
 
+// save writes outside mu: a write that waits (a backup's FLUSH TABLES WITH READ LOCK holds every
+// write for seconds) must not hold up snapshot, which the lock-wait watcher and status read, or
+// nobody would report what apply waits for. saving keeps the writes in order.
 func (r *recorder) save(ctx context.Context, mutate func(*State)) error {
+	r.saving.Lock()
+	defer r.saving.Unlock()
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	mutate(&r.st)
 	if p := r.pipe.Load(); p != nil {
 		cp, pr := p.Checkpoint(), p.Progress()
@@ -64,10 +69,16 @@ func (r *recorder) save(ctx context.Context, mutate func(*State)) error {
 			r.st.CaptureResume = cp.ResumeAt
 		}
 	}
-	if r.st.ID == 0 {
+	st := r.st
+	r.mu.Unlock()
+	if st.ID == 0 {
 		return nil
 	}
-	return r.store.Save(context.WithoutCancel(ctx), &r.st)
+	err := r.store.Save(context.WithoutCancel(ctx), &st)
+	r.mu.Lock()
+	r.st.UpdatedAt = st.UpdatedAt
+	r.mu.Unlock()
+	return err
 }
 
 // RecordSwap notes the capture's position under the cut-over's lock (cutover.Recorder). Unlike

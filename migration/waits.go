@@ -145,8 +145,11 @@ func (w *waits) pollLocks(ctx context.Context) {
 	}
 	waiting := map[string]bool{}
 	for _, s := range sessions {
-		if !s.Mentions(w.tables) {
-			continue // another migration of this process
+		// A statement naming none of the tables is another migration's of this process, unless
+		// it waits for a backup's global read lock: that one holds up this run too, and its
+		// state-table writes name no table of it.
+		if !s.Mentions(w.tables) && !lockwait.IsGlobalLockState(s.State) {
+			continue
 		}
 		key := fmt.Sprintf("lock/%d", s.ID)
 		waiting[key] = true
