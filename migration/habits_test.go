@@ -645,7 +645,10 @@ func TestWaitForTheGlobalReadLockIsReported(t *testing.T) {
 		t.Fatal(err)
 	}
 	written := make(chan error, 1)
-	go func() { _, err := db.ExecContext(ctx, "REPLACE INTO _enginemig_test.habits_global VALUES (1)"); written <- err }()
+	go func() {
+		_, err := db.ExecContext(ctx, "REPLACE INTO _enginemig_test.habits_global VALUES (1)")
+		written <- err
+	}()
 	deadline := time.Now().Add(5 * time.Second)
 	for !strings.Contains(logs.String(), "waiting for a lock") && time.Now().Before(deadline) {
 		w.pollLocks(ctx)
