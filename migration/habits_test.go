@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,7 +16,6 @@ import (
 	"github.com/enginemig/enginemig/outcome"
 	"github.com/enginemig/enginemig/plan"
 	"github.com/enginemig/enginemig/sandbox/sandboxtest"
-	"github.com/go-sql-driver/mysql"
 )
 
 // The application habits of MyISAM shops, each kept up through a whole apply while ackload's
@@ -311,33 +309,19 @@ func TestApplicationHabits(t *testing.T) {
 }
 
 // habitLockTables: sessions write in batches under their own LOCK TABLES t WRITE, holding the
-// lock 10 ms a batch, as MyISAM applications do to group writes.
-//
-// With trigger capture, an application INSERT under LOCK TABLES sometimes fails with error 1442
-// ("Can't update table 't_emchg' in stored function/trigger because it is already used by
-// statement which invoked this stored function/trigger"), right after its LOCK TABLES waited
-// behind one of enginemig's locks (seen on MariaDB 10.11 and 11.8, not yet explained or
-// reproduced outside apply). MyISAM keeps the row the failed INSERT wrote while its change note
-// is lost: the test counts those errors, reads whether the row stayed, and requires the
-// converted table to hold exactly that (verification must bring it over).
+// lock 10 ms a batch, as MyISAM applications do to group writes. Under trigger capture this
+// found MariaDB failing the first write under such a LOCK TABLES with error 1442 while MyISAM
+// kept the row (table.CaptureSQL.NotesHandedOut says when): 1 to 15 such errors a run before
+// the capture stopped reading its change log outside its locks.
 func habitLockTables(t *testing.T, e *habitEnv, capture string) {
 	e.capture = capture
 	qt := e.q("t")
-	var noted1442 atomic.Int64
 	bs, stop := startBatchers(t, e.app, 2, habitIDs, 20*time.Millisecond,
 		func(ctx context.Context, c *sql.Conn, id, n int64) (int64, bool, error) {
 			if err := execAll(ctx, c, "LOCK TABLES "+qt+" WRITE"); err != nil {
 				return 0, false, err
 			}
 			if _, err := c.ExecContext(ctx, "INSERT INTO "+qt+" (id, v, s) VALUES (?, ?, 'lock tables')", id, n); err != nil {
-				if me := (*mysql.MySQLError)(nil); capture == plan.CaptureTriggers && errors.As(err, &me) && me.Number == 1442 {
-					noted1442.Add(1)
-					var stayed int
-					if err := c.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+qt+" WHERE id = ?", id).Scan(&stayed); err != nil {
-						return 0, false, err
-					}
-					return n, stayed == 1, execAll(ctx, c, "UNLOCK TABLES")
-				}
 				return 0, false, fmt.Errorf("INSERT under LOCK TABLES: %w", err)
 			}
 			time.Sleep(10 * time.Millisecond) // the batch's own work, with the table locked
@@ -355,9 +339,6 @@ func habitLockTables(t *testing.T, e *habitEnv, capture string) {
 	time.Sleep(300 * time.Millisecond)
 	stop()
 	t.Logf("swapped after %d attempt(s), lock held %s", res.Cutover.Attempts, res.Cutover.LockHeld)
-	if n := noted1442.Load(); n > 0 {
-		t.Logf("KNOWN PROBLEM: %d application INSERT(s) under LOCK TABLES failed with error 1442 on the capture's change log", n)
-	}
 	e.finish(t)
 	for _, b := range bs {
 		b.check(t, e.db, qt)
@@ -661,4 +642,39 @@ func TestWaitForTheGlobalReadLockIsReported(t *testing.T) {
 	if !strings.Contains(logs.String(), "waiting for a lock") {
 		t.Fatalf("the state write waiting for the backup's lock was not reported:\n%s", logs)
 	}
+}
+
+// Trigger capture, a run that dies at the index build after the application went quiet: the
+// next run finds the change log empty with its notes synced, and its catch-up must not wait for
+// notes that are gone (ids handed out are counted as synced once the log is found empty).
+func TestTriggerCaptureResumesWithAQuietTable(t *testing.T) {
+	if gtidConsistent(openControl(t, srv)) {
+		t.Skip("trigger capture is refused where enforce_gtid_consistency=ON")
+	}
+	e := newHabitEnv(t)
+	e.capture = plan.CaptureTriggers
+	opts := e.options()
+	opts.crashAtStage = StageIndexes
+	opts.Hook = func(_ context.Context, at Point, _ *State) error {
+		if at == After(StageCopy) {
+			e.stop()                           // quiet from here
+			time.Sleep(600 * time.Millisecond) // the periodic syncs empty the log
+		}
+		return nil
+	}
+	if _, err := Run(context.Background(), e.db, opts); !errors.Is(err, errSimulatedCrash) {
+		t.Fatalf("first run: want the simulated crash, got %v\n%s", err, e.logs)
+	}
+	var notes int
+	e.db.QueryRow("SELECT COUNT(*) FROM " + e.q("t_emchg")).Scan(&notes)
+	if notes != 0 {
+		t.Fatalf("%d notes left in the change log: the test needs it empty", notes)
+	}
+	opts.crashAtStage, opts.Hook = "", nil
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := Run(ctx, e.db, opts); err != nil {
+		t.Fatalf("the same apply again, the table quiet: %v\n%s", err, e.logs)
+	}
+	e.finish(t)
 }

@@ -21,8 +21,12 @@ func (k triggerKind) open(ctx context.Context, p *Pipeline) (Capture, error) {
 	if err := k.install(ctx, cfg); err != nil {
 		return nil, err
 	}
+	var version string
+	if err := cfg.DB.QueryRowContext(ctx, "SELECT VERSION()").Scan(&version); err != nil {
+		return nil, err
+	}
 	return &triggerCapture{c: p.q.Capture(cfg.Source, cfg.ChangeLog), q: p.q, db: cfg.DB, writer: p.writer, order: &p.order,
-		every: 200 * time.Millisecond, log: cfg.Logger}, nil
+		every: 200 * time.Millisecond, log: cfg.Logger, handedOut: dbconn.MariaDB(version)}, nil
 }
 
 func (triggerKind) install(ctx context.Context, cfg Config) error {

@@ -51,6 +51,33 @@ type triggerCapture struct {
 	synced   atomic.Int64 // syncs done
 	notes    atomic.Int64 // notes synced
 	behind   atomic.Bool  // the last periodic sync could not take its lock
+	// handedOut: outside a lock, see whether there is anything to sync from the ids the log has
+	// handed out (table.CaptureSQL.NotesHandedOut), not by reading the log (MariaDB).
+	handedOut bool
+}
+
+// noted reads how far the notes go outside any lock: the highest id handed out where the server
+// allows it without locking the log, the newest note otherwise.
+func (t *triggerCapture) noted(ctx context.Context, q dbconn.Querier) (int64, error) {
+	query := t.c.LastNote()
+	if t.handedOut {
+		query = t.c.NotesHandedOut()
+	}
+	var n int64
+	err := q.QueryRowContext(ctx, query).Scan(&n)
+	return n, err
+}
+
+// allSynced records, under the sync's lock with the log found empty, that every id handed out so
+// far is synced: handed-out ids whose notes are gone would otherwise look unsynced for ever.
+func (t *triggerCapture) allSynced(ctx context.Context, q dbconn.Querier) error {
+	n, err := t.noted(ctx, q)
+	if err != nil {
+		return err
+	}
+	for cur := t.notes.Load(); n > cur && !t.notes.CompareAndSwap(cur, n); cur = t.notes.Load() {
+	}
+	return nil
 }
 
 // syncLockWait bounds each LOCK TABLES of a periodic sync: while it waits (for a transaction
@@ -111,8 +138,8 @@ func (t *triggerCapture) WaitFor(ctx context.Context, q dbconn.Execer, held Held
 	case HeldForSwap:
 		return "", t.syncForSwap(ctx, q)
 	}
-	var target int64
-	if err := t.db.QueryRowContext(ctx, t.c.LastNote()).Scan(&target); err != nil {
+	target, err := t.noted(ctx, t.db)
+	if err != nil {
 		return "", err
 	}
 	for t.notes.Load() < target {
@@ -137,8 +164,7 @@ func (t *triggerCapture) syncOwnLock(ctx context.Context, asked bool) (more bool
 	if !asked && t.paused.Load() > 0 {
 		return false, nil
 	}
-	var last int64
-	if err := t.db.QueryRowContext(ctx, t.c.LastNote()).Scan(&last); err != nil || last == 0 {
+	if last, err := t.noted(ctx, t.db); err != nil || last <= t.notes.Load() {
 		return false, err
 	}
 	conn, err := t.db.Conn(ctx)
@@ -283,8 +309,11 @@ const syncBatch = 200
 // With limit > 0 it syncs at most the oldest limit notes, and reports whether more wait.
 func (t *triggerCapture) syncLocked(ctx context.Context, q dbconn.Execer, limit int64) (more bool, err error) {
 	var first, last int64
-	if err := q.QueryRowContext(ctx, t.c.NoteRange()).Scan(&first, &last); err != nil || last == 0 {
+	if err := q.QueryRowContext(ctx, t.c.NoteRange()).Scan(&first, &last); err != nil {
 		return false, err
+	}
+	if last == 0 {
+		return false, t.allSynced(ctx, q)
 	}
 	if limit > 0 && last-first >= limit {
 		last, more = first+limit-1, true

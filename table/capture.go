@@ -35,6 +35,7 @@ type CaptureSQL struct {
 	q       *SQL
 	keyDefs []string // the key columns' definitions, as in the source
 	log     string   // qualified
+	logName string
 	schema  string
 	names   [3]string // INSERT, UPDATE, DELETE trigger names
 }
@@ -44,7 +45,7 @@ type CaptureSQL struct {
 func (s *SQL) Capture(src *Info, log string) *CaptureSQL {
 	sum := sha1.Sum([]byte(src.Schema + "\x00" + src.Name + "\x00" + s.dst))
 	base := CaptureTriggerPrefix + hex.EncodeToString(sum[:])[:16]
-	c := &CaptureSQL{q: s, log: dbconn.QualifiedName(src.Schema, log), schema: src.Schema,
+	c := &CaptureSQL{q: s, log: dbconn.QualifiedName(src.Schema, log), logName: log, schema: src.Schema,
 		names: [3]string{base + "_i", base + "_u", base + "_d"}}
 	key, _ := src.CopyKey()
 	for _, name := range key.ColumnNames() {
@@ -131,6 +132,19 @@ func (c *CaptureSQL) NoteRange() string {
 
 // LastNote reads the newest note's id (0: the log is empty).
 func (c *CaptureSQL) LastNote() string { return "SELECT COALESCE(MAX(`_emcap_id`), 0) FROM " + c.log }
+
+// NotesHandedOut reads the highest note id the log has handed out (0: none), synced or not, from
+// information_schema, which opens the log under a metadata lock no LOCK TABLES waits for. A
+// read of the log itself takes a shared lock that an application's LOCK TABLES t WRITE, which
+// locks the log for the triggers, has to wait for after it got t; MariaDB then retries the
+// LOCK TABLES, and the first write under it fails with error 1442 ("Can't update table
+// 't_emchg' in stored function/trigger ...") when several triggers write the log (10.11 and
+// 11.8; the capture has three), while MyISAM keeps the row whose note was lost. MySQL caches
+// these figures (information_schema_stats_expiry), so only MariaDB may use this.
+func (c *CaptureSQL) NotesHandedOut() string {
+	return "SELECT COALESCE(MAX(AUTO_INCREMENT), 1) - 1 FROM information_schema.TABLES WHERE TABLE_SCHEMA = " +
+		dbconn.QuoteString(c.schema) + " AND TABLE_NAME = " + dbconn.QuoteString(c.logName)
+}
 
 // Sync brings the keys noted up to the id given as each statement's argument from the source to
 // the target: it deletes them from the target, copies the source's current rows for them, and
