@@ -134,13 +134,12 @@ func (c *CaptureSQL) NoteRange() string {
 func (c *CaptureSQL) LastNote() string { return "SELECT COALESCE(MAX(`_emcap_id`), 0) FROM " + c.log }
 
 // NotesHandedOut reads the highest note id the log has handed out (0: none), synced or not, from
-// information_schema, which opens the log under a metadata lock no LOCK TABLES waits for. A
-// read of the log itself takes a shared lock that an application's LOCK TABLES t WRITE, which
-// locks the log for the triggers, has to wait for after it got t; MariaDB then retries the
-// LOCK TABLES, and the first write under it fails with error 1442 ("Can't update table
-// 't_emchg' in stored function/trigger ...") when several triggers write the log (10.11 and
-// 11.8; the capture has three), while MyISAM keeps the row whose note was lost. MySQL caches
-// these figures (information_schema_stats_expiry), so only MariaDB may use this.
+// information_schema, which opens the log under a metadata lock no LOCK TABLES waits for. Reading
+// the log itself would make an application's LOCK TABLES t WRITE (which locks the log for the
+// triggers) wait for the log after it got t; MariaDB retries such a LOCK TABLES, and with several
+// triggers writing the log the retried one fails the first write under it (error 1442) after
+// MyISAM kept the row, whose note is then lost. MySQL caches these figures
+// (information_schema_stats_expiry), so only MariaDB uses this.
 func (c *CaptureSQL) NotesHandedOut() string {
 	return "SELECT COALESCE(MAX(AUTO_INCREMENT), 1) - 1 FROM information_schema.TABLES WHERE TABLE_SCHEMA = " +
 		dbconn.QuoteString(c.schema) + " AND TABLE_NAME = " + dbconn.QuoteString(c.logName)
