@@ -1,12 +1,18 @@
 package plan
 
 import (
+	"fmt"
 	"strings"
+
+	"github.com/enginemig/enginemig/dbconn"
 )
 
 func init() {
+	registerTable("keyless", Warning,
+		"no PRIMARY KEY and no UNIQUE key whose columns are all NOT NULL: apply addresses rows by their whole content (binlog capture only), and InnoDB without a primary key has costs of its own",
+		checkKeyless)
 	registerTable("no-usable-key", Blocker,
-		"no PRIMARY KEY and no UNIQUE key whose columns are all NOT NULL: the online copy cannot address rows",
+		"a table without a unique key, and the capture would be triggers: only binlog capture can convert it",
 		checkNoUsableKey)
 	registerTable("require-pk-setting", Blocker,
 		"sql_require_primary_key / innodb_force_primary_key would refuse the shadow, or sql_generate_invisible_primary_key would add a column",
@@ -22,16 +28,41 @@ func hasPrimary(in *TableInput) bool {
 	return false
 }
 
+func keylessTable(in *TableInput) bool {
+	return in.Info != nil && in.Crashed == "" && len(in.Info.Columns) > 0 && !isMerge(in) && in.Info.Keyless()
+}
+
 func checkNoUsableKey(in *TableInput) []Finding {
-	if in.Info == nil || in.Crashed != "" || len(in.Info.Columns) == 0 || isMerge(in) {
-		return nil
-	}
-	if _, ok := in.Info.CopyKey(); ok {
+	if !keylessTable(in) || in.Server == nil || !in.Server.capturesWithTriggers() {
 		return nil
 	}
 	return []Finding{newFinding("no-usable-key", Blocker,
-		"no PRIMARY KEY and no UNIQUE index on NOT NULL columns: rows cannot be addressed for the chunked copy and the binlog replay",
-		"add a primary key (e.g. ALTER TABLE ... ADD id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT PRIMARY KEY, which blocks writes while it runs) or make a unique key's columns NOT NULL; then plan again")}
+		"no PRIMARY KEY and no UNIQUE index on NOT NULL columns, and changes would be captured with triggers, which note keys: rows without one cannot be synced",
+		"turn on the binlog for binlog capture (log_bin, binlog_format=ROW, binlog_row_image=FULL) and use --capture binlog, or add a primary key; then plan again")}
+}
+
+// checkKeyless says how apply will address the rows of a table without a unique key, what that
+// costs online, and why an InnoDB table without a primary key is a problem of its own.
+func checkKeyless(in *TableInput) []Finding {
+	if !keylessTable(in) {
+		return nil
+	}
+	var how string
+	if ix, ok := in.Info.ChunkKey(); ok {
+		how = fmt.Sprintf("the copy walks index %s by its first column %s in short chunks, and each replayed change finds its row through that index (its cost grows with the number of rows sharing a value)",
+			dbconn.QuoteIdent(ix.Name), dbconn.QuoteIdent(ix.Columns[0].Name))
+	} else {
+		hold := "the whole copy"
+		if in.Estimate != nil && in.Estimate.CopySeconds > 0 {
+			hold = fmt.Sprintf("about %.1f s (the estimated copy)", in.Estimate.CopySeconds)
+		}
+		how = "no index starts with an integer NOT NULL column: the copy reads the table in one chunk, which holds the application's writes for " + hold +
+			", and each replayed change scans the shadow to find its row"
+	}
+	return []Finding{newFinding("keyless", Warning,
+		"no PRIMARY KEY and no UNIQUE index on NOT NULL columns: apply addresses rows by their whole content, keeps identical rows as duplicates, needs binlog capture, and copies again from the start if resumed; "+how+
+			". On InnoDB a table without a primary key is clustered on a hidden row id drawn from one server-wide counter, a replica applying ROW events finds each row with a full scan, and Galera cannot replicate its DELETEs",
+		"convert it as it is; then give it a primary key when a maintenance window allows (ALTER TABLE ... ADD COLUMN id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT PRIMARY KEY, INVISIBLE where the server supports it), or add an index on an integer NOT NULL column first to copy it in short chunks")}
 }
 
 func checkRequirePK(in *TableInput) []Finding {

@@ -52,7 +52,7 @@ func (t *Info) Shadow(name string, deferIndexes bool) (ShadowDDL, error) {
 	if closeAt < 0 {
 		return d, fmt.Errorf("unexpected SHOW CREATE TABLE output for %s: no closing parenthesis", t.QuotedName())
 	}
-	key, hasKey := t.CopyKey()
+	key, hasKey := t.addressKey()
 	var body []string
 	for _, raw := range lines[1:closeAt] {
 		line := strings.TrimSuffix(strings.TrimSpace(raw), ",")

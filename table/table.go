@@ -61,6 +61,17 @@ func (c Column) NumericOrTemporal() bool {
 	return false
 }
 
+// ComparesByCollation reports a character column, whose = may match values that differ in case,
+// accents or trailing spaces. ENUM and SET have a character set but compare (and replay) by their
+// numbers.
+func (c Column) ComparesByCollation() bool {
+	switch strings.ToLower(c.DataType) {
+	case "enum", "set":
+		return false
+	}
+	return c.Charset != ""
+}
+
 // IndexColumn is one key part.
 type IndexColumn struct {
 	Name    string `json:"name"`
