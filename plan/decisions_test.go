@@ -59,6 +59,10 @@ func TestTableDecisions(t *testing.T) {
 		{"partitioned on MySQL 8.0 blocks", checkPartitioned, TableInput{Partitions: 2, Server: server("8.0.36", nil)}, "partitioned:blocker"},
 		{"sql_require_primary_key refuses a unique-key table", checkRequirePK, TableInput{Info: uniqueNotNull, Server: server("8.0.36", map[string]string{"sql_require_primary_key": "ON"})}, "require-pk-setting:blocker"},
 		{"innodb_force_primary_key accepts a unique NOT NULL key", checkRequirePK, TableInput{Info: uniqueNotNull, Server: server("10.11.6-MariaDB", map[string]string{"innodb_force_primary_key": "ON"})}, ""},
+		{"a keyless table converts with binlog capture", checkKeyless, TableInput{Info: noKey, Server: server("10.11.6-MariaDB", nil)}, "keyless:warning"},
+		{"a unique key's table is not keyless", checkKeyless, TableInput{Info: uniqueNotNull, Server: server("10.11.6-MariaDB", nil)}, ""},
+		{"a keyless table with trigger capture is refused", checkNoUsableKey, TableInput{Info: noKey, Server: wantCapture(server("10.11.6-MariaDB", nil), "triggers")}, "no-usable-key:blocker"},
+		{"a keyless table with binlog capture is not refused", checkNoUsableKey, TableInput{Info: noKey, Server: wantCapture(server("10.11.6-MariaDB", nil), "binlog")}, ""},
 		{"innodb_force_primary_key refuses a keyless table", checkRequirePK, TableInput{Info: noKey, Server: server("10.11.6-MariaDB", map[string]string{"innodb_force_primary_key": "ON"})}, "require-pk-setting:blocker"},
 		{"generated invisible primary key warns", checkRequirePK, TableInput{Info: uniqueNotNull, Server: server("8.0.36", map[string]string{"sql_generate_invisible_primary_key": "ON"})}, "require-pk-setting:warning"},
 		{"a primary key satisfies every setting", checkRequirePK, TableInput{Info: withPK, Server: server("8.0.36", map[string]string{"sql_require_primary_key": "ON", "sql_generate_invisible_primary_key": "ON"})}, ""},
@@ -270,3 +274,4 @@ func TestParallelCopyFollowsTheAutoIncrementColumn(t *testing.T) {
 		}
 	}
 }
+
