@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"reflect"
+	"strings"
 
 	"github.com/enginemig/enginemig/table"
 )
@@ -114,7 +115,7 @@ func (a *Applier) Write(ctx context.Context, changes []Change) (n int, commit fu
 	}
 	for start := 0; start < len(ops); {
 		end := start + 1
-		for end < len(ops) && ops[end].kind == ops[start].kind && ops[start].kind <= opDelete && end-start < maxStatementRows {
+		for end < len(ops) && sameRun(ops[start].kind, ops[end].kind) && end-start < runLimit(ops[start].kind) {
 			end++
 		}
 		if err := a.exec(ctx, tx, ops[start:end]); err != nil {
@@ -131,6 +132,27 @@ func (a *Applier) Write(ctx context.Context, changes []Change) (n int, commit fu
 	}, nil
 }
 
+// sameRun: upserts and deletes by key merge with their own kind into one statement; a keyless
+// table's one-row deletes and updates stay separate statements (LIMIT 1 each), sent together in
+// one round trip (the writer session allows several statements).
+func sameRun(first, k opKind) bool {
+	if first >= opDeleteOne {
+		return k >= opDeleteOne
+	}
+	return k == first
+}
+
+// maxStatementsSent bounds the one-row statements sent together. On 2 cores (MariaDB 10.11, 22
+// columns) one round trip per update applied about 4,000 a second; see docs/how-it-works.md.
+const maxStatementsSent = 100
+
+func runLimit(k opKind) int {
+	if k >= opDeleteOne {
+		return maxStatementsSent
+	}
+	return maxStatementRows
+}
+
 func (a *Applier) exec(ctx context.Context, tx *sql.Tx, run []op) error {
 	var query string
 	var args []any
@@ -139,10 +161,18 @@ func (a *Applier) exec(ctx context.Context, tx *sql.Tx, run []op) error {
 		query = a.q.WriteRows(len(run), table.Replace)
 	case opDelete:
 		query = a.q.DeleteKeys(len(run))
-	case opDeleteOne:
-		query, args = a.q.DeleteOne(), run[0].row
-	case opUpdateOne:
-		query, args = a.q.UpdateOne(), append(append([]any{}, run[0].row...), run[0].old...)
+	default:
+		stmts := make([]string, len(run))
+		for i, o := range run {
+			if o.kind == opDeleteOne {
+				stmts[i] = a.q.DeleteOne()
+				args = append(args, o.row...)
+			} else {
+				stmts[i] = a.q.UpdateOne()
+				args = append(append(args, o.row...), o.old...)
+			}
+		}
+		query = strings.Join(stmts, ";\n")
 	}
 	if run[0].kind <= opDelete {
 		for _, o := range run {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/enginemig/enginemig/dbconn"
 	"github.com/enginemig/enginemig/sandbox/sandboxtest"
+	"github.com/enginemig/enginemig/table"
 )
 
 // keylessDDL is allTypesDDL without a unique key: id is indexed but not unique, and the copy walks
@@ -121,17 +122,18 @@ func TestKeylessTableUnderWriters(t *testing.T) {
 		rows  int
 		dups  bool
 		crash bool
+		keep  bool // --keep-keyless: no row id
 	}{
-		{"non-unique index", keylessDDL, 12000, true, false},
-		{"no index to walk", noIndexDDL, 3000, true, false},
-		{"unique key with NULLs", nullUniqueDDL, 5000, false, false},
-		{"resumed after a crash", keylessDDL, 8000, true, true},
+		{"non-unique index", keylessDDL, 12000, true, false, false},
+		{"no index to walk, kept keyless", noIndexDDL, 3000, true, false, true},
+		{"unique key with NULLs", nullUniqueDDL, 5000, false, false, false},
+		{"resumed after a crash", keylessDDL, 8000, true, true, false},
 	} {
-		t.Run(c.name, func(t *testing.T) { keylessUnderWriters(t, c.ddl, c.rows, c.dups, c.crash) })
+		t.Run(c.name, func(t *testing.T) { keylessUnderWriters(t, c.ddl, c.rows, c.dups, c.crash, c.keep) })
 	}
 }
 
-func keylessUnderWriters(t *testing.T, ddl string, rows int, dups, crash bool) {
+func keylessUnderWriters(t *testing.T, ddl string, rows int, dups, crash, keep bool) {
 	schema, _ := sandboxtest.FreshDatabase(t, srv)
 	db := openControl(t, srv)
 	const writers = 4
@@ -187,6 +189,7 @@ func keylessUnderWriters(t *testing.T, ddl string, rows int, dups, crash bool) {
 	}
 	opts := testOptions(srv, schema, "t")
 	opts.ChunkTime = 2 * time.Millisecond // many chunks: many changes on each side of a chunk's read
+	opts.KeepKeyless = keep
 	if crash {
 		opts.crashAfterRows = int64(rows / 2)
 		if _, err := Run(context.Background(), db, opts); err == nil {
@@ -206,6 +209,23 @@ func keylessUnderWriters(t *testing.T, ddl string, rows int, dups, crash bool) {
 	})
 	if e := engineOf(t, db, schema, "t"); e != "InnoDB" {
 		t.Fatalf("t is %s after apply", e)
+	}
+	// The row id is the primary key, numbered, and invisible: SELECT * shows the table's columns.
+	var withID, all int
+	db.QueryRow("SELECT COUNT(" + table.RowIDColumn + "), COUNT(DISTINCT " + table.RowIDColumn + ") FROM " + dbconn.QualifiedName(schema, "t")).Scan(&withID, &all)
+	star, err := db.Query("SELECT * FROM " + dbconn.QualifiedName(schema, "t") + " LIMIT 1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cols, _ := star.Columns()
+	star.Close()
+	switch {
+	case len(cols) != len(allTypesColumns):
+		t.Fatalf("SELECT * returns %d columns, the table had %d", len(cols), len(allTypesColumns))
+	case keep && withID > 0:
+		t.Fatal("--keep-keyless: the table got a row id")
+	case !keep && (withID == 0 || withID != all):
+		t.Fatalf("row id: %d rows numbered, %d distinct", withID, all)
 	}
 	var dupGroups int
 	db.QueryRow("SELECT COUNT(*) FROM (SELECT id FROM " + dbconn.QualifiedName(schema, "t") + " GROUP BY " + strings.Join(allTypesColumns, ",") + " HAVING COUNT(*) > 1) d").Scan(&dupGroups)

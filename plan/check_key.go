@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/enginemig/enginemig/dbconn"
+	"github.com/enginemig/enginemig/table"
 )
 
 func init() {
@@ -59,14 +60,33 @@ func checkKeyless(in *TableInput) []Finding {
 		how = "no index starts with an integer NOT NULL column: the copy reads the table in one chunk, which holds the application's writes for " + hold +
 			", and each replayed change scans the shadow to find its row"
 	}
+	why := ". On InnoDB a table without a primary key is clustered on a hidden row id drawn from one server-wide counter, a replica applying ROW events finds each row with a full scan, and Galera cannot replicate its DELETEs"
+	key, remedy := "", "convert it as it is; then give it a primary key when a maintenance window allows (ALTER TABLE ... ADD COLUMN id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT PRIMARY KEY), or add an index on an integer NOT NULL column first to copy it in short chunks"
+	switch {
+	case addsRowID(in):
+		key = "; apply gives the InnoDB table an invisible auto-increment primary key, " + table.RowIDColumn + ", which SELECT * and INSERT without a column list do not see"
+		why = ", which is why" + why[len("."):]
+		remedy = "nothing to do; --keep-keyless converts it without the added key"
+	case in.Info.Keyless():
+		if _, ok := in.Info.AutoIncrementColumn(); ok {
+			key = "; it keeps no primary key on InnoDB (it has an AUTO_INCREMENT column already, and a table has at most one)"
+		} else {
+			key = "; this server has no INVISIBLE columns, so it keeps no primary key on InnoDB"
+		}
+	}
 	return []Finding{newFinding("keyless", Warning,
-		"no PRIMARY KEY and no UNIQUE index on NOT NULL columns: apply addresses rows by their whole content, keeps identical rows as duplicates, needs binlog capture, and copies again from the start if resumed; "+how+
-			". On InnoDB a table without a primary key is clustered on a hidden row id drawn from one server-wide counter, a replica applying ROW events finds each row with a full scan, and Galera cannot replicate its DELETEs",
-		"convert it as it is; then give it a primary key when a maintenance window allows (ALTER TABLE ... ADD COLUMN id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT PRIMARY KEY, INVISIBLE where the server supports it), or add an index on an integer NOT NULL column first to copy it in short chunks")}
+		"no PRIMARY KEY and no UNIQUE index on NOT NULL columns: apply addresses rows by their whole content, keeps identical rows as duplicates, needs binlog capture, and copies again from the start if resumed; "+how+key+why,
+		remedy)}
+}
+
+// addsRowID: apply gives the table's InnoDB copy table.RowIDColumn by default.
+func addsRowID(in *TableInput) bool {
+	return in.Server != nil && table.RowIDSupported(in.Server.Version) && in.Info.CanAddRowID()
 }
 
 func checkRequirePK(in *TableInput) []Finding {
-	if in.Info == nil || in.Server == nil || in.Crashed != "" || hasPrimary(in) {
+	// The primary key apply adds to a keyless table satisfies both settings.
+	if in.Info == nil || in.Server == nil || in.Crashed != "" || hasPrimary(in) || addsRowID(in) {
 		return nil
 	}
 	s := in.Server

@@ -25,7 +25,7 @@ func (t *Info) ChunkKey() (Index, bool) {
 			continue
 		}
 		c, ok := t.Column(ix.Columns[0].Name)
-		if !ok || c.Nullable || c.Generated || !c.IsInteger() {
+		if !ok || c.Nullable || c.Generated || c.IsRowID() || !c.IsInteger() {
 			continue
 		}
 		if best == nil || len(ix.Columns) < len(best.Columns) {

@@ -132,3 +132,31 @@ func TestKeylessSQL(t *testing.T) {
 		t.Errorf("whole-table copy %q", cp)
 	}
 }
+
+// The row id apply adds to a keyless table's InnoDB copy: the shadow gets it as an invisible
+// primary key, and once there it is neither copied nor a key that addresses rows (rollback
+// replays the converted table back into the keyless original).
+func TestRowID(t *testing.T) {
+	ti := &Info{Schema: "db", Name: "t", Columns: []Column{{Name: "a", DataType: "int"}},
+		CreateSQL: "CREATE TABLE `t` (\n  `a` int(11) NOT NULL,\n  KEY `a` (`a`)\n) ENGINE=MyISAM DEFAULT CHARSET=latin1",
+		Indexes:   []Index{{Name: "a", Type: "BTREE", Columns: []IndexColumn{{Name: "a"}}}}}
+	d, err := ti.Shadow("_t_new", true, true)
+	if err != nil || !d.RowID || !strings.Contains(d.Create, "`_enginemig_rowid` bigint(20) unsigned NOT NULL AUTO_INCREMENT INVISIBLE,\n  PRIMARY KEY (`_enginemig_rowid`)") {
+		t.Fatalf("%v\n%s", err, d.Create)
+	}
+	if d, _ := ti.Shadow("_t_new", true, false); d.RowID || strings.Contains(d.Create, RowIDColumn) {
+		t.Fatalf("rowID false added it:\n%s", d.Create)
+	}
+	converted := &Info{Schema: "db", Name: "t", Columns: []Column{{Name: "a", DataType: "int"},
+		{Name: RowIDColumn, DataType: "bigint", Extra: "auto_increment, INVISIBLE"}},
+		Indexes: []Index{{Name: "PRIMARY", Unique: true, Type: "BTREE", Columns: []IndexColumn{{Name: RowIDColumn}}}}}
+	if !converted.Keyless() || len(converted.CopyColumns()) != 1 || converted.CanAddRowID() {
+		t.Fatalf("keyless %v, copy columns %v", converted.Keyless(), converted.CopyColumns())
+	}
+	for v, want := range map[string]bool{"10.3.2-MariaDB": false, "10.3.3-MariaDB": true, "10.11.6-MariaDB-log": true,
+		"8.0.22": false, "8.0.23": true, "9.7.0": true, "5.7.44-log": false} {
+		if RowIDSupported(v) != want {
+			t.Errorf("RowIDSupported(%q) = %v", v, !want)
+		}
+	}
+}

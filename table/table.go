@@ -239,7 +239,7 @@ func (t *Info) CopyKey() (Index, bool) {
 		usable := true
 		for _, kc := range ix.Columns {
 			c, ok := t.Column(kc.Name)
-			if !ok || c.Nullable || kc.SubPart > 0 || c.Generated {
+			if !ok || c.Nullable || kc.SubPart > 0 || c.Generated || c.IsRowID() {
 				usable = false
 				break
 			}
@@ -270,11 +270,12 @@ func (t *Info) AutoIncrementColumn() (Column, bool) {
 	return Column{}, false
 }
 
-// CopyColumns are the columns whose values are copied and replayed (generated ones are computed).
+// CopyColumns are the columns whose values are copied and replayed (generated ones are computed,
+// and apply's own row id is numbered by each table for itself).
 func (t *Info) CopyColumns() []Column {
 	var out []Column
 	for _, c := range t.Columns {
-		if !c.Generated {
+		if !c.Generated && !c.IsRowID() {
 			out = append(out, c)
 		}
 	}
