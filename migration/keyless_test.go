@@ -212,7 +212,7 @@ func keylessUnderWriters(t *testing.T, ddl string, rows int, dups, crash, keep b
 	}
 	// The row id is the primary key, numbered, and invisible: SELECT * shows the table's columns.
 	var withID, all int
-	db.QueryRow("SELECT COUNT(" + table.RowIDColumn + "), COUNT(DISTINCT " + table.RowIDColumn + ") FROM " + dbconn.QualifiedName(schema, "t")).Scan(&withID, &all)
+	db.QueryRow("SELECT COUNT("+table.RowIDColumn+"), COUNT(DISTINCT "+table.RowIDColumn+") FROM "+dbconn.QualifiedName(schema, "t")).Scan(&withID, &all)
 	star, err := db.Query("SELECT * FROM " + dbconn.QualifiedName(schema, "t") + " LIMIT 1")
 	if err != nil {
 		t.Fatal(err)

@@ -60,23 +60,26 @@ func checkKeyless(in *TableInput) []Finding {
 		how = "no index starts with an integer NOT NULL column: the copy reads the table in one chunk, which holds the application's writes for " + hold +
 			", and each replayed change scans the shadow to find its row"
 	}
-	why := ". On InnoDB a table without a primary key is clustered on a hidden row id drawn from one server-wide counter, a replica applying ROW events finds each row with a full scan, and Galera cannot replicate its DELETEs"
-	key, remedy := "", "convert it as it is; then give it a primary key when a maintenance window allows (ALTER TABLE ... ADD COLUMN id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT PRIMARY KEY), or add an index on an integer NOT NULL column first to copy it in short chunks"
+	cost := "on InnoDB a table without a primary key is clustered on a hidden row id drawn from one server-wide counter, a replica applying ROW events finds each row with a full scan, and Galera cannot replicate its DELETEs"
+	var key string
+	remedy := "convert it as it is; then give it a primary key when a maintenance window allows (ALTER TABLE ... ADD COLUMN id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT PRIMARY KEY), or add an index on an integer NOT NULL column first to copy it in short chunks"
 	switch {
 	case addsRowID(in):
-		key = "; apply gives the InnoDB table an invisible auto-increment primary key, " + table.RowIDColumn + ", which SELECT * and INSERT without a column list do not see"
-		why = ", which is why" + why[len("."):]
+		key = ". Apply gives the InnoDB table an invisible auto-increment primary key, " + table.RowIDColumn + ", which SELECT * and INSERT without a column list do not see, because " + cost
 		remedy = "nothing to do; --keep-keyless converts it without the added key"
-	case in.Info.Keyless():
-		if _, ok := in.Info.AutoIncrementColumn(); ok {
-			key = "; it keeps no primary key on InnoDB (it has an AUTO_INCREMENT column already, and a table has at most one)"
-		} else {
-			key = "; this server has no INVISIBLE columns, so it keeps no primary key on InnoDB"
-		}
+	case hasAutoIncrement(in):
+		key = ". It keeps no primary key on InnoDB (it has an AUTO_INCREMENT column already, and a table has at most one): " + cost
+	default:
+		key = ". This server has no INVISIBLE columns, so it keeps no primary key on InnoDB: " + cost
 	}
 	return []Finding{newFinding("keyless", Warning,
-		"no PRIMARY KEY and no UNIQUE index on NOT NULL columns: apply addresses rows by their whole content, keeps identical rows as duplicates, needs binlog capture, and copies again from the start if resumed; "+how+key+why,
+		"no PRIMARY KEY and no UNIQUE index on NOT NULL columns: apply addresses rows by their whole content, keeps identical rows as duplicates, needs binlog capture, and copies again from the start if resumed; "+how+key,
 		remedy)}
+}
+
+func hasAutoIncrement(in *TableInput) bool {
+	_, ok := in.Info.AutoIncrementColumn()
+	return ok
 }
 
 // addsRowID: apply gives the table's InnoDB copy table.RowIDColumn by default.

@@ -276,4 +276,3 @@ func TestParallelCopyFollowsTheAutoIncrementColumn(t *testing.T) {
 		}
 	}
 }
-
