@@ -1,10 +1,15 @@
 package plan
 
 import (
+	"context"
+	"database/sql"
+	"errors"
 	"fmt"
 	"regexp"
+	"sort"
 	"strings"
 
+	"github.com/enginemig/enginemig/table"
 	"github.com/enginemig/enginemig/workload"
 )
 
@@ -21,6 +26,9 @@ func init() {
 	registerTable("errors-with-triggers", Warning,
 		"statements writing a table that has triggers ended with errors (digests' SUM_ERRORS): MyISAM keeps the rows and trigger writes done before the error, InnoDB undoes the statement with its triggers' writes",
 		checkErrorsWithTriggers)
+	registerTable("trigger-other-engine", Blocker,
+		"enforce_gtid_consistency=ON and a trigger of the table writes a non-transactional table (MyISAM, Aria, MEMORY ...): once the table is InnoDB, every write that fires it fails with error 1785",
+		checkTriggerOtherEngine)
 	registerTable("multi-row-errors", Warning,
 		"multi-row INSERT (VALUES lists, INSERT ... SELECT) or UPDATE without IGNORE on the table ended with errors, e.g. a duplicate key: MyISAM keeps the rows written before the error, InnoDB undoes the whole statement",
 		checkMultiRowErrors)
@@ -176,4 +184,51 @@ func checkMultiRowErrors(in *TableInput) []Finding {
 	return []Finding{newFinding("multi-row-errors", Warning,
 		fmt.Sprintf("multi-row writes on this table ended with errors (a duplicate key, a value out of range): %s. On MyISAM the rows written before the error stay; on InnoDB the whole statement is undone", describeDigests(ds)),
 		"find out whether the application relies on the rows a failed statement left (retrying only the rest, say); add IGNORE or ON DUPLICATE KEY UPDATE where skipping bad rows is what it wants, or write row by row")}
+}
+
+// loadTriggerWrites reads the engines of the other tables the triggers write.
+func loadTriggerWrites(ctx context.Context, q Querier, info *table.Info, triggers []table.Trigger) (map[string]string, error) {
+	out := map[string]string{}
+	for _, tr := range triggers {
+		for _, w := range bodyWrites(string(tr.Body)) {
+			schema := w[0]
+			if schema == "" {
+				schema = info.Schema // a trigger's statements run in its table's database
+			}
+			key := schema + "." + w[1]
+			if _, seen := out[key]; seen || (schema == info.Schema && strings.EqualFold(w[1], info.Name)) {
+				continue
+			}
+			var engine sql.NullString
+			err := q.QueryRowContext(ctx, "SELECT ENGINE FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?", schema, w[1]).Scan(&engine)
+			if err != nil && !errors.Is(err, sql.ErrNoRows) {
+				return nil, fmt.Errorf("engine of %s, written by trigger %s: %w", key, tr.Name, err)
+			}
+			out[key] = engine.String
+		}
+	}
+	return out, nil
+}
+
+// transactional engines keep a statement's changes atomic with InnoDB's.
+var transactional = map[string]bool{"innodb": true, "xtradb": true, "ndbcluster": true, "ndb": true}
+
+func checkTriggerOtherEngine(in *TableInput) []Finding {
+	if in.Server == nil || !strings.EqualFold(in.Server.Var("enforce_gtid_consistency"), "ON") {
+		return nil
+	}
+	var writes []string
+	for name, engine := range in.TriggerWrites {
+		if engine != "" && !transactional[strings.ToLower(engine)] {
+			writes = append(writes, fmt.Sprintf("%s (%s)", name, engine))
+		}
+	}
+	if len(writes) == 0 {
+		return nil
+	}
+	sort.Strings(writes)
+	return []Finding{newFinding("trigger-other-engine", Blocker,
+		fmt.Sprintf("with enforce_gtid_consistency=ON a statement may not write InnoDB and non-transactional tables together, and this table's triggers write %s: once the table is InnoDB, every write that fires them fails with error 1785 (today, on MyISAM, they work)",
+			strings.Join(writes, ", ")),
+		"convert the tables the triggers write to InnoDB first, or change the triggers so that they write InnoDB tables only")}
 }

@@ -2,6 +2,7 @@ package plan
 
 import (
 	"context"
+	"database/sql"
 	"strings"
 	"testing"
 
@@ -65,6 +66,12 @@ func TestHalfDoneDecisions(t *testing.T) {
 		{"writes without errors on a table with triggers", checkErrorsWithTriggers,
 			TableInput{Info: info, Triggers: []table.Trigger{trig("AFTER", "SET @n = 1")},
 				Server: maria(Digest{Schema: "s", Text: "DELETE FROM `t` WHERE `id` = ?", Count: 5})}, ""},
+		{"a trigger writing MyISAM under GTID consistency", checkTriggerOtherEngine,
+			TableInput{Info: info, Server: server("9.7.0", map[string]string{"enforce_gtid_consistency": "ON"}), TriggerWrites: map[string]string{"s.t_log": "MyISAM"}}, "trigger-other-engine:blocker"},
+		{"a trigger writing InnoDB under GTID consistency", checkTriggerOtherEngine,
+			TableInput{Info: info, Server: server("9.7.0", map[string]string{"enforce_gtid_consistency": "ON"}), TriggerWrites: map[string]string{"s.t_log": "InnoDB"}}, ""},
+		{"a trigger writing MyISAM without GTID consistency", checkTriggerOtherEngine,
+			TableInput{Info: info, Server: server("8.0.36", map[string]string{"enforce_gtid_consistency": "OFF"}), TriggerWrites: map[string]string{"s.t_log": "MyISAM"}}, ""},
 		{"a multi-row INSERT with errors", checkMultiRowErrors, TableInput{Info: info, Server: maria(multi)}, "multi-row-errors:warning"},
 		{"INSERT ... SELECT with errors", checkMultiRowErrors,
 			TableInput{Info: info, Server: maria(Digest{Text: "INSERT INTO `s` . `t` SELECT * FROM `u`", Count: 1, Errors: 1})}, "multi-row-errors:warning"},
@@ -147,6 +154,33 @@ func TestHalfDoneStatementsOnAServer(t *testing.T) {
 			if found {
 				t.Logf("%s: %s: %s", tp.Table, id, f.Message)
 			}
+		}
+	}
+}
+
+// A trigger writing a MyISAM table is a blocker where enforce_gtid_consistency=ON (MySQL's
+// default with GTIDs): once its table is InnoDB every write that fires it fails. Other servers
+// have no such setting, and plan must stay quiet there.
+func TestHalfDoneTriggerOtherEngine(t *testing.T) {
+	schema, db := sandboxtest.FreshDatabase(t, srv)
+	sandboxtest.MustExec(t, db,
+		"CREATE TABLE t_log (id INT) ENGINE=MyISAM",
+		"CREATE TABLE t_ilog (id INT) ENGINE=InnoDB",
+		"CREATE TABLE hit_other (id INT PRIMARY KEY) ENGINE=MyISAM",
+		"CREATE TRIGGER hit_other_ai AFTER INSERT ON hit_other FOR EACH ROW INSERT INTO t_log VALUES (NEW.id)",
+		"CREATE TABLE ok_inno (id INT PRIMARY KEY) ENGINE=MyISAM",
+		"CREATE TRIGGER ok_inno_ai AFTER INSERT ON ok_inno FOR EACH ROW INSERT INTO t_ilog VALUES (NEW.id)")
+	var gtid sql.NullString
+	db.QueryRow("SELECT @@GLOBAL.enforce_gtid_consistency").Scan(&gtid)
+	on := strings.EqualFold(gtid.String, "ON")
+	p := inspect(t, db, Options{Databases: []string{schema}})
+	for _, tp := range p.Tables {
+		f, found := hasCheck(tp.Findings, "trigger-other-engine")
+		if want := on && tp.Table == "hit_other"; found != want {
+			t.Errorf("%s: trigger-other-engine %v, want %v (enforce_gtid_consistency %q): %+v", tp.Table, found, want, gtid.String, tp.Findings)
+		}
+		if found {
+			t.Logf("%s: %s", tp.Table, f.Message)
 		}
 	}
 }

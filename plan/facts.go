@@ -31,6 +31,9 @@ type TableInput struct {
 	Compile *CompileResult
 	// Estimate is the size projection (for the disk check), nil when unknown.
 	Estimate *Estimate
+	// TriggerWrites are the other tables the triggers write ("schema.name" → ENGINE, "" when
+	// the table is not found), read from the trigger bodies (bodyWrites).
+	TriggerWrites map[string]string
 }
 
 // SchemaInput is what database-scoped checks look at.
@@ -113,6 +116,9 @@ func gatherTable(ctx context.Context, q Querier, srv *ServerInfo, cat *catalog, 
 	in.MergeUnion = cat.mergeUnions[key]
 	var err error
 	if in.Triggers, err = table.LoadTriggers(ctx, q, info.Schema, info.Name); err != nil {
+		return nil, err
+	}
+	if in.TriggerWrites, err = loadTriggerWrites(ctx, q, info, in.Triggers); err != nil {
 		return nil, err
 	}
 	if err := q.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.PARTITIONS
