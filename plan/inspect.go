@@ -43,6 +43,11 @@ type Options struct {
 	Tool string
 	// Capture is the capture apply will be asked to use (auto, binlog, triggers; "" is auto).
 	Capture string
+	// Nodes are the SQL addresses (host:port) of a Galera cluster's nodes, for the per-node row
+	// counts; empty means the addresses the cluster reports (wsrep_incoming_addresses).
+	Nodes []string
+	// OpenNode connects to another node of a Galera cluster; nil leaves the other nodes unread.
+	OpenNode NodeOpener
 	// Logger gets Debug records of the work (tables found, each table planned); nil discards.
 	Logger *slog.Logger
 }
@@ -72,6 +77,12 @@ func Inspect(ctx context.Context, db *sql.DB, opts Options) (*Plan, error) {
 		return nil, err
 	}
 	p.Skipped = skipped
+	if srv.VarOn("wsrep_on") {
+		if srv.Galera, err = loadGalera(ctx, conn, srv, opts.Nodes); err != nil {
+			return nil, err
+		}
+		srv.Galera.countRows(ctx, conn, opts.OpenNode, cands)
+	}
 	cat, err := loadCatalog(ctx, conn)
 	if err != nil {
 		return nil, err

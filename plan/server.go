@@ -34,6 +34,9 @@ type ServerInfo struct {
 	// set sql_log_bin=0 in the session), so replicas saw the scratch table come and go.
 	TestCompileBinlogged bool `json:"test_compile_binlogged,omitempty"`
 
+	// Galera is the cluster this server is a node of (nil when wsrep_on is off).
+	Galera *Galera `json:"galera,omitempty"`
+
 	// WantCapture is the capture apply is asked to use (CaptureAuto when empty; see ChooseCapture).
 	WantCapture string `json:"-"`
 

@@ -1,12 +1,17 @@
 package main
 
 import (
+	"context"
+	"database/sql"
 	"errors"
 	"fmt"
+	"net"
 	"os"
+	"strconv"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/enginemig/enginemig/dbconn"
 	"github.com/enginemig/enginemig/outcome"
 	"github.com/enginemig/enginemig/plan"
 )
@@ -26,6 +31,8 @@ func planCommand() *cli.Command {
 		&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "text",
 			Usage: "what to print: text (a readable report) or json (the plan file's content, for scripts)"},
 		captureFlag(),
+		&cli.StringSliceFlag{Name: "node",
+			Usage: "Galera: a node's SQL address (host:port), repeated for each node, where plan counts each table's rows with this account; default: wsrep_incoming_addresses"},
 		&cli.StringFlag{Name: "out",
 			Usage: "also write the plan file (JSON, versioned) to this path, for apply --plan"},
 	)
@@ -57,12 +64,14 @@ func runPlan(c *cli.Context) error {
 	if c.Args().Len() > 0 {
 		return outcome.New(outcome.Usage, fmt.Errorf("unexpected arguments %v", c.Args().Slice()), "use --database and --tables")
 	}
-	db, _, err := openDB(c.Context, c, "", 4)
+	db, cfg, err := openDB(c.Context, c, "", 4)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
 	p, err := plan.Inspect(c.Context, db, plan.Options{
+		Nodes:       c.StringSlice("node"),
+		OpenNode:    nodeOpener(cfg),
 		Databases:   c.StringSlice("database"),
 		Tables:      c.StringSlice("tables"),
 		TestCompile: !c.Bool("no-test-compile"),
@@ -102,4 +111,21 @@ func runPlan(c *cli.Context) error {
 			"fix them (see each remedy) and run plan again")
 	}
 	return nil
+}
+
+// nodeOpener connects to another Galera node with the same account and TLS settings.
+func nodeOpener(cfg dbconn.Config) plan.NodeOpener {
+	return func(ctx context.Context, addr string) (*sql.DB, error) {
+		host, port, err := net.SplitHostPort(addr)
+		if err != nil {
+			return nil, fmt.Errorf("node address %q: %w", addr, err)
+		}
+		node := cfg
+		node.Socket = ""
+		node.Host = host
+		if node.Port, err = strconv.Atoi(port); err != nil {
+			return nil, fmt.Errorf("node address %q: %w", addr, err)
+		}
+		return dbconn.Open(ctx, node, "", 1)
+	}
 }
