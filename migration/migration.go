@@ -327,6 +327,11 @@ func (m *migrator) run(ctx context.Context) (*Result, error) {
 	if m.ddl, err = ti.Shadow(table.ShadowName(ti.Name), true); err != nil {
 		return nil, outcome.New(outcome.Refused, err, "")
 	}
+	if galeraNode(ctx, m.db) {
+		if err := m.prepareGalera(ctx, ti); err != nil {
+			return nil, err
+		}
+	}
 	m.deferred = m.ddl.Deferred
 	m.res = &Result{Schema: ti.Schema, Table: ti.Name, DryRun: m.opts.DryRun, DeferredIndex: len(m.ddl.Deferred), ShadowChanges: m.ddl.Changes}
 	if m.resume == nil {

@@ -6,16 +6,16 @@ import (
 )
 
 func init() {
-	registerServer("galera", Blocker, "the server is a Galera cluster node (wsrep_on=ON): apply does not convert tables there yet, because its cut-over can wedge the node", checkGalera)
+	registerServer("galera", Blocker, "the server is a Galera cluster node (wsrep_on=ON): apply converts there with binlog capture and its Galera cut-over only", checkGalera)
 	registerServer("galera-cluster", Blocker, "on a Galera node: the cluster's state and the settings a conversion depends on (OSU method, write-set limits, flow control, PXC strict mode, MyISAM replication)", checkGaleraCluster)
 	registerTable("galera-rows", Blocker, "on a Galera node: which nodes hold the table's MyISAM rows (Galera does not replicate them), so where apply must run", checkGaleraRows)
 }
 
-// checkGalera refuses on a Galera node. Galera runs DDL in total-order isolation: a DROP or RENAME
-// waits until no session holds a lock on its tables, so the cut-over's DROP of the sentry (behind
-// the cut-over session's own LOCK TABLES) can wait forever, and the node's applier threads cannot
-// be killed. An index build on the shadow also aborts the replay's transactions (error 1213). A
-// refusal is safe; a wedged node is an outage.
+// checkGalera says how apply converts on a Galera node, and refuses what is not safe there yet.
+// Galera runs DDL in total-order isolation (TOI): a DDL waits until no session holds a lock on its
+// tables, and it cannot be killed, so the usual cut-over (the sentry's DROP behind its own LOCK
+// TABLES) can wedge a node. On a Galera node apply uses its Galera cut-over (docs/how-it-works.md,
+// "The cut-over on Galera"), which needs binlog capture; trigger capture there is untested.
 func checkGalera(s *ServerInfo) []Finding {
 	if !s.VarOn("wsrep_on") {
 		return nil
@@ -24,9 +24,13 @@ func checkGalera(s *ServerInfo) []Finding {
 	if cluster == "" {
 		cluster = "unnamed"
 	}
-	return []Finding{newFinding("galera", Blocker,
-		fmt.Sprintf("this server is a node of Galera cluster %q (wsrep_on=ON, wsrep_OSU_method=%s): enginemig does not convert tables on a Galera node yet; its cut-over needs DDL while holding table locks, which can leave the node waiting in total-order isolation with sessions that cannot be killed", cluster, orDash(s.Var("wsrep_osu_method"))),
-		"convert the tables before the server joins a cluster, or wait for an enginemig release that supports Galera; do not work around this check (note that a plain ALTER TABLE ... ENGINE=InnoDB on a node converts only the rows that node holds: MyISAM rows are not replicated)")}
+	if mode, _, err := ChooseCapture(s, s.WantCapture); err != nil || mode != CaptureBinlog {
+		return []Finding{newFinding("galera", Blocker,
+			fmt.Sprintf("this server is a node of Galera cluster %q: on a Galera node apply converts only with binlog capture (its cut-over is built and tested for it), and this run would capture with triggers", cluster),
+			"enable the binary log on this node (log_bin, binlog_format=ROW, binlog_row_image=FULL; needs a restart) and use --capture auto or binlog; do not convert with a plain ALTER TABLE ... ENGINE=InnoDB: it converts only the rows each node holds (MyISAM rows are not replicated)")}
+	}
+	return []Finding{newFinding("galera", Info,
+		fmt.Sprintf("this server is a node of Galera cluster %q (wsrep_OSU_method=%s): apply builds the shadow with all its indexes (no index build in TOI after the copy) and swaps with the Galera cut-over, which never runs DDL behind a lock of its own; the application must write the table on the node apply runs on (writes to the MyISAM table on other nodes stay there and are moved aside by the swap)", cluster, orDash(s.Var("wsrep_osu_method"))), "")}
 }
 
 // checkGaleraCluster reports the cluster's state and the settings that make a conversion on it

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/enginemig/enginemig/dbconn"
+	"github.com/enginemig/enginemig/table"
 )
 
 // Galera is what plan reads of a Galera node (wsrep_on=ON) and its cluster. MyISAM rows are not
@@ -110,6 +111,22 @@ func selfAddress(nodes []string, incoming, port string) string {
 // NodeOpener connects to another node of the cluster with the credentials plan was given.
 type NodeOpener func(ctx context.Context, addr string) (*sql.DB, error)
 
+// OpenWithAccount connects to another node with the account and TLS settings of c.
+func OpenWithAccount(c dbconn.Config) NodeOpener {
+	return func(ctx context.Context, addr string) (*sql.DB, error) {
+		host, port, err := net.SplitHostPort(addr)
+		if err != nil {
+			return nil, fmt.Errorf("node address %q: %w", addr, err)
+		}
+		node := c
+		node.Socket, node.Host = "", host
+		if node.Port, err = strconv.Atoi(port); err != nil {
+			return nil, fmt.Errorf("node address %q: %w", addr, err)
+		}
+		return dbconn.Open(ctx, node, "", 1)
+	}
+}
+
 // countRows reads each planned table's engine and rows on every node: on this one through q, on
 // the others through open. COUNT(*) of a MyISAM table is read from its header, not scanned.
 func (g *Galera) countRows(ctx context.Context, q Querier, open NodeOpener, cands []candidate) {
@@ -183,4 +200,23 @@ func writeGalera(b *strings.Builder, p *Plan) {
 		}
 		fmt.Fprintf(b, "  %s.%s on each node: %s\n", t.Schema, t.Table, strings.Join(parts, ", "))
 	}
+}
+
+// CheckGalera runs the Galera checks for one table as apply's preflight does: the cluster's state
+// and settings, and the table's rows on every node (read through open). It returns nothing on a
+// server that is not a Galera node.
+func CheckGalera(ctx context.Context, db *sql.DB, schema, name string, nodes []string, open NodeOpener) ([]Finding, error) {
+	srv, err := LoadServer(ctx, db)
+	if err != nil {
+		return nil, err
+	}
+	if !srv.VarOn("wsrep_on") {
+		return nil, nil
+	}
+	if srv.Galera, err = loadGalera(ctx, db, srv, nodes); err != nil {
+		return nil, err
+	}
+	srv.Galera.countRows(ctx, db, open, []candidate{{schema: schema, name: name}})
+	in := &TableInput{Info: &table.Info{Schema: schema, Name: name}, Server: srv}
+	return append(checkGaleraCluster(srv), checkGaleraRows(in)...), nil
 }

@@ -1,17 +1,12 @@
 package main
 
 import (
-	"context"
-	"database/sql"
 	"errors"
 	"fmt"
-	"net"
 	"os"
-	"strconv"
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/enginemig/enginemig/dbconn"
 	"github.com/enginemig/enginemig/outcome"
 	"github.com/enginemig/enginemig/plan"
 )
@@ -71,7 +66,7 @@ func runPlan(c *cli.Context) error {
 	defer db.Close()
 	p, err := plan.Inspect(c.Context, db, plan.Options{
 		Nodes:       c.StringSlice("node"),
-		OpenNode:    nodeOpener(cfg),
+		OpenNode:    plan.OpenWithAccount(cfg),
 		Databases:   c.StringSlice("database"),
 		Tables:      c.StringSlice("tables"),
 		TestCompile: !c.Bool("no-test-compile"),
@@ -111,21 +106,4 @@ func runPlan(c *cli.Context) error {
 			"fix them (see each remedy) and run plan again")
 	}
 	return nil
-}
-
-// nodeOpener connects to another Galera node with the same account and TLS settings.
-func nodeOpener(cfg dbconn.Config) plan.NodeOpener {
-	return func(ctx context.Context, addr string) (*sql.DB, error) {
-		host, port, err := net.SplitHostPort(addr)
-		if err != nil {
-			return nil, fmt.Errorf("node address %q: %w", addr, err)
-		}
-		node := cfg
-		node.Socket = ""
-		node.Host = host
-		if node.Port, err = strconv.Atoi(port); err != nil {
-			return nil, fmt.Errorf("node address %q: %w", addr, err)
-		}
-		return dbconn.Open(ctx, node, "", 1)
-	}
 }
