@@ -18,6 +18,7 @@ import (
 	"github.com/enginemig/enginemig/plan"
 	"github.com/enginemig/enginemig/sandbox"
 	"github.com/enginemig/enginemig/sandbox/sandboxtest"
+	"github.com/enginemig/enginemig/throttle"
 )
 
 // TestGalera runs every Galera case on one 3-node cluster (its start is most of the cost).
@@ -28,6 +29,59 @@ func TestGalera(t *testing.T) {
 	t.Run("apply", func(t *testing.T) { galeraApply(t, c, true) })
 	t.Run("apply without secondary indexes", func(t *testing.T) { galeraApply(t, c, false) })
 	t.Run("blocked cut-over", func(t *testing.T) { galeraBlockedCutover(t, c) })
+	t.Run("flow control pauses the copy", func(t *testing.T) { galeraFlowControl(t, c) })
+}
+
+// galeraFlowControl: while a node cannot apply (its applier waits behind a LOCK TABLES there)
+// and its receive queue passes gcs.fc_limit, flow control pauses the cluster, and the copy's
+// throttle holds the copy back until the cluster runs again.
+func galeraFlowControl(t *testing.T, c *sandboxtest.Cluster) {
+	schema, _ := sandboxtest.FreshDatabase(t, c.Nodes[0])
+	db1, db2 := openControl(t, c.Nodes[0]), openControl(t, c.Nodes[1])
+	sandboxtest.MustExec(t, db1, "CREATE TABLE `"+schema+"`.w (id INT AUTO_INCREMENT PRIMARY KEY, v INT) ENGINE=InnoDB")
+	waitTable(t, db2, schema, "w")
+	thr := throttle.New(db1, throttle.Config{Galera: true, Interval: 50 * time.Millisecond})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := thr.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer thr.Stop()
+	if st := thr.Status(); st.Throttled {
+		t.Fatalf("throttled on an idle cluster: %s", st.Reason)
+	}
+	_, unlock := holdTable(t, db2, "LOCK TABLES `"+schema+"`.w WRITE")
+	writes := make(chan error, 1)
+	go func() { // each a write set node 2 cannot apply while the table is locked there
+		for i := 0; i < 60; i++ {
+			if _, err := db1.Exec("INSERT INTO `" + schema + "`.w (v) VALUES (1)"); err != nil {
+				writes <- err
+				return
+			}
+		}
+		writes <- nil
+	}()
+	waitThrottled := func(want bool) string {
+		t.Helper()
+		for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			if st := thr.Status(); st.Throttled == want {
+				return st.Reason
+			}
+		}
+		unlock()
+		t.Fatalf("throttle not %v within 20 s: %+v", want, thr.Status())
+		return ""
+	}
+	reason := waitThrottled(true)
+	t.Logf("throttled: %s", reason)
+	if !strings.Contains(reason, "flow control") {
+		t.Errorf("throttled for another reason: %s", reason)
+	}
+	unlock()
+	if err := <-writes; err != nil {
+		t.Fatalf("writes on node 1: %v", err)
+	}
+	waitThrottled(false)
 }
 
 // galeraLoad seeds t on node 1 and starts writers there.
