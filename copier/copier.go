@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/enginemig/enginemig/dbconn"
 	"github.com/enginemig/enginemig/table"
 )
 
@@ -205,7 +206,11 @@ func (c *Copier) copyChunk(ctx context.Context, r table.Range, contended bool, r
 func (c *Copier) copyDirect(ctx context.Context, r table.Range) (chunkCopy, error) {
 	query, args := c.q.CopyRange(r, c.cfg.Mode)
 	start := time.Now()
-	res, err := c.writer.ExecContext(ctx, query, args...)
+	var res sql.Result
+	err := dbconn.RetryClusterAborts(ctx, func() (err error) { // one statement, re-read and rewritten whole
+		res, err = c.writer.ExecContext(ctx, query, args...)
+		return err
+	})
 	ch := chunkCopy{held: time.Since(start)}
 	if err == nil {
 		ch.rows, _ = res.RowsAffected() // REPLACE counts a replaced row twice; fine for progress

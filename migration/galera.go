@@ -47,6 +47,9 @@ func (m *migrator) prepareGalera(ctx context.Context, ti *table.Info) error {
 	if m.ddl, err = ti.Shadow(table.ShadowName(ti.Name), false); err != nil {
 		return refuse("", "%v", err)
 	}
+	if m.galeraMaxChunk, err = galeraChunkLimit(ctx, m.db, ti); err != nil {
+		return err
+	}
 	m.log.Info("Galera node: the shadow gets every index at once, the cut-over is the Galera one")
 	return nil
 }
@@ -61,3 +64,32 @@ const errGaleraRollback = "rollback refuses on a Galera node: the converted tabl
 
 const galeraRollbackRemedy = "keep the InnoDB table; to undo by hand, stop the application's writes on every node, copy the InnoDB table's rows into the kept original (" +
 	"INSERT ... SELECT), and rename the two tables in one RENAME TABLE"
+
+// replayBatchRows is the most rows one replay batch can write: 2000 changes (binlog.Replayer),
+// each at most a delete and a write (a key change).
+const replayBatchRows = 4000
+
+// galeraChunkLimit is the most rows a copy chunk may write so that its write set stays below
+// wsrep_max_ws_rows and wsrep_max_ws_size (0: no limit). A write set over either is refused by
+// the cluster and the statement fails. Half of each limit leaves room for rows longer than the
+// table's average. A row limit too small for a replay batch is refused.
+func galeraChunkLimit(ctx context.Context, db *sql.DB, ti *table.Info) (int, error) {
+	var maxRows, maxSize int64
+	if err := db.QueryRowContext(ctx, "SELECT @@GLOBAL.wsrep_max_ws_rows, @@GLOBAL.wsrep_max_ws_size").Scan(&maxRows, &maxSize); err != nil {
+		return 0, fmt.Errorf("read the write-set limits: %w", err)
+	}
+	if maxRows > 0 && maxRows < 2*replayBatchRows {
+		return 0, refuse(fmt.Sprintf("SET GLOBAL wsrep_max_ws_rows = 0 (no limit) or at least %d for the conversion", 2*replayBatchRows),
+			"wsrep_max_ws_rows=%d: a replay batch writes up to %d rows in one transaction, which the cluster would refuse", maxRows, replayBatchRows)
+	}
+	limit := int64(0)
+	if maxRows > 0 {
+		limit = maxRows / 2
+	}
+	if avg := ti.DataLength / max(ti.Rows, 1); maxSize > 0 && avg > 0 {
+		if bySize := maxSize / 2 / avg; limit == 0 || bySize < limit {
+			limit = bySize
+		}
+	}
+	return int(min(limit, 1<<30)), nil
+}

@@ -30,6 +30,68 @@ func TestGalera(t *testing.T) {
 	t.Run("apply without secondary indexes", func(t *testing.T) { galeraApply(t, c, false) })
 	t.Run("blocked cut-over", func(t *testing.T) { galeraBlockedCutover(t, c) })
 	t.Run("flow control pauses the copy", func(t *testing.T) { galeraFlowControl(t, c) })
+	t.Run("write-set row limit", func(t *testing.T) { galeraWriteSetLimit(t, c) })
+	t.Run("a transaction the cluster aborts runs again", func(t *testing.T) { galeraRetry(t, c) })
+}
+
+// galeraRetry: a transaction on node 1 whose row node 2 commits first is aborted by the cluster
+// (brute-force abort when node 2's write set is applied, or failed certification: error 1213);
+// dbconn.RetryClusterAborts, the one place enginemig retries such work (replay batches, copy
+// chunks), runs it again, and the row holds both changes, neither lost nor doubled.
+func galeraRetry(t *testing.T, c *sandboxtest.Cluster) {
+	schema, _ := sandboxtest.FreshDatabase(t, c.Nodes[0])
+	db1, db2 := openControl(t, c.Nodes[0]), openControl(t, c.Nodes[1])
+	w := "`" + schema + "`.w"
+	sandboxtest.MustExec(t, db1, "CREATE TABLE "+w+" (id INT PRIMARY KEY, v INT) ENGINE=InnoDB", "INSERT INTO "+w+" VALUES (1, 0)")
+	waitTable(t, db2, schema, "w")
+	runs := 0
+	var first error
+	err := dbconn.RetryClusterAborts(context.Background(), func() error {
+		runs++
+		tx, err := db1.Begin()
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback()
+		if _, err := tx.Exec("UPDATE " + w + " SET v = v + 1 WHERE id = 1"); err != nil {
+			return err
+		}
+		if runs == 1 {
+			if _, err := db2.Exec("UPDATE " + w + " SET v = v + 10 WHERE id = 1"); err != nil {
+				return err
+			}
+		}
+		err = tx.Commit()
+		if runs == 1 {
+			first = err
+		}
+		return err
+	})
+	if err != nil || runs != 2 || !dbconn.IsClusterAbort(first) {
+		t.Fatalf("retried transaction: %v after %d run(s), the first ended with %v", err, runs, first)
+	}
+	var v int
+	if err := db1.QueryRow("SELECT v FROM " + w + " WHERE id = 1").Scan(&v); err != nil || v != 11 {
+		t.Fatalf("v = %d (%v), want 11: both changes once", v, err)
+	}
+	t.Logf("the first run ended with %v; the second committed", first)
+}
+
+// galeraWriteSetLimit: with wsrep_max_ws_rows set, the copy's chunks stay below it (a chunk over
+// it fails: "Maximum writeset size exceeded").
+func galeraWriteSetLimit(t *testing.T, c *sandboxtest.Cluster) {
+	schema, _ := sandboxtest.FreshDatabase(t, c.Nodes[0])
+	db := openControl(t, c.Nodes[0])
+	sandboxtest.MustExec(t, db, "CREATE TABLE `"+schema+"`.t (id INT PRIMARY KEY, v INT) ENGINE=MyISAM",
+		"INSERT INTO `"+schema+"`.t SELECT seq, seq FROM "+sandboxtest.Seq(40000),
+		"SET GLOBAL wsrep_max_ws_rows = 8000")
+	defer db.Exec("SET GLOBAL wsrep_max_ws_rows = 0")
+	res, err := runBounded(t, db, testOptions(c.Nodes[0], schema, "t"), c)
+	if err != nil {
+		t.Fatalf("apply with wsrep_max_ws_rows=8000: %v", err)
+	}
+	t.Logf("copied %d rows", res.RowsCopied)
+	galeraSame(t, c, schema, "t")
 }
 
 // galeraFlowControl: while a node cannot apply (its applier waits behind a LOCK TABLES there)
@@ -125,7 +187,22 @@ func galeraApply(t *testing.T, c *sandboxtest.Cluster, keys bool) {
 	schema, db, l, stop := galeraLoad(t, c, keys)
 	defer stop()
 	time.Sleep(200 * time.Millisecond)
-	res, err := runBounded(t, db, testOptions(c.Nodes[0], schema, "t"), c)
+	opts := testOptions(c.Nodes[0], schema, "t")
+	if keys {
+		// A DDL in total-order isolation on the shadow (OPTIMIZE rebuilds it) brute-force aborts
+		// the replay's open transaction on it (error 1213): replay must run that batch again.
+		opts.Hook = func(_ context.Context, at Point, _ *State) error {
+			if at == Before(StageVerify) {
+				for i := 0; i < 10; i++ {
+					if _, err := db.Exec("OPTIMIZE TABLE `" + schema + "`._t_new"); err != nil {
+						return err
+					}
+				}
+			}
+			return nil
+		}
+	}
+	res, err := runBounded(t, db, opts, c)
 	if err != nil {
 		t.Fatalf("apply: %v", err)
 	}

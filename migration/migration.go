@@ -264,6 +264,8 @@ type migrator struct {
 	ti       *table.Info
 	ddl      table.ShadowDDL
 	deferred []string // index definitions still to build
+	// galeraMaxChunk caps a copy chunk's rows on a Galera node (its write-set limits); 0: none.
+	galeraMaxChunk int
 	resume   *State   // the interrupted run being resumed, if any
 	triggers []table.Trigger
 	probe    *bench.Result // the after-cutover gate's baseline, taken before the swap

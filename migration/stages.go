@@ -128,7 +128,7 @@ func (m *migrator) copyRows(ctx context.Context) error {
 		}
 	}
 	start := time.Now()
-	cfg := copier.Config{Pace: copier.Pace{ChunkTime: m.opts.ChunkTime, IdleChunkTime: m.opts.idleChunkTime, Room: m.room()}, ClientSide: m.opts.ClientSide,
+	cfg := copier.Config{Pace: copier.Pace{ChunkTime: m.opts.ChunkTime, IdleChunkTime: m.opts.idleChunkTime, Room: m.room(), MaxChunk: m.galeraMaxChunk}, ClientSide: m.opts.ClientSide,
 		Stage: m.opts.stage, Workers: m.copyWorkers(ctx), AlwaysParallel: m.opts.alwaysParallel,
 		OvertakeDelay: m.opts.overtakeDelay}
 	if err := m.pipe.Copy(ctx, resumeAfter, m.copyWaiter(thr), cfg); err != nil {
@@ -234,7 +234,7 @@ func (m *migrator) postpone(ctx context.Context) error {
 
 // verifyPace sizes verification's chunks: the lock-time target of the copy's contended chunks.
 func (m *migrator) verifyPace() copier.Pace {
-	return copier.Pace{ChunkTime: m.opts.ChunkTime, Room: m.room()}
+	return copier.Pace{ChunkTime: m.opts.ChunkTime, Room: m.room(), MaxChunk: m.galeraMaxChunk}
 }
 
 // verify compares the shadow with the source, or waits for the comparison started beside the

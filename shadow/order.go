@@ -8,6 +8,7 @@ import (
 
 	"github.com/enginemig/enginemig/binlog"
 	"github.com/enginemig/enginemig/copier"
+	"github.com/enginemig/enginemig/dbconn"
 	"github.com/enginemig/enginemig/table"
 )
 
@@ -61,13 +62,23 @@ func (o *order) Exclusive(fn func() error) error {
 // (a redo log flush) included.
 func (o *order) replay(a *binlog.Applier, q *table.SQL) func(ctx context.Context, batch []binlog.Change) (int, error) {
 	return func(ctx context.Context, batch []binlog.Change) (int, error) {
-		o.mu.Lock()
-		n, commit, err := a.Write(ctx, o.toWrite(batch, q.KeyPositions()))
-		o.mu.Unlock()
+		// A batch the cluster aborted runs again as a batch of its own would: under the order
+		// again, rule 2 applied afresh (dbconn.RetryClusterAborts).
+		var n int
+		err := dbconn.RetryClusterAborts(ctx, func() error {
+			o.mu.Lock()
+			written, commit, err := a.Write(ctx, o.toWrite(batch, q.KeyPositions()))
+			o.mu.Unlock()
+			if err != nil {
+				return err
+			}
+			n = written
+			return commit()
+		})
 		if err != nil {
 			return 0, err
 		}
-		return n, commit()
+		return n, nil
 	}
 }
 
