@@ -78,8 +78,8 @@ func galeraChunkLimit(ctx context.Context, db *sql.DB, ti *table.Info) (int, err
 	if err := db.QueryRowContext(ctx, "SELECT @@GLOBAL.wsrep_max_ws_rows, @@GLOBAL.wsrep_max_ws_size").Scan(&maxRows, &maxSize); err != nil {
 		return 0, fmt.Errorf("read the write-set limits: %w", err)
 	}
-	if maxRows > 0 && maxRows < 2*replayBatchRows {
-		return 0, refuse(fmt.Sprintf("SET GLOBAL wsrep_max_ws_rows = 0 (no limit) or at least %d for the conversion", 2*replayBatchRows),
+	if maxRows > 0 && maxRows < replayBatchRows {
+		return 0, refuse(fmt.Sprintf("SET GLOBAL wsrep_max_ws_rows = 0 (no limit) or at least %d for the conversion", replayBatchRows),
 			"wsrep_max_ws_rows=%d: a replay batch writes up to %d rows in one transaction, which the cluster would refuse", maxRows, replayBatchRows)
 	}
 	limit := int64(0)

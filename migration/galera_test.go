@@ -84,11 +84,16 @@ func galeraWriteSetLimit(t *testing.T, c *sandboxtest.Cluster) {
 	db := openControl(t, c.Nodes[0])
 	sandboxtest.MustExec(t, db, "CREATE TABLE `"+schema+"`.t (id INT PRIMARY KEY, v INT) ENGINE=MyISAM",
 		"INSERT INTO `"+schema+"`.t SELECT seq, seq FROM "+sandboxtest.Seq(40000),
-		"SET GLOBAL wsrep_max_ws_rows = 8000")
+		"SET GLOBAL wsrep_max_ws_rows = 4000")
 	defer db.Exec("SET GLOBAL wsrep_max_ws_rows = 0")
+	// The limit bites: one statement over it fails.
+	sandboxtest.MustExec(t, db, "CREATE TABLE `"+schema+"`.big (id INT PRIMARY KEY) ENGINE=InnoDB")
+	if _, err := db.Exec("INSERT INTO `" + schema + "`.big SELECT id FROM `" + schema + "`.t WHERE id <= 4500"); err == nil || !strings.Contains(err.Error(), "wsrep_max_ws_rows") {
+		t.Fatalf("a write set of 4500 rows with wsrep_max_ws_rows=4000: %v", err)
+	}
 	res, err := runBounded(t, db, testOptions(c.Nodes[0], schema, "t"), c)
 	if err != nil {
-		t.Fatalf("apply with wsrep_max_ws_rows=8000: %v", err)
+		t.Fatalf("apply with wsrep_max_ws_rows=4000: %v", err)
 	}
 	t.Logf("copied %d rows", res.RowsCopied)
 	galeraSame(t, c, schema, "t")

@@ -266,13 +266,13 @@ type migrator struct {
 	deferred []string // index definitions still to build
 	// galeraMaxChunk caps a copy chunk's rows on a Galera node (its write-set limits); 0: none.
 	galeraMaxChunk int
-	resume   *State   // the interrupted run being resumed, if any
-	triggers []table.Trigger
-	probe    *bench.Result // the after-cutover gate's baseline, taken before the swap
-	rec      *recorder
-	pipe     *shadow.Pipeline
-	gentle   atomic.Pointer[throttle.Gentle] // the pacing while it runs; nil with FixedPace
-	res      *Result
+	resume         *State // the interrupted run being resumed, if any
+	triggers       []table.Trigger
+	probe          *bench.Result // the after-cutover gate's baseline, taken before the swap
+	rec            *recorder
+	pipe           *shadow.Pipeline
+	gentle         atomic.Pointer[throttle.Gentle] // the pacing while it runs; nil with FixedPace
+	res            *Result
 }
 
 // run is the preflight: checks, the table's advisory lock, settling an interrupted run, the

@@ -31,7 +31,7 @@ type Cluster struct {
 }
 
 // clusterTimeout bounds the start of a whole cluster (each joiner copies the donor's datadir).
-const clusterTimeout = 90 * time.Second
+const clusterTimeout = 3 * time.Minute
 
 // ClusterForTest starts an n-node cluster for one test (and its subtests) and stops it when the
 // test ends. It fails, never skips, when galera-4 is missing: CI installs it.
