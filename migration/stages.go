@@ -277,7 +277,11 @@ func (m *migrator) cutover(ctx context.Context) error {
 	switch {
 	case errors.As(err, &swapped):
 		m.rec.finish(ctx, StageDone, err.Error()) // the cut-over position was recorded under the lock
-		return &settled{outcome.New(outcome.NeedsAttention, err, fmt.Sprintf("the table is converted; rename %s to %s by hand", sw.Sentry, sw.Aside))}
+		remedy := fmt.Sprintf("the table is converted; rename %s to %s by hand", sw.Sentry, sw.Aside)
+		if errors.Is(err, cutover.ErrRenamedLate) {
+			remedy = fmt.Sprintf("the table is converted; compare %s with %s for the rows written in the moment between the unlock and the rename, and copy what is missing", sw.Aside, sw.From)
+		}
+		return &settled{outcome.New(outcome.NeedsAttention, err, remedy)}
 	case err != nil && ctx.Err() == nil && !m.originalInPlace(context.WithoutCancel(ctx)):
 		return &keepShadow{outcome.New(outcome.NeedsAttention, err, "check the tables named in this message by hand")}
 	case errors.Is(err, cutover.ErrGaveUp) && ctx.Err() == nil:
