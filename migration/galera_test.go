@@ -26,6 +26,7 @@ func TestGalera(t *testing.T) {
 	c := sandboxtest.ClusterForTest(t, 3)
 	t.Run("plan", func(t *testing.T) { galeraPlan(t, c) })
 	t.Run("refused", func(t *testing.T) { galeraRefused(t, c.Nodes[0]) })
+	t.Run("refused where another node holds rows", func(t *testing.T) { galeraRowsElsewhere(t, c) })
 	t.Run("apply", func(t *testing.T) { galeraApply(t, c, true) })
 	t.Run("apply without secondary indexes", func(t *testing.T) { galeraApply(t, c, false) })
 	t.Run("blocked cut-over", func(t *testing.T) { galeraBlockedCutover(t, c) })
@@ -437,6 +438,23 @@ func waitTable(t *testing.T, db *sql.DB, schema, name string) {
 		if time.Now().After(deadline) {
 			t.Fatalf("%s.%s did not reach the node", schema, name)
 		}
+	}
+}
+
+// galeraRowsElsewhere: apply refuses, before it changes anything, a table of which another node
+// holds rows too (the swap would move them aside there).
+func galeraRowsElsewhere(t *testing.T, c *sandboxtest.Cluster) {
+	schema, _ := sandboxtest.FreshDatabase(t, c.Nodes[0])
+	db1, db2 := openControl(t, c.Nodes[0]), openControl(t, c.Nodes[1])
+	sandboxtest.MustExec(t, db1, "CREATE TABLE `"+schema+"`.t (id INT PRIMARY KEY, v INT) ENGINE=MyISAM", "INSERT INTO `"+schema+"`.t VALUES (1, 1)")
+	waitTable(t, db2, schema, "t")
+	sandboxtest.MustExec(t, db2, "INSERT INTO `"+schema+"`.t VALUES (2, 2)")
+	_, err := runBounded(t, db1, testOptions(c.Nodes[0], schema, "t"), c)
+	if outcome.CodeOf(err) != outcome.Refused || !strings.Contains(err.Error(), "[galera-rows]") || !strings.Contains(err.Error(), "several nodes") {
+		t.Fatalf("apply with rows on two nodes: code %d, %v", outcome.CodeOf(err), err)
+	}
+	if engineOf(t, db1, schema, "t") != "MyISAM" || tableExists(t, db1, schema, "_t_new") {
+		t.Fatal("a refused apply changed the table")
 	}
 }
 
