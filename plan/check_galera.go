@@ -3,6 +3,8 @@ package plan
 import (
 	"fmt"
 	"strings"
+
+	"github.com/enginemig/enginemig/table"
 )
 
 func init() {
@@ -89,6 +91,9 @@ func checkGaleraRows(in *TableInput) []Finding {
 		}
 	}
 	var out []Finding
+	if len(in.Info.Columns) > 0 && !hasPrimaryKey(in.Info) {
+		out = append(out, newFinding("galera-rows", Info, "the table has no PRIMARY KEY: Galera certifies and applies rows of an InnoDB table without one poorly (every node searches for each changed row); whether apply can convert it at all is the no-usable-key check's", ""))
+	}
 	if len(unread) > 0 {
 		out = append(out, newFinding("galera-rows", Blocker, "could not count the table's rows on node(s) "+strings.Join(unread, ", ")+": rows there would be left behind",
 			"let this account connect to every node, or name the nodes' SQL addresses with --node host:port"))
@@ -104,4 +109,13 @@ func checkGaleraRows(in *TableInput) []Finding {
 		out = append(out, newFinding("galera-rows", Info, fmt.Sprintf("the rows (%d) are on this node (%s) only: run apply here; node(s) %s receive the InnoDB rows through replication", selfRows, g.Self, orDash(strings.Join(empty, ", "))), ""))
 	}
 	return out
+}
+
+func hasPrimaryKey(t *table.Info) bool {
+	for _, ix := range t.Indexes {
+		if ix.Name == "PRIMARY" {
+			return true
+		}
+	}
+	return false
 }
