@@ -37,6 +37,9 @@ type Change struct {
 	Kind   Kind
 	Before []any
 	After  []any
+	// At is the end of the row event the change was read from: a chunk copied while the source
+	// was locked at or after it already holds the change (shadow/order.go, rule 5).
+	At Position
 }
 
 // ErrPartialJSON means a row event holds only a change to a JSON value, not the value: MySQL

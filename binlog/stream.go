@@ -219,7 +219,7 @@ func (s *Stream) decode(e *replication.RowsEvent, evType replication.EventType) 
 			if err != nil {
 				return nil, err
 			}
-			out = append(out, Change{Kind: Insert, After: after})
+			out = append(out, Change{Kind: Insert, After: after, At: s.pos})
 		}
 	case replication.EnumRowsEventTypeDelete:
 		for _, r := range e.Rows {
@@ -227,7 +227,7 @@ func (s *Stream) decode(e *replication.RowsEvent, evType replication.EventType) 
 			if err != nil {
 				return nil, err
 			}
-			out = append(out, Change{Kind: Delete, Before: before})
+			out = append(out, Change{Kind: Delete, Before: before, At: s.pos})
 		}
 	case replication.EnumRowsEventTypeUpdate:
 		if len(e.Rows)%2 != 0 {
@@ -242,7 +242,7 @@ func (s *Stream) decode(e *replication.RowsEvent, evType replication.EventType) 
 			if err != nil {
 				return nil, err
 			}
-			out = append(out, Change{Kind: Update, Before: before, After: after})
+			out = append(out, Change{Kind: Update, Before: before, After: after, At: s.pos})
 		}
 	default:
 		return nil, fmt.Errorf("unexpected rows event type %v", e.Type())

@@ -117,6 +117,9 @@ func NewChunker(db *sql.DB, q *table.SQL, pace Pace) *Chunker {
 // -rows 1000000 -idle-only, slow log with log_slow_verbosity=explain).
 func (c *Chunker) next(ctx context.Context, lo []any) (hi []any, size int, err error) {
 	size = int(c.size.Load())
+	if !c.q.Chunked() {
+		return nil, size, nil // no key to walk: one range, the whole table
+	}
 	query, args := c.q.Bound(lo)
 	vals, err := dbconn.ScanValues(c.db.QueryRowContext(ctx, query, append(args, size-1)...), len(c.q.KeyPositions()))
 	if errors.Is(err, sql.ErrNoRows) {

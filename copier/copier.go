@@ -70,6 +70,7 @@ type Copier struct {
 	cfg            Config
 	chunks         *Chunker
 	order          Order
+	mark           Marker // keyless tables only (keyless.go)
 	wait           Waiter
 
 	copied   atomic.Int64
@@ -94,7 +95,11 @@ type Copier struct {
 // (OpenRowWriter). wait may be nil. The watermark is set here, not in Run, because capture runs
 // before the copy starts and asks Ahead from the first change on.
 func New(reader, writer *sql.DB, q *table.SQL, order Order, wait Waiter, cfg Config, resumeAfter []any) *Copier {
-	return &Copier{reader: reader, writer: writer, q: q, cfg: cfg, chunks: NewChunker(writer, q, cfg.Pace), order: order, wait: wait,
+	if q.Keyless() {
+		cfg = keylessConfig(cfg)
+	}
+	mark, _ := order.(Marker)
+	return &Copier{reader: reader, writer: writer, q: q, cfg: cfg, chunks: NewChunker(writer, q, cfg.Pace), order: order, mark: mark, wait: wait,
 		watermark: resumeAfter, frontier: resumeAfter}
 }
 
@@ -189,6 +194,13 @@ type chunkCopy struct {
 // REPLACE ... SELECT otherwise. It calls released once the source is let go, with the time it was
 // held, unless reading it failed.
 func (c *Copier) copyChunk(ctx context.Context, r table.Range, contended bool, released func(held time.Duration)) (chunkCopy, error) {
+	if c.q.Keyless() {
+		ch, err := c.copyMarked(ctx, r)
+		if err == nil {
+			released(ch.held)
+		}
+		return ch, err
+	}
 	if c.cfg.Stage == StageAlways || (contended && c.cfg.Stage == StageContended) {
 		if ch, ok, err := c.copyStaged(ctx, r, released); ok || err != nil {
 			return ch, err
@@ -263,6 +275,6 @@ func (c *Copier) Ahead(key []any) bool {
 	if c.frontier == nil {
 		return true
 	}
-	cmp, ok := compareInts(key[0], c.frontier[0])
+	cmp, ok := CompareInts(key[0], c.frontier[0])
 	return ok && cmp > 0
 }

@@ -2,9 +2,9 @@ package copier
 
 import "strconv"
 
-// compareInts compares two integer key values that may arrive as any Go integer type (binlog
+// CompareInts compares two integer key values that may arrive as any Go integer type (binlog
 // events) or as decimal text; ok is false when either is not an integer.
-func compareInts(a, b any) (int, bool) {
+func CompareInts(a, b any) (int, bool) {
 	an, aok := toSignMag(a)
 	bn, bok := toSignMag(b)
 	if !aok || !bok {

@@ -19,12 +19,12 @@ func TestCompareInts(t *testing.T) {
 		{uint32(7), int32(-7), 1},
 	}
 	for _, c := range cases {
-		got, ok := compareInts(c.a, c.b)
+		got, ok := CompareInts(c.a, c.b)
 		if !ok || got != c.want {
-			t.Errorf("compareInts(%v, %v) = %d %v, want %d", c.a, c.b, got, ok, c.want)
+			t.Errorf("CompareInts(%v, %v) = %d %v, want %d", c.a, c.b, got, ok, c.want)
 		}
 	}
-	if _, ok := compareInts("abc", 1); ok {
+	if _, ok := CompareInts("abc", 1); ok {
 		t.Error("non-integer accepted")
 	}
 }

@@ -23,9 +23,9 @@ func IsClusterAbort(err error) bool {
 
 // RetryClusterAborts runs unit, and runs it again while it fails with IsClusterAbort, up to
 // ClusterAbortRetries times with a short growing pause. unit must be one whole transaction (or
-// one autocommit statement) whose effect is the same however often it runs (a replay batch, a
-// copy chunk), so a rerun can never lose or double a change. This is the one place enginemig
-// retries work the cluster aborted.
+// one autocommit statement) that does all its work again when rerun (a replay batch, a copy
+// chunk): error 1213 means the server rolled all of it back, so the rerun is its only effect and
+// no change is lost or doubled. This is the one place enginemig retries work the cluster aborted.
 func RetryClusterAborts(ctx context.Context, unit func() error) error {
 	pause := 5 * time.Millisecond
 	for attempt := 1; ; attempt++ {

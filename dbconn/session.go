@@ -43,6 +43,9 @@ func openRowSession(ctx context.Context, c Config, database string, maxConns int
 		"sql_mode":  rowSQLMode,
 	}
 	if interpolate {
+		// Replay of a table without a key sends its one-row statements together (binlog.Applier);
+		// values are interpolated, escaped by the driver.
+		dc.MultiStatements = true
 		// The writing sessions mark themselves so that the stand-ins of a table's triggers never
 		// fire for enginemig's own writes (see table.Trigger.CreateGuarded).
 		dc.Params[OwnWriteVar] = "1"

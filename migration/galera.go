@@ -34,7 +34,12 @@ func (m *migrator) prepareGalera(ctx context.Context, ti *table.Info) error {
 			return refuse(f.Remedy, "%s: [%s] %s", ti.QuotedName(), f.Check, f.Message)
 		}
 	}
-	deferrable, err := ti.Shadow(table.ShadowName(ti.Name), true)
+	if _, ok := ti.CopyKey(); !ok {
+		return refuse("convert the table before the node joins a cluster, or give it a primary key",
+			"%s has no primary or unique key: the conversion of such a table is not built or tested for a Galera node yet", ti.QuotedName())
+	}
+	rowID := !m.opts.KeepKeyless && table.RowIDSupported(m.version)
+	deferrable, err := ti.Shadow(table.ShadowName(ti.Name), true, rowID)
 	if err != nil {
 		return refuse("", "%v", err)
 	}
@@ -44,7 +49,7 @@ func (m *migrator) prepareGalera(ctx context.Context, ti *table.Info) error {
 				"%s has a unique secondary index (%s): on a Galera node the shadow is created with its indexes, and a unique one there could turn a replayed change into the loss of another row; not supported on Galera yet", ti.QuotedName(), d)
 		}
 	}
-	if m.ddl, err = ti.Shadow(table.ShadowName(ti.Name), false); err != nil {
+	if m.ddl, err = ti.Shadow(table.ShadowName(ti.Name), false, rowID); err != nil {
 		return refuse("", "%v", err)
 	}
 	if m.galeraMaxChunk, err = galeraChunkLimit(ctx, m.db, ti); err != nil {

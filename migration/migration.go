@@ -33,6 +33,9 @@ type Options struct {
 	DryRun     bool
 	ChunkTime  time.Duration
 	ClientSide bool // see copier.Config.ClientSide
+	// KeepKeyless leaves a table without a unique key without a primary key on InnoDB; by
+	// default it gets table.RowIDColumn where the server has INVISIBLE columns.
+	KeepKeyless bool
 	// CopyWorkers is how many chunks are copied at once while nobody waits for the table; 0
 	// chooses (copyWorkers).
 	CopyWorkers int
@@ -326,7 +329,7 @@ func (m *migrator) run(ctx context.Context) (*Result, error) {
 	if err := m.loadTriggers(ctx); err != nil {
 		return nil, err
 	}
-	if m.ddl, err = ti.Shadow(table.ShadowName(ti.Name), true); err != nil {
+	if m.ddl, err = ti.Shadow(table.ShadowName(ti.Name), true, !m.opts.KeepKeyless && table.RowIDSupported(m.version)); err != nil {
 		return nil, outcome.New(outcome.Refused, err, "")
 	}
 	if galeraNode(ctx, m.db) {

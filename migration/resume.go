@@ -144,6 +144,10 @@ func (m *migrator) settleInterrupted(ctx context.Context, store *Store, prev *St
 		return abandon("nothing to resume; starting over")
 	case prev.DryRun != m.opts.DryRun:
 		return abandon("it was started with a different --dry-run; starting over")
+	case cur.Keyless():
+		// Its replay is not idempotent, and the saved position does not say which changes the
+		// shadow already has (shadow/order.go, rule 5).
+		return abandon("a table without a unique key copies again from the start")
 	default:
 		why, _, err := shadow.CheckResume(ctx, m.db, prev.captureMode(), prev.CaptureResume)
 		if err != nil {

@@ -153,8 +153,8 @@ func (m *migrator) copyWorkers(ctx context.Context) int {
 	if m.opts.CopyWorkers > 0 {
 		return m.opts.CopyWorkers
 	}
-	if m.opts.ClientSide {
-		return 1
+	if m.opts.ClientSide || m.ti.Keyless() {
+		return 1 // a keyless table's chunks go one at a time (shadow/order.go, rule 5)
 	}
 	mariaDB, mode := dbconn.MariaDB(m.version), int64(0)
 	if _, ok := m.ti.AutoIncrementColumn(); ok && !mariaDB { // the only case the mode decides

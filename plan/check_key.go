@@ -1,12 +1,19 @@
 package plan
 
 import (
+	"fmt"
 	"strings"
+
+	"github.com/enginemig/enginemig/dbconn"
+	"github.com/enginemig/enginemig/table"
 )
 
 func init() {
+	registerTable("keyless", Warning,
+		"no PRIMARY KEY and no UNIQUE key whose columns are all NOT NULL: apply addresses rows by their whole content (binlog capture only), and InnoDB without a primary key has costs of its own",
+		checkKeyless)
 	registerTable("no-usable-key", Blocker,
-		"no PRIMARY KEY and no UNIQUE key whose columns are all NOT NULL: the online copy cannot address rows",
+		"a table without a unique key, and the capture would be triggers: only binlog capture can convert it",
 		checkNoUsableKey)
 	registerTable("require-pk-setting", Blocker,
 		"sql_require_primary_key / innodb_force_primary_key would refuse the shadow, or sql_generate_invisible_primary_key would add a column",
@@ -22,20 +29,67 @@ func hasPrimary(in *TableInput) bool {
 	return false
 }
 
+func keylessTable(in *TableInput) bool {
+	return in.Info != nil && in.Crashed == "" && len(in.Info.Columns) > 0 && !isMerge(in) && in.Info.Keyless()
+}
+
 func checkNoUsableKey(in *TableInput) []Finding {
-	if in.Info == nil || in.Crashed != "" || len(in.Info.Columns) == 0 || isMerge(in) {
-		return nil
-	}
-	if _, ok := in.Info.CopyKey(); ok {
+	if !keylessTable(in) || in.Server == nil || !in.Server.capturesWithTriggers() {
 		return nil
 	}
 	return []Finding{newFinding("no-usable-key", Blocker,
-		"no PRIMARY KEY and no UNIQUE index on NOT NULL columns: rows cannot be addressed for the chunked copy and the binlog replay",
-		"add a primary key (e.g. ALTER TABLE ... ADD id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT PRIMARY KEY, which blocks writes while it runs) or make a unique key's columns NOT NULL; then plan again")}
+		"no PRIMARY KEY and no UNIQUE index on NOT NULL columns, and changes would be captured with triggers, which note keys: rows without one cannot be synced",
+		"turn on the binlog for binlog capture (log_bin, binlog_format=ROW, binlog_row_image=FULL) and use --capture binlog, or add a primary key; then plan again")}
+}
+
+// checkKeyless says how apply will address the rows of a table without a unique key, what that
+// costs online, and why an InnoDB table without a primary key is a problem of its own.
+func checkKeyless(in *TableInput) []Finding {
+	if !keylessTable(in) {
+		return nil
+	}
+	var how string
+	if ix, ok := in.Info.ChunkKey(); ok {
+		how = fmt.Sprintf("the copy walks index %s by its first column %s in short chunks, and each replayed change finds its row through that index (its cost grows with the number of rows sharing a value)",
+			dbconn.QuoteIdent(ix.Name), dbconn.QuoteIdent(ix.Columns[0].Name))
+	} else {
+		hold := "the whole copy"
+		if in.Estimate != nil && in.Estimate.CopySeconds > 0 {
+			hold = fmt.Sprintf("about %.1f s (the estimated copy)", in.Estimate.CopySeconds)
+		}
+		how = "no index starts with an integer NOT NULL column: the copy reads the table in one chunk, which holds the application's writes for " + hold +
+			", and each replayed change scans the shadow to find its row"
+	}
+	cost := "on InnoDB a table without a primary key is clustered on a hidden row id drawn from one server-wide counter, a replica applying ROW events finds each row with a full scan, and Galera cannot replicate its DELETEs"
+	var key string
+	remedy := "convert it as it is; then give it a primary key when a maintenance window allows (ALTER TABLE ... ADD COLUMN id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT PRIMARY KEY), or add an index on an integer NOT NULL column first to copy it in short chunks"
+	switch {
+	case addsRowID(in):
+		key = ". Apply gives the InnoDB table an invisible auto-increment primary key, " + table.RowIDColumn + ", which SELECT * and INSERT without a column list do not see, because " + cost
+		remedy = "nothing to do; --keep-keyless converts it without the added key"
+	case hasAutoIncrement(in):
+		key = ". It keeps no primary key on InnoDB (it has an AUTO_INCREMENT column already, and a table has at most one): " + cost
+	default:
+		key = ". This server has no INVISIBLE columns, so it keeps no primary key on InnoDB: " + cost
+	}
+	return []Finding{newFinding("keyless", Warning,
+		"no PRIMARY KEY and no UNIQUE index on NOT NULL columns: apply addresses rows by their whole content, keeps identical rows as duplicates, needs binlog capture, and copies again from the start if resumed; "+how+key,
+		remedy)}
+}
+
+func hasAutoIncrement(in *TableInput) bool {
+	_, ok := in.Info.AutoIncrementColumn()
+	return ok
+}
+
+// addsRowID: apply gives the table's InnoDB copy table.RowIDColumn by default.
+func addsRowID(in *TableInput) bool {
+	return in.Server != nil && table.RowIDSupported(in.Server.Version) && in.Info.CanAddRowID()
 }
 
 func checkRequirePK(in *TableInput) []Finding {
-	if in.Info == nil || in.Server == nil || in.Crashed != "" || hasPrimary(in) {
+	// The primary key apply adds to a keyless table satisfies both settings.
+	if in.Info == nil || in.Server == nil || in.Crashed != "" || hasPrimary(in) || addsRowID(in) {
 		return nil
 	}
 	s := in.Server

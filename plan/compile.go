@@ -69,12 +69,13 @@ func compileSession(ctx context.Context, q Querier) (binlogged bool, err error) 
 	return false, nil
 }
 
-// testCompile creates the InnoDB shadow of info (all indexes, as after the copy) under a scratch
-// name and drops it again. It is the only statement plan runs that writes.
-func testCompile(ctx context.Context, q Querier, info *table.Info, trs []table.Trigger) (*CompileResult, error) {
+// testCompile creates the InnoDB shadow of info (all indexes, as after the copy, and with rowID
+// the primary key apply adds to a keyless table by default) under a scratch name and drops it
+// again. It is the only statement plan runs that writes.
+func testCompile(ctx context.Context, q Querier, info *table.Info, trs []table.Trigger, rowID bool) (*CompileResult, error) {
 	res := &CompileResult{}
 	scratch := scratchName(info.Schema, info.Name)
-	ddl, err := info.Shadow(scratch, false)
+	ddl, err := info.Shadow(scratch, false, rowID)
 	if err != nil {
 		res.Skipped = err.Error()
 		return res, nil

@@ -292,7 +292,7 @@ func planTable(ctx context.Context, q Querier, compileQ Querier, srv *ServerInfo
 		}
 		in.Estimate = &tp.Estimate
 		if compileQ != nil {
-			if in.Compile, err = testCompile(ctx, compileQ, info, in.Triggers); err != nil {
+			if in.Compile, err = testCompile(ctx, compileQ, info, in.Triggers, table.RowIDSupported(srv.Version)); err != nil {
 				return nil, err
 			}
 		}

@@ -2,6 +2,8 @@ package shadow
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"reflect"
 	"sync"
 	"sync/atomic"
@@ -35,15 +37,32 @@ import (
 //     capture's resume position. Both only move forward, so every chunk up to the saved watermark
 //     is written and every change before the saved position applied; rows above the watermark
 //     are removed before the copy restarts (Rewind).
+//  5. A table without a unique key (table.SQL.Keyless) has no idempotent replay: a change
+//     written twice duplicates a row or removes a second copy of it. So each change lands exactly
+//     once, in a chunk's read or in the replay: each chunk is read while the source is
+//     READ-locked, with the binlog position read in the same locked session (copier.Marker), and
+//     a change is written only if its row's chunk was read at a position before the change's
+//     event (marks.go); every other change is in a chunk already read, or will be. Rules 2 and 3
+//     do not apply; only binlog capture marks positions, and a resume copies again from the
+//     start (rule 4's positions do not say which changes were written).
 type order struct {
-	mu   sync.RWMutex
-	copy atomic.Pointer[copier.Copier] // nil until the copy starts: then nothing is skipped
+	mu    sync.RWMutex
+	copy  atomic.Pointer[copier.Copier] // nil until the copy starts: then nothing is skipped
+	marks *marks                        // rule 5, set at Open for a keyless table being filled
 }
 
 // BeginChunk holds the order shared for one chunk (rule 1); end may be called from any goroutine.
 func (o *order) BeginChunk() (end func()) {
 	o.mu.RLock()
 	return o.mu.RUnlock
+}
+
+// Mark is the copy's Marker (rule 5).
+func (o *order) Mark(ctx context.Context, q *sql.Conn) (func(r table.Range), error) {
+	if o.marks == nil {
+		return nil, errors.New("this capture does not mark positions: a table without a unique key needs binlog capture")
+	}
+	return o.marks.mark(ctx, q)
 }
 
 // Exclusive runs fn while no chunk is in flight and no batch is being written (the last one's
@@ -93,6 +112,9 @@ func (o *order) replay(a *binlog.Applier, q *table.SQL) func(ctx context.Context
 // may undo. An UPDATE holds MyISAM's write lock until after its event is written, so any chunk
 // that starts after replay saw the event reads the new row.
 func (o *order) toWrite(batch []binlog.Change, keyAt []int) []binlog.Change {
+	if o.marks != nil {
+		return o.marks.toWrite(batch, keyAt)
+	}
 	c := o.copy.Load()
 	if c == nil {
 		return batch // before the copy starts nothing is skipped

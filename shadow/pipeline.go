@@ -41,6 +41,9 @@ type Config struct {
 	Triggers []string
 	// ChangeLog names trigger capture's log (table.ChangeLogName).
 	ChangeLog string
+	// Filled says the target already holds the source's rows as of Start, so nothing will be
+	// copied (a rollback's kept original): a keyless table's changes then all apply (rule 5).
+	Filled bool
 	// ApplyDelay is a fault-injection point for tests: a pause before each replayed batch, which
 	// keeps replay behind the source.
 	ApplyDelay time.Duration
@@ -105,6 +108,13 @@ func Open(ctx context.Context, cfg Config) (p *Pipeline, err error) {
 		return nil, err
 	}
 	p = &Pipeline{cfg: cfg, q: q}
+	if q.Keyless() && cfg.Mode != Binlog {
+		// Trigger capture notes keys to sync; a row without one cannot be synced.
+		return nil, fmt.Errorf("%s has no unique key: its changes can be captured from the binlog only (use --capture binlog)", cfg.Source.QuotedName())
+	}
+	if q.Keyless() && !cfg.Filled {
+		p.order.marks = newMarks()
+	}
 	defer func() {
 		if err != nil {
 			p.closePools()

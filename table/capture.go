@@ -145,7 +145,7 @@ func (c *CaptureSQL) Sync() [3]string {
 	}
 	return [3]string{
 		"DELETE " + c.q.dst + " FROM " + c.q.dst + " JOIN (" + noted + ") `_emcap_l` ON " + strings.Join(on, " AND "),
-		Replace.verb() + c.q.dst + " (" + c.q.colList + ") SELECT " + c.q.colList + " FROM " + c.q.src + " " + c.q.forceKey +
+		c.q.verb(Replace) + c.q.dst + " (" + c.q.colList + ") SELECT " + c.q.colList + " FROM " + c.q.src + " " + c.q.forceKey +
 			" WHERE (" + c.q.keyList + ") IN (" + noted + ")",
 		"DELETE FROM " + c.log + " WHERE `_emcap_id` <= ?",
 	}

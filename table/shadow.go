@@ -19,6 +19,8 @@ type ShadowDDL struct {
 	Deferred []string
 	// Changes lists what differs from the source besides the engine, for reports.
 	Changes []string
+	// RowID: the shadow has RowIDColumn.
+	RowID bool
 }
 
 // myisamOnlyOptions are table options that mean nothing to InnoDB (or change it, like
@@ -33,10 +35,11 @@ var (
 	partEngRe   = regexp.MustCompile(`ENGINE\s*=\s*(MyISAM|Aria|MRG_MyISAM)`)
 )
 
-// Shadow derives the DDL of the shadow table named name from the source's SHOW CREATE TABLE.
+// Shadow derives the DDL of the shadow table named name from the source's SHOW CREATE TABLE; with
+// rowID (for a table that CanAddRowID) the shadow gets RowIDColumn as its primary key.
 // SHOW CREATE TABLE prints one column or index per line, two spaces in, and the table options on
 // the line that closes the parenthesis; the rewrite relies only on that layout.
-func (t *Info) Shadow(name string, deferIndexes bool) (ShadowDDL, error) {
+func (t *Info) Shadow(name string, deferIndexes, rowID bool) (ShadowDDL, error) {
 	var d ShadowDDL
 	lines := strings.Split(t.CreateSQL, "\n")
 	if len(lines) < 3 || !strings.HasPrefix(lines[0], "CREATE TABLE") {
@@ -52,7 +55,7 @@ func (t *Info) Shadow(name string, deferIndexes bool) (ShadowDDL, error) {
 	if closeAt < 0 {
 		return d, fmt.Errorf("unexpected SHOW CREATE TABLE output for %s: no closing parenthesis", t.QuotedName())
 	}
-	key, hasKey := t.CopyKey()
+	key, hasKey := t.addressKey()
 	var body []string
 	for _, raw := range lines[1:closeAt] {
 		line := strings.TrimSuffix(strings.TrimSpace(raw), ",")
@@ -62,8 +65,17 @@ func (t *Info) Shadow(name string, deferIndexes bool) (ShadowDDL, error) {
 		}
 		body = append(body, "  "+line)
 	}
+	if rowID && t.CanAddRowID() {
+		for _, l := range rowIDDefinitions() {
+			body = append(body, "  "+l)
+		}
+		d.RowID = true
+	}
 	opts, changes := t.shadowOptions(lines[closeAt])
 	d.Changes = changes
+	if d.RowID {
+		d.Changes = append(d.Changes, "invisible primary key "+RowIDColumn+" added (the table has no unique key)")
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "CREATE TABLE %s (\n%s\n) %s", dbconn.QualifiedName(t.Schema, name), strings.Join(body, ",\n"), opts)
 	if rest := strings.Join(lines[closeAt+1:], "\n"); strings.TrimSpace(rest) != "" {

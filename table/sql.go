@@ -24,6 +24,10 @@ type SQL struct {
 	intKey    bool   // single integer key column
 	sumRow    string // the expression a row is checksummed by (checksumRow)
 	IntKeyCol []bool
+
+	noKey    bool   // no unique key: rows are addressed by content (keyless.go)
+	nullable []bool // per copy column, for matching by content
+	binary   []bool // per copy column: compared as bytes
 }
 
 // WriteMode is how copied rows meet rows already in the target.
@@ -36,7 +40,11 @@ const (
 	InsertIgnore
 )
 
-func (w WriteMode) verb() string {
+func (s *SQL) verb(w WriteMode) string {
+	if s.noKey {
+		// Without a unique key REPLACE and INSERT IGNORE would insert all the same.
+		return "INSERT INTO "
+	}
 	if w == InsertIgnore {
 		return "INSERT IGNORE INTO "
 	}
@@ -46,17 +54,22 @@ func (w WriteMode) verb() string {
 // NewSQL prepares the statements that copy src (its copy columns, by its copy key) into the table
 // named target in the same schema.
 func NewSQL(src *Info, target string) (*SQL, error) {
-	key, ok := src.CopyKey()
-	if !ok {
-		return nil, fmt.Errorf("%s has no PRIMARY KEY or UNIQUE NOT NULL key to copy by", src.QuotedName())
-	}
 	s := &SQL{src: src.QuotedName(), dst: dbconn.QualifiedName(src.Schema, target),
-		stage:    dbconn.QualifiedName(src.Schema, StageTable),
-		forceKey: "FORCE INDEX (" + dbconn.QuoteIdent(key.Name) + ")"}
+		stage: dbconn.QualifiedName(src.Schema, StageTable)}
 	for _, c := range src.CopyColumns() {
 		s.cols = append(s.cols, dbconn.QuoteIdent(c.Name))
+		s.nullable = append(s.nullable, c.Nullable)
+		s.binary = append(s.binary, c.ComparesByCollation())
 	}
 	s.sumRow = checksumRow(src.CopyColumns())
+	s.colList = strings.Join(s.cols, ",")
+	key, ok := src.CopyKey()
+	if !ok {
+		s.keyless(src)
+		s.keyList = strings.Join(s.key, ",")
+		return s, nil
+	}
+	s.forceKey = "FORCE INDEX (" + dbconn.QuoteIdent(key.Name) + ")"
 	for _, k := range key.ColumnNames() {
 		s.key = append(s.key, dbconn.QuoteIdent(k))
 		col, _ := src.Column(k)
@@ -72,7 +85,6 @@ func NewSQL(src *Info, target string) (*SQL, error) {
 		}
 	}
 	s.intKey = len(s.key) == 1 && s.IntKeyCol[0]
-	s.colList = strings.Join(s.cols, ",")
 	s.keyList = strings.Join(s.key, ",")
 	return s, nil
 }
@@ -134,6 +146,9 @@ func (s *SQL) Bound(lo []any) (string, []any) {
 // table, which queues behind the copy's table lock and for a core as the application's do
 // (throttle.Gentle times it). It has no parameters, so it is sent as plain text.
 func (s *SQL) Probe() string {
+	if len(s.key) == 0 {
+		return "SELECT 1 FROM " + s.src + " LIMIT 1"
+	}
 	return "SELECT " + s.keyList + " FROM " + s.src + " " + s.forceKey + " ORDER BY " + s.keyList + " LIMIT 1"
 }
 
@@ -147,7 +162,7 @@ func (s *SQL) ReadRange(r Range) (string, []any) {
 
 // CopyRange copies the rows of r from source to target in one statement.
 func (s *SQL) CopyRange(r Range, mode WriteMode) (string, []any) {
-	return s.copyInto(mode.verb()+s.dst, r)
+	return s.copyInto(s.verb(mode)+s.dst, r)
 }
 
 // copyInto is "<insert> (cols) SELECT cols FROM source" for the rows of r, read in key order.
@@ -162,7 +177,7 @@ func (s *SQL) WriteRows(n int, mode WriteMode) string {
 	row := "(" + strings.TrimSuffix(strings.Repeat("?,", len(s.cols)), ",") + ")"
 	var b strings.Builder
 	b.Grow(64 + len(s.colList) + n*(len(row)+1))
-	b.WriteString(mode.verb() + s.dst + " (" + s.colList + ") VALUES ")
+	b.WriteString(s.verb(mode) + s.dst + " (" + s.colList + ") VALUES ")
 	for i := 0; i < n; i++ {
 		if i > 0 {
 			b.WriteByte(',')
@@ -191,7 +206,12 @@ func (s *SQL) Checksum(r Range, target bool) (string, []any) {
 		tbl = s.dst
 	}
 	where, args := s.Where(r, "")
-	return "SELECT COUNT(*), COALESCE(BIT_XOR(CRC32(" + s.sumRow + ")), 0) FROM " + tbl + " WHERE " + where, args
+	// BIT_XOR would cancel a pair of identical rows, which a keyless table may hold: SUM counts them.
+	agg := "BIT_XOR"
+	if s.noKey {
+		agg = "SUM"
+	}
+	return "SELECT COUNT(*), COALESCE(" + agg + "(CRC32(" + s.sumRow + ")), 0) FROM " + tbl + " WHERE " + where, args
 }
 
 // checksumRow is the string a row's CRC32 is taken of: its columns joined by '#', preceded by

@@ -2,6 +2,7 @@ package table
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -87,9 +88,75 @@ func TestSQLStatements(t *testing.T) {
 	}
 }
 
-func TestSQLNeedsACopyKey(t *testing.T) {
-	ti := &Info{Schema: "db", Name: "t", Columns: []Column{{Name: "v", DataType: "int", Nullable: true}}}
-	if _, err := NewSQL(ti, "_t_new"); err == nil {
-		t.Fatal("a table without a usable key must be refused")
+// A table without a unique key: ranges walk the first column of a non-unique index, every write
+// is a plain INSERT, deletes and updates touch one row equal to the image, character columns
+// compare as bytes, and checksums add up (identical rows must not cancel as they do in BIT_XOR).
+func TestKeylessSQL(t *testing.T) {
+	info := &Info{Schema: "db", Name: "t", Columns: []Column{
+		{Name: "k", DataType: "int"}, {Name: "s", DataType: "varchar", Charset: "utf8mb4", Nullable: true},
+		{Name: "e", DataType: "enum", Charset: "utf8mb4"}},
+		Indexes: []Index{{Name: "s", Type: "BTREE", Columns: []IndexColumn{{Name: "s"}}},
+			{Name: "by_k", Type: "BTREE", Columns: []IndexColumn{{Name: "k"}, {Name: "s"}}}}}
+	s, err := NewSQL(info, "_t_new")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !s.Keyless() || !s.Chunked() || !reflect.DeepEqual(s.KeyPositions(), []int{0}) {
+		t.Fatalf("keyless %v chunked %v key at %v", s.Keyless(), s.Chunked(), s.KeyPositions())
+	}
+	lo, hi := []any{int64(5)}, []any{int64(9)}
+	cp, _ := s.CopyRange(Range{lo, hi}, Replace)
+	for got, want := range map[string]string{
+		cp:                           "INSERT INTO `db`.`_t_new` (`k`,`s`,`e`) SELECT `k`,`s`,`e` FROM `db`.`t` FORCE INDEX (`by_k`) WHERE ((`k` > ?)) AND NOT ((`k` > ?))",
+		s.WriteRows(1, InsertIgnore): "INSERT INTO `db`.`_t_new` (`k`,`s`,`e`) VALUES (?,?,?)",
+		s.DeleteOne():                "DELETE FROM `db`.`_t_new` WHERE `k` = ? AND `s` <=> BINARY ? AND `e` = ? LIMIT 1",
+		s.UpdateOne():                "UPDATE `db`.`_t_new` SET `k` = ?, `s` = ?, `e` = ? WHERE `k` = ? AND `s` <=> BINARY ? AND `e` = ? LIMIT 1",
+	} {
+		if got != want {
+			t.Errorf("got  %s\nwant %s", got, want)
+		}
+	}
+	if sum, _ := s.Checksum(Range{}, true); !strings.Contains(sum, "COALESCE(SUM(CRC32(") {
+		t.Errorf("checksum %s", sum)
+	}
+	rc := s.Recopy(Range{lo, hi})
+	if len(rc) != 2 || !strings.HasPrefix(rc[0].SQL, "DELETE FROM `db`.`_t_new` WHERE") || !strings.HasPrefix(rc[1].SQL, "INSERT INTO") {
+		t.Errorf("recopy %+v: want the range deleted, then copied", rc)
+	}
+	// No index whose first column is an integer NOT NULL: one range, the whole table.
+	info.Indexes = info.Indexes[:1]
+	if s, _ = NewSQL(info, "_t_new"); s.Chunked() || s.Probe() != "SELECT 1 FROM `db`.`t` LIMIT 1" {
+		t.Errorf("chunked %v, probe %q", s.Chunked(), s.Probe())
+	}
+	if cp, _ = s.CopyRange(Range{}, Replace); cp != "INSERT INTO `db`.`_t_new` (`k`,`s`,`e`) SELECT `k`,`s`,`e` FROM `db`.`t`  WHERE 1=1" {
+		t.Errorf("whole-table copy %q", cp)
+	}
+}
+
+// The row id apply adds to a keyless table's InnoDB copy: the shadow gets it as an invisible
+// primary key, and once there it is neither copied nor a key that addresses rows (rollback
+// replays the converted table back into the keyless original).
+func TestRowID(t *testing.T) {
+	ti := &Info{Schema: "db", Name: "t", Columns: []Column{{Name: "a", DataType: "int"}},
+		CreateSQL: "CREATE TABLE `t` (\n  `a` int(11) NOT NULL,\n  KEY `a` (`a`)\n) ENGINE=MyISAM DEFAULT CHARSET=latin1",
+		Indexes:   []Index{{Name: "a", Type: "BTREE", Columns: []IndexColumn{{Name: "a"}}}}}
+	d, err := ti.Shadow("_t_new", true, true)
+	if err != nil || !d.RowID || !strings.Contains(d.Create, "`_enginemig_rowid` bigint(20) unsigned NOT NULL AUTO_INCREMENT INVISIBLE,\n  PRIMARY KEY (`_enginemig_rowid`)") {
+		t.Fatalf("%v\n%s", err, d.Create)
+	}
+	if d, _ := ti.Shadow("_t_new", true, false); d.RowID || strings.Contains(d.Create, RowIDColumn) {
+		t.Fatalf("rowID false added it:\n%s", d.Create)
+	}
+	converted := &Info{Schema: "db", Name: "t", Columns: []Column{{Name: "a", DataType: "int"},
+		{Name: RowIDColumn, DataType: "bigint", Extra: "auto_increment, INVISIBLE"}},
+		Indexes: []Index{{Name: "PRIMARY", Unique: true, Type: "BTREE", Columns: []IndexColumn{{Name: RowIDColumn}}}}}
+	if !converted.Keyless() || len(converted.CopyColumns()) != 1 || converted.CanAddRowID() {
+		t.Fatalf("keyless %v, copy columns %v", converted.Keyless(), converted.CopyColumns())
+	}
+	for v, want := range map[string]bool{"10.3.2-MariaDB": false, "10.3.3-MariaDB": true, "10.11.6-MariaDB-log": true,
+		"8.0.22": false, "8.0.23": true, "9.7.0": true, "5.7.44-log": false} {
+		if RowIDSupported(v) != want {
+			t.Errorf("RowIDSupported(%q) = %v", v, !want)
+		}
 	}
 }

@@ -20,7 +20,7 @@ func (s *SQL) StageFill(r Range) (string, []any) { return s.copyInto("INSERT INT
 
 // StageDrain writes the stage's rows into the target.
 func (s *SQL) StageDrain(mode WriteMode) string {
-	return mode.verb() + s.dst + " (" + s.colList + ") SELECT " + s.colList + " FROM " + s.stage
+	return s.verb(mode) + s.dst + " (" + s.colList + ") SELECT " + s.colList + " FROM " + s.stage
 }
 
 // StageClear empties the stage for the next chunk.

@@ -61,6 +61,17 @@ func (c Column) NumericOrTemporal() bool {
 	return false
 }
 
+// ComparesByCollation reports a character column, whose = may match values that differ in case,
+// accents or trailing spaces. ENUM and SET have a character set but compare (and replay) by their
+// numbers.
+func (c Column) ComparesByCollation() bool {
+	switch strings.ToLower(c.DataType) {
+	case "enum", "set":
+		return false
+	}
+	return c.Charset != ""
+}
+
 // IndexColumn is one key part.
 type IndexColumn struct {
 	Name    string `json:"name"`
@@ -228,7 +239,7 @@ func (t *Info) CopyKey() (Index, bool) {
 		usable := true
 		for _, kc := range ix.Columns {
 			c, ok := t.Column(kc.Name)
-			if !ok || c.Nullable || kc.SubPart > 0 || c.Generated {
+			if !ok || c.Nullable || kc.SubPart > 0 || c.Generated || c.IsRowID() {
 				usable = false
 				break
 			}
@@ -259,11 +270,12 @@ func (t *Info) AutoIncrementColumn() (Column, bool) {
 	return Column{}, false
 }
 
-// CopyColumns are the columns whose values are copied and replayed (generated ones are computed).
+// CopyColumns are the columns whose values are copied and replayed (generated ones are computed,
+// and apply's own row id is numbered by each table for itself).
 func (t *Info) CopyColumns() []Column {
 	var out []Column
 	for _, c := range t.Columns {
-		if !c.Generated {
+		if !c.Generated && !c.IsRowID() {
 			out = append(out, c)
 		}
 	}

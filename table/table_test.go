@@ -36,7 +36,7 @@ func TestLoadAndShadowKeepsDefinitionButDefersIndexes(t *testing.T) {
 	if n := len(ti.CopyColumns()); n != 4 {
 		t.Fatalf("copy columns %d, want 4 (generated skipped)", n)
 	}
-	d, err := ti.Shadow(ShadowName(ti.Name), true)
+	d, err := ti.Shadow(ShadowName(ti.Name), true, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +95,7 @@ func TestShadowOfPartitionedTable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := ti.Shadow("_p_new", true)
+	d, err := ti.Shadow("_p_new", true, false)
 	if err != nil {
 		t.Fatal(err)
 	}

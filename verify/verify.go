@@ -389,13 +389,10 @@ func (v *verifier) recopy(ctx context.Context, r table.Range) (held time.Duratio
 		}
 		held = time.Since(locked)
 	}()
-	query, args := v.q.CopyRange(r, table.Replace)
-	if _, err := conn.ExecContext(ctx, query, args...); err != nil {
-		return 0, fmt.Errorf("verify: recopy: %w", err)
-	}
-	query, args = v.q.DeleteMissing(r)
-	if _, err := conn.ExecContext(ctx, query, args...); err != nil {
-		return 0, fmt.Errorf("verify: remove rows missing from the source: %w", err)
+	for _, st := range v.q.Recopy(r) {
+		if _, err := conn.ExecContext(ctx, st.SQL, st.Args...); err != nil {
+			return 0, fmt.Errorf("verify: recopy: %w", err)
+		}
 	}
 	return 0, nil
 }

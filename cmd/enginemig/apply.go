@@ -20,6 +20,7 @@ import (
 	"github.com/enginemig/enginemig/dbconn"
 	"github.com/enginemig/enginemig/migration"
 	"github.com/enginemig/enginemig/outcome"
+	"github.com/enginemig/enginemig/table"
 )
 
 func init() { register(applyCommand) }
@@ -42,6 +43,7 @@ func applyCommand() *cli.Command {
 			&cli.BoolFlag{Name: "skip-verify", Usage: "skip the chunk-by-chunk checksum comparison of source and shadow before the cut-over (on by default)"},
 			captureFlag(),
 			&cli.IntFlag{Name: "copy-workers", Usage: "chunks copied at once while no client waits for the table; 0 chooses: 2, or 1 where InnoDB would write them one by one anyway (AUTO_INCREMENT; README)"},
+			&cli.BoolFlag{Name: "keep-keyless", Usage: "convert a table without a unique key as it is; by default its InnoDB table gets an invisible auto-increment primary key, " + table.RowIDColumn + " (MariaDB 10.3+, MySQL 8.0.23+)"},
 			&cli.BoolFlag{Name: "client-side-copy", Usage: "copy by reading rows into enginemig and writing them back (holds the source lock only for reads, but is several times slower) instead of one REPLACE ... SELECT per chunk"},
 			&cli.DurationFlag{Name: "cutover-lock-wait", Value: def.LockWait, Usage: "how long one cut-over attempt may wait for the table lock (the application's worst stall for a failed attempt)"},
 			&cli.DurationFlag{Name: "cutover-catch-up", Value: def.CatchUp, Usage: "how long the table may stay locked while replay applies the last changes"},
@@ -169,6 +171,7 @@ func applyOptions(c *cli.Context, conn dbconn.Config, tg target, gates map[migra
 		Conn: conn, Schema: tg.schema, Table: tg.table, DryRun: c.Bool("dry-run"),
 		ChunkTime:   c.Duration("chunk-time"),
 		ClientSide:  c.Bool("client-side-copy"),
+		KeepKeyless: c.Bool("keep-keyless"),
 		CopyWorkers: c.Int("copy-workers"),
 		Capture:     c.String("capture"),
 		SkipVerify:  c.Bool("skip-verify"),

@@ -65,7 +65,7 @@ func TestConvertFleet(t *testing.T) {
 	if s.DryRun || outcomes(s) != "db1=done db2=refused db3=done" {
 		t.Errorf("summary: dry_run=%v %s", s.DryRun, outcomes(s))
 	}
-	if r := by["db2"]; r.ExitCode != 4 || r.Status != "refused" || !strings.Contains(r.Reason, "shop.audit: [no-usable-key]") {
+	if r := by["db2"]; r.ExitCode != 4 || r.Status != "refused" || !strings.Contains(r.Reason, "shop.audit: [merge-member]") {
 		t.Errorf("db2's result: exit %d (%s), reason %q", r.ExitCode, r.Status, r.Reason)
 	}
 	for _, name := range []string{"db1", "db3"} {
@@ -75,7 +75,7 @@ func TestConvertFleet(t *testing.T) {
 		}
 	}
 	text, err := os.ReadFile(filepath.Join(f.reports, "fleet-summary.txt"))
-	if err != nil || !strings.Contains(string(text), "1 refused") || !strings.Contains(string(text), "no-usable-key") {
+	if err != nil || !strings.Contains(string(text), "1 refused") || !strings.Contains(string(text), "merge-member") {
 		t.Errorf("text summary: %v\n%s", err, text)
 	}
 	if _, err := os.Stat(filepath.Join(f.reports, "db2", "apply.json")); err == nil {

@@ -55,8 +55,8 @@ type fleet struct {
 	lastOut string
 }
 
-// hostSpec says how to seed one host: rows in shop.orders, and whether shop.audit (a table
-// without any key: a plan blocker) is there too.
+// hostSpec says how to seed one host: rows in shop.orders, and whether shop.audit (a member of
+// the MERGE table shop.audit_all: a plan blocker) is there too.
 type hostSpec struct {
 	name    string
 	rows    int
@@ -125,7 +125,7 @@ func newFleet(t *testing.T, specs ...hostSpec) *fleet {
 }
 
 // seed creates the fleet account and shop's tables: orders and customers (MyISAM), sessions
-// (InnoDB already), and on a blocked host audit (MyISAM without any key).
+// (InnoDB already), and on a blocked host audit (a MERGE table's member).
 func (h *dbHost) seed(spec hostSpec) error {
 	root, err := h.srv.Open("")
 	if err != nil {
@@ -145,7 +145,8 @@ func (h *dbHost) seed(spec hostSpec) error {
 	}
 	if spec.blocker {
 		stmts = append(stmts, "CREATE TABLE shop.audit (at INT, what VARCHAR(20)) ENGINE=MyISAM",
-			"INSERT INTO shop.audit VALUES (1, 'a'), (2, 'b'), (2, 'b')")
+			"INSERT INTO shop.audit VALUES (1, 'a'), (2, 'b'), (2, 'b')",
+			"CREATE TABLE shop.audit_all (at INT, what VARCHAR(20)) ENGINE=MRG_MyISAM UNION=(shop.audit)")
 	}
 	for i, q := range stmts {
 		var args []any
