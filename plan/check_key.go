@@ -3,6 +3,7 @@ package plan
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/enginemig/enginemig/dbconn"
 	"github.com/enginemig/enginemig/table"
@@ -12,6 +13,9 @@ func init() {
 	registerTable("keyless", Warning,
 		"no PRIMARY KEY and no UNIQUE key whose columns are all NOT NULL: apply addresses rows by their whole content (binlog capture only), and InnoDB without a primary key has costs of its own",
 		checkKeyless)
+	registerTable("keyless-hold", Blocker,
+		"a table without a unique key and without an index to walk is copied in one chunk, and the estimated copy would hold the application's writes longer than --max-hold",
+		checkKeylessHold)
 	registerTable("no-usable-key", Blocker,
 		"a table without a unique key, and the capture would be triggers: only binlog capture can convert it",
 		checkNoUsableKey)
@@ -80,6 +84,32 @@ func checkKeyless(in *TableInput) []Finding {
 func hasAutoIncrement(in *TableInput) bool {
 	_, ok := in.Info.AutoIncrementColumn()
 	return ok
+}
+
+// DefaultMaxHold is how long a keyless table's one-chunk copy may hold the application's writes
+// unless --max-hold says otherwise: about what a web request tolerates once.
+const DefaultMaxHold = time.Second
+
+// checkKeylessHold blocks a keyless table without an index to walk whose one chunk would hold
+// the writes longer than the limit.
+func checkKeylessHold(in *TableInput) []Finding {
+	if !keylessTable(in) || in.Estimate == nil || in.Server == nil {
+		return nil
+	}
+	if _, ok := in.Info.ChunkKey(); ok {
+		return nil
+	}
+	limit := in.Server.MaxHold
+	if limit <= 0 {
+		limit = DefaultMaxHold
+	}
+	hold := time.Duration(in.Estimate.CopySeconds * float64(time.Second))
+	if hold <= limit {
+		return nil
+	}
+	return []Finding{newFinding("keyless-hold", Blocker,
+		fmt.Sprintf("no unique key and no index whose first column is an integer NOT NULL column: the copy is one chunk, estimated at %s, and holds the application's writes all that time (limit %s)", hold.Round(time.Millisecond), limit),
+		"add an index on an integer NOT NULL column (on MyISAM that ALTER blocks writes too, for less time than the copy), or accept the wait with --max-hold "+(hold+time.Second).Truncate(time.Second).String()+" on plan and apply, or convert it in a maintenance window")}
 }
 
 // addsRowID: apply gives the table's InnoDB copy table.RowIDColumn by default.

@@ -26,6 +26,7 @@ func planCommand() *cli.Command {
 		&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "text",
 			Usage: "what to print: text (a readable report) or json (the plan file's content, for scripts)"},
 		captureFlag(),
+		maxHoldFlag(),
 		&cli.StringFlag{Name: "out",
 			Usage: "also write the plan file (JSON, versioned) to this path, for apply --plan"},
 	)
@@ -68,6 +69,7 @@ func runPlan(c *cli.Context) error {
 		TestCompile: !c.Bool("no-test-compile"),
 		SampleRows:  c.Int64("sample-rows"),
 		Capture:     c.String("capture"),
+		MaxHold:     c.Duration("max-hold"),
 		Tool:        version,
 		Logger:      loggerOf(c),
 	})
