@@ -124,17 +124,25 @@ func TestKeylessTableUnderWriters(t *testing.T) {
 		dups  bool
 		crash bool
 		keep  bool // --keep-keyless: no row id
+		trig  bool // trigger capture, on a server without a binlog
 	}{
-		{"non-unique index", keylessDDL, 12000, true, false, false},
-		{"no index to walk, kept keyless", noIndexDDL, 3000, true, false, true},
-		{"unique key with NULLs", nullUniqueDDL, 5000, false, false, false},
-		{"resumed after a crash", keylessDDL, 8000, true, true, false},
+		{"non-unique index", keylessDDL, 12000, true, false, false, false},
+		{"no index to walk, kept keyless", noIndexDDL, 3000, true, false, true, false},
+		{"unique key with NULLs", nullUniqueDDL, 5000, false, false, false, false},
+		{"resumed after a crash", keylessDDL, 8000, true, true, false, false},
+		{"trigger capture", keylessDDL, 5000, true, false, false, true},
 	} {
-		t.Run(c.name, func(t *testing.T) { keylessUnderWriters(t, c.ddl, c.rows, c.dups, c.crash, c.keep) })
+		t.Run(c.name, func(t *testing.T) {
+			s := srv
+			if c.trig {
+				s = sandboxtest.ForTest(t, sandbox.Options{BinlogFormat: "OFF"})
+			}
+			keylessUnderWriters(t, s, c.ddl, c.rows, c.dups, c.crash, c.keep)
+		})
 	}
 }
 
-func keylessUnderWriters(t *testing.T, ddl string, rows int, dups, crash, keep bool) {
+func keylessUnderWriters(t *testing.T, srv *sandbox.Server, ddl string, rows int, dups, crash, keep bool) {
 	schema, _ := sandboxtest.FreshDatabase(t, srv)
 	db := openControl(t, srv)
 	ws := seedKeyless(t, db, schema, ddl, rows, dups)

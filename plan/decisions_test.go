@@ -46,6 +46,8 @@ func TestTableDecisions(t *testing.T) {
 		wideKey.Columns = append(wideKey.Columns, table.IndexColumn{Name: "id"})
 	}
 	noKey := &table.Info{Schema: "s", Name: "t", Columns: []table.Column{intCol("a")}}
+	keylessIndexed := &table.Info{Schema: "s", Name: "t", Columns: []table.Column{intCol("a")},
+		Indexes: []table.Index{{Name: "a", Type: "BTREE", Columns: []table.IndexColumn{{Name: "a"}}}}}
 	uniqueNotNull := &table.Info{Schema: "s", Name: "t", Columns: []table.Column{intCol("a")},
 		Indexes: []table.Index{{Name: "a", Unique: true, Type: "BTREE", Columns: []table.IndexColumn{{Name: "a"}}}}}
 	withPK := &table.Info{Schema: "s", Name: "t", Columns: []table.Column{withAuto}, Indexes: []table.Index{pk}}
@@ -66,6 +68,7 @@ func TestTableDecisions(t *testing.T) {
 		{"a keyless table converts with binlog capture", checkKeyless, TableInput{Info: noKey, Server: server("10.11.6-MariaDB", nil)}, "keyless:warning"},
 		{"a unique key's table is not keyless", checkKeyless, TableInput{Info: uniqueNotNull, Server: server("10.11.6-MariaDB", nil)}, ""},
 		{"a keyless table with trigger capture is refused", checkNoUsableKey, TableInput{Info: noKey, Server: wantCapture(server("10.11.6-MariaDB", nil), "triggers")}, "no-usable-key:blocker"},
+		{"a keyless table with an index to walk and trigger capture", checkNoUsableKey, TableInput{Info: keylessIndexed, Server: wantCapture(server("10.11.6-MariaDB", nil), "triggers")}, ""},
 		{"a keyless table with binlog capture is not refused", checkNoUsableKey, TableInput{Info: noKey, Server: wantCapture(server("10.11.6-MariaDB", nil), "binlog")}, ""},
 		{"innodb_force_primary_key refuses a keyless table without INVISIBLE", checkRequirePK, TableInput{Info: noKey, Server: server("10.2.44-MariaDB", map[string]string{"innodb_force_primary_key": "ON"})}, "require-pk-setting:blocker"},
 		{"the added row id satisfies innodb_force_primary_key", checkRequirePK, TableInput{Info: noKey, Server: server("10.11.6-MariaDB", map[string]string{"innodb_force_primary_key": "ON"})}, ""},
