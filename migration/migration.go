@@ -36,6 +36,9 @@ type Options struct {
 	// KeepKeyless leaves a table without a unique key without a primary key on InnoDB; by
 	// default it gets table.RowIDColumn where the server has INVISIBLE columns.
 	KeepKeyless bool
+	// MaxHold refuses a keyless table whose one-chunk copy would hold the application's writes
+	// longer (plan.DefaultMaxHold when 0; plan check keyless-hold).
+	MaxHold time.Duration
 	// CopyWorkers is how many chunks are copied at once while nobody waits for the table; 0
 	// chooses (copyWorkers).
 	CopyWorkers int
@@ -323,7 +326,7 @@ func (m *migrator) run(ctx context.Context) (*Result, error) {
 			return nil, err
 		}
 	}
-	if err := planBlockers(ctx, m.db, ti, m.capture, m.log); err != nil {
+	if err := planBlockers(ctx, m.db, ti, m.capture, m.opts.MaxHold, m.log); err != nil {
 		return nil, err
 	}
 	if err := m.loadTriggers(ctx); err != nil {

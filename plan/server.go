@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/enginemig/enginemig/dbconn"
 )
@@ -39,6 +40,9 @@ type ServerInfo struct {
 
 	// WantCapture is the capture apply is asked to use (CaptureAuto when empty; see ChooseCapture).
 	WantCapture string `json:"-"`
+	// MaxHold is the longest a keyless table without an index to walk may hold the
+	// application's writes for its one-chunk copy (DefaultMaxHold when 0; check keyless-hold).
+	MaxHold time.Duration `json:"-"`
 
 	Grants    *Grants  `json:"-"`
 	GrantsErr string   `json:"-"`

@@ -28,6 +28,7 @@ func planCommand() *cli.Command {
 		captureFlag(),
 		&cli.StringSliceFlag{Name: "node",
 			Usage: "Galera: a node's SQL address (host:port), repeated for each node, where plan counts each table's rows with this account; default: wsrep_incoming_addresses"},
+		maxHoldFlag(),
 		&cli.StringFlag{Name: "out",
 			Usage: "also write the plan file (JSON, versioned) to this path, for apply --plan"},
 	)
@@ -72,6 +73,7 @@ func runPlan(c *cli.Context) error {
 		TestCompile: !c.Bool("no-test-compile"),
 		SampleRows:  c.Int64("sample-rows"),
 		Capture:     c.String("capture"),
+		MaxHold:     c.Duration("max-hold"),
 		Tool:        version,
 		Logger:      loggerOf(c),
 	})
