@@ -249,7 +249,7 @@ func printApplyResult(w io.Writer, r *migration.Result) {
 			secs(e.ActualSeconds), secs(e.EstimatedSeconds), e.Ratio)
 	}
 	for _, g := range r.Gates {
-		fmt.Fprintf(w, "  gate %s: %s\n", g.Gate, passWord(g.Pass))
+		fmt.Fprintf(w, "  gate %s: %s\n", g.Gate, g.Verdict())
 	}
 	if r.Cutover != nil {
 		at := ""
@@ -352,13 +352,6 @@ func (d *progressDisplay) finish() {
 	if d.bar != nil {
 		d.bar.Finish()
 	}
-}
-
-func passWord(ok bool) string {
-	if ok {
-		return "passed"
-	}
-	return "FAILED"
 }
 
 // replicaConfig is the primary's connection settings pointed at host:port.
