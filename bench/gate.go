@@ -61,6 +61,14 @@ type GateStep struct {
 	Reasons  []string `json:"reasons,omitempty"`
 }
 
+// Verdict is the gate's outcome in a word, as logs and reports print it.
+func (g GateResult) Verdict() string {
+	if g.Pass {
+		return "passed"
+	}
+	return "FAILED"
+}
+
 // GateResult is a gate's verdict with the side-by-side numbers it was based on.
 type GateResult struct {
 	// Gate is "before-copy", "before-cutover", "after-cutover" or "" for a bare Judge.

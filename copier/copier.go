@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/enginemig/enginemig/dbconn"
 	"github.com/enginemig/enginemig/table"
 )
 
@@ -193,7 +194,7 @@ type chunkCopy struct {
 // REPLACE ... SELECT otherwise. It calls released once the source is let go, with the time it was
 // held, unless reading it failed.
 func (c *Copier) copyChunk(ctx context.Context, r table.Range, contended bool, released func(held time.Duration)) (chunkCopy, error) {
-	if c.q.Keyless() {
+	if c.q.Keyless() && c.mark != nil && c.mark.Marking() {
 		ch, err := c.copyMarked(ctx, r)
 		if err == nil {
 			released(ch.held)
@@ -217,7 +218,11 @@ func (c *Copier) copyChunk(ctx context.Context, r table.Range, contended bool, r
 func (c *Copier) copyDirect(ctx context.Context, r table.Range) (chunkCopy, error) {
 	query, args := c.q.CopyRange(r, c.cfg.Mode)
 	start := time.Now()
-	res, err := c.writer.ExecContext(ctx, query, args...)
+	var res sql.Result
+	err := dbconn.RetryClusterAborts(ctx, func() (err error) { // one statement, re-read and rewritten whole
+		res, err = c.writer.ExecContext(ctx, query, args...)
+		return err
+	})
 	ch := chunkCopy{held: time.Since(start)}
 	if err == nil {
 		ch.rows, _ = res.RowsAffected() // REPLACE counts a replaced row twice; fine for progress
@@ -252,6 +257,14 @@ func (c *Copier) Watermark() []any {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.watermark
+}
+
+// AllWritten reports a copy whose last chunk has begun, with one chunk at a time (a keyless
+// table's): asked under the exclusive Order, no chunk is in flight, so every chunk is written.
+func (c *Copier) AllWritten() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.lastBegan
 }
 
 // Ahead reports whether the copy is certain to read key later, after any change made to it now

@@ -17,6 +17,8 @@ import (
 // position that the read stands for, and the returned copied records the range as copied at it
 // once the chunk is written (still inside the chunk's Order).
 type Marker interface {
+	// Marking: chunks must be marked (trigger capture's syncs need no positions).
+	Marking() bool
 	Mark(ctx context.Context, q *sql.Conn) (copied func(r table.Range), err error)
 }
 

@@ -44,6 +44,8 @@ type Config struct {
 	// OnRenameQueued is a fault-injection point for tests: called with the lock-holding
 	// connection's id once the rename waits behind the lock.
 	OnRenameQueued func(lockConnID int64)
+	// Galera swaps without a sentry, in a way that cannot wedge a Galera node (attemptGalera).
+	Galera bool
 	// OnLocked is a fault-injection point for tests: called once the tables are locked, before
 	// the target catches up.
 	OnLocked func()
@@ -154,10 +156,17 @@ func Run(ctx context.Context, db *sql.DB, sw Swap, target Target, cfg Config, re
 			return res, err
 		}
 		held, pos, err := prepared(ctx, rec, target, func() (time.Duration, string, error) {
+			if cfg.Galera {
+				return attemptGalera(ctx, db, sw, target, cfg, rec)
+			}
 			return attempt(ctx, db, sw, target, cfg, rec)
 		})
 		if cfg.Observer != nil {
 			cfg.Observer.Attempted(res.Attempts, held, err)
+		}
+		if err == nil && cfg.Galera { // renamed straight to Aside
+			res.Position, res.LockHeld = pos, held
+			return res, nil
 		}
 		if err == nil {
 			res.Position, res.LockHeld = pos, held
@@ -179,6 +188,9 @@ func Run(ctx context.Context, db *sql.DB, sw Swap, target Target, cfg Config, re
 		var fatal *fatalError
 		if errors.As(err, &fatal) {
 			return res, fatal.err
+		}
+		if swapped := (*SwappedError)(nil); errors.As(err, &swapped) {
+			return res, err
 		}
 		lastErr = err
 		cfg.Logger.Warn("cut-over attempt failed; original table left in place", "attempt", res.Attempts, "error", err, "next_in", backoff, "gives_up_in", lim.left().Round(time.Second))
@@ -207,7 +219,7 @@ func prepared(ctx context.Context, rec Recorder, target Target, attempt func() (
 	}
 	target.Hold() // a swap that goes through ends the capture: nothing to release then
 	held, pos, err := attempt()
-	if err != nil {
+	if swapped := (*SwappedError)(nil); err != nil && !errors.As(err, &swapped) {
 		target.Release()
 		if ok {
 			p.AbandonSwap(context.WithoutCancel(ctx))

@@ -2,57 +2,368 @@ package migration
 
 import (
 	"context"
-	"net"
+	"database/sql"
+	"errors"
+	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/enginemig/enginemig/cutover"
+	"github.com/enginemig/enginemig/dbconn"
+	"github.com/enginemig/enginemig/internal/ackload"
 	"github.com/enginemig/enginemig/outcome"
+	"github.com/enginemig/enginemig/plan"
 	"github.com/enginemig/enginemig/sandbox"
 	"github.com/enginemig/enginemig/sandbox/sandboxtest"
 )
 
-// On a Galera node (here a one-node cluster, bootstrapped) apply refuses before it changes
-// anything: its cut-over could wedge the node.
-func TestGaleraNodeIsRefused(t *testing.T) {
-	const provider = "/usr/lib/galera/libgalera_smm.so"
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+// TestGalera runs every Galera case on one 3-node cluster (its start is most of the cost).
+func TestGalera(t *testing.T) {
+	c := sandboxtest.ClusterForTest(t, 3)
+	t.Run("plan", func(t *testing.T) { galeraPlan(t, c) })
+	t.Run("refused", func(t *testing.T) { galeraRefused(t, c.Nodes[0]) })
+	t.Run("refused where another node holds rows", func(t *testing.T) { galeraRowsElsewhere(t, c) })
+	t.Run("apply", func(t *testing.T) { galeraApply(t, c, true) })
+	t.Run("apply without secondary indexes", func(t *testing.T) { galeraApply(t, c, false) })
+	t.Run("blocked cut-over", func(t *testing.T) { galeraBlockedCutover(t, c) })
+	t.Run("flow control pauses the copy", func(t *testing.T) { galeraFlowControl(t, c) })
+	t.Run("write-set row limit", func(t *testing.T) { galeraWriteSetLimit(t, c) })
+	t.Run("a transaction the cluster aborts runs again", func(t *testing.T) { galeraRetry(t, c) })
+}
+
+// galeraLoad seeds t on node 1 and starts writers there.
+func galeraLoad(t *testing.T, c *sandboxtest.Cluster, keys bool) (string, *sql.DB, *ackload.Load, func()) {
+	t.Helper()
+	schema, _ := sandboxtest.FreshDatabase(t, c.Nodes[0])
+	db := openControl(t, c.Nodes[0])
+	db.SetMaxOpenConns(30)
+	l, err := ackload.Create(context.Background(), db, schema, "t", ackload.Config{Writers: 3, RowsPerWriter: 2000, Pause: 300 * time.Microsecond})
 	if err != nil {
 		t.Fatal(err)
 	}
-	groupPort := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	node := sandboxtest.ForFlavour(t, sandbox.MariaDB1011, sandbox.Options{ExtraArgs: []string{
-		"--wsrep-on=ON", "--wsrep-provider=" + provider, "--wsrep-cluster-address=gcomm://",
-		"--wsrep-cluster-name=emtest", "--wsrep-node-address=127.0.0.1",
-		"--wsrep-provider-options=base_port=" + strconv.Itoa(groupPort) + ";gcache.size=16M",
-		"--innodb-autoinc-lock-mode=2",
-	}})
-	db := openControl(t, node)
-	var on string
-	if err := db.QueryRow("SELECT @@wsrep_on").Scan(&on); err != nil || on != "1" {
-		t.Fatalf("the sandbox is not a Galera node: wsrep_on=%q, %v", on, err)
+	if !keys {
+		sandboxtest.MustExec(t, db, "ALTER TABLE `"+schema+"`.t DROP KEY `by v`")
 	}
-	// The server answers before the node has joined its (one-node) cluster.
-	deadline := time.Now().Add(time.Minute)
-	for ready := ""; ready != "ON"; time.Sleep(100 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the one-node cluster is not ready after a minute: wsrep_ready=%s", ready)
+	return schema, db, l, l.Start()
+}
+
+// runBounded runs apply and fails the test, instead of hanging, should it wedge the node.
+func runBounded(t *testing.T, db *sql.DB, opts Options, c *sandboxtest.Cluster) (*Result, error) {
+	t.Helper()
+	type ended struct {
+		res *Result
+		err error
+	}
+	done := make(chan ended, 1)
+	go func() { res, err := Run(context.Background(), db, opts); done <- ended{res, err} }()
+	select {
+	case e := <-done:
+		return e.res, e.err
+	case <-time.After(3 * time.Minute):
+		c.Stop() // a wedged node would hold the test's own clean-up too
+		t.Fatal("apply on a Galera node did not return within 3 minutes (a wedged cut-over?)")
+		return nil, nil
+	}
+}
+
+// galeraApply: apply on the node holding the rows, under writers: every node ends with the same
+// InnoDB table holding every acknowledged write, and the cluster with 3 synced nodes.
+func galeraApply(t *testing.T, c *sandboxtest.Cluster, keys bool) {
+	schema, db, l, stop := galeraLoad(t, c, keys)
+	defer stop()
+	time.Sleep(200 * time.Millisecond)
+	opts := testOptions(c.Nodes[0], schema, "t")
+	if keys {
+		// A DDL in total-order isolation on the shadow (OPTIMIZE rebuilds it) brute-force aborts
+		// the replay's open transaction on it (error 1213): replay must run that batch again.
+		opts.Hook = func(_ context.Context, at Point, _ *State) error {
+			if at == Before(StageVerify) {
+				for i := 0; i < 10; i++ {
+					if _, err := db.Exec("OPTIMIZE TABLE `" + schema + "`._t_new"); err != nil {
+						return err
+					}
+				}
+			}
+			return nil
 		}
-		var name string
-		if err := db.QueryRow("SHOW GLOBAL STATUS LIKE 'wsrep_ready'").Scan(&name, &ready); err != nil {
+	}
+	res, err := runBounded(t, db, opts, c)
+	if err != nil {
+		t.Fatalf("apply: %v", err)
+	}
+	t.Logf("apply: %d rows copied in %s, cut-over %d attempt(s), lock held %s, total %s", res.RowsCopied, res.CopyTime.Round(time.Millisecond),
+		res.Cutover.Attempts, res.Cutover.LockHeld.Round(time.Millisecond), res.TotalTime.Round(time.Millisecond))
+	checkAcked(t, db, l, stop, schema)
+	galeraSame(t, c, schema, "t")
+	if keys {
+		return
+	}
+	// Rollback refuses on Galera, changing nothing.
+	_, err = Rollback(context.Background(), db, RollbackOptions{Conn: opts.Conn, Schema: schema, Table: "t", StateSchema: opts.StateSchema, Logger: opts.Logger})
+	if outcome.CodeOf(err) != outcome.Refused || !strings.Contains(err.Error(), "Galera") {
+		t.Fatalf("rollback on a Galera node: code %d, %v", outcome.CodeOf(err), err)
+	}
+	if engineOf(t, db, schema, "t") != "InnoDB" || engineOf(t, db, schema, "_t_old") != "MyISAM" {
+		t.Fatal("a refused rollback changed the tables")
+	}
+}
+
+// galeraSame checks that every node has t as InnoDB with the same rows, and that the cluster has
+// all its nodes synced.
+func galeraSame(t *testing.T, c *sandboxtest.Cluster, schema, name string) {
+	t.Helper()
+	var first string
+	for i, n := range c.Nodes {
+		db := openControl(t, n)
+		ctx := context.Background()
+		if err := sandboxtest.WaitSynced(ctx, db, len(c.Nodes)); err != nil {
+			t.Fatalf("node %d: %v", i+1, err)
+		}
+		conn, err := db.Conn(ctx)
+		if err != nil {
 			t.Fatal(err)
 		}
+		conn.ExecContext(ctx, "SET SESSION wsrep_sync_wait = 1") // read after every write the cluster ordered
+		var rows int64
+		var tbl string
+		var sum sql.NullInt64
+		if err := conn.QueryRowContext(ctx, "SELECT COUNT(*) FROM `"+schema+"`.`"+name+"`").Scan(&rows); err != nil {
+			t.Fatalf("node %d: %v", i+1, err)
+		}
+		if err := conn.QueryRowContext(ctx, "CHECKSUM TABLE `"+schema+"`.`"+name+"`").Scan(&tbl, &sum); err != nil {
+			t.Fatalf("node %d: %v", i+1, err)
+		}
+		conn.Close()
+		got := fmt.Sprintf("%s, %d rows, checksum %d", engineOf(t, db, schema, name), rows, sum.Int64)
+		t.Logf("node %d: %s", i+1, got)
+		if i == 0 {
+			first = got
+			if !strings.HasPrefix(got, "InnoDB, ") {
+				t.Errorf("node 1: %s, want InnoDB", got)
+			}
+		} else if got != first {
+			t.Errorf("node %d has %s, node 1 %s", i+1, got, first)
+		}
 	}
+}
+
+// galeraBlockedCutover: a cut-over whose lock is never granted (the application holds LOCK
+// TABLES t READ) gives up within its budget, and the cluster goes on serving writes meanwhile
+// and after: no session of enginemig is left waiting, nothing in total order is stuck.
+func galeraBlockedCutover(t *testing.T, c *sandboxtest.Cluster) {
+	schema, db, l, stop := galeraLoad(t, c, true)
+	defer stop()
+	opts := testOptions(c.Nodes[0], schema, "t")
+	opts.Cutover = cutover.DefaultConfig()
+	opts.Cutover.Backoff, opts.Cutover.Attempts = 50*time.Millisecond, 3
+	var unlock func()
+	opts.Hook = atCutover(func() { _, unlock = holdTable(t, db, "LOCK TABLES "+dbconn.QualifiedName(schema, "t")+" READ") })
+	probe := startGaleraProbe(t, c, schema)
+	_, err := runBounded(t, db, opts, c)
+	slowest := probe()
+	if outcome.CodeOf(err) != outcome.CutoverPending || !errors.Is(err, cutover.ErrGaveUp) {
+		unlock()
+		t.Fatalf("apply with its lock never granted: code %d, %v", outcome.CodeOf(err), err)
+	}
+	if slowest > time.Second {
+		t.Errorf("a write on another table of the cluster took %s during the failed attempts", slowest)
+	}
+	t.Logf("slowest write elsewhere in the cluster during the failed attempts: %s", slowest)
+	if w := waitingSessions(t, db); len(w) > 0 {
+		t.Errorf("sessions left waiting after apply gave up: %v", w)
+	}
+	unlock()
+	// The application's writes go on at once, on every node.
+	begin := time.Now()
+	sandboxtest.MustExec(t, db, "INSERT INTO `"+schema+"`.t (id, v) VALUES (999999999, 1)", "DELETE FROM `"+schema+"`.t WHERE id = 999999999")
+	if took := time.Since(begin); took > opts.Cutover.LockWait+opts.Cutover.CatchUp {
+		t.Errorf("a write after the failed cut-over took %s", took)
+	}
+	for i, n := range c.Nodes {
+		if err := sandboxtest.WaitSynced(context.Background(), openControl(t, n), len(c.Nodes)); err != nil {
+			t.Errorf("node %d after the failed cut-over: %v", i+1, err)
+		}
+	}
+	// The same apply again swaps (the shadow was kept current).
+	opts.Hook = nil
+	if _, err := runBounded(t, db, opts, c); err != nil {
+		t.Fatalf("apply again: %v", err)
+	}
+	checkAcked(t, db, l, stop, schema)
+	galeraSame(t, c, schema, "t")
+}
+
+// startGaleraProbe writes a row every 10 ms into an InnoDB table of its own on every node until
+// the returned function is called, which returns the slowest write.
+func startGaleraProbe(t *testing.T, c *sandboxtest.Cluster, schema string) func() time.Duration {
+	t.Helper()
+	sandboxtest.MustExec(t, openControl(t, c.Nodes[0]), "CREATE TABLE `"+schema+"`.probe (id INT AUTO_INCREMENT PRIMARY KEY, node INT) ENGINE=InnoDB")
+	var mu sync.Mutex
+	var slowest time.Duration
+	quit := make(chan struct{})
+	var wg sync.WaitGroup
+	for i, n := range c.Nodes {
+		db := openControl(t, n)
+		waitTable(t, db, schema, "probe")
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-quit:
+					return
+				case <-time.After(10 * time.Millisecond):
+				}
+				begin := time.Now()
+				if _, err := db.Exec("INSERT INTO `"+schema+"`.probe (node) VALUES (?)", i+1); err != nil {
+					t.Errorf("probe write on node %d: %v", i+1, err)
+					return
+				}
+				mu.Lock()
+				slowest = max(slowest, time.Since(begin))
+				mu.Unlock()
+			}
+		}()
+	}
+	return func() time.Duration {
+		close(quit)
+		wg.Wait()
+		return slowest
+	}
+}
+
+// waitingSessions lists the sessions waiting in total order or for a metadata lock on the node
+// (the application's statements behind its own LOCK TABLES ... READ wait for the table-level lock).
+func waitingSessions(t *testing.T, db *sql.DB) []string {
+	t.Helper()
+	rows, err := db.Query(`SELECT ID, STATE, COALESCE(INFO, '') FROM information_schema.PROCESSLIST
+		WHERE STATE LIKE '%isolation%' OR STATE = 'Waiting for table metadata lock'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var id int64
+		var state, info string
+		rows.Scan(&id, &state, &info)
+		out = append(out, fmt.Sprintf("%d %s: %s", id, state, info))
+	}
+	return out
+}
+
+// galeraPlan: plan on a node says who holds the rows of each MyISAM table, where to run apply,
+// and blocks where the rows are elsewhere or spread over several nodes.
+func galeraPlan(t *testing.T, c *sandboxtest.Cluster) {
+	schema, _ := sandboxtest.FreshDatabase(t, c.Nodes[0])
+	dbs := make([]*sql.DB, len(c.Nodes))
+	for i, n := range c.Nodes {
+		dbs[i] = openControl(t, n)
+	}
+	sandboxtest.MustExec(t, dbs[0],
+		"CREATE TABLE `"+schema+"`.here (id INT PRIMARY KEY, v INT) ENGINE=MyISAM",
+		"CREATE TABLE `"+schema+"`.spread (id INT PRIMARY KEY, v INT) ENGINE=MyISAM",
+		"INSERT INTO `"+schema+"`.here VALUES (1, 1), (2, 2), (3, 3)",
+		"INSERT INTO `"+schema+"`.spread VALUES (1, 1)")
+	waitTable(t, dbs[2], schema, "spread") // the CREATEs reach the other nodes, the rows do not
+	sandboxtest.MustExec(t, dbs[1], "INSERT INTO `"+schema+"`.spread VALUES (2, 2)")
+
+	inspect := func(db *sql.DB) *plan.Plan {
+		t.Helper()
+		p, err := plan.Inspect(context.Background(), db, plan.Options{Databases: []string{schema}, OpenNode: func(ctx context.Context, addr string) (*sql.DB, error) {
+			for _, n := range c.Nodes {
+				if strings.HasSuffix(addr, ":"+strconv.Itoa(n.Port)) {
+					return n.Open("")
+				}
+			}
+			t.Errorf("plan asked for node %s, which is not in the cluster", addr)
+			return nil, sql.ErrConnDone
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	p := inspect(dbs[0])
+	g := p.Server.Galera
+	if g == nil || g.Size != 3 || g.Status != "Primary" || g.State != "Synced" || len(g.Nodes) != 3 || g.Self != "127.0.0.1:"+strconv.Itoa(c.Nodes[0].Port) || g.OSUMethod != "TOI" {
+		t.Fatalf("plan's view of the cluster: %+v", g)
+	}
+	var text strings.Builder
+	plan.WriteText(&text, p)
+	t.Log(text.String())
+	here, _ := p.Table(schema, "here")
+	spread, _ := p.Table(schema, "spread")
+	if f := findingsOf(here.Findings, "galera-rows"); len(f) != 1 || f[0].Severity != plan.Info || !strings.Contains(f[0].Message, "(3) are on this node") {
+		t.Errorf("rows on this node only: %+v", f)
+	}
+	if f := findingsOf(spread.Findings, "galera-rows"); len(f) != 1 || f[0].Severity != plan.Blocker || !strings.Contains(f[0].Message, "several nodes") {
+		t.Errorf("rows on two nodes: %+v", f)
+	}
+	if !strings.Contains(text.String(), "here on each node: 127.0.0.1:"+strconv.Itoa(c.Nodes[0].Port)+": 3 rows MyISAM") {
+		t.Error("the report does not list the rows per node")
+	}
+	// On a node without the rows, plan points at the node that has them.
+	p = inspect(dbs[2])
+	here, _ = p.Table(schema, "here")
+	if f := findingsOf(here.Findings, "galera-rows"); len(f) != 1 || f[0].Severity != plan.Blocker || !strings.Contains(f[0].Message, "on another node (127.0.0.1:"+strconv.Itoa(c.Nodes[0].Port)) {
+		t.Errorf("rows on another node: %+v", f)
+	}
+}
+
+func findingsOf(fs []plan.Finding, id string) []plan.Finding {
+	var out []plan.Finding
+	for _, f := range fs {
+		if f.Check == id {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// waitTable waits until a replicated CREATE TABLE has reached the node behind db.
+func waitTable(t *testing.T, db *sql.DB, schema, name string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !tableExists(t, db, schema, name); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s.%s did not reach the node", schema, name)
+		}
+	}
+}
+
+// galeraRowsElsewhere: apply refuses, before it changes anything, a table of which another node
+// holds rows too (the swap would move them aside there).
+func galeraRowsElsewhere(t *testing.T, c *sandboxtest.Cluster) {
+	schema, _ := sandboxtest.FreshDatabase(t, c.Nodes[0])
+	db1, db2 := openControl(t, c.Nodes[0]), openControl(t, c.Nodes[1])
+	sandboxtest.MustExec(t, db1, "CREATE TABLE `"+schema+"`.t (id INT PRIMARY KEY, v INT) ENGINE=MyISAM", "INSERT INTO `"+schema+"`.t VALUES (1, 1)")
+	waitTable(t, db2, schema, "t")
+	sandboxtest.MustExec(t, db2, "INSERT INTO `"+schema+"`.t VALUES (2, 2)")
+	_, err := runBounded(t, db1, testOptions(c.Nodes[0], schema, "t"), c)
+	if outcome.CodeOf(err) != outcome.Refused || !strings.Contains(err.Error(), "[galera-rows]") || !strings.Contains(err.Error(), "several nodes") {
+		t.Fatalf("apply with rows on two nodes: code %d, %v", outcome.CodeOf(err), err)
+	}
+	if engineOf(t, db1, schema, "t") != "MyISAM" || tableExists(t, db1, schema, "_t_new") {
+		t.Fatal("a refused apply changed the table")
+	}
+}
+
+// galeraRefused: apply with trigger capture (not built for Galera) refuses before it changes anything.
+func galeraRefused(t *testing.T, node *sandbox.Server) {
+	db := openControl(t, node)
 	schema, _ := sandboxtest.FreshDatabase(t, node)
 	sandboxtest.MustExec(t, db, "CREATE TABLE `"+schema+"`.t (id INT PRIMARY KEY, v INT) ENGINE=MyISAM",
 		"INSERT INTO `"+schema+"`.t VALUES (1, 1), (2, 2)")
 
 	opts := testOptions(node, schema, "t")
+	opts.Capture = "triggers"
 	// Without the refusal the cut-over wedges the node and Run never returns: fail instead.
 	done := make(chan error, 1)
 	go func() { _, err := Run(context.Background(), db, opts); done <- err }()
+	var err error
 	select {
 	case err = <-done:
 	case <-time.After(2 * time.Minute):

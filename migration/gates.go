@@ -27,7 +27,7 @@ func (m *migrator) sampleGate(ctx context.Context) error {
 		return outcome.New(outcome.FailedSafe, err, "")
 	}
 	m.res.Gates = append(m.res.Gates, g)
-	m.log.Info("before-copy gate: " + passWord(g.Pass))
+	m.log.Info("before-copy gate: " + g.Verdict())
 	if !g.Pass {
 		return gateFailed(g, "InnoDB did not meet the thresholds on a sample of this table; nothing was changed")
 	}
@@ -45,18 +45,11 @@ func (m *migrator) shadowGate(ctx context.Context) error {
 		return outcome.New(outcome.FailedSafe, err, "")
 	}
 	m.res.Gates = append(m.res.Gates, g)
-	m.log.Info("before-cutover gate: " + passWord(g.Pass))
+	m.log.Info("before-cutover gate: " + g.Verdict())
 	if !g.Pass {
 		return gateFailed(g, "the shadow was dropped; the original table is unchanged")
 	}
 	return nil
-}
-
-func passWord(ok bool) string {
-	if ok {
-		return "passed"
-	}
-	return "FAILED"
 }
 
 // probeBeforeCutover takes the after-cutover gate's baseline: read-only probes on the original
@@ -85,7 +78,7 @@ func (m *migrator) afterCutoverGate(ctx context.Context, res *Result, before ben
 	g := m.opts.GateConfig.Thresholds.Judge(before, after)
 	g.Gate = GateAfterCutover.String()
 	res.Gates = append(res.Gates, g)
-	m.log.Info("after-cutover gate: " + passWord(g.Pass))
+	m.log.Info("after-cutover gate: " + g.Verdict())
 	if g.Pass {
 		return nil
 	}

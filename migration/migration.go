@@ -36,6 +36,9 @@ type Options struct {
 	// KeepKeyless leaves a table without a unique key without a primary key on InnoDB; by
 	// default it gets table.RowIDColumn where the server has INVISIBLE columns.
 	KeepKeyless bool
+	// MaxHold refuses a keyless table whose one-chunk copy would hold the application's writes
+	// longer (plan.DefaultMaxHold when 0; plan check keyless-hold).
+	MaxHold time.Duration
 	// CopyWorkers is how many chunks are copied at once while nobody waits for the table; 0
 	// chooses (copyWorkers).
 	CopyWorkers int
@@ -267,13 +270,15 @@ type migrator struct {
 	ti       *table.Info
 	ddl      table.ShadowDDL
 	deferred []string // index definitions still to build
-	resume   *State   // the interrupted run being resumed, if any
-	triggers []table.Trigger
-	probe    *bench.Result // the after-cutover gate's baseline, taken before the swap
-	rec      *recorder
-	pipe     *shadow.Pipeline
-	gentle   atomic.Pointer[throttle.Gentle] // the pacing while it runs; nil with FixedPace
-	res      *Result
+	// galeraMaxChunk caps a copy chunk's rows on a Galera node (its write-set limits); 0: none.
+	galeraMaxChunk int
+	resume         *State // the interrupted run being resumed, if any
+	triggers       []table.Trigger
+	probe          *bench.Result // the after-cutover gate's baseline, taken before the swap
+	rec            *recorder
+	pipe           *shadow.Pipeline
+	gentle         atomic.Pointer[throttle.Gentle] // the pacing while it runs; nil with FixedPace
+	res            *Result
 }
 
 // run is the preflight: checks, the table's advisory lock, settling an interrupted run, the
@@ -321,7 +326,7 @@ func (m *migrator) run(ctx context.Context) (*Result, error) {
 			return nil, err
 		}
 	}
-	if err := planBlockers(ctx, m.db, ti, m.capture, m.log); err != nil {
+	if err := planBlockers(ctx, m.db, ti, m.capture, m.opts.MaxHold, m.log); err != nil {
 		return nil, err
 	}
 	if err := m.loadTriggers(ctx); err != nil {
@@ -329,6 +334,11 @@ func (m *migrator) run(ctx context.Context) (*Result, error) {
 	}
 	if m.ddl, err = ti.Shadow(table.ShadowName(ti.Name), true, !m.opts.KeepKeyless && table.RowIDSupported(m.version)); err != nil {
 		return nil, outcome.New(outcome.Refused, err, "")
+	}
+	if galeraNode(ctx, m.db) {
+		if err := m.prepareGalera(ctx, ti); err != nil {
+			return nil, err
+		}
 	}
 	m.deferred = m.ddl.Deferred
 	m.res = &Result{Schema: ti.Schema, Table: ti.Name, DryRun: m.opts.DryRun, DeferredIndex: len(m.ddl.Deferred), ShadowChanges: m.ddl.Changes}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"time"
 
 	"github.com/enginemig/enginemig/dbconn"
 	"github.com/enginemig/enginemig/outcome"
@@ -63,12 +64,12 @@ func checkTable(ctx context.Context, db *sql.DB, ti *table.Info) error {
 
 // planBlockers runs plan's server and table checks (the same ones `enginemig plan` reports) and
 // refuses when any is a blocker. Warnings are logged: the DBA has seen them in the plan.
-func planBlockers(ctx context.Context, db *sql.DB, ti *table.Info, capture shadow.Mode, log *slog.Logger) error {
+func planBlockers(ctx context.Context, db *sql.DB, ti *table.Info, capture shadow.Mode, maxHold time.Duration, log *slog.Logger) error {
 	server, err := plan.CheckServer(ctx, db, string(capture))
 	if err != nil {
 		return fmt.Errorf("server checks: %w", err)
 	}
-	findings, err := plan.CheckTable(ctx, db, ti.Schema, ti.Name, string(capture))
+	findings, err := plan.CheckTable(ctx, db, ti.Schema, ti.Name, string(capture), maxHold)
 	if err != nil {
 		return fmt.Errorf("table checks: %w", err)
 	}

@@ -79,6 +79,9 @@ func rollback(ctx context.Context, db *sql.DB, opts RollbackOptions, swapping *a
 	if err != nil {
 		return nil, err
 	}
+	if galeraNode(ctx, db) {
+		return nil, refuse(galeraRollbackRemedy, "%s", errGaleraRollback)
+	}
 	swapping.Store(true) // an interrupted rollback may be past its swap
 	if res, done, err := finishInterruptedRollback(ctx, db, opts, st); err != nil || done {
 		return res, err

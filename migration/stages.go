@@ -128,7 +128,7 @@ func (m *migrator) copyRows(ctx context.Context) error {
 		}
 	}
 	start := time.Now()
-	cfg := copier.Config{Pace: copier.Pace{ChunkTime: m.opts.ChunkTime, IdleChunkTime: m.opts.idleChunkTime, Room: m.room()}, ClientSide: m.opts.ClientSide,
+	cfg := copier.Config{Pace: copier.Pace{ChunkTime: m.opts.ChunkTime, IdleChunkTime: m.opts.idleChunkTime, Room: m.room(), MaxChunk: m.galeraMaxChunk}, ClientSide: m.opts.ClientSide,
 		Stage: m.opts.stage, Workers: m.copyWorkers(ctx), AlwaysParallel: m.opts.alwaysParallel,
 		OvertakeDelay: m.opts.overtakeDelay}
 	if err := m.pipe.Copy(ctx, resumeAfter, m.copyWaiter(thr), cfg); err != nil {
@@ -234,7 +234,7 @@ func (m *migrator) postpone(ctx context.Context) error {
 
 // verifyPace sizes verification's chunks: the lock-time target of the copy's contended chunks.
 func (m *migrator) verifyPace() copier.Pace {
-	return copier.Pace{ChunkTime: m.opts.ChunkTime, Room: m.room()}
+	return copier.Pace{ChunkTime: m.opts.ChunkTime, Room: m.room(), MaxChunk: m.galeraMaxChunk}
 }
 
 // verify compares the shadow with the source, or waits for the comparison started beside the
@@ -277,7 +277,11 @@ func (m *migrator) cutover(ctx context.Context) error {
 	switch {
 	case errors.As(err, &swapped):
 		m.rec.finish(ctx, StageDone, err.Error()) // the cut-over position was recorded under the lock
-		return &settled{outcome.New(outcome.NeedsAttention, err, fmt.Sprintf("the table is converted; rename %s to %s by hand", sw.Sentry, sw.Aside))}
+		remedy := fmt.Sprintf("the table is converted; rename %s to %s by hand", sw.Sentry, sw.Aside)
+		if errors.Is(err, cutover.ErrRenamedLate) {
+			remedy = fmt.Sprintf("the table is converted; compare %s with %s for the rows written in the moment between the unlock and the rename, and copy what is missing", sw.Aside, sw.From)
+		}
+		return &settled{outcome.New(outcome.NeedsAttention, err, remedy)}
 	case err != nil && ctx.Err() == nil && !m.originalInPlace(context.WithoutCancel(ctx)):
 		return &keepShadow{outcome.New(outcome.NeedsAttention, err, "check the tables named in this message by hand")}
 	case errors.Is(err, cutover.ErrGaveUp) && ctx.Err() == nil:

@@ -29,7 +29,7 @@ func StartThrottle(ctx context.Context, db *sql.DB, opts Options) (*throttle.Thr
 		schema = DefaultStateSchema
 	}
 	cfg := throttle.Config{MaxThreadsRunning: opts.MaxThreadsRunning, MaxLag: opts.MaxLag,
-		HeartbeatSchema: schema, Logger: dbconn.Logger(opts.Logger)}
+		HeartbeatSchema: schema, Logger: dbconn.Logger(opts.Logger), Galera: galeraNode(ctx, db)}
 	var pools []*sql.DB
 	closeAll := func() {
 		for _, p := range pools {

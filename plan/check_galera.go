@@ -1,16 +1,23 @@
 package plan
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+
+	"github.com/enginemig/enginemig/table"
+)
 
 func init() {
-	registerServer("galera", Blocker, "the server is a Galera cluster node (wsrep_on=ON): apply does not convert tables there yet, because its cut-over can wedge the node", checkGalera)
+	registerServer("galera", Blocker, "the server is a Galera cluster node (wsrep_on=ON): apply converts there with binlog capture and its Galera cut-over only", checkGalera)
+	registerServer("galera-cluster", Blocker, "on a Galera node: the cluster's state and the settings a conversion depends on (OSU method, write-set limits, flow control, PXC strict mode, MyISAM replication)", checkGaleraCluster)
+	registerTable("galera-rows", Blocker, "on a Galera node: which nodes hold the table's MyISAM rows (Galera does not replicate them), so where apply must run", checkGaleraRows)
 }
 
-// checkGalera refuses on a Galera node. Galera runs DDL in total-order isolation: a DROP or RENAME
-// waits until no session holds a lock on its tables, so the cut-over's DROP of the sentry (behind
-// the cut-over session's own LOCK TABLES) can wait forever, and the node's applier threads cannot
-// be killed. An index build on the shadow also aborts the replay's transactions (error 1213). A
-// refusal is safe; a wedged node is an outage.
+// checkGalera says how apply converts on a Galera node, and refuses what is not safe there yet.
+// Galera runs DDL in total-order isolation (TOI): a DDL waits until no session holds a lock on its
+// tables, and it cannot be killed, so the usual cut-over (the sentry's DROP behind its own LOCK
+// TABLES) can wedge a node. On a Galera node apply uses its Galera cut-over (docs/how-it-works.md,
+// "The cut-over on Galera"), which needs binlog capture; trigger capture there is untested.
 func checkGalera(s *ServerInfo) []Finding {
 	if !s.VarOn("wsrep_on") {
 		return nil
@@ -19,7 +26,96 @@ func checkGalera(s *ServerInfo) []Finding {
 	if cluster == "" {
 		cluster = "unnamed"
 	}
-	return []Finding{newFinding("galera", Blocker,
-		fmt.Sprintf("this server is a node of Galera cluster %q (wsrep_on=ON, wsrep_OSU_method=%s): enginemig does not convert tables on a Galera node yet; its cut-over needs DDL while holding table locks, which can leave the node waiting in total-order isolation with sessions that cannot be killed", cluster, orDash(s.Var("wsrep_osu_method"))),
-		"convert the tables before the server joins a cluster, or wait for an enginemig release that supports Galera; do not work around this check (note that a plain ALTER TABLE ... ENGINE=InnoDB on a node converts only the rows that node holds: MyISAM rows are not replicated)")}
+	if mode, _, err := ChooseCapture(s, s.WantCapture); err != nil || mode != CaptureBinlog {
+		return []Finding{newFinding("galera", Blocker,
+			fmt.Sprintf("this server is a node of Galera cluster %q: on a Galera node apply converts only with binlog capture (its cut-over is built and tested for it), and this run would capture with triggers", cluster),
+			"enable the binary log on this node (log_bin, binlog_format=ROW, binlog_row_image=FULL; needs a restart) and use --capture auto or binlog; do not convert with a plain ALTER TABLE ... ENGINE=InnoDB: it converts only the rows each node holds (MyISAM rows are not replicated)")}
+	}
+	return []Finding{newFinding("galera", Info,
+		fmt.Sprintf("this server is a node of Galera cluster %q (wsrep_OSU_method=%s): apply builds the shadow with all its indexes (no index build in TOI after the copy) and swaps with the Galera cut-over, which never runs DDL behind a lock of its own; the application must write the table on the node apply runs on (writes to the MyISAM table on other nodes stay there and are moved aside by the swap)", cluster, orDash(s.Var("wsrep_osu_method"))), "")}
+}
+
+// checkGaleraCluster reports the cluster's state and the settings that make a conversion on it
+// unsafe (blockers) or shape it (info).
+func checkGaleraCluster(s *ServerInfo) []Finding {
+	g := s.Galera
+	if g == nil {
+		return nil
+	}
+	var out []Finding
+	add := func(sev Severity, msg, remedy string) {
+		out = append(out, newFinding("galera-cluster", sev, msg, remedy))
+	}
+	if g.Status != "Primary" || g.State != "Synced" {
+		add(Blocker, fmt.Sprintf("this node is %s in a %s component of %d node(s): a conversion needs a synced node of the primary component", orDash(g.State), orDash(g.Status), g.Size),
+			"wait until the node is Synced (SHOW STATUS LIKE 'wsrep_local_state_comment') in the primary component, then plan again")
+	}
+	if !strings.EqualFold(g.OSUMethod, "TOI") {
+		add(Blocker, fmt.Sprintf("wsrep_OSU_method=%s: DDL runs on this node only, so the InnoDB shadow and the swap would not reach the other nodes", orDash(g.OSUMethod)),
+			"SET GLOBAL wsrep_OSU_method='TOI' (the default) for the conversion")
+	}
+	if m := strings.ToUpper(g.StrictMode); m == "ENFORCING" || m == "MASTER" {
+		add(Blocker, fmt.Sprintf("pxc_strict_mode=%s refuses DML on MyISAM tables and LOCK TABLES, which the copy and the cut-over need", g.StrictMode),
+			"SET GLOBAL pxc_strict_mode=PERMISSIVE for the conversion and back to ENFORCING afterwards")
+	}
+	if g.ReplicateMyISAM {
+		add(Blocker, "MyISAM replication is on (wsrep_mode=REPLICATE_MYISAM or wsrep_replicate_myisam=ON): writes to the MyISAM table reach the other nodes outside the copy's order, which enginemig does not handle",
+			"turn MyISAM replication off for the conversion (SET GLOBAL wsrep_mode without REPLICATE_MYISAM)")
+	}
+	add(Info, fmt.Sprintf("write-set limits: wsrep_max_ws_rows=%d, wsrep_max_ws_size=%d bytes; each copy chunk and replay batch is one write set and must stay below both (0 rows means no row limit)", g.MaxWSRows, g.MaxWSSize), "")
+	add(Info, fmt.Sprintf("flow control: gcs.fc_limit=%s, paused %.3f of the time since the status was last read, receive queue %d; the cluster's slowest node paces every writer, the copy included", orDash(g.FCLimit), g.FCPaused, g.RecvQueue), "")
+	return out
+}
+
+// checkGaleraRows says which nodes hold the table's rows: only the node apply runs on is copied,
+// and the swap, replicated to every node, moves each node's own MyISAM copy aside.
+func checkGaleraRows(in *TableInput) []Finding {
+	g := in.Server.Galera
+	if g == nil {
+		return nil
+	}
+	rows := g.Rows[in.Info.Schema+"."+in.Info.Name]
+	var holders, unread, empty []string
+	selfRows := int64(0)
+	for _, r := range rows {
+		switch {
+		case r.Err != "":
+			unread = append(unread, fmt.Sprintf("%s (%s)", r.Node, r.Err))
+		case r.Rows > 0:
+			holders = append(holders, fmt.Sprintf("%s: %d rows", r.Node, r.Rows))
+			if r.Node == g.Self {
+				selfRows = r.Rows
+			}
+		default:
+			empty = append(empty, r.Node)
+		}
+	}
+	var out []Finding
+	if len(in.Info.Columns) > 0 && !hasPrimaryKey(in.Info) {
+		out = append(out, newFinding("galera-rows", Info, "the table has no PRIMARY KEY: Galera certifies and applies rows of an InnoDB table without one poorly (every node searches for each changed row); whether apply can convert it at all is the no-usable-key check's", ""))
+	}
+	if len(unread) > 0 {
+		out = append(out, newFinding("galera-rows", Blocker, "could not count the table's rows on node(s) "+strings.Join(unread, ", ")+": rows there would be left behind",
+			"let this account connect to every node, or name the nodes' SQL addresses with --node host:port"))
+	}
+	switch {
+	case len(holders) > 1:
+		out = append(out, newFinding("galera-rows", Blocker, "the table's MyISAM rows are on several nodes ("+strings.Join(holders, ", ")+"): a conversion copies one node's rows into the cluster's InnoDB table, and the swap moves every other node's rows aside",
+			"merge the rows into one node first (for example mysqldump --no-create-info --insert-ignore on the others, loaded on the holder, then emptied there), then plan again"))
+	case len(holders) == 1 && selfRows == 0:
+		out = append(out, newFinding("galera-rows", Blocker, "the table's rows are on another node ("+holders[0]+"), not on this one",
+			"run plan and apply on that node: apply copies the rows of the node it runs on"))
+	case len(holders) == 1:
+		out = append(out, newFinding("galera-rows", Info, fmt.Sprintf("the rows (%d) are on this node (%s) only: run apply here; node(s) %s receive the InnoDB rows through replication", selfRows, g.Self, orDash(strings.Join(empty, ", "))), ""))
+	}
+	return out
+}
+
+func hasPrimaryKey(t *table.Info) bool {
+	for _, ix := range t.Indexes {
+		if ix.Name == "PRIMARY" {
+			return true
+		}
+	}
+	return false
 }

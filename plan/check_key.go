@@ -3,6 +3,7 @@ package plan
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/enginemig/enginemig/dbconn"
 	"github.com/enginemig/enginemig/table"
@@ -12,8 +13,11 @@ func init() {
 	registerTable("keyless", Warning,
 		"no PRIMARY KEY and no UNIQUE key whose columns are all NOT NULL: apply addresses rows by their whole content (binlog capture only), and InnoDB without a primary key has costs of its own",
 		checkKeyless)
+	registerTable("keyless-hold", Blocker,
+		"a table without a unique key and without an index to walk is copied in one chunk, and the estimated copy would hold the application's writes longer than --max-hold",
+		checkKeylessHold)
 	registerTable("no-usable-key", Blocker,
-		"a table without a unique key, and the capture would be triggers: only binlog capture can convert it",
+		"a table without a unique key or an index to walk, and the capture would be triggers: only binlog capture can convert it",
 		checkNoUsableKey)
 	registerTable("require-pk-setting", Blocker,
 		"sql_require_primary_key / innodb_force_primary_key would refuse the shadow, or sql_generate_invisible_primary_key would add a column",
@@ -37,9 +41,12 @@ func checkNoUsableKey(in *TableInput) []Finding {
 	if !keylessTable(in) || in.Server == nil || !in.Server.capturesWithTriggers() {
 		return nil
 	}
+	if _, ok := in.Info.ChunkKey(); ok {
+		return nil // trigger capture notes the chunk key's values
+	}
 	return []Finding{newFinding("no-usable-key", Blocker,
-		"no PRIMARY KEY and no UNIQUE index on NOT NULL columns, and changes would be captured with triggers, which note keys: rows without one cannot be synced",
-		"turn on the binlog for binlog capture (log_bin, binlog_format=ROW, binlog_row_image=FULL) and use --capture binlog, or add a primary key; then plan again")}
+		"no PRIMARY KEY, no UNIQUE index on NOT NULL columns and no index whose first column is an integer NOT NULL column, and changes would be captured with triggers, which note a key to sync by: these rows have none",
+		"turn on the binlog for binlog capture (log_bin, binlog_format=ROW, binlog_row_image=FULL) and use --capture binlog, or add an index on an integer NOT NULL column; then plan again")}
 }
 
 // checkKeyless says how apply will address the rows of a table without a unique key, what that
@@ -73,13 +80,39 @@ func checkKeyless(in *TableInput) []Finding {
 		key = ". This server has no INVISIBLE columns, so it keeps no primary key on InnoDB: " + cost
 	}
 	return []Finding{newFinding("keyless", Warning,
-		"no PRIMARY KEY and no UNIQUE index on NOT NULL columns: apply addresses rows by their whole content, keeps identical rows as duplicates, needs binlog capture, and copies again from the start if resumed; "+how+key,
+		"no PRIMARY KEY and no UNIQUE index on NOT NULL columns: apply addresses rows by their whole content, keeps identical rows as duplicates, and copies again from the start if resumed; "+how+key,
 		remedy)}
 }
 
 func hasAutoIncrement(in *TableInput) bool {
 	_, ok := in.Info.AutoIncrementColumn()
 	return ok
+}
+
+// DefaultMaxHold is how long a keyless table's one-chunk copy may hold the application's writes
+// unless --max-hold says otherwise: about what a web request tolerates once.
+const DefaultMaxHold = time.Second
+
+// checkKeylessHold blocks a keyless table without an index to walk whose one chunk would hold
+// the writes longer than the limit.
+func checkKeylessHold(in *TableInput) []Finding {
+	if !keylessTable(in) || in.Estimate == nil || in.Server == nil {
+		return nil
+	}
+	if _, ok := in.Info.ChunkKey(); ok {
+		return nil
+	}
+	limit := in.Server.MaxHold
+	if limit <= 0 {
+		limit = DefaultMaxHold
+	}
+	hold := time.Duration(in.Estimate.CopySeconds * float64(time.Second))
+	if hold <= limit {
+		return nil
+	}
+	return []Finding{newFinding("keyless-hold", Blocker,
+		fmt.Sprintf("no unique key and no index whose first column is an integer NOT NULL column: the copy is one chunk, estimated at %s, and holds the application's writes all that time (limit %s)", hold.Round(time.Millisecond), limit),
+		"add an index on an integer NOT NULL column (on MyISAM that ALTER blocks writes too, for less time than the copy), or accept the wait with --max-hold "+(hold+time.Second).Truncate(time.Second).String()+" on plan and apply, or convert it in a maintenance window")}
 }
 
 // addsRowID: apply gives the table's InnoDB copy table.RowIDColumn by default.

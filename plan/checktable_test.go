@@ -16,7 +16,7 @@ func TestCheckTableForApply(t *testing.T) {
 		CREATE TABLE bad (a INT NOT NULL, b INT NOT NULL AUTO_INCREMENT, PRIMARY KEY (a, b)) ENGINE=MyISAM;
 		BEGIN; ROLLBACK;`)
 	ctx := context.Background()
-	fs, err := CheckTable(ctx, db, schema, "good", CaptureAuto)
+	fs, err := CheckTable(ctx, db, schema, "good", CaptureAuto, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -26,14 +26,14 @@ func TestCheckTableForApply(t *testing.T) {
 	if f, ok := hasCheck(fs, "transactions"); !ok || f.Schema != schema {
 		t.Fatalf("database-level transactions finding missing from CheckTable: %+v", fs)
 	}
-	fs, err = CheckTable(ctx, db, schema, "bad", CaptureAuto)
+	fs, err = CheckTable(ctx, db, schema, "bad", CaptureAuto, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if b := Blockers(fs); len(b) != 1 || b[0].Check != "autoinc-not-leading" || !strings.Contains(b[0].Message, "test-compile") {
 		t.Fatalf("bad table: want one confirmed autoinc-not-leading blocker, got %+v", fs)
 	}
-	if _, err := CheckTable(ctx, db, schema, "missing", CaptureAuto); !errors.Is(err, table.ErrNotFound) {
+	if _, err := CheckTable(ctx, db, schema, "missing", CaptureAuto, 0); !errors.Is(err, table.ErrNotFound) {
 		t.Fatalf("missing table: %v", err)
 	}
 }

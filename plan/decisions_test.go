@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/enginemig/enginemig/table"
 )
@@ -45,6 +46,8 @@ func TestTableDecisions(t *testing.T) {
 		wideKey.Columns = append(wideKey.Columns, table.IndexColumn{Name: "id"})
 	}
 	noKey := &table.Info{Schema: "s", Name: "t", Columns: []table.Column{intCol("a")}}
+	keylessIndexed := &table.Info{Schema: "s", Name: "t", Columns: []table.Column{intCol("a")},
+		Indexes: []table.Index{{Name: "a", Type: "BTREE", Columns: []table.IndexColumn{{Name: "a"}}}}}
 	uniqueNotNull := &table.Info{Schema: "s", Name: "t", Columns: []table.Column{intCol("a")},
 		Indexes: []table.Index{{Name: "a", Unique: true, Type: "BTREE", Columns: []table.IndexColumn{{Name: "a"}}}}}
 	withPK := &table.Info{Schema: "s", Name: "t", Columns: []table.Column{withAuto}, Indexes: []table.Index{pk}}
@@ -59,9 +62,13 @@ func TestTableDecisions(t *testing.T) {
 		{"partitioned on MySQL 8.0 blocks", checkPartitioned, TableInput{Partitions: 2, Server: server("8.0.36", nil)}, "partitioned:blocker"},
 		{"sql_require_primary_key refuses a unique-key table", checkRequirePK, TableInput{Info: uniqueNotNull, Server: server("8.0.36", map[string]string{"sql_require_primary_key": "ON"})}, "require-pk-setting:blocker"},
 		{"innodb_force_primary_key accepts a unique NOT NULL key", checkRequirePK, TableInput{Info: uniqueNotNull, Server: server("10.11.6-MariaDB", map[string]string{"innodb_force_primary_key": "ON"})}, ""},
+		{"a one-chunk copy past the hold limit blocks", checkKeylessHold, TableInput{Info: noKey, Server: server("10.11.6-MariaDB", nil), Estimate: &Estimate{CopySeconds: 5}}, "keyless-hold:blocker"},
+		{"a one-chunk copy within the hold limit", checkKeylessHold, TableInput{Info: noKey, Server: server("10.11.6-MariaDB", nil), Estimate: &Estimate{CopySeconds: 0.5}}, ""},
+		{"a hold limit raised by --max-hold", checkKeylessHold, TableInput{Info: noKey, Server: maxHold(server("10.11.6-MariaDB", nil), 10*time.Second), Estimate: &Estimate{CopySeconds: 5}}, ""},
 		{"a keyless table converts with binlog capture", checkKeyless, TableInput{Info: noKey, Server: server("10.11.6-MariaDB", nil)}, "keyless:warning"},
 		{"a unique key's table is not keyless", checkKeyless, TableInput{Info: uniqueNotNull, Server: server("10.11.6-MariaDB", nil)}, ""},
 		{"a keyless table with trigger capture is refused", checkNoUsableKey, TableInput{Info: noKey, Server: wantCapture(server("10.11.6-MariaDB", nil), "triggers")}, "no-usable-key:blocker"},
+		{"a keyless table with an index to walk and trigger capture", checkNoUsableKey, TableInput{Info: keylessIndexed, Server: wantCapture(server("10.11.6-MariaDB", nil), "triggers")}, ""},
 		{"a keyless table with binlog capture is not refused", checkNoUsableKey, TableInput{Info: noKey, Server: wantCapture(server("10.11.6-MariaDB", nil), "binlog")}, ""},
 		{"innodb_force_primary_key refuses a keyless table without INVISIBLE", checkRequirePK, TableInput{Info: noKey, Server: server("10.2.44-MariaDB", map[string]string{"innodb_force_primary_key": "ON"})}, "require-pk-setting:blocker"},
 		{"the added row id satisfies innodb_force_primary_key", checkRequirePK, TableInput{Info: noKey, Server: server("10.11.6-MariaDB", map[string]string{"innodb_force_primary_key": "ON"})}, ""},
@@ -275,4 +282,9 @@ func TestParallelCopyFollowsTheAutoIncrementColumn(t *testing.T) {
 			t.Errorf("%s: the reason %q does not name the column", c.name, why)
 		}
 	}
+}
+
+func maxHold(s *ServerInfo, d time.Duration) *ServerInfo {
+	s.MaxHold = d
+	return s
 }

@@ -43,6 +43,13 @@ type Options struct {
 	Tool string
 	// Capture is the capture apply will be asked to use (auto, binlog, triggers; "" is auto).
 	Capture string
+	// Nodes are the SQL addresses (host:port) of a Galera cluster's nodes, for the per-node row
+	// counts; empty means the addresses the cluster reports (wsrep_incoming_addresses).
+	Nodes []string
+	// OpenNode connects to another node of a Galera cluster; nil leaves the other nodes unread.
+	OpenNode NodeOpener
+	// MaxHold: see ServerInfo.MaxHold.
+	MaxHold time.Duration
 	// Logger gets Debug records of the work (tables found, each table planned); nil discards.
 	Logger *slog.Logger
 }
@@ -64,7 +71,7 @@ func Inspect(ctx context.Context, db *sql.DB, opts Options) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	srv.WantCapture = opts.Capture
+	srv.WantCapture, srv.MaxHold = opts.Capture, opts.MaxHold
 	p := &Plan{Version: FormatVersion, GeneratedAt: time.Now().UTC(), Tool: opts.Tool, Server: srv,
 		Databases: opts.Databases, TestCompile: opts.TestCompile, Findings: []Finding{}, Tables: []TablePlan{}}
 	cands, skipped, err := discover(ctx, conn, opts)
@@ -72,6 +79,12 @@ func Inspect(ctx context.Context, db *sql.DB, opts Options) (*Plan, error) {
 		return nil, err
 	}
 	p.Skipped = skipped
+	if srv.VarOn("wsrep_on") {
+		if srv.Galera, err = loadGalera(ctx, conn, srv, opts.Nodes); err != nil {
+			return nil, err
+		}
+		srv.Galera.countRows(ctx, conn, opts.OpenNode, cands)
+	}
 	cat, err := loadCatalog(ctx, conn)
 	if err != nil {
 		return nil, err
@@ -337,7 +350,7 @@ func discard(conn *sql.Conn) {
 // included, as apply's preflight does. The table need not be MyISAM (apply may call it on a
 // table that was converted meanwhile; the caller decides what that means). Like Inspect it
 // holds two connections of db's pool at once.
-func CheckTable(ctx context.Context, db *sql.DB, schema, name, capture string) ([]Finding, error) {
+func CheckTable(ctx context.Context, db *sql.DB, schema, name, capture string, maxHold time.Duration) ([]Finding, error) {
 	conn, err := db.Conn(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("check %s.%s: connect: %w", schema, name, err)
@@ -348,7 +361,7 @@ func CheckTable(ctx context.Context, db *sql.DB, schema, name, capture string) (
 	if err != nil {
 		return nil, err
 	}
-	srv.WantCapture = capture
+	srv.WantCapture, srv.MaxHold = capture, maxHold
 	cat, err := loadCatalog(ctx, conn)
 	if err != nil {
 		return nil, err

@@ -19,6 +19,7 @@ func WriteText(w io.Writer, p *Plan) error {
 		b.WriteString("\nServer findings:\n")
 		writeFindings(&b, p.Findings, "  ")
 	}
+	writeGalera(&b, p)
 	if len(p.Tables) == 0 {
 		b.WriteString("\nNo MyISAM tables to convert.\n")
 	} else {

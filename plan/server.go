@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/enginemig/enginemig/dbconn"
 )
@@ -34,8 +35,14 @@ type ServerInfo struct {
 	// set sql_log_bin=0 in the session), so replicas saw the scratch table come and go.
 	TestCompileBinlogged bool `json:"test_compile_binlogged,omitempty"`
 
+	// Galera is the cluster this server is a node of (nil when wsrep_on is off).
+	Galera *Galera `json:"galera,omitempty"`
+
 	// WantCapture is the capture apply is asked to use (CaptureAuto when empty; see ChooseCapture).
 	WantCapture string `json:"-"`
+	// MaxHold is the longest a keyless table without an index to walk may hold the
+	// application's writes for its one-chunk copy (DefaultMaxHold when 0; check keyless-hold).
+	MaxHold time.Duration `json:"-"`
 
 	Grants    *Grants  `json:"-"`
 	GrantsErr string   `json:"-"`

@@ -37,6 +37,8 @@ type Options struct {
 	RowImage string
 	// ServerID defaults to 1.
 	ServerID int
+	// Port is the SQL port on 127.0.0.1; 0 picks a free one.
+	Port int
 	// BufferPool is innodb_buffer_pool_size, default 256M.
 	BufferPool string
 	// ExtraArgs are appended to the server's command line (e.g. "--key-buffer-size=64M").
@@ -45,6 +47,10 @@ type Options struct {
 	Dir string
 	// Keep leaves the directory in place on Stop (for the demo's --keep).
 	Keep bool
+	// Prepare, when set, is called with the server's directory once its datadir is in place and
+	// before the server first starts (a Galera joiner's datadir must be writable by the SST's
+	// rsync daemon, which runs as nobody).
+	Prepare func(dir string) error
 }
 
 // Server is one running mariadbd or mysqld.
@@ -205,11 +211,19 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	}
 	// MySQL keeps its server_uuid in auto.cnf; each copy must make its own (GTIDs, replication).
 	os.Remove(filepath.Join(s.Dir, "data", "auto.cnf"))
+	if opts.Prepare != nil {
+		if err := opts.Prepare(s.Dir); err != nil {
+			s.removeDir()
+			return nil, fmt.Errorf("sandbox: prepare %s: %w", s.Dir, err)
+		}
+	}
 	s.Socket = filepath.Join(s.Dir, "mysql.sock")
 	var lastErr error
 	for attempt := 0; attempt < 3; attempt++ {
-		if s.Port, err = freePort(); err != nil {
-			return nil, err
+		if s.Port = opts.Port; s.Port == 0 {
+			if s.Port, err = freePort(); err != nil {
+				return nil, err
+			}
 		}
 		if lastErr = s.launch(ctx); lastErr == nil {
 			return s, nil

@@ -10,6 +10,7 @@ import (
 
 	"github.com/enginemig/enginemig/binlog"
 	"github.com/enginemig/enginemig/copier"
+	"github.com/enginemig/enginemig/dbconn"
 	"github.com/enginemig/enginemig/table"
 )
 
@@ -41,13 +42,34 @@ import (
 //     once, in a chunk's read or in the replay: each chunk is read while the source is
 //     READ-locked, with the binlog position read in the same locked session (copier.Marker), and
 //     a change is written only if its row's chunk was read at a position before the change's
-//     event (marks.go); every other change is in a chunk already read, or will be. Rules 2 and 3
-//     do not apply; only binlog capture marks positions, and a resume copies again from the
-//     start (rule 4's positions do not say which changes were written).
+//     event (marks.go); every other change is in a chunk already read, or will be. Trigger
+//     capture has no positions but needs none: a note names a group of rows sharing a chunk-key
+//     value, and a sync rewrites the whole group from the source (idempotent), only for groups
+//     the copy has written (up to its watermark; syncUpTo), leaving the rest to the copy. Rules
+//     2 and 3 do not apply, and a resume copies again from the start (rule 4's positions do not
+//     say which changes were written).
 type order struct {
 	mu    sync.RWMutex
 	copy  atomic.Pointer[copier.Copier] // nil until the copy starts: then nothing is skipped
 	marks *marks                        // rule 5, set at Open for a keyless table being filled
+	// groups: rule 5 for trigger capture, set at Open for a keyless table being filled.
+	groups bool
+}
+
+// syncUpTo is rule 5 for trigger capture, asked under the exclusive order: whether a sync may
+// rewrite every noted group (all), none yet (the copy has written no chunk), or those up to hi.
+func (o *order) syncUpTo() (all bool, hi []any) {
+	if !o.groups {
+		return true, nil
+	}
+	c := o.copy.Load()
+	if c == nil {
+		return false, nil
+	}
+	if c.AllWritten() {
+		return true, nil
+	}
+	return false, c.Watermark()
 }
 
 // BeginChunk holds the order shared for one chunk (rule 1); end may be called from any goroutine.
@@ -55,6 +77,9 @@ func (o *order) BeginChunk() (end func()) {
 	o.mu.RLock()
 	return o.mu.RUnlock
 }
+
+// Marking reports a copy whose chunks must be marked (rule 5, binlog capture).
+func (o *order) Marking() bool { return o.marks != nil }
 
 // Mark is the copy's Marker (rule 5).
 func (o *order) Mark(ctx context.Context, q *sql.Conn) (func(r table.Range), error) {
@@ -80,13 +105,23 @@ func (o *order) Exclusive(fn func() error) error {
 // (a redo log flush) included.
 func (o *order) replay(a *binlog.Applier, q *table.SQL) func(ctx context.Context, batch []binlog.Change) (int, error) {
 	return func(ctx context.Context, batch []binlog.Change) (int, error) {
-		o.mu.Lock()
-		n, commit, err := a.Write(ctx, o.toWrite(batch, q.KeyPositions()))
-		o.mu.Unlock()
+		// A batch the cluster aborted runs again as a batch of its own would: under the order
+		// again, rule 2 applied afresh (dbconn.RetryClusterAborts).
+		var n int
+		err := dbconn.RetryClusterAborts(ctx, func() error {
+			o.mu.Lock()
+			written, commit, err := a.Write(ctx, o.toWrite(batch, q.KeyPositions()))
+			o.mu.Unlock()
+			if err != nil {
+				return err
+			}
+			n = written
+			return commit()
+		})
 		if err != nil {
 			return 0, err
 		}
-		return n, commit()
+		return n, nil
 	}
 }
 

@@ -108,12 +108,16 @@ func Open(ctx context.Context, cfg Config) (p *Pipeline, err error) {
 		return nil, err
 	}
 	p = &Pipeline{cfg: cfg, q: q}
-	if q.Keyless() && cfg.Mode != Binlog {
-		// Trigger capture notes keys to sync; a row without one cannot be synced.
-		return nil, fmt.Errorf("%s has no unique key: its changes can be captured from the binlog only (use --capture binlog)", cfg.Source.QuotedName())
+	if q.Keyless() && cfg.Mode != Binlog && !q.Chunked() {
+		// Trigger capture notes chunk-key values to sync; these rows have none.
+		return nil, fmt.Errorf("%s has no unique key and no index whose first column is an integer NOT NULL column: its changes can be captured from the binlog only (use --capture binlog)", cfg.Source.QuotedName())
 	}
-	if q.Keyless() && !cfg.Filled {
+	switch {
+	case !q.Keyless() || cfg.Filled:
+	case cfg.Mode == Binlog:
 		p.order.marks = newMarks()
+	default:
+		p.order.groups = true
 	}
 	defer func() {
 		if err != nil {

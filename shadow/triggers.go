@@ -326,8 +326,19 @@ func (t *triggerCapture) syncLocked(ctx context.Context, q dbconn.Execer, limit 
 			err = uerr
 		}
 	}()
-	for _, stmt := range t.c.Sync() {
-		if _, err := q.ExecContext(ctx, stmt, last); err != nil {
+	stmts, args := t.c.Sync(), [3][]any{{last}, {last}, {last}}
+	switch all, hi := t.order.syncUpTo(); {
+	case all:
+	case hi == nil: // no chunk written yet: the copy reads every noted group
+		stmts[0], stmts[1] = "", ""
+	default:
+		stmts, args = t.c.SyncUpTo(), [3][]any{{last, hi[0]}, {last, hi[0]}, {last}}
+	}
+	for i, stmt := range stmts {
+		if stmt == "" {
+			continue
+		}
+		if _, err := q.ExecContext(ctx, stmt, args[i]...); err != nil {
 			return false, fmt.Errorf("trigger capture: sync: %w", err)
 		}
 	}

@@ -47,8 +47,7 @@ func (s *SQL) Capture(src *Info, log string) *CaptureSQL {
 	base := CaptureTriggerPrefix + hex.EncodeToString(sum[:])[:16]
 	c := &CaptureSQL{q: s, log: dbconn.QualifiedName(src.Schema, log), logName: log, schema: src.Schema,
 		names: [3]string{base + "_i", base + "_u", base + "_d"}}
-	key, _ := src.CopyKey()
-	for _, name := range key.ColumnNames() {
+	for _, name := range s.keyNames {
 		col, _ := src.Column(name)
 		def := dbconn.QuoteIdent(col.Name) + " " + col.ColumnType
 		if col.Charset != "" {
@@ -162,6 +161,19 @@ func (c *CaptureSQL) Sync() [3]string {
 			" WHERE (" + c.q.keyList + ") IN (" + noted + ")",
 		"DELETE FROM " + c.log + " WHERE `_emcap_id` <= ?",
 	}
+}
+
+// SyncUpTo is Sync for a keyless table while its copy runs (shadow/order.go, rule 5): a note's
+// key is a group of rows sharing the chunk key's value, and only groups up to the copy's
+// watermark (each statement's second argument) are synced again, whole; the copy reads the
+// others later. The notes up to the id go either way.
+func (c *CaptureSQL) SyncUpTo() [3]string {
+	s := c.Sync()
+	upTo := " WHERE `_emcap_id` <= ? AND " + c.q.key[0] + " <= ?"
+	for i := 0; i < 2; i++ {
+		s[i] = strings.Replace(s[i], " WHERE `_emcap_id` <= ?", upTo, 1)
+	}
+	return s
 }
 
 // SyncForSwap is the sync of the cut-over, whose locked session holds the source and the log but

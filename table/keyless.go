@@ -63,7 +63,7 @@ func (s *SQL) keyless(src *Info) {
 	}
 	name := ix.Columns[0].Name
 	s.forceKey = "FORCE INDEX (" + dbconn.QuoteIdent(ix.Name) + ")"
-	s.key = []string{dbconn.QuoteIdent(name)}
+	s.key, s.keyNames = []string{dbconn.QuoteIdent(name)}, []string{name}
 	s.IntKeyCol = []bool{true}
 	s.intKey = true
 	for i, c := range src.CopyColumns() {

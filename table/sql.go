@@ -25,9 +25,10 @@ type SQL struct {
 	sumRow    string // the expression a row is checksummed by (checksumRow)
 	IntKeyCol []bool
 
-	noKey    bool   // no unique key: rows are addressed by content (keyless.go)
-	nullable []bool // per copy column, for matching by content
-	binary   []bool // per copy column: compared as bytes
+	keyNames []string // unquoted key columns
+	noKey    bool     // no unique key: rows are addressed by content (keyless.go)
+	nullable []bool   // per copy column, for matching by content
+	binary   []bool   // per copy column: compared as bytes
 }
 
 // WriteMode is how copied rows meet rows already in the target.
@@ -70,6 +71,7 @@ func NewSQL(src *Info, target string) (*SQL, error) {
 		return s, nil
 	}
 	s.forceKey = "FORCE INDEX (" + dbconn.QuoteIdent(key.Name) + ")"
+	s.keyNames = key.ColumnNames()
 	for _, k := range key.ColumnNames() {
 		s.key = append(s.key, dbconn.QuoteIdent(k))
 		col, _ := src.Column(k)

@@ -87,6 +87,7 @@ func (t *Throttler) evaluateLocked(now time.Time) verdict {
 			v.add("threads", fmt.Sprintf("Threads_running %d > %d", t.threads.value, t.maxThreads))
 		}
 	}
+	t.flowControlLocked(&v, now)
 	hbStale := ""
 	if len(t.replicas) > 0 {
 		if age := now.Sub(t.hb.okAt); age > t.staleAfter() {

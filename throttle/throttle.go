@@ -43,6 +43,9 @@ type Config struct {
 	HeartbeatSchema string
 	// Interval is how often the heartbeat is written and the checks run (DefaultInterval).
 	Interval time.Duration
+	// Galera pauses the copy while Galera's flow control pauses the cluster the primary is a
+	// node of (throttle/galera.go).
+	Galera bool
 	// Logger receives a record whenever the throttle state changes (not on every check): Info when
 	// the copy is throttled or resumes, Warn when it waits because something cannot be measured.
 	// Nil discards.
@@ -63,6 +66,7 @@ type Throttler struct {
 	maxLag     time.Duration
 	maxThreads int
 	threads    sample // Threads_running
+	flow       flowControl
 	hb         heartbeat
 	replicas   []replica
 	wake       chan struct{} // closed and replaced whenever something Wait depends on changes
@@ -133,6 +137,9 @@ func (t *Throttler) Start(ctx context.Context) error {
 	// line) reflects the servers rather than "nothing measured yet". The first heartbeat takes a
 	// moment to replicate, so give each replica a short while to show it.
 	t.checkThreads(ctx)
+	if t.cfg.Galera {
+		t.checkFlowControl(ctx)
+	}
 	for i := range t.replicas {
 		deadline := time.Now().Add(t.checkTimeout())
 		for {
@@ -159,6 +166,9 @@ func (t *Throttler) Start(ctx context.Context) error {
 	}
 	// Threads_running is watched even while the limit is 0, so control can turn it on live.
 	t.loop(ctx, t.checkThreads)
+	if t.cfg.Galera {
+		t.loop(ctx, t.checkFlowControl)
+	}
 	return nil
 }
 

@@ -42,6 +42,7 @@ func applyCommand() *cli.Command {
 			&cli.DurationFlag{Name: "chunk-time", Value: migration.DefaultChunkTime, Usage: "target duration of one chunk's source read; MyISAM blocks writers for this long per chunk"},
 			&cli.BoolFlag{Name: "skip-verify", Usage: "skip the chunk-by-chunk checksum comparison of source and shadow before the cut-over (on by default)"},
 			captureFlag(),
+			maxHoldFlag(),
 			&cli.IntFlag{Name: "copy-workers", Usage: "chunks copied at once while no client waits for the table; 0 chooses: 2, or 1 where InnoDB would write them one by one anyway (AUTO_INCREMENT; README)"},
 			&cli.BoolFlag{Name: "keep-keyless", Usage: "convert a table without a unique key as it is; by default its InnoDB table gets an invisible auto-increment primary key, " + table.RowIDColumn + " (MariaDB 10.3+, MySQL 8.0.23+)"},
 			&cli.BoolFlag{Name: "client-side-copy", Usage: "copy by reading rows into enginemig and writing them back (holds the source lock only for reads, but is several times slower) instead of one REPLACE ... SELECT per chunk"},
@@ -172,6 +173,7 @@ func applyOptions(c *cli.Context, conn dbconn.Config, tg target, gates map[migra
 		ChunkTime:   c.Duration("chunk-time"),
 		ClientSide:  c.Bool("client-side-copy"),
 		KeepKeyless: c.Bool("keep-keyless"),
+		MaxHold:     c.Duration("max-hold"),
 		CopyWorkers: c.Int("copy-workers"),
 		Capture:     c.String("capture"),
 		SkipVerify:  c.Bool("skip-verify"),
@@ -247,7 +249,7 @@ func printApplyResult(w io.Writer, r *migration.Result) {
 			secs(e.ActualSeconds), secs(e.EstimatedSeconds), e.Ratio)
 	}
 	for _, g := range r.Gates {
-		fmt.Fprintf(w, "  gate %s: %s\n", g.Gate, passWord(g.Pass))
+		fmt.Fprintf(w, "  gate %s: %s\n", g.Gate, g.Verdict())
 	}
 	if r.Cutover != nil {
 		at := ""
@@ -350,13 +352,6 @@ func (d *progressDisplay) finish() {
 	if d.bar != nil {
 		d.bar.Finish()
 	}
-}
-
-func passWord(ok bool) string {
-	if ok {
-		return "passed"
-	}
-	return "FAILED"
 }
 
 // replicaConfig is the primary's connection settings pointed at host:port.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/urfave/cli/v2"
 	"golang.org/x/term"
@@ -88,6 +89,18 @@ func promptPassword() (string, error) {
 		return "", fmt.Errorf("--ask-password: no password on standard input")
 	}
 	return strings.TrimRight(line, "\r\n"), nil
+}
+
+// maxHoldFlag is apply's --max-hold (plan takes it too, to check what apply will refuse).
+func maxHoldFlag() cli.Flag {
+	return &cli.DurationFlag{Name: "max-hold", Value: plan.DefaultMaxHold,
+		Usage: "the longest a table without a unique key or an index to walk may hold the application's writes for its one-chunk copy (longer is refused)",
+		Action: func(_ *cli.Context, v time.Duration) error {
+			if v <= 0 {
+				return outcome.Errorf(outcome.Usage, "--max-hold must be positive, not %s", v)
+			}
+			return nil
+		}}
 }
 
 // captureFlag is apply's --capture (plan takes it too, to check what apply will do).

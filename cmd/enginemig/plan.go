@@ -26,6 +26,9 @@ func planCommand() *cli.Command {
 		&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "text",
 			Usage: "what to print: text (a readable report) or json (the plan file's content, for scripts)"},
 		captureFlag(),
+		&cli.StringSliceFlag{Name: "node",
+			Usage: "Galera: a node's SQL address (host:port), repeated for each node, where plan counts each table's rows with this account; default: wsrep_incoming_addresses"},
+		maxHoldFlag(),
 		&cli.StringFlag{Name: "out",
 			Usage: "also write the plan file (JSON, versioned) to this path, for apply --plan"},
 	)
@@ -57,17 +60,20 @@ func runPlan(c *cli.Context) error {
 	if c.Args().Len() > 0 {
 		return outcome.New(outcome.Usage, fmt.Errorf("unexpected arguments %v", c.Args().Slice()), "use --database and --tables")
 	}
-	db, _, err := openDB(c.Context, c, "", 4)
+	db, cfg, err := openDB(c.Context, c, "", 4)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
 	p, err := plan.Inspect(c.Context, db, plan.Options{
+		Nodes:       c.StringSlice("node"),
+		OpenNode:    plan.OpenWithAccount(cfg),
 		Databases:   c.StringSlice("database"),
 		Tables:      c.StringSlice("tables"),
 		TestCompile: !c.Bool("no-test-compile"),
 		SampleRows:  c.Int64("sample-rows"),
 		Capture:     c.String("capture"),
+		MaxHold:     c.Duration("max-hold"),
 		Tool:        version,
 		Logger:      loggerOf(c),
 	})

@@ -40,9 +40,15 @@ func main() {
 	flag.StringVar(&ghostArgs, "gh-ost-args", "", "extra arguments for gh-ost, space separated (e.g. \"--max-load Threads_running=30\")")
 	flag.BoolVar(&skipNative, "no-native", false, "skip native ALTER under load")
 	flag.BoolVar(&loadOnly, "load-only", false, "skip the idle runs")
+	flag.BoolVar(&keyless, "keyless", false, "seed the table without a unique key: id keeps a non-unique index the load's statements use (no AUTO_INCREMENT; gh-ost and pt-online-schema-change refuse such tables)")
 	flag.BoolVar(&noAutoInc, "no-autoinc", false, "seed the table without AUTO_INCREMENT on its key (copy chunks can then run in parallel: copier/parallel.go)")
 	flag.BoolVar(&costOnly, "capture-cost", false, "only measure what trigger capture adds to a single-row UPDATE, then exit")
 	flag.Parse()
+	if keyless && (withPTOSC || ghostBin != "") {
+		fmt.Fprintln(os.Stderr, "applybench: -keyless: gh-ost and pt-online-schema-change refuse tables without a unique key; measure native ALTER beside enginemig")
+		os.Exit(2)
+	}
+	noAutoInc = noAutoInc || keyless // the load's INSERTs pick their ids
 	shares := []float64{*loadShare}
 	if *loads != "" {
 		shares = nil
@@ -75,8 +81,11 @@ func seed(db *sql.DB, name string, rows int) error {
 	}
 	nextID.Store(int64(rows))
 	create := fmt.Sprintf(ddl, name)
-	if noAutoInc {
+	if noAutoInc || keyless {
 		create = strings.Replace(create, " AUTO_INCREMENT", "", 1)
+	}
+	if keyless {
+		create = strings.Replace(create, "PRIMARY KEY (id)", "KEY id (id)", 1)
 	}
 	if _, err := db.Exec(create); err != nil {
 		return err
@@ -107,7 +116,7 @@ type applyResult struct {
 }
 
 var extraApplyArgs, serverArgs, binlogFormat string
-var withPTOSC, costOnly, noAutoInc, loadOnly bool
+var withPTOSC, costOnly, noAutoInc, loadOnly, keyless bool
 
 // serverPid is the sandbox server's process; idleWork is each build's CPU (server and
 // enginemig) for the idle conversion, which the loaded runs print beside the load's.

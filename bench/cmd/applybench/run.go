@@ -191,8 +191,8 @@ func runLoaded(ctx context.Context, l load, port int, rate float64, window time.
 		fmt.Printf("  %s: write stalls over %s: %s\n", b.name, longGap, strings.Join(during.longGaps, ", "))
 	}
 	if b.path != nativeALTER && b.path != ptOSC && b.path != ghOST {
-		fmt.Printf("  %s: copy %.2fs, index build %.2fs, verify %.2fs (%d chunks let the source go while the shadow was behind); %d changes replayed, cut-over lock %s, peak RSS %d MiB\n",
-			b.name, ar.copySec, ar.indexSec, ar.verifySec, ar.behindRetries, ar.events, ar.lockHeld, ar.maxRSSKiB/1024)
+		fmt.Printf("  %s: copy %.2fs, index build %.2fs, verify %.2fs (%d chunks let the source go while the shadow was behind); %d changes replayed (%.0f/s over the conversion), cut-over lock %s, peak RSS %d MiB\n",
+			b.name, ar.copySec, ar.indexSec, ar.verifySec, ar.behindRetries, ar.events, float64(ar.events)/took.Seconds(), ar.lockHeld, ar.maxRSSKiB/1024)
 	}
 	if work, ok := idleWork[b.name]; ok {
 		fmt.Printf("  %s: before the conversion the load kept %.2f of %d cores busy; the idle conversion used %.2fs of CPU (server and enginemig)\n",
