@@ -4,5 +4,5 @@
 //
 // Why parallel and mixed: MyISAM locks the whole table on every write, so single-threaded tests
 // flatter it; only concurrent readers and writers (and a report scan) show the lock contention that
-// the migration is meant to remove. See DESIGN.md, "Gates".
+// the migration is meant to remove. See docs/how-it-works.md, "Gates".
 package bench

@@ -4,7 +4,7 @@ import "math/rand/v2"
 
 // WebMix is the production query mix, defined once for everything in enginemig that imitates an
 // application: per 24 operations on a hot table, 16 primary-key SELECTs, 7 UPDATEs and 1 INSERT
-// (the shape of a typical web application's game or session table, DESIGN.md). The benchmark
+// (the shape of a typical web application's game or session table). The benchmark
 // runs it by default, and the demo's application, bench/cmd/applybench and the ackload test
 // helper draw their operations from it, so what is measured, shown and tested is one workload.
 func WebMix() Mix { return Mix{Select: 16, Update: 7, Insert: 1} }

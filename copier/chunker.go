@@ -20,7 +20,7 @@ import (
 // A MyISAM statement holds the table's lock for its whole run and every writer queues behind it,
 // so the time one chunk holds the source is what the application feels. 10–20 ms is short
 // against typical web-request budgets yet long enough to amortise the per-statement overhead
-// (DESIGN.md: per-statement costs dominate below a few thousand rows).
+// (per-statement costs dominate below a few thousand rows).
 const (
 	// DefaultChunkTime is the lock-time target of one chunk while other clients wait for the table.
 	DefaultChunkTime = 15 * time.Millisecond

@@ -142,7 +142,7 @@ func TestPlanFileRoundTripAndStrictness(t *testing.T) {
 }
 
 func TestRegistryIsComplete(t *testing.T) {
-	// Every id that CHECKS.md lists (except system-schema, which is a scope rule) is registered.
+	// Every id of the original plan checklist (except system-schema, which is a scope rule) is registered.
 	for _, id := range []string{"autoinc-not-leading", "row-too-large", "too-many-columns", "too-many-indexes", "key-too-long",
 		"fulltext", "spatial", "merge-member", "packed-readonly", "no-usable-key", "require-pk-setting", "triggers",
 		"partitioned", "foreign-keys", "crashed", "row-format-fixed", "key-block-size", "data-index-directory",

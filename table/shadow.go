@@ -14,8 +14,8 @@ type ShadowDDL struct {
 	// the start (FULLTEXT, SPATIAL, the index that carries AUTO_INCREMENT).
 	Create string
 	// Deferred are index definitions (as in SHOW CREATE TABLE, e.g. "KEY `k` (`a`)") added after the
-	// copy. Measured on MariaDB 10.11 (DESIGN.md): maintaining secondary indexes in random order
-	// during the copy is most of its cost; building them afterwards, online, is several times cheaper.
+	// copy: maintaining secondary indexes in random order during the copy is most of its cost;
+	// building them afterwards, online, is several times cheaper (docs/how-it-works.md).
 	Deferred []string
 	// Changes lists what differs from the source besides the engine, for reports.
 	Changes []string
