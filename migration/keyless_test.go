@@ -126,10 +126,10 @@ func TestKeylessTableUnderWriters(t *testing.T) {
 		keep  bool // --keep-keyless: no row id
 		trig  bool // trigger capture, on a server without a binlog
 	}{
-		{"non-unique index", keylessDDL, 12000, true, false, false, false},
+		{"non-unique index", keylessDDL, 8000, true, false, false, false},
 		{"no index to walk, kept keyless", noIndexDDL, 3000, true, false, true, false},
 		{"unique key with NULLs", nullUniqueDDL, 5000, false, false, false, false},
-		{"resumed after a crash", keylessDDL, 8000, true, true, false, false},
+		{"resumed after a crash", keylessDDL, 5000, true, true, false, false},
 		{"trigger capture", keylessDDL, 5000, true, false, false, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
