@@ -284,34 +284,10 @@ func attempt(ctx context.Context, db *sql.DB, sw Swap, target Target, cfg Config
 		return 0, "", err
 	}
 	locked := time.Now()
-	if cfg.OnLocked != nil {
-		cfg.OnLocked()
-	}
-	unlocked := false
-	unlock := func() {
-		if !unlocked {
-			// A failed UNLOCK is followed by closing the connection, which releases the locks.
-			if _, err := connA.ExecContext(context.WithoutCancel(ctx), "UNLOCK TABLES"); err != nil {
-				cfg.Logger.Warn("cut-over: unlock failed; closing the connection releases the locks", "error", err)
-			}
-			unlocked = true
-		}
-	}
+	unlock, pos, err := whileLocked(ctx, connA, sw, target, cfg, rec)
 	defer unlock()
-
-	catchCtx, cancel := context.WithTimeout(ctx, cfg.CatchUp)
-	pos, err := target.WaitFor(catchCtx, connA)
-	cancel()
 	if err != nil {
-		return 0, pos, fmt.Errorf("%s did not catch up within %s while the table was locked: %w", sw.To, cfg.CatchUp, err)
-	}
-	if rec != nil {
-		if err := rec.RecordSwap(ctx, pos); err != nil {
-			if errors.Is(err, ErrAbort) {
-				return 0, pos, &fatalError{err}
-			}
-			return 0, pos, fmt.Errorf("before the rename: %w", err)
-		}
+		return 0, pos, err
 	}
 
 	dropped, err := renameBehindLock(ctx, db, connA, idA, probe, sw, cfg, unlock)
@@ -324,6 +300,39 @@ func attempt(ctx context.Context, db *sql.DB, sw Swap, target Target, cfg Config
 
 // errGTIDUnsafe is MySQL's ER_GTID_UNSAFE_NON_TRANSACTIONAL_TABLE (1785).
 const errGTIDUnsafe = 1785
+
+// whileLocked is what both swaps do once their lock is granted: tell the test seam, arrange the
+// unlock (once; a failed UNLOCK is followed by closing the connection, which releases the locks),
+// bring the target up to date under the lock, and record the position the swap stands for.
+func whileLocked(ctx context.Context, connA *sql.Conn, sw Swap, target Target, cfg Config, rec Recorder) (unlock func(), pos string, err error) {
+	if cfg.OnLocked != nil {
+		cfg.OnLocked()
+	}
+	unlocked := false
+	unlock = func() {
+		if !unlocked {
+			if _, err := connA.ExecContext(context.WithoutCancel(ctx), "UNLOCK TABLES"); err != nil {
+				cfg.Logger.Warn("cut-over: unlock failed; closing the connection releases the locks", "error", err)
+			}
+			unlocked = true
+		}
+	}
+	catchCtx, cancel := context.WithTimeout(ctx, cfg.CatchUp)
+	pos, err = target.WaitFor(catchCtx, connA)
+	cancel()
+	if err != nil {
+		return unlock, pos, fmt.Errorf("%s did not catch up within %s while the table was locked: %w", sw.To, cfg.CatchUp, err)
+	}
+	if rec != nil {
+		if err := rec.RecordSwap(ctx, pos); err != nil {
+			if errors.Is(err, ErrAbort) {
+				return unlock, pos, &fatalError{err}
+			}
+			return unlock, pos, fmt.Errorf("before the rename: %w", err)
+		}
+	}
+	return unlock, pos, nil
+}
 
 // createSentry creates the sentry, which occupies the name the original will be renamed to: should
 // the lock holder die while the rename waits, the rename fails on "table exists" and nothing

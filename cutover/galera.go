@@ -61,32 +61,10 @@ func attemptGalera(ctx context.Context, db *sql.DB, sw Swap, target Target, cfg 
 		return 0, "", fmt.Errorf("lock %s within %s: %w", sw.From, cfg.LockWait, err)
 	}
 	locked := time.Now()
-	if cfg.OnLocked != nil {
-		cfg.OnLocked()
-	}
-	unlocked := false
-	unlock := func() {
-		if !unlocked {
-			if _, err := connA.ExecContext(context.WithoutCancel(ctx), "UNLOCK TABLES"); err != nil {
-				cfg.Logger.Warn("cut-over: unlock failed; closing the connection releases the locks", "error", err)
-			}
-			unlocked = true
-		}
-	}
+	unlock, pos, err := whileLocked(ctx, connA, sw, target, cfg, rec)
 	defer unlock()
-	catchCtx, cancel := context.WithTimeout(ctx, cfg.CatchUp)
-	pos, err := target.WaitFor(catchCtx, connA)
-	cancel()
 	if err != nil {
-		return 0, pos, fmt.Errorf("%s did not catch up within %s while the table was locked: %w", sw.To, cfg.CatchUp, err)
-	}
-	if rec != nil {
-		if err := rec.RecordSwap(ctx, pos); err != nil {
-			if errors.Is(err, ErrAbort) {
-				return 0, pos, &fatalError{err}
-			}
-			return 0, pos, fmt.Errorf("before the rename: %w", err)
-		}
+		return 0, pos, err
 	}
 	if err := idle(ctx, db, sw, "under the lock"); err != nil {
 		return 0, pos, err

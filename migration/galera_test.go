@@ -287,7 +287,12 @@ func galeraPlan(t *testing.T, c *sandboxtest.Cluster) {
 		}
 		return p
 	}
+	// A node that just joined may be missing from wsrep_incoming_addresses for a moment.
 	p := inspect(dbs[0])
+	for end := time.Now().Add(15 * time.Second); time.Now().Before(end) && (p.Server.Galera == nil || len(p.Server.Galera.Nodes) != 3 || p.Server.Galera.State != "Synced"); {
+		time.Sleep(500 * time.Millisecond)
+		p = inspect(dbs[0])
+	}
 	g := p.Server.Galera
 	if g == nil || g.Size != 3 || g.Status != "Primary" || g.State != "Synced" || len(g.Nodes) != 3 || g.Self != "127.0.0.1:"+strconv.Itoa(c.Nodes[0].Port) || g.OSUMethod != "TOI" {
 		t.Fatalf("plan's view of the cluster: %+v", g)
