@@ -60,6 +60,13 @@ func IsLockWait(err error) bool {
 	return errors.As(err, &me) && me.Number == 1205
 }
 
+// IsDeadlock reports error 1213: the server chose this session's statement as a deadlock's victim
+// and rolled it back.
+func IsDeadlock(err error) bool {
+	var me *mysql.MySQLError
+	return errors.As(err, &me) && me.Number == 1213
+}
+
 // IsLockConflict reports a lock wait timeout or a deadlock (error 1213): worth retrying.
 func IsLockConflict(err error) bool {
 	var me *mysql.MySQLError

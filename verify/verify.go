@@ -252,7 +252,7 @@ func (v *verifier) compare(ctx context.Context, r table.Range, release bool, pat
 	for _, l := range v.cfg.LockWith {
 		lock += ", " + l
 	}
-	if _, err := conn.ExecContext(ctx, lock); err != nil {
+	if err := lockRetrying(ctx, conn, lock); err != nil {
 		return c, fmt.Errorf("verify: lock %s: %w", v.q.Source(), err)
 	}
 	locked := time.Now()
@@ -379,7 +379,7 @@ func (v *verifier) recopy(ctx context.Context, r table.Range) (held time.Duratio
 	}
 	defer conn.Close()
 	src, dst := v.q.Source(), v.q.Target()
-	if _, err := conn.ExecContext(ctx, "LOCK TABLES "+src+" READ, "+src+" AS s READ, "+dst+" WRITE"); err != nil {
+	if err := lockRetrying(ctx, conn, "LOCK TABLES "+src+" READ, "+src+" AS s READ, "+dst+" WRITE"); err != nil {
 		return 0, fmt.Errorf("verify: lock for recopy: %w", err)
 	}
 	locked := time.Now()
@@ -406,4 +406,20 @@ func (v *verifier) checksum(ctx context.Context, q dbconn.Querier, r table.Range
 	}
 	s.took = time.Since(start)
 	return s
+}
+
+// lockRetrying takes a chunk's locks, again when the server chose the LOCK TABLES as a deadlock's
+// victim (1213; seen in a rollback under trigger capture, whose source is InnoDB and whose
+// writers' triggers write the change log): nothing was locked then, and the transaction it met
+// goes on, so trying again after a moment is safe.
+func lockRetrying(ctx context.Context, conn *sql.Conn, lock string) error {
+	for try := 1; ; try++ {
+		_, err := conn.ExecContext(ctx, lock)
+		if err == nil || try == 5 || !dbconn.IsDeadlock(err) {
+			return err
+		}
+		if err := throttle.Sleep(ctx, time.Duration(try)*20*time.Millisecond); err != nil {
+			return err
+		}
+	}
 }
