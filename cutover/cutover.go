@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"time"
 
 	"github.com/enginemig/enginemig/dbconn"
@@ -301,39 +300,6 @@ func attempt(ctx context.Context, db *sql.DB, sw Swap, target Target, cfg Config
 // errGTIDUnsafe is MySQL's ER_GTID_UNSAFE_NON_TRANSACTIONAL_TABLE (1785).
 const errGTIDUnsafe = 1785
 
-// whileLocked is what both swaps do once their lock is granted: tell the test seam, arrange the
-// unlock (once; a failed UNLOCK is followed by closing the connection, which releases the locks),
-// bring the target up to date under the lock, and record the position the swap stands for.
-func whileLocked(ctx context.Context, connA *sql.Conn, sw Swap, target Target, cfg Config, rec Recorder) (unlock func(), pos string, err error) {
-	if cfg.OnLocked != nil {
-		cfg.OnLocked()
-	}
-	unlocked := false
-	unlock = func() {
-		if !unlocked {
-			if _, err := connA.ExecContext(context.WithoutCancel(ctx), "UNLOCK TABLES"); err != nil {
-				cfg.Logger.Warn("cut-over: unlock failed; closing the connection releases the locks", "error", err)
-			}
-			unlocked = true
-		}
-	}
-	catchCtx, cancel := context.WithTimeout(ctx, cfg.CatchUp)
-	pos, err = target.WaitFor(catchCtx, connA)
-	cancel()
-	if err != nil {
-		return unlock, pos, fmt.Errorf("%s did not catch up within %s while the table was locked: %w", sw.To, cfg.CatchUp, err)
-	}
-	if rec != nil {
-		if err := rec.RecordSwap(ctx, pos); err != nil {
-			if errors.Is(err, ErrAbort) {
-				return unlock, pos, &fatalError{err}
-			}
-			return unlock, pos, fmt.Errorf("before the rename: %w", err)
-		}
-	}
-	return unlock, pos, nil
-}
-
 // createSentry creates the sentry, which occupies the name the original will be renamed to: should
 // the lock holder die while the rename waits, the rename fails on "table exists" and nothing
 // changes. It gets the engine of the table it is locked with. With enforce_gtid_consistency=ON
@@ -406,64 +372,6 @@ func renameBehindLock(ctx context.Context, db *sql.DB, connA *sql.Conn, idA int6
 		return true, fmt.Errorf("rename: %w", err)
 	}
 	return true, nil
-}
-
-// lockWithDeadline runs stmt on conn and kills it if it has not got its lock within d, because
-// lock_wait_timeout has a resolution of seconds and we need a budget of milliseconds. A lock not
-// granted names the sessions holding t (looked up after the kill: the application must not wait
-// behind our queued lock for the lookup).
-func lockWithDeadline(ctx context.Context, db *sql.DB, conn *sql.Conn, connID int64, stmt string, d time.Duration, t lockwait.Table) error {
-	timer := time.AfterFunc(d, func() { killQuery(db, connID) })
-	_, err := conn.ExecContext(ctx, stmt)
-	if !timer.Stop() && err != nil {
-		waiter := lockwait.Session{ID: connID, State: "Waiting for table metadata lock", Time: d}
-		h := lockwait.FindHolders(ctx, db, waiter, []lockwait.Table{t}, func(id int64) bool { return id == connID })
-		return &notGranted{holders: h, err: err}
-	}
-	return err
-}
-
-func killQuery(db *sql.DB, id int64) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	db.ExecContext(ctx, fmt.Sprintf("KILL QUERY %d", id))
-}
-
-// waitUntilBlocked polls until connection id (the rename) waits for a lock and has taken the
-// table being swapped in, so that the lock it waits for is the table's (see queueProbe).
-func waitUntilBlocked(ctx context.Context, db *sql.DB, id int64, probe *queueProbe, done <-chan error, limit time.Duration) error {
-	deadline := time.Now().Add(limit)
-	for {
-		select {
-		case err := <-done:
-			if err == nil {
-				return errors.New("rename finished while the tables were locked: lock was not effective")
-			}
-			return fmt.Errorf("rename failed before queueing: %w", err)
-		default:
-		}
-		var state string
-		found, err := lockwait.Sessions(ctx, db, []int64{id})
-		if err == nil {
-			state = found[0].State
-		}
-		if err == nil && strings.Contains(strings.ToLower(state), "lock") {
-			var taken bool
-			if taken, err = probe.taken(ctx); taken {
-				return nil
-			}
-			if err == nil {
-				state += ", on " + probe.sw.To
-			}
-		}
-		if time.Now().After(deadline) {
-			if err != nil {
-				return fmt.Errorf("rename did not queue on the lock within %s: process list: %w", limit, err)
-			}
-			return fmt.Errorf("rename did not queue on the lock within %s (state %q)", limit, state)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
 }
 
 // waitForLongQueries waits (until the cut-over's limit) while a query that mentions the table has
