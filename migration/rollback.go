@@ -80,7 +80,9 @@ func rollback(ctx context.Context, db *sql.DB, opts RollbackOptions, swapping *a
 		return nil, err
 	}
 	if galeraNode(ctx, db) {
-		return nil, refuse(galeraRollbackRemedy, "%s", errGaleraRollback)
+		if err := prepareGaleraRollback(ctx, db, &opts, st, version); err != nil {
+			return nil, err
+		}
 	}
 	swapping.Store(true) // an interrupted rollback may be past its swap
 	if res, done, err := finishInterruptedRollback(ctx, db, opts, st); err != nil || done {
@@ -136,10 +138,11 @@ func swapBack(ctx context.Context, db *sql.DB, opts RollbackOptions, st *State, 
 		return nil, err
 	}
 	sw := cutover.Swap{Schema: opts.Schema, From: opts.Table, To: oldName, Aside: innoName, Sentry: table.SwapName(opts.Table), LockWith: pipe.SwapLockWith()}
+	galeraGate(opts, &sw)
 	swapping.Store(true)
 	cut, err := cutover.Run(ctx, db, sw, pipe, opts.Cutover, rollbackHook{carrier, oldName})
 	if err != nil {
-		return nil, outcome.New(outcome.FailedSafe, fmt.Errorf("swap back: %w", err), "the InnoDB table is still live; retry the rollback")
+		return nil, swapBackFailed(err, sw)
 	}
 	pipe.StopAfterSwap()
 	carrier.crashAfterCreate = opts.crashAtTrigger
