@@ -68,6 +68,7 @@ func galeraRollback(t *testing.T, c *sandboxtest.Cluster) {
 	time.Sleep(500 * time.Millisecond)
 
 	ropts := RollbackOptions{Conn: opts.Conn, Schema: schema, Table: "t", StateSchema: opts.StateSchema, Logger: opts.Logger, Cutover: cutover.DefaultConfig()}
+	ropts.replayDelay = 20 * time.Millisecond // replay a little behind, as under load: the gate must wait for it
 	ropts.Cutover.OnLocked = func() {
 		back.Store(true)
 		inFlight.Lock()

@@ -32,7 +32,8 @@ type RollbackOptions struct {
 	// waits are reported as apply's are (see waits).
 	LockTimeout time.Duration
 
-	crashAtTrigger int // test seam: die right after creating real trigger n (from 1) on t
+	crashAtTrigger int           // test seam: die right after creating real trigger n (from 1) on t
+	replayDelay    time.Duration // test seam: shadow.Config.ApplyDelay, to keep replay behind
 }
 
 // RollbackResult summarises a rollback.
@@ -123,6 +124,7 @@ func swapBack(ctx context.Context, db *sql.DB, opts RollbackOptions, st *State, 
 	cfg := rollbackCapture(db, cur, st.captureMode())
 	cfg.Conn, cfg.Version, cfg.ServerID, cfg.Start, cfg.Logger = opts.Conn, version, opts.ServerID, from, opts.Logger
 	cfg.IgnoreQuery = func(q string) bool { return ignore(q) || isTriggerDDL(q) }
+	cfg.ApplyDelay = opts.replayDelay
 	pipe, err := shadow.Open(ctx, cfg)
 	if err != nil {
 		return nil, outcome.New(outcome.FailedSafe, err, "")
