@@ -187,3 +187,21 @@ func dropGates(ctx context.Context, db *sql.DB, sw Swap, log *slog.Logger) {
 		}
 	}
 }
+
+// DropLeftGates drops the gates of table name that a swap back on a Galera node left when it
+// died (recognised by GateComment), and returns their names.
+func DropLeftGates(ctx context.Context, db *sql.DB, schema string, names ...string) ([]string, error) {
+	var dropped []string
+	for _, n := range names {
+		var comment string
+		err := db.QueryRowContext(ctx, "SELECT TABLE_COMMENT FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?", schema, n).Scan(&comment)
+		if err != nil || comment != GateComment {
+			continue
+		}
+		if _, err := db.ExecContext(ctx, "DROP TABLE "+dbconn.QualifiedName(schema, n)); err != nil {
+			return dropped, fmt.Errorf("drop %s: %w", n, err)
+		}
+		dropped = append(dropped, n)
+	}
+	return dropped, nil
+}

@@ -9,6 +9,7 @@ import (
 	"github.com/enginemig/enginemig/cutover"
 	"github.com/enginemig/enginemig/dbconn"
 	"github.com/enginemig/enginemig/outcome"
+	"github.com/enginemig/enginemig/plan"
 	"github.com/enginemig/enginemig/shadow"
 	"github.com/enginemig/enginemig/table"
 )
@@ -33,9 +34,9 @@ func prepareGaleraRollback(ctx context.Context, db *sql.DB, opts *RollbackOption
 	if status != "Primary" || state != "Synced" {
 		return refuse("roll back once the node is Synced in the Primary component", "this node is %s in a %s component of %d node(s)", state, status, size)
 	}
-	var logReplicated sql.NullInt64
+	var logReplicated sql.NullString
 	db.QueryRowContext(ctx, "SELECT @@GLOBAL.log_slave_updates").Scan(&logReplicated)
-	if !dbconn.MariaDB(version) && logReplicated.Int64 != 1 {
+	if !plan.BinlogsWriteSets(dbconn.MariaDB(version), logReplicated.String) {
 		return refuse("set log_slave_updates=ON (log_replica_updates) in the configuration of this node and restart it, or keep the InnoDB table; changes the other nodes made before that are not in its binlog, so roll back only conversions made after",
 			"log_slave_updates is OFF: this node's binlog lacks the writes made on the other nodes, which a rollback must carry into the MyISAM table")
 	}

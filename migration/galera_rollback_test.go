@@ -84,6 +84,26 @@ func galeraRollback(t *testing.T, c *sandboxtest.Cluster) {
 	time.Sleep(200 * time.Millisecond)
 	stop()
 	checkRolledBackOnGalera(t, c, db, l, schema)
+
+	// A gate left by a rollback that died goes with cleanup, on every node.
+	sandboxtest.MustExec(t, db, "CREATE TABLE `"+schema+"`.`#t_gate` (id INT PRIMARY KEY) ENGINE=InnoDB COMMENT='"+cutover.GateComment+"'")
+	cres, err := Cleanup(context.Background(), db, CleanupOptions{Conn: opts.Conn, Schema: schema, Table: "t", StateSchema: opts.StateSchema})
+	if err != nil {
+		t.Fatalf("cleanup: %v", err)
+	}
+	waitGone := func(p *sql.DB, name string) bool {
+		for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+			if !tableExists(t, p, schema, name) {
+				return true
+			}
+		}
+		return false
+	}
+	for i, p := range pools {
+		if !waitGone(p, "#t_gate") {
+			t.Errorf("node %d: the gate is still there after cleanup (dropped %v)", i+1, cres.Dropped)
+		}
+	}
 }
 
 func rollbackBounded(t *testing.T, db *sql.DB, opts RollbackOptions, c *sandboxtest.Cluster) (*RollbackResult, error) {
