@@ -46,7 +46,8 @@ type Config struct {
 	// Galera swaps without a sentry, in a way that cannot wedge a Galera node (attemptGalera).
 	Galera bool
 	// OnLocked is a fault-injection point for tests: called once the tables are locked, before
-	// the target catches up.
+	// the target catches up (in the gated swap back: once the target caught up, just before the
+	// rename is sent).
 	OnLocked func()
 }
 
