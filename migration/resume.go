@@ -248,6 +248,11 @@ func isConnectionLoss(err error) bool {
 			return true
 		}
 	}
+	// A deadline of enginemig's own (a catch-up that took too long) is no lost connection, though
+	// context.DeadlineExceeded satisfies net.Error: resuming would hide the real failure.
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return false
+	}
 	var ne net.Error
 	if errors.As(err, &ne) {
 		return true
