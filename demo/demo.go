@@ -12,6 +12,7 @@ import (
 	"github.com/enginemig/enginemig/migration"
 	"github.com/enginemig/enginemig/outcome"
 	"github.com/enginemig/enginemig/plan"
+	"github.com/enginemig/enginemig/state"
 )
 
 // Run executes the whole tour and returns its summary. The error is non-nil when the demo could
@@ -252,7 +253,7 @@ func (d *run) apply(ctx context.Context) error {
 	say(out, "  Shadow table _%s_new (InnoDB, primary key only), binlog capture, chunked copy while the", StateTable)
 	say(out, "  application writes, replay of its changes, secondary indexes, then the sentry cut-over.")
 	var last, stageStart time.Time
-	var stage migration.Stage
+	var stage state.Stage
 	opts := migration.Options{Conn: d.t.conn, Schema: d.t.schema, Table: StateTable, ChunkTime: d.cfg.ChunkTime,
 		StateSchema: d.t.schema, SkipVerify: d.cfg.SkipVerify,
 		Progress: func(p migration.Progress) {

@@ -10,6 +10,7 @@ import (
 	"github.com/enginemig/enginemig/cutover"
 	"github.com/enginemig/enginemig/dbconn"
 	"github.com/enginemig/enginemig/shadow"
+	"github.com/enginemig/enginemig/state"
 	"github.com/enginemig/enginemig/table"
 )
 
@@ -36,7 +37,7 @@ func Cleanup(ctx context.Context, db *sql.DB, opts CleanupOptions) (*CleanupResu
 	if _, err := loadTable(ctx, db, opts.Schema, opts.Table); err != nil {
 		return nil, err
 	}
-	lock, err := lockTable(ctx, opts.Conn, opts.Schema, opts.Table)
+	lock, err := state.Lock(ctx, opts.Conn, opts.Schema, opts.Table)
 	if err != nil {
 		return nil, err
 	}
@@ -82,12 +83,12 @@ func Cleanup(ctx context.Context, db *sql.DB, opts CleanupOptions) (*CleanupResu
 			res.Kept = append(res.Kept, old+" (the original kept for rollback; --drop-old removes it)")
 		}
 	}
-	store := NewStore(db, opts.StateSchema)
+	store := state.NewStore(db, opts.StateSchema)
 	if states, err := store.List(ctx, opts.Schema, opts.Table); err == nil {
 		for i := range states {
-			if states[i].Stage.inProgress() && states[i].FinishedAt == nil {
+			if states[i].Stage.InProgress() && states[i].FinishedAt == nil {
 				now := time.Now().UTC()
-				states[i].Stage, states[i].FinishedAt, states[i].Error = StageFailed, &now, "interrupted; cleaned up"
+				states[i].Stage, states[i].FinishedAt, states[i].Error = state.StageFailed, &now, "interrupted; cleaned up"
 				store.Save(ctx, &states[i])
 			}
 		}

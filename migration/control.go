@@ -13,6 +13,7 @@ import (
 	"github.com/enginemig/enginemig/cutover"
 	"github.com/enginemig/enginemig/lockwait"
 	"github.com/enginemig/enginemig/shadow"
+	"github.com/enginemig/enginemig/state"
 	"github.com/enginemig/enginemig/throttle"
 )
 
@@ -76,7 +77,7 @@ func (c *controller) Resume() {
 // Abort stops the migration cleanly (the shadow is dropped, the original stays). Once the
 // cut-over has started it is ignored: a half-done abort there would be worse than finishing.
 func (c *controller) Abort() {
-	if m, _ := c.current(); m != nil && m.rec != nil && m.rec.snapshot().Stage == StageCutover {
+	if m, _ := c.current(); m != nil && m.rec != nil && m.rec.snapshot().Stage == state.StageCutover {
 		c.log.Warn("abort ignored: the cut-over has started")
 		return
 	}
@@ -129,7 +130,7 @@ func (c *controller) Status() control.Status {
 	m, thr := c.current()
 	var out control.Status
 	if m == nil || m.rec == nil {
-		out = control.Status{Stage: StagePreflight.String()}
+		out = control.Status{Stage: state.StagePreflight.String()}
 		if c.waits != nil {
 			out.Schema, out.Table = c.waits.tables[0].Schema, c.waits.tables[0].Name
 		}
@@ -165,10 +166,10 @@ func (c *controller) recorded(m *migrator) control.Status {
 			st.CaptureResume = a
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		server = ServerPosition(ctx, m.db, st)
+		server = state.ServerPosition(ctx, m.db, st)
 		cancel()
 	}
-	out := StatusOf(st, server, time.Now())
+	out := state.StatusOf(st, server, time.Now())
 	out.Elapsed = time.Since(m.start)
 	out.CutoverAttempts, out.CutoverLockHeld = int(c.cutAttempts.Load()), time.Duration(c.cutLockHeld.Load())
 	if m.pipe != nil {

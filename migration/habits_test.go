@@ -16,6 +16,7 @@ import (
 	"github.com/enginemig/enginemig/outcome"
 	"github.com/enginemig/enginemig/plan"
 	"github.com/enginemig/enginemig/sandbox/sandboxtest"
+	"github.com/enginemig/enginemig/state"
 )
 
 // The application habits of MyISAM shops, each kept up through a whole apply while ackload's
@@ -242,8 +243,8 @@ func TestApplicationHabits(t *testing.T) {
 		opts := e.options()
 		var backups sync.WaitGroup
 		var held []int64
-		opts.Hook = func(_ context.Context, at Point, _ *State) error {
-			if at == Before(StageCopy) || at == Before(StageCutover) {
+		opts.Hook = func(_ context.Context, at Point, _ *state.State) error {
+			if at == Before(state.StageCopy) || at == Before(state.StageCutover) {
 				held = append(held, holdGlobally(t, e.app, 1500*time.Millisecond, &backups))
 			}
 			return nil
@@ -548,11 +549,11 @@ func gtidConsistent(db *sql.DB) bool {
 func TestStateSaveWaitingForABackupLeavesSnapshotFree(t *testing.T) {
 	ctx := context.Background()
 	db := openControl(t, srv)
-	store := NewStore(db, "_enginemig_test")
+	store := state.NewStore(db, "_enginemig_test")
 	if err := store.Ensure(ctx); err != nil {
 		t.Fatal(err)
 	}
-	r, err := startRecord(ctx, store, nil, State{Schema: "habits", Table: "snapshot_free", Stage: StageCopy}, dbconn.Logger(nil))
+	r, err := startRecord(ctx, store, nil, state.State{Schema: "habits", Table: "snapshot_free", Stage: state.StageCopy}, dbconn.Logger(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -578,19 +579,19 @@ func TestStateSaveWaitingForABackupLeavesSnapshotFree(t *testing.T) {
 	}
 	defer unlock()
 	saved := make(chan error, 1)
-	go func() { saved <- r.save(ctx, func(st *State) { st.Stage = StageCutover }) }()
+	go func() { saved <- r.save(ctx, func(st *state.State) { st.Stage = state.StageCutover }) }()
 	time.Sleep(300 * time.Millisecond)
 	select {
 	case err := <-saved:
 		t.Fatalf("the save did not wait for the backup lock: %v", err)
 	default:
 	}
-	snap := make(chan State, 1)
+	snap := make(chan state.State, 1)
 	go func() { snap <- r.snapshot() }()
 	select {
 	case st := <-snap:
-		if st.Stage != StageCutover {
-			t.Errorf("snapshot during the save: stage %q, want %q", st.Stage, StageCutover)
+		if st.Stage != state.StageCutover {
+			t.Errorf("snapshot during the save: stage %q, want %q", st.Stage, state.StageCutover)
 		}
 	case <-time.After(time.Second):
 		t.Error("snapshot waited for the save that waits for the backup lock")
@@ -654,9 +655,9 @@ func TestTriggerCaptureResumesWithAQuietTable(t *testing.T) {
 	e := newHabitEnv(t)
 	e.capture = plan.CaptureTriggers
 	opts := e.options()
-	opts.crashAtStage = StageIndexes
-	opts.Hook = func(_ context.Context, at Point, _ *State) error {
-		if at == After(StageCopy) {
+	opts.crashAtStage = state.StageIndexes
+	opts.Hook = func(_ context.Context, at Point, _ *state.State) error {
+		if at == After(state.StageCopy) {
 			e.stop()                           // quiet from here
 			time.Sleep(600 * time.Millisecond) // the periodic syncs empty the log
 		}

@@ -20,10 +20,15 @@ import (
 	"github.com/enginemig/enginemig/dbconn"
 	"github.com/enginemig/enginemig/outcome"
 	"github.com/enginemig/enginemig/shadow"
+	"github.com/enginemig/enginemig/state"
 	"github.com/enginemig/enginemig/table"
 	"github.com/enginemig/enginemig/throttle"
 	"github.com/enginemig/enginemig/verify"
 )
+
+// DefaultChunkTime is the copy's target duration of one chunk's source read when
+// Options.ChunkTime is zero.
+const DefaultChunkTime = copier.DefaultChunkTime
 
 // Options configure one migration.
 type Options struct {
@@ -88,12 +93,12 @@ type Options struct {
 	Gates      map[Point]bool
 	GateConfig bench.GateConfig
 	// Hook runs at HookPoints (nil: none). An error at start or a before-* point stops the migration.
-	Hook func(ctx context.Context, at Point, st *State) error
+	Hook func(ctx context.Context, at Point, st *state.State) error
 
 	// Test seams: simulate the process dying (no cleanup) after this many copied rows or on
 	// entering a stage; save progress this often (default 2 s).
 	crashAfterRows int64
-	crashAtStage   Stage
+	crashAtStage   state.Stage
 	crashAtTrigger int // simulate dying in the trigger step, right after creating real trigger n (from 1)
 	saveEvery      time.Duration
 	idleChunkTime  time.Duration // copier.Pace.IdleChunkTime, to keep a test's copy slow
@@ -107,7 +112,7 @@ type Options struct {
 
 // Progress is a snapshot for progress displays.
 type Progress struct {
-	Stage             Stage         `json:"stage"`
+	Stage             state.Stage   `json:"stage"`
 	RowsCopied        int64         `json:"rows_copied"`
 	RowsTotal         int64         `json:"rows_total"`
 	ChunkSize         int64         `json:"chunk_size"`
@@ -272,7 +277,7 @@ type migrator struct {
 	deferred []string // index definitions still to build
 	// galeraMaxChunk caps a copy chunk's rows on a Galera node (its write-set limits); 0: none.
 	galeraMaxChunk int
-	resume         *State // the interrupted run being resumed, if any
+	resume         *state.State // the interrupted run being resumed, if any
 	triggers       []table.Trigger
 	probe          *bench.Result // the after-cutover gate's baseline, taken before the swap
 	rec            *recorder
@@ -293,15 +298,15 @@ func (m *migrator) run(ctx context.Context) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	lock, err := lockTable(ctx, m.opts.Conn, ti.Schema, ti.Name)
+	lock, err := state.Lock(ctx, m.opts.Conn, ti.Schema, ti.Name)
 	if err != nil {
 		return nil, err
 	}
 	defer lock.Close()
 
 	// An earlier run that died leaves its record in progress: resume it, or settle it first.
-	store := NewStore(m.db, m.opts.StateSchema)
-	if prev, err := unfinished(ctx, store, m.opts.Schema, m.opts.Table); err != nil {
+	store := state.NewStore(m.db, m.opts.StateSchema)
+	if prev, err := store.Unfinished(ctx, m.opts.Schema, m.opts.Table); err != nil {
 		return nil, err
 	} else if prev != nil {
 		resume, done, err := m.settleInterrupted(ctx, store, prev)
@@ -315,8 +320,8 @@ func (m *migrator) run(ctx context.Context) (*Result, error) {
 			return nil, err
 		}
 		m.resume = resume
-		if resume != nil && resume.captureMode() != capture {
-			m.capture, why = resume.captureMode(), "the interrupted run being resumed used it"
+		if resume != nil && resume.CaptureMode() != capture {
+			m.capture, why = resume.CaptureMode(), "the interrupted run being resumed used it"
 		}
 	}
 	m.log.Info("capturing changes with "+string(m.capture), "why", why)
@@ -351,7 +356,7 @@ func (m *migrator) run(ctx context.Context) (*Result, error) {
 	if err := store.Ensure(ctx); err != nil {
 		return nil, outcome.New(outcome.Refused, err, "")
 	}
-	if m.rec, err = startRecord(ctx, store, m.resume, State{Schema: ti.Schema, Table: ti.Name, Stage: StagePreflight,
+	if m.rec, err = startRecord(ctx, store, m.resume, state.State{Schema: ti.Schema, Table: ti.Name, Stage: state.StagePreflight,
 		DryRun: m.opts.DryRun, RowsTotal: ti.Rows, Triggers: m.triggers, Capture: m.capture}, m.log); err != nil {
 		return nil, outcome.New(outcome.Refused, err, "")
 	}

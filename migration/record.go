@@ -12,23 +12,24 @@ import (
 
 	"github.com/enginemig/enginemig/outcome"
 	"github.com/enginemig/enginemig/shadow"
+	"github.com/enginemig/enginemig/state"
 )
 
 // recorder owns the migration's row in the state table: every write to it goes through update,
 // which also copies the pipeline's counters and checkpoint into it.
 type recorder struct {
-	store  *Store
+	store  *state.Store
 	log    *slog.Logger
 	pipe   atomic.Pointer[shadow.Pipeline]
 	last   atomic.Pointer[Progress] // the newest progress snapshot, for control status and metrics
 	waits  *waits                   // what the migration waits on, for the progress display
 	mu     sync.Mutex               // guards st
-	st     State
+	st     state.State
 	saving sync.Mutex // one save at a time
 }
 
 // startRecord resumes the record of an interrupted run, or begins a new one from fresh.
-func startRecord(ctx context.Context, store *Store, resume *State, fresh State, log *slog.Logger) (*recorder, error) {
+func startRecord(ctx context.Context, store *state.Store, resume *state.State, fresh state.State, log *slog.Logger) (*recorder, error) {
 	r := &recorder{store: store, log: log}
 	if resume != nil {
 		r.st = *resume
@@ -45,7 +46,7 @@ func (r *recorder) attach(p *shadow.Pipeline) { r.pipe.Store(p) }
 
 // update applies mutate and saves the row with the current counters. A failed save is logged,
 // not fatal: the row is progress for status and resume, and the next save repairs it.
-func (r *recorder) update(ctx context.Context, mutate func(*State)) {
+func (r *recorder) update(ctx context.Context, mutate func(*state.State)) {
 	if err := r.save(ctx, mutate); err != nil {
 		r.log.Warn("could not save the migration state", "error", err)
 	}
@@ -54,7 +55,7 @@ func (r *recorder) update(ctx context.Context, mutate func(*State)) {
 // save writes outside mu: a write that waits (a backup's FLUSH TABLES WITH READ LOCK holds every
 // write for seconds) must not hold up snapshot, which the lock-wait watcher and status read, or
 // nobody would report what apply waits for. saving keeps the writes in order.
-func (r *recorder) save(ctx context.Context, mutate func(*State)) error {
+func (r *recorder) save(ctx context.Context, mutate func(*state.State)) error {
 	r.saving.Lock()
 	defer r.saving.Unlock()
 	r.mu.Lock()
@@ -63,7 +64,7 @@ func (r *recorder) save(ctx context.Context, mutate func(*State)) error {
 		cp, pr := p.Checkpoint(), p.Progress()
 		r.st.RowsCopied, r.st.CaptureChanges = pr.RowsCopied, pr.Capture.Changes
 		if cp.Watermark != nil {
-			r.st.Watermark = encodeKey(cp.Watermark)
+			r.st.Watermark = state.EncodeKey(cp.Watermark)
 		}
 		if cp.ResumeAt != "" {
 			r.st.CaptureResume = cp.ResumeAt
@@ -84,15 +85,15 @@ func (r *recorder) save(ctx context.Context, mutate func(*State)) error {
 // RecordSwap notes the capture's position under the cut-over's lock (cutover.Recorder). Unlike
 // progress, this save must succeed: without it a rollback would not know where to capture from.
 func (r *recorder) RecordSwap(ctx context.Context, pos string) error {
-	return r.save(ctx, func(st *State) { st.CaptureCutover = shadow.Position(pos) })
+	return r.save(ctx, func(st *state.State) { st.CaptureCutover = shadow.Position(pos) })
 }
 
-func (r *recorder) finish(ctx context.Context, stage Stage, errText string) {
+func (r *recorder) finish(ctx context.Context, stage state.Stage, errText string) {
 	now := time.Now().UTC()
-	r.update(ctx, func(st *State) { st.Stage, st.Error, st.FinishedAt = stage, errText, &now })
+	r.update(ctx, func(st *state.State) { st.Stage, st.Error, st.FinishedAt = stage, errText, &now })
 }
 
-func (r *recorder) snapshot() State {
+func (r *recorder) snapshot() state.State {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.st
@@ -126,7 +127,7 @@ func (r *recorder) track(ctx context.Context, p *shadow.Pipeline, opts Options, 
 			}
 			if time.Since(lastSave) > opts.saveEvery {
 				lastSave = time.Now()
-				r.update(ctx, func(*State) {})
+				r.update(ctx, func(*state.State) {})
 			}
 		}
 	}()
@@ -138,7 +139,7 @@ func (m *migrator) hook(ctx context.Context, at Point) error {
 	if m.opts.Hook == nil || !slices.Contains(HookPoints, at) {
 		return nil
 	}
-	m.rec.update(ctx, func(*State) {})
+	m.rec.update(ctx, func(*state.State) {})
 	st := m.rec.snapshot()
 	return m.opts.Hook(ctx, at, &st)
 }
@@ -215,7 +216,7 @@ func (m *migrator) fail(ctx context.Context, err error, drop bool) error {
 		}
 		err = outcome.New(outcome.FailedSafe, errors.New(what), "")
 	}
-	m.rec.finish(bg, StageFailed, err.Error())
+	m.rec.finish(bg, state.StageFailed, err.Error())
 	m.hook(bg, PointFailure)
 	return err
 }
@@ -227,7 +228,7 @@ func (m *migrator) pend(ctx context.Context, err error) error {
 	if m.pipe != nil {
 		m.pipe.Stop()
 	}
-	m.rec.update(context.WithoutCancel(ctx), func(st *State) { st.Error = "cut-over pending: " + err.Error() })
+	m.rec.update(context.WithoutCancel(ctx), func(st *state.State) { st.Error = "cut-over pending: " + err.Error() })
 	m.hook(context.WithoutCancel(ctx), PointFailure)
 	return outcome.New(outcome.CutoverPending, fmt.Errorf("cut-over: %w", err),
 		"the copy is done and the shadow is kept: run the same apply again to go straight to the cut-over (with a higher --cutover-timeout, or once the sessions named here are gone), or `enginemig cleanup` to drop the shadow")
@@ -239,7 +240,7 @@ func (m *migrator) suspend(ctx context.Context, err error) error {
 	if m.pipe != nil {
 		m.pipe.Stop()
 	}
-	m.rec.update(context.WithoutCancel(ctx), func(st *State) { st.Error = "connection lost: " + err.Error() })
+	m.rec.update(context.WithoutCancel(ctx), func(st *state.State) { st.Error = "connection lost: " + err.Error() })
 	return outcome.New(outcome.NeedsAttention, fmt.Errorf("%w to the server: %w", errSuspended, err),
 		"the shadow table and the progress are kept: run the same apply again to resume")
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/enginemig/enginemig/dbconn"
 	"github.com/enginemig/enginemig/outcome"
 	"github.com/enginemig/enginemig/shadow"
+	"github.com/enginemig/enginemig/state"
 	"github.com/enginemig/enginemig/table"
 )
 
@@ -75,7 +76,7 @@ func rollback(ctx context.Context, db *sql.DB, opts RollbackOptions, swapping *a
 	if err != nil {
 		return nil, err
 	}
-	version, _, _, err := checkServer(ctx, db, string(st.captureMode()))
+	version, _, _, err := checkServer(ctx, db, string(st.CaptureMode()))
 	if err != nil {
 		return nil, err
 	}
@@ -92,7 +93,7 @@ func rollback(ctx context.Context, db *sql.DB, opts RollbackOptions, swapping *a
 		return nil, err
 	}
 	from := st.CaptureCutover
-	if why, remedy, err := shadow.CheckResume(ctx, db, st.captureMode(), from); err != nil {
+	if why, remedy, err := shadow.CheckResume(ctx, db, st.CaptureMode(), from); err != nil {
 		return nil, err
 	} else if why != "" {
 		return nil, refuse("a lossless rollback needs every change since the cut-over; "+remedy+" next time. Swapping back by hand would lose the writes made since then",
@@ -115,10 +116,10 @@ func rollback(ctx context.Context, db *sql.DB, opts RollbackOptions, swapping *a
 
 // swapBack runs the same pipeline as apply, the other way round and without a copy: the kept
 // original is the target, the converted table the source.
-func swapBack(ctx context.Context, db *sql.DB, opts RollbackOptions, st *State, cur *table.Info, version string, from shadow.Position, carrier *triggerCarrier, swapping *atomic.Bool) (*RollbackResult, error) {
+func swapBack(ctx context.Context, db *sql.DB, opts RollbackOptions, st *state.State, cur *table.Info, version string, from shadow.Position, carrier *triggerCarrier, swapping *atomic.Bool) (*RollbackResult, error) {
 	oldName, innoName := table.OldName(opts.Table), table.ShadowName(opts.Table)
 	ignore := isCutoverRename(opts.Table)
-	cfg := rollbackCapture(db, cur, st.captureMode())
+	cfg := rollbackCapture(db, cur, st.CaptureMode())
 	cfg.Conn, cfg.Version, cfg.ServerID, cfg.Start, cfg.Logger = opts.Conn, version, opts.ServerID, from, opts.Logger
 	cfg.IgnoreQuery = func(q string) bool { return ignore(q) || isTriggerDDL(q) }
 	pipe, err := shadow.Open(ctx, cfg)
@@ -222,19 +223,19 @@ func checkRollback(ctx context.Context, db *sql.DB, opts RollbackOptions) (*tabl
 }
 
 // lastCutover finds the newest completed, not rolled-back migration of the table.
-func lastCutover(ctx context.Context, db *sql.DB, opts RollbackOptions) (*State, error) {
-	states, err := NewStore(db, opts.StateSchema).List(ctx, opts.Schema, opts.Table)
+func lastCutover(ctx context.Context, db *sql.DB, opts RollbackOptions) (*state.State, error) {
+	states, err := state.NewStore(db, opts.StateSchema).List(ctx, opts.Schema, opts.Table)
 	if err != nil {
 		return nil, refuse("rollback needs the state table written by apply (see --state-schema)", "no migration state: %v", err)
 	}
 	for i := range states {
 		switch states[i].Stage {
-		case StageDone:
-			if !shadow.Recorded(states[i].captureMode(), states[i].CaptureCutover) {
+		case state.StageDone:
+			if !shadow.Recorded(states[i].CaptureMode(), states[i].CaptureCutover) {
 				break // no position to capture from: not a conversion rollback can start from
 			}
 			return &states[i], nil
-		case StageRolledBack:
+		case state.StageRolledBack:
 			return nil, refuse("nothing to do", "the last conversion of %s.%s was already rolled back", opts.Schema, opts.Table)
 		}
 	}
@@ -254,10 +255,10 @@ func isCutoverRename(name string) func(string) bool {
 	}
 }
 
-func recordRolledBack(ctx context.Context, db *sql.DB, opts RollbackOptions, st *State, what string) {
+func recordRolledBack(ctx context.Context, db *sql.DB, opts RollbackOptions, st *state.State, what string) {
 	now := time.Now().UTC()
-	st.Stage, st.FinishedAt, st.Error = StageRolledBack, &now, what
-	if err := NewStore(db, opts.StateSchema).Save(context.WithoutCancel(ctx), st); err != nil {
+	st.Stage, st.FinishedAt, st.Error = state.StageRolledBack, &now, what
+	if err := state.NewStore(db, opts.StateSchema).Save(context.WithoutCancel(ctx), st); err != nil {
 		opts.Logger.Warn("rolled back, but could not record it in the state table", "error", err)
 	}
 }
@@ -266,7 +267,7 @@ func recordRolledBack(ctx context.Context, db *sql.DB, opts RollbackOptions, st 
 // triggers had their own names again: the table is MyISAM, the InnoDB table is kept as `_t_new`,
 // and stand-ins are on the table (every trigger still fires once, through them). Their definitions
 // are recovered from the stand-ins. done is false when there is no such rollback to finish.
-func finishInterruptedRollback(ctx context.Context, db *sql.DB, opts RollbackOptions, st *State) (*RollbackResult, bool, error) {
+func finishInterruptedRollback(ctx context.Context, db *sql.DB, opts RollbackOptions, st *state.State) (*RollbackResult, bool, error) {
 	cur, err := table.Load(ctx, db, opts.Schema, opts.Table)
 	if err != nil || !strings.EqualFold(cur.Engine, "MyISAM") {
 		return nil, false, nil

@@ -4,40 +4,9 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/enginemig/enginemig/state"
 )
-
-// Stage is where a migration is: recorded in the state table, shown by progress and status, and
-// (through Point) the vocabulary of hooks and gates.
-type Stage string
-
-func (s Stage) String() string { return string(s) }
-
-// The stages, in the order a migration passes them; the last four are outcomes.
-const (
-	StagePreflight Stage = "preflight"
-	StageCopy      Stage = "copy"
-	StageIndexes   Stage = "indexes"
-	StagePostponed Stage = "postponed"
-	StageVerify    Stage = "verify"
-	StageCutover   Stage = "cutover"
-	// StageTriggers: the swap is done; the table's triggers get their own names on it again.
-	StageTriggers Stage = "triggers"
-	StageDone     Stage = "done"
-	StageDryRun   Stage = "dry-run-done"
-	StageFailed   Stage = "failed"
-	// StageRolledBack marks a migration whose conversion was undone.
-	StageRolledBack Stage = "rolled-back"
-)
-
-// inProgress are the stages of a migration that has not finished; finding one while nobody holds
-// the table's lock means its process died.
-func (s Stage) inProgress() bool {
-	switch s {
-	case StagePreflight, StageCopy, StageIndexes, StageVerify, StagePostponed, StageCutover, StageTriggers:
-		return true
-	}
-	return false
-}
 
 // Point is a moment hooks and gates attach to: just before or after a stage, or an outcome.
 type Point string
@@ -45,8 +14,8 @@ type Point string
 func (p Point) String() string { return string(p) }
 
 // Before and After name the points around a stage ("before-copy", "after-cutover").
-func Before(s Stage) Point { return Point("before-" + s) }
-func After(s Stage) Point  { return Point("after-" + s) }
+func Before(s state.Stage) Point { return Point("before-" + s) }
+func After(s state.Stage) Point  { return Point("after-" + s) }
 
 // Outcome points.
 const (
@@ -57,13 +26,13 @@ const (
 )
 
 // HookPoints are the points a hook runs at, in the order a migration passes them.
-var HookPoints = []Point{PointStart, Before(StageCopy), After(StageCopy), Before(StageCutover), PointSuccess, PointFailure, PointRollback}
+var HookPoints = []Point{PointStart, Before(state.StageCopy), After(state.StageCopy), Before(state.StageCutover), PointSuccess, PointFailure, PointRollback}
 
 // The gates, as given to --gate.
 var (
-	GateBeforeCopy    = Before(StageCopy)
-	GateBeforeCutover = Before(StageCutover)
-	GateAfterCutover  = After(StageCutover)
+	GateBeforeCopy    = Before(state.StageCopy)
+	GateBeforeCutover = Before(state.StageCutover)
+	GateAfterCutover  = After(state.StageCutover)
 	gates             = []Point{GateBeforeCopy, GateBeforeCutover, GateAfterCutover}
 )
 

@@ -8,6 +8,7 @@ import (
 	"github.com/enginemig/enginemig/copier"
 	"github.com/enginemig/enginemig/dbconn"
 	"github.com/enginemig/enginemig/shadow"
+	"github.com/enginemig/enginemig/state"
 	"github.com/enginemig/enginemig/table"
 	"github.com/enginemig/enginemig/throttle"
 )
@@ -26,7 +27,7 @@ func (m *migrator) startThrottle(ctx context.Context) (*throttle.Throttler, func
 func StartThrottle(ctx context.Context, db *sql.DB, opts Options) (*throttle.Throttler, func(), error) {
 	schema := opts.StateSchema
 	if schema == "" {
-		schema = DefaultStateSchema
+		schema = state.DefaultStateSchema
 	}
 	cfg := throttle.Config{MaxThreadsRunning: opts.MaxThreadsRunning, MaxLag: opts.MaxLag,
 		HeartbeatSchema: schema, Logger: dbconn.Logger(opts.Logger), Galera: galeraNode(ctx, db)}
@@ -71,7 +72,7 @@ type crashAfter struct {
 
 func (c *crashAfter) Wait(ctx context.Context) error {
 	if c.m.pipe.Progress().RowsCopied >= c.m.opts.crashAfterRows {
-		c.m.rec.update(ctx, func(*State) {})
+		c.m.rec.update(ctx, func(*state.State) {})
 		return errSimulatedCrash
 	}
 	return c.Waiter.Wait(ctx)

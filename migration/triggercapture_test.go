@@ -19,6 +19,7 @@ import (
 	"github.com/enginemig/enginemig/sandbox"
 	"github.com/enginemig/enginemig/sandbox/sandboxtest"
 	"github.com/enginemig/enginemig/shadow"
+	"github.com/enginemig/enginemig/state"
 )
 
 // Servers without a usable ROW binlog, where --capture auto chooses triggers: one with the binlog
@@ -38,7 +39,7 @@ func TestTriggerCaptureConcurrentWritersAndRollback(t *testing.T) {
 					o.CopyWorkers, o.alwaysParallel, o.overtakeDelay = 2, true, 30*time.Millisecond
 				}
 			})
-			if st := lastState(t, db, schema); st.captureMode() != shadow.Triggers {
+			if st := lastState(t, db, schema); st.CaptureMode() != shadow.Triggers {
 				t.Fatalf("auto chose %q capture on a server with binlog %s", st.Capture, format)
 			}
 			stop := runWriters(ws, 0)
@@ -218,9 +219,9 @@ func checkWriters(t *testing.T, ws []*writer) {
 	}
 }
 
-func lastState(t *testing.T, db *sql.DB, schema string) State {
+func lastState(t *testing.T, db *sql.DB, schema string) state.State {
 	t.Helper()
-	states, err := NewStore(db, "_enginemig_test").List(context.Background(), schema, "t")
+	states, err := state.NewStore(db, "_enginemig_test").List(context.Background(), schema, "t")
 	if err != nil || len(states) == 0 {
 		t.Fatalf("no state recorded: %v", err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/enginemig/enginemig/cutover"
 	"github.com/enginemig/enginemig/dbconn"
 	"github.com/enginemig/enginemig/outcome"
+	"github.com/enginemig/enginemig/state"
 	"github.com/enginemig/enginemig/table"
 )
 
@@ -262,7 +263,7 @@ func (m *migrator) finishTriggers(ctx context.Context) error {
 	if err := c.finish(ctx); errors.Is(err, errSimulatedCrash) {
 		return err
 	} else if err != nil {
-		m.rec.update(ctx, func(st *State) { st.Error = "triggers: " + err.Error() })
+		m.rec.update(ctx, func(st *state.State) { st.Error = "triggers: " + err.Error() })
 		return &settled{outcome.New(outcome.NeedsAttention, fmt.Errorf("the table is converted, but carrying its triggers stopped: %w", err),
 			"every trigger still fires through its stand-in; run the same apply again to finish")}
 	}

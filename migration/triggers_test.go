@@ -16,6 +16,7 @@ import (
 	"github.com/enginemig/enginemig/outcome"
 	"github.com/enginemig/enginemig/sandbox"
 	"github.com/enginemig/enginemig/sandbox/sandboxtest"
+	"github.com/enginemig/enginemig/state"
 	"github.com/enginemig/enginemig/table"
 )
 
@@ -258,10 +259,10 @@ func fastCutover() cutover.Config {
 func TestTriggersResumeAfterCrashInTheSwapWindow(t *testing.T) {
 	for _, c := range []struct {
 		name    string
-		stage   Stage
+		stage   state.Stage
 		trigger int
 	}{
-		{"after the swap", StageTriggers, 0},
+		{"after the swap", state.StageTriggers, 0},
 		{"with a trigger and its stand-in both on the table", "", 4},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -312,8 +313,8 @@ func TestTriggerCreatedDuringMigrationStopsIt(t *testing.T) {
 	db := openControl(t, srv)
 	seedTriggers(t, sdb, schema, 5000)
 	opts := testOptions(srv, schema, "t")
-	opts.Hook = func(ctx context.Context, at Point, _ *State) error {
-		if at == After(StageCopy) {
+	opts.Hook = func(ctx context.Context, at Point, _ *state.State) error {
+		if at == After(state.StageCopy) {
 			_, err := sdb.ExecContext(ctx, "CREATE TRIGGER "+dbconn.QualifiedName(schema, "t_late")+" AFTER UPDATE ON "+
 				dbconn.QualifiedName(schema, "t")+" FOR EACH ROW SET @late = 1")
 			return err
@@ -382,8 +383,8 @@ func TestTriggersRollbackResumesAfterCrash(t *testing.T) {
 	stop()
 	checkTriggersOn(t, db, schema, "t", orig)
 	checkExactlyOnce(t, db, schema, ws)
-	states, _ := NewStore(db, opts.StateSchema).List(context.Background(), schema, "t")
-	if len(states) == 0 || states[0].Stage != StageRolledBack {
+	states, _ := state.NewStore(db, opts.StateSchema).List(context.Background(), schema, "t")
+	if len(states) == 0 || states[0].Stage != state.StageRolledBack {
 		t.Fatalf("state after the second rollback: %+v", states)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/enginemig/enginemig/dbconn"
 	"github.com/enginemig/enginemig/lockwait"
 	"github.com/enginemig/enginemig/outcome"
+	"github.com/enginemig/enginemig/state"
 	"github.com/enginemig/enginemig/table"
 	"github.com/enginemig/enginemig/throttle"
 )
@@ -302,7 +303,7 @@ func (c *controller) watchThrottle(time.Time) {
 	m, thr := c.current()
 	w := c.waits
 	var ts throttle.Status
-	if thr != nil && m != nil && m.rec != nil && m.rec.snapshot().Stage == StageCopy {
+	if thr != nil && m != nil && m.rec != nil && m.rec.snapshot().Stage == state.StageCopy {
 		ts = thr.Status()
 	}
 	switch {
@@ -350,7 +351,7 @@ func (c *controller) beforeSwap() bool {
 		return true
 	}
 	switch m.rec.snapshot().Stage {
-	case StageCutover, StageTriggers, StageDone:
+	case state.StageCutover, state.StageTriggers, state.StageDone:
 		return false
 	}
 	return true

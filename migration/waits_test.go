@@ -13,6 +13,7 @@ import (
 	"github.com/enginemig/enginemig/control"
 	"github.com/enginemig/enginemig/outcome"
 	"github.com/enginemig/enginemig/sandbox/sandboxtest"
+	"github.com/enginemig/enginemig/state"
 )
 
 // holdWriteLock has another client (not one of enginemig's connections) take LOCK TABLES t WRITE
@@ -154,8 +155,8 @@ func TestLockTimeoutStopsWithNothingChanged(t *testing.T) {
 			if when == "preflight" {
 				holder, unlock = holdWriteLock(t, schema)
 			} else {
-				opts.Hook = func(ctx context.Context, at Point, st *State) error {
-					if at == Before(StageCopy) {
+				opts.Hook = func(ctx context.Context, at Point, st *state.State) error {
+					if at == Before(state.StageCopy) {
 						if !tableExists(t, db, schema, "_t_new") {
 							t.Error("no shadow when the copy starts")
 						}

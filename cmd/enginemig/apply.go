@@ -20,6 +20,7 @@ import (
 	"github.com/enginemig/enginemig/dbconn"
 	"github.com/enginemig/enginemig/migration"
 	"github.com/enginemig/enginemig/outcome"
+	"github.com/enginemig/enginemig/state"
 	"github.com/enginemig/enginemig/table"
 )
 
@@ -71,7 +72,7 @@ func applyCommand() *cli.Command {
 			&cli.StringFlag{Name: "gate-from-log", Usage: "gates replay each table's statements found in this slow query log or general query log", Category: "Gates"},
 			&cli.StringFlag{Name: "hook", Usage: "shell command run at start, before/after-copy, before-cutover, success, failure, rollback with ENGINEMIG_{STAGE,SCHEMA,TABLE,ROWS_COPIED,CAPTURE{,_START,_CUTOVER}} set; a failing start/before-* hook stops"},
 			&cli.DurationFlag{Name: "hook-timeout", Value: time.Minute, Usage: "how long a hook may run"},
-			&cli.StringFlag{Name: "state-schema", Value: migration.DefaultStateSchema, Usage: "schema holding enginemig's state table (created if missing)"},
+			&cli.StringFlag{Name: "state-schema", Value: state.DefaultStateSchema, Usage: "schema holding enginemig's state table (created if missing)"},
 			&cli.UintFlag{Name: "server-id", Usage: "server_id for the binlog connection (default: random; must not clash with replicas)"},
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "text", Usage: "text or json (a JSON summary on stdout at the end)"},
 			&cli.BoolFlag{Name: "no-progress", Usage: "no progress bar; periodic log lines instead"},
@@ -303,7 +304,7 @@ func (d *progressDisplay) update(p migration.Progress) {
 	if p.CaptureCatchingUp {
 		lag = "replay catching up"
 	}
-	unit := map[migration.Stage]string{migration.StageCopy: "rows copied", migration.StageVerify: "rows verified"}[p.Stage]
+	unit := map[state.Stage]string{state.StageCopy: "rows copied", state.StageVerify: "rows verified"}[p.Stage]
 	if d.bar != nil {
 		if p.StageTotal > 0 && d.bar.GetMax64() != p.StageTotal {
 			d.bar.ChangeMax64(p.StageTotal)

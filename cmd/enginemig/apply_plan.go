@@ -12,6 +12,7 @@ import (
 	"github.com/enginemig/enginemig/migration"
 	"github.com/enginemig/enginemig/outcome"
 	"github.com/enginemig/enginemig/plan"
+	"github.com/enginemig/enginemig/state"
 	"github.com/enginemig/enginemig/table"
 )
 
@@ -63,12 +64,12 @@ func alreadyConverted(ctx context.Context, db *sql.DB, stateSchema string, tg ta
 	if err != nil || !strings.EqualFold(ti.Engine, "InnoDB") {
 		return false, "", nil
 	}
-	store := migration.NewStore(db, stateSchema)
+	store := state.NewStore(db, stateSchema)
 	if ok, err := store.Exists(ctx); err != nil || !ok {
 		return false, "", err
 	}
 	states, err := store.List(ctx, tg.schema, tg.table)
-	if err != nil || len(states) == 0 || states[0].Stage != migration.StageDone {
+	if err != nil || len(states) == 0 || states[0].Stage != state.StageDone {
 		return false, "", err
 	}
 	return true, fmt.Sprintf("converted by migration #%d", states[0].ID), nil

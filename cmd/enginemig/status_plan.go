@@ -7,8 +7,8 @@ import (
 	"io"
 	"time"
 
-	"github.com/enginemig/enginemig/migration"
 	"github.com/enginemig/enginemig/plan"
+	"github.com/enginemig/enginemig/state"
 )
 
 // planTableStatus is one table of a plan as `status --plan` shows it.
@@ -33,7 +33,7 @@ type planStatus struct {
 	ETA string `json:"eta,omitempty"`
 }
 
-func statusOfPlan(ctx context.Context, db *sql.DB, store *migration.Store, path string, now time.Time) (*planStatus, error) {
+func statusOfPlan(ctx context.Context, db *sql.DB, store *state.Store, path string, now time.Time) (*planStatus, error) {
 	p, err := plan.ReadFile(path)
 	if err != nil {
 		return nil, err
@@ -46,7 +46,7 @@ func statusOfPlan(ctx context.Context, db *sql.DB, store *migration.Store, path 
 	var eta time.Duration
 	for _, t := range p.Tables {
 		ts := planTableStatus{Table: t.Schema + "." + t.Table, State: "not-started", Rows: t.Rows}
-		var newest *migration.State
+		var newest *state.State
 		if exists {
 			states, err := store.List(ctx, t.Schema, t.Table)
 			if err != nil {
@@ -61,15 +61,15 @@ func statusOfPlan(ctx context.Context, db *sql.DB, store *migration.Store, path 
 		case t.Blocked:
 			ts.State, remaining = "blocked", 0
 		case newest == nil:
-		case newest.Stage == migration.StageDone:
+		case newest.Stage == state.StageDone:
 			ts.State, remaining = "done", 0
-		case migration.Interrupted(ctx, db, *newest):
+		case state.Interrupted(ctx, db, *newest):
 			ts.State, ts.Stage = "interrupted", newest.Stage.String()
 		case newest.FinishedAt != nil:
 			ts.State, ts.Stage = "failed", newest.Stage.String()
 		default:
 			ts.State, ts.Stage, out.Running = "running", newest.Stage.String(), ts.Table
-			if v := migration.StatusOf(*newest, "", now); v.CopyETA != "" {
+			if v := state.StatusOf(*newest, "", now); v.CopyETA != "" {
 				remaining, _ = time.ParseDuration(v.CopyETA)
 			}
 		}
