@@ -9,6 +9,7 @@ import (
 
 	"github.com/enginemig/enginemig/cutover"
 	"github.com/enginemig/enginemig/dbconn"
+	"github.com/enginemig/enginemig/preflight"
 	"github.com/enginemig/enginemig/shadow"
 	"github.com/enginemig/enginemig/state"
 	"github.com/enginemig/enginemig/table"
@@ -34,7 +35,7 @@ type CleanupResult struct {
 // InnoDB copy a rollback keeps), a cut-over sentry, and with DropOld the kept original. It refuses
 // while a migration of the table runs, and marks interrupted records as cleaned up.
 func Cleanup(ctx context.Context, db *sql.DB, opts CleanupOptions) (*CleanupResult, error) {
-	if _, err := loadTable(ctx, db, opts.Schema, opts.Table); err != nil {
+	if _, err := preflight.LoadTable(ctx, db, opts.Schema, opts.Table); err != nil {
 		return nil, err
 	}
 	lock, err := state.Lock(ctx, opts.Conn, opts.Schema, opts.Table)
@@ -62,7 +63,7 @@ func Cleanup(ctx context.Context, db *sql.DB, opts CleanupOptions) (*CleanupResu
 	}
 	if swap := table.SwapName(opts.Table); exists(swap) {
 		if !cutover.IsSentry(ctx, db, opts.Schema, swap) {
-			return nil, refuse("it holds data: a cut-over was interrupted right after the swap; rename it to "+table.OldName(opts.Table)+" by hand",
+			return nil, preflight.Refuse("it holds data: a cut-over was interrupted right after the swap; rename it to "+table.OldName(opts.Table)+" by hand",
 				"%s is not an enginemig sentry", dbconn.QualifiedName(opts.Schema, swap))
 		}
 		if err := drop(swap); err != nil {

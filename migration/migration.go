@@ -19,6 +19,7 @@ import (
 	"github.com/enginemig/enginemig/cutover"
 	"github.com/enginemig/enginemig/dbconn"
 	"github.com/enginemig/enginemig/outcome"
+	"github.com/enginemig/enginemig/preflight"
 	"github.com/enginemig/enginemig/shadow"
 	"github.com/enginemig/enginemig/state"
 	"github.com/enginemig/enginemig/table"
@@ -203,7 +204,7 @@ func Run(ctx context.Context, db *sql.DB, opts Options) (*Result, error) {
 	// A lost connection (server restart, network) leaves the shadow and the progress in place:
 	// reconnect with backoff and resume, then give up with a clear message.
 	var lost error
-	for n := 1; err != nil && ctx.Err() == nil && n <= maxReconnects && (errors.Is(err, errSuspended) || isConnectionLoss(err)); n++ {
+	for n := 1; err != nil && ctx.Err() == nil && n <= maxReconnects && (errors.Is(err, errSuspended) || dbconn.IsConnectionLoss(err)); n++ {
 		if lost == nil {
 			lost = err
 		}
@@ -218,7 +219,7 @@ func Run(ctx context.Context, db *sql.DB, opts Options) (*Result, error) {
 	// A server that stayed away fails the last retry before it resumes anything (in preflight,
 	// say), which says nothing about the table: report the loss that stopped the work, with its
 	// remedy (exit 7, run the same apply again), not the retry's own error.
-	if errors.Is(lost, errSuspended) && err != nil && !errors.Is(err, errSuspended) && isConnectionLoss(err) {
+	if errors.Is(lost, errSuspended) && err != nil && !errors.Is(err, errSuspended) && dbconn.IsConnectionLoss(err) {
 		err = lost
 	}
 	if lt := ctl.waits.timeoutErr(); err != nil && lt != nil {
@@ -289,12 +290,12 @@ type migrator struct {
 // run is the preflight: checks, the table's advisory lock, settling an interrupted run, the
 // before-copy gate; then the stages.
 func (m *migrator) run(ctx context.Context) (*Result, error) {
-	version, capture, why, err := checkServer(ctx, m.db, m.opts.Capture)
+	version, capture, why, err := preflight.CheckServer(ctx, m.db, m.opts.Capture)
 	if err != nil {
 		return nil, err
 	}
 	m.version, m.capture = version, capture
-	ti, err := loadTable(ctx, m.db, m.opts.Schema, m.opts.Table)
+	ti, err := preflight.LoadTable(ctx, m.db, m.opts.Schema, m.opts.Table)
 	if err != nil {
 		return nil, err
 	}
@@ -316,7 +317,7 @@ func (m *migrator) run(ctx context.Context) (*Result, error) {
 		if done {
 			return &Result{Schema: ti.Schema, Table: ti.Name, ID: prev.ID, OldTable: table.OldName(ti.Name)}, nil
 		}
-		if ti, err = loadTable(ctx, m.db, m.opts.Schema, m.opts.Table); err != nil {
+		if ti, err = preflight.LoadTable(ctx, m.db, m.opts.Schema, m.opts.Table); err != nil {
 			return nil, err
 		}
 		m.resume = resume
@@ -327,11 +328,11 @@ func (m *migrator) run(ctx context.Context) (*Result, error) {
 	m.log.Info("capturing changes with "+string(m.capture), "why", why)
 	m.ti = ti
 	if m.resume == nil {
-		if err := checkTable(ctx, m.db, ti); err != nil {
+		if err := preflight.CheckTable(ctx, m.db, ti); err != nil {
 			return nil, err
 		}
 	}
-	if err := planBlockers(ctx, m.db, ti, m.capture, m.opts.MaxHold, m.log); err != nil {
+	if err := preflight.PlanBlockers(ctx, m.db, ti, m.capture, m.opts.MaxHold, m.log); err != nil {
 		return nil, err
 	}
 	if err := m.loadTriggers(ctx); err != nil {
@@ -340,7 +341,7 @@ func (m *migrator) run(ctx context.Context) (*Result, error) {
 	if m.ddl, err = ti.Shadow(table.ShadowName(ti.Name), true, !m.opts.KeepKeyless && table.RowIDSupported(m.version)); err != nil {
 		return nil, outcome.New(outcome.Refused, err, "")
 	}
-	if galeraNode(ctx, m.db) {
+	if dbconn.GaleraNode(ctx, m.db) {
 		if err := m.prepareGalera(ctx, ti); err != nil {
 			return nil, err
 		}

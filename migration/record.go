@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/enginemig/enginemig/dbconn"
 	"github.com/enginemig/enginemig/outcome"
 	"github.com/enginemig/enginemig/shadow"
 	"github.com/enginemig/enginemig/state"
@@ -177,7 +178,7 @@ func (m *migrator) stopped(ctx context.Context, err error) (*Result, error) {
 	if errors.Is(err, errSimulatedCrash) {
 		return nil, err
 	}
-	if isConnectionLoss(err) && ctx.Err() == nil {
+	if dbconn.IsConnectionLoss(err) && ctx.Err() == nil {
 		return nil, m.suspend(ctx, err)
 	}
 	var p *pending

@@ -4,11 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"strings"
 	"time"
-
-	"github.com/go-sql-driver/mysql"
 
 	"github.com/enginemig/enginemig/cutover"
 	"github.com/enginemig/enginemig/dbconn"
@@ -174,25 +171,6 @@ func (m *migrator) prepareResume(ctx context.Context, st *state.State, deferred 
 		}
 	}
 	return missing, nil
-}
-
-// isConnectionLoss reports errors after which the server-side work is intact and a re-run can
-// resume: lost or refused connections and server restarts.
-func isConnectionLoss(err error) bool {
-	var me *mysql.MySQLError
-	if errors.As(err, &me) {
-		switch me.Number {
-		case 1053, 1927, 2006, 2013: // server shutdown, connection killed, gone away, lost
-			return true
-		}
-	}
-	var ne net.Error
-	if errors.As(err, &ne) {
-		return true
-	}
-	s := err.Error()
-	return strings.Contains(s, "invalid connection") || strings.Contains(s, "bad connection") ||
-		strings.Contains(s, "connection refused") || strings.Contains(s, "broken pipe") || strings.Contains(s, "EOF")
 }
 
 var errSimulatedCrash = outcome.New(outcome.NeedsAttention, errors.New("simulated crash (test)"), "")

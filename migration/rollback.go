@@ -15,6 +15,7 @@ import (
 	"github.com/enginemig/enginemig/cutover"
 	"github.com/enginemig/enginemig/dbconn"
 	"github.com/enginemig/enginemig/outcome"
+	"github.com/enginemig/enginemig/preflight"
 	"github.com/enginemig/enginemig/shadow"
 	"github.com/enginemig/enginemig/state"
 	"github.com/enginemig/enginemig/table"
@@ -76,12 +77,12 @@ func rollback(ctx context.Context, db *sql.DB, opts RollbackOptions, swapping *a
 	if err != nil {
 		return nil, err
 	}
-	version, _, _, err := checkServer(ctx, db, string(st.CaptureMode()))
+	version, _, _, err := preflight.CheckServer(ctx, db, string(st.CaptureMode()))
 	if err != nil {
 		return nil, err
 	}
-	if galeraNode(ctx, db) {
-		return nil, refuse(galeraRollbackRemedy, "%s", errGaleraRollback)
+	if dbconn.GaleraNode(ctx, db) {
+		return nil, preflight.Refuse(galeraRollbackRemedy, "%s", errGaleraRollback)
 	}
 	swapping.Store(true) // an interrupted rollback may be past its swap
 	if res, done, err := finishInterruptedRollback(ctx, db, opts, st); err != nil || done {
@@ -96,7 +97,7 @@ func rollback(ctx context.Context, db *sql.DB, opts RollbackOptions, swapping *a
 	if why, remedy, err := shadow.CheckResume(ctx, db, st.CaptureMode(), from); err != nil {
 		return nil, err
 	} else if why != "" {
-		return nil, refuse("a lossless rollback needs every change since the cut-over; "+remedy+" next time. Swapping back by hand would lose the writes made since then",
+		return nil, preflight.Refuse("a lossless rollback needs every change since the cut-over; "+remedy+" next time. Swapping back by hand would lose the writes made since then",
 			"%s", why)
 	}
 	// The converted table's triggers (as they are now) go back with it; the stream steps over the
@@ -196,7 +197,7 @@ func (o RollbackOptions) withDefaults() RollbackOptions {
 // kept MyISAM original is there with the same columns, and the InnoDB table's kept name is free.
 // It returns the converted table.
 func checkRollback(ctx context.Context, db *sql.DB, opts RollbackOptions) (*table.Info, error) {
-	cur, err := loadTable(ctx, db, opts.Schema, opts.Table)
+	cur, err := preflight.LoadTable(ctx, db, opts.Schema, opts.Table)
 	if err != nil {
 		return nil, err
 	}
@@ -204,20 +205,20 @@ func checkRollback(ctx context.Context, db *sql.DB, opts RollbackOptions) (*tabl
 	old, err := table.Load(ctx, db, opts.Schema, oldName)
 	switch {
 	case errors.Is(err, table.ErrNotFound):
-		return nil, refuse("without it there is nothing to roll back to", "the kept original %s is gone", dbconn.QualifiedName(opts.Schema, oldName))
+		return nil, preflight.Refuse("without it there is nothing to roll back to", "the kept original %s is gone", dbconn.QualifiedName(opts.Schema, oldName))
 	case err != nil:
 		return nil, err
 	case cutover.IsSentry(ctx, db, opts.Schema, oldName):
-		return nil, refuse("drop the sentry (DROP TABLE "+dbconn.QualifiedName(opts.Schema, oldName)+") only if no enginemig runs on this table",
+		return nil, preflight.Refuse("drop the sentry (DROP TABLE "+dbconn.QualifiedName(opts.Schema, oldName)+") only if no enginemig runs on this table",
 			"%s is a cut-over sentry, not the kept original", dbconn.QualifiedName(opts.Schema, oldName))
 	case !strings.EqualFold(cur.Engine, "InnoDB"):
-		return nil, refuse("nothing to roll back", "%s is %s, not the converted InnoDB table", cur.QuotedName(), cur.Engine)
+		return nil, preflight.Refuse("nothing to roll back", "%s is %s, not the converted InnoDB table", cur.QuotedName(), cur.Engine)
 	}
 	if _, err := table.Load(ctx, db, opts.Schema, innoName); err == nil {
-		return nil, refuse("drop or rename it first", "%s exists; rollback moves the InnoDB table to that name", dbconn.QualifiedName(opts.Schema, innoName))
+		return nil, preflight.Refuse("drop or rename it first", "%s exists; rollback moves the InnoDB table to that name", dbconn.QualifiedName(opts.Schema, innoName))
 	}
 	if len(old.CopyColumns()) != len(cur.CopyColumns()) {
-		return nil, refuse("the tables' columns differ (DDL since the cut-over?): roll back by hand", "%s and %s have different columns", cur.QuotedName(), old.QuotedName())
+		return nil, preflight.Refuse("the tables' columns differ (DDL since the cut-over?): roll back by hand", "%s and %s have different columns", cur.QuotedName(), old.QuotedName())
 	}
 	return cur, nil
 }
@@ -226,7 +227,7 @@ func checkRollback(ctx context.Context, db *sql.DB, opts RollbackOptions) (*tabl
 func lastCutover(ctx context.Context, db *sql.DB, opts RollbackOptions) (*state.State, error) {
 	states, err := state.NewStore(db, opts.StateSchema).List(ctx, opts.Schema, opts.Table)
 	if err != nil {
-		return nil, refuse("rollback needs the state table written by apply (see --state-schema)", "no migration state: %v", err)
+		return nil, preflight.Refuse("rollback needs the state table written by apply (see --state-schema)", "no migration state: %v", err)
 	}
 	for i := range states {
 		switch states[i].Stage {
@@ -236,10 +237,10 @@ func lastCutover(ctx context.Context, db *sql.DB, opts RollbackOptions) (*state.
 			}
 			return &states[i], nil
 		case state.StageRolledBack:
-			return nil, refuse("nothing to do", "the last conversion of %s.%s was already rolled back", opts.Schema, opts.Table)
+			return nil, preflight.Refuse("nothing to do", "the last conversion of %s.%s was already rolled back", opts.Schema, opts.Table)
 		}
 	}
-	return nil, refuse("rollback applies to tables converted by enginemig apply", "no completed conversion of %s.%s is recorded", opts.Schema, opts.Table)
+	return nil, preflight.Refuse("rollback applies to tables converted by enginemig apply", "no completed conversion of %s.%s is recorded", opts.Schema, opts.Table)
 }
 
 // isCutoverRename recognises the migration's own swap, which the rollback stream starts just before.

@@ -30,7 +30,7 @@ func StartThrottle(ctx context.Context, db *sql.DB, opts Options) (*throttle.Thr
 		schema = state.DefaultStateSchema
 	}
 	cfg := throttle.Config{MaxThreadsRunning: opts.MaxThreadsRunning, MaxLag: opts.MaxLag,
-		HeartbeatSchema: schema, Logger: dbconn.Logger(opts.Logger), Galera: galeraNode(ctx, db)}
+		HeartbeatSchema: schema, Logger: dbconn.Logger(opts.Logger), Galera: dbconn.GaleraNode(ctx, db)}
 	var pools []*sql.DB
 	closeAll := func() {
 		for _, p := range pools {

@@ -13,6 +13,7 @@ import (
 	"github.com/enginemig/enginemig/cutover"
 	"github.com/enginemig/enginemig/dbconn"
 	"github.com/enginemig/enginemig/outcome"
+	"github.com/enginemig/enginemig/preflight"
 	"github.com/enginemig/enginemig/state"
 	"github.com/enginemig/enginemig/table"
 )
@@ -188,7 +189,7 @@ func (m *migrator) loadTriggers(ctx context.Context) error {
 	}
 	for _, tr := range trs {
 		if why := tr.Carryable(m.ti.Schema, m.ti.Name); why != "" {
-			return refuse("recreate the trigger with character_set_client=utf8mb4, or drop it, convert, and create it again", "%s", why)
+			return preflight.Refuse("recreate the trigger with character_set_client=utf8mb4, or drop it, convert, and create it again", "%s", why)
 		}
 	}
 	m.triggers = trs
