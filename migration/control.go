@@ -30,7 +30,11 @@ type controller struct {
 	thr      *throttle.Throttler
 	release  chan struct{}
 	isClosed bool
-	waits    *waits // what the migration waits on (set once by Run)
+	waits    *lockwait.Watcher // what the migration waits on (set once by Run)
+
+	// The throttle's wait while it lasts (watchThrottle, on the watcher's goroutine only).
+	throttleUpdate func(string, []lockwait.Session)
+	throttleEnd    func()
 
 	cutAttempts atomic.Int64 // cut-over attempts so far
 	cutLockHeld atomic.Int64 // nanoseconds the successful attempt held the table locked
@@ -132,13 +136,13 @@ func (c *controller) Status() control.Status {
 	if m == nil || m.rec == nil {
 		out = control.Status{Stage: state.StagePreflight.String()}
 		if c.waits != nil {
-			out.Schema, out.Table = c.waits.tables[0].Schema, c.waits.tables[0].Name
+			out.Schema, out.Table = c.waits.Table().Schema, c.waits.Table().Name
 		}
 	} else {
 		out = c.recorded(m)
 	}
 	if c.waits != nil {
-		out.Waiting, out.LockWaits = c.waits.snapshot(), c.waits.seen.Load()
+		out.Waiting, out.LockWaits = c.waits.Snapshot(), c.waits.Seen()
 	}
 	if thr != nil {
 		ts := thr.Status()
@@ -189,7 +193,7 @@ func (c *controller) recorded(m *migrator) control.Status {
 type cutoverObserver struct{ c *controller }
 
 func (o cutoverObserver) Waiting(w lockwait.Wait) (func(string, []lockwait.Session), func()) {
-	return o.c.waits.begin(w)
+	return o.c.waits.Begin(w)
 }
 
 func (o cutoverObserver) Attempted(n int, held time.Duration, err error) {
@@ -198,7 +202,7 @@ func (o cutoverObserver) Attempted(n int, held time.Duration, err error) {
 		o.c.cutLockHeld.Store(int64(held))
 	}
 	if errors.Is(err, cutover.ErrLockNotGranted) {
-		o.c.waits.seen.Add(1)
+		o.c.waits.CountLockWait()
 	}
 }
 

@@ -602,49 +602,6 @@ func TestStateSaveWaitingForABackupLeavesSnapshotFree(t *testing.T) {
 	}
 }
 
-// A statement of the run that names none of its tables (a state-table write) and waits for a
-// backup's global read lock is this run's wait too, and reported.
-func TestWaitForTheGlobalReadLockIsReported(t *testing.T) {
-	ctx := context.Background()
-	db := openControl(t, srv) // the run's own connections
-	sandboxtest.MustExec(t, db, "CREATE DATABASE IF NOT EXISTS _enginemig_test",
-		"CREATE TABLE IF NOT EXISTS _enginemig_test.habits_global (id INT PRIMARY KEY) ENGINE=InnoDB")
-	logs := &logLines{}
-	opts := testOptions(srv, "habits", "t")
-	opts.Logger = logs.logger()
-	w := newWaits(db, opts, func(error) {})
-	app, err := srv.Open("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer app.Close()
-	backup, err := app.Conn(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer backup.Close()
-	if _, err := backup.ExecContext(ctx, "FLUSH TABLES WITH READ LOCK"); err != nil {
-		t.Fatal(err)
-	}
-	written := make(chan error, 1)
-	go func() {
-		_, err := db.ExecContext(ctx, "REPLACE INTO _enginemig_test.habits_global VALUES (1)")
-		written <- err
-	}()
-	deadline := time.Now().Add(5 * time.Second)
-	for !strings.Contains(logs.String(), "waiting for a lock") && time.Now().Before(deadline) {
-		w.pollLocks(ctx)
-		time.Sleep(pollEvery)
-	}
-	backup.ExecContext(ctx, "UNLOCK TABLES")
-	if err := <-written; err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(logs.String(), "waiting for a lock") {
-		t.Fatalf("the state write waiting for the backup's lock was not reported:\n%s", logs)
-	}
-}
-
 // Trigger capture, a run that dies at the index build after the application went quiet: the
 // next run finds the change log empty with its notes synced, and its catch-up must not wait for
 // notes that are gone (ids handed out are counted as synced once the log is found empty).

@@ -18,6 +18,7 @@ import (
 	"github.com/enginemig/enginemig/copier"
 	"github.com/enginemig/enginemig/cutover"
 	"github.com/enginemig/enginemig/dbconn"
+	"github.com/enginemig/enginemig/lockwait"
 	"github.com/enginemig/enginemig/outcome"
 	"github.com/enginemig/enginemig/preflight"
 	"github.com/enginemig/enginemig/shadow"
@@ -86,7 +87,7 @@ type Options struct {
 	// its own from MaxThreadsRunning, Replicas and MaxLag.
 	Throttle *throttle.Throttler
 	// LockTimeout bounds how long one statement of the migration may wait for a lock another
-	// session holds before the migration stops with nothing changed (DefaultLockTimeout when 0).
+	// session holds before the migration stops with nothing changed (lockwait.DefaultTimeout when 0).
 	LockTimeout time.Duration
 	// SkipVerify skips the chunk-by-chunk comparison of source and shadow before the cut-over.
 	SkipVerify bool
@@ -169,10 +170,11 @@ func Run(ctx context.Context, db *sql.DB, opts Options) (*Result, error) {
 	ctx, abort := context.WithCancelCause(ctx)
 	defer abort(nil)
 	ctl := newController(opts.Logger, abort)
-	ctl.waits = newWaits(db, opts, abort)
-	ctl.waits.enforce = ctl.beforeSwap
+	watch := watchConfig(db, opts, abort)
+	watch.Enforce = ctl.beforeSwap
+	ctl.waits = lockwait.NewWatcher(watch)
 	opts.Cutover.Observer = cutoverObserver{ctl}
-	defer ctl.waits.start(ctx, ctl.watchThrottle)()
+	defer ctl.waits.Start(ctx, ctl.watchThrottle)()
 	closeControl, err := listenControl(ctx, opts, ctl)
 	if err != nil {
 		return nil, outcome.New(outcome.Usage, err, "choose another --control-socket path")
@@ -222,7 +224,7 @@ func Run(ctx context.Context, db *sql.DB, opts Options) (*Result, error) {
 	if errors.Is(lost, errSuspended) && err != nil && !errors.Is(err, errSuspended) && dbconn.IsConnectionLoss(err) {
 		err = lost
 	}
-	if lt := ctl.waits.timeoutErr(); err != nil && lt != nil {
+	if lt := ctl.waits.TimeoutErr(); err != nil && lt != nil {
 		err = lt
 	} else if err != nil && errors.Is(context.Cause(ctx), errAborted) {
 		err = outcome.New(outcome.FailedSafe, fmt.Errorf("%w; the shadow was dropped and the original table is unchanged", errAborted), "")

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/enginemig/enginemig/dbconn"
+	"github.com/enginemig/enginemig/lockwait"
 	"github.com/enginemig/enginemig/outcome"
 	"github.com/enginemig/enginemig/shadow"
 	"github.com/enginemig/enginemig/state"
@@ -23,7 +24,7 @@ type recorder struct {
 	log    *slog.Logger
 	pipe   atomic.Pointer[shadow.Pipeline]
 	last   atomic.Pointer[Progress] // the newest progress snapshot, for control status and metrics
-	waits  *waits                   // what the migration waits on, for the progress display
+	waits  *lockwait.Watcher        // what the migration waits on, for the progress display
 	mu     sync.Mutex               // guards st
 	st     state.State
 	saving sync.Mutex // one save at a time
@@ -122,7 +123,7 @@ func (r *recorder) track(ctx context.Context, p *shadow.Pipeline, opts Options, 
 				prog := Progress{Stage: st.Stage, RowsCopied: pr.RowsCopied, RowsTotal: st.RowsTotal, ChunkSize: pr.ChunkSize,
 					CaptureChanges: pr.Capture.Changes, CaptureCatchingUp: pr.Capture.Behind, Elapsed: time.Since(start)}
 				clock.fill(&prog, pr.RowsVerified, time.Now())
-				prog.Waiting = r.waits.summary()
+				prog.Waiting = r.waits.Summary()
 				opts.Progress(prog)
 				r.last.Store(&prog)
 			}
@@ -208,7 +209,7 @@ func (m *migrator) fail(ctx context.Context, err error, drop bool) error {
 		}
 	}
 	err = m.coded(err)
-	if lt := m.ctl.waits.timeoutErr(); lt != nil {
+	if lt := m.ctl.waits.TimeoutErr(); lt != nil {
 		err = lt
 	} else if errors.Is(err, context.Canceled) {
 		what := "interrupted; the original is unchanged"

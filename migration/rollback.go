@@ -14,6 +14,7 @@ import (
 	"github.com/enginemig/enginemig/copier"
 	"github.com/enginemig/enginemig/cutover"
 	"github.com/enginemig/enginemig/dbconn"
+	"github.com/enginemig/enginemig/lockwait"
 	"github.com/enginemig/enginemig/outcome"
 	"github.com/enginemig/enginemig/preflight"
 	"github.com/enginemig/enginemig/shadow"
@@ -30,8 +31,8 @@ type RollbackOptions struct {
 	Cutover     cutover.Config
 	ServerID    uint32
 	Logger      *slog.Logger // nil discards
-	// LockTimeout bounds a wait for a lock another session holds (DefaultLockTimeout when 0):
-	// waits are reported as apply's are (see waits).
+	// LockTimeout bounds a wait for a lock another session holds (lockwait.DefaultTimeout when 0):
+	// waits are reported as apply's are (lockwait.Watcher).
 	LockTimeout time.Duration
 
 	crashAtTrigger int // test seam: die right after creating real trigger n (from 1) on t
@@ -58,14 +59,15 @@ func Rollback(ctx context.Context, db *sql.DB, opts RollbackOptions) (*RollbackR
 	opts = opts.withDefaults()
 	ctx, abort := context.WithCancelCause(ctx)
 	defer abort(nil)
-	w := newWaits(db, Options{Conn: opts.Conn, Schema: opts.Schema, Table: opts.Table, Logger: opts.Logger, LockTimeout: opts.LockTimeout}, abort)
-	w.unchanged = "nothing was swapped back: the InnoDB table is live"
+	watch := watchConfig(db, Options{Conn: opts.Conn, Schema: opts.Schema, Table: opts.Table, Logger: opts.Logger, LockTimeout: opts.LockTimeout}, abort)
+	watch.Unchanged = "nothing was swapped back: the InnoDB table is live"
 	var swapping atomic.Bool // from the swap on, a timeout would no longer leave things as they were
-	w.enforce = func() bool { return !swapping.Load() }
-	stop := w.start(ctx, nil)
+	watch.Enforce = func() bool { return !swapping.Load() }
+	w := lockwait.NewWatcher(watch)
+	stop := w.Start(ctx, nil)
 	res, err := rollback(ctx, db, opts, &swapping)
 	stop()
-	if lt := w.timeoutErr(); err != nil && lt != nil {
+	if lt := w.TimeoutErr(); err != nil && lt != nil {
 		return nil, lt
 	}
 	return res, err

@@ -211,7 +211,7 @@ func (m *migrator) notPostponed() bool {
 // postpone holds the cut-over while the flag file exists (capture keeps the shadow current).
 func (m *migrator) postpone(ctx context.Context) error {
 	m.log.Info("cut-over postponed: remove the file to proceed", "file", m.opts.PostponeFile)
-	_, endWait := m.ctl.waits.begin(lockwait.Wait{Kind: lockwait.KindPostponed, What: postponedUntil(m.opts)})
+	_, endWait := m.ctl.waits.Begin(lockwait.Wait{Kind: lockwait.KindPostponed, What: postponedUntil(m.opts)})
 	defer endWait()
 	err := m.pipe.Do(ctx, func(ctx context.Context) error {
 		for {

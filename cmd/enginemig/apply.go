@@ -18,6 +18,7 @@ import (
 	"github.com/enginemig/enginemig/bench"
 	"github.com/enginemig/enginemig/cutover"
 	"github.com/enginemig/enginemig/dbconn"
+	"github.com/enginemig/enginemig/lockwait"
 	"github.com/enginemig/enginemig/migration"
 	"github.com/enginemig/enginemig/outcome"
 	"github.com/enginemig/enginemig/state"
@@ -53,7 +54,7 @@ func applyCommand() *cli.Command {
 			&cli.IntFlag{Name: "cutover-attempts", Value: def.Attempts, Usage: "cut-over attempts before giving up as at --cutover-timeout (0: no limit but the timeout)"},
 			&cli.DurationFlag{Name: "cutover-backoff", Value: def.Backoff, Usage: "pause after a failed cut-over attempt; doubles up to 8x"},
 			&cli.DurationFlag{Name: "long-query", Value: def.LongQuery, Usage: "queries on the table running longer than this delay the cut-over (a lock queued behind them would block the application)"},
-			&cli.DurationFlag{Name: "lock-timeout", Value: migration.DefaultLockTimeout, Usage: "how long a statement of apply may wait for another session's lock before apply stops with nothing changed (exit 6); the wait and its holder are logged"},
+			&cli.DurationFlag{Name: "lock-timeout", Value: lockwait.DefaultTimeout, Usage: "how long a statement of apply may wait for another session's lock before apply stops with nothing changed (exit 6); the wait and its holder are logged"},
 			&cli.BoolFlag{Name: "fixed-pace", Usage: "do not pace the copy by the application's throughput, latency and running sessions: rest as long as each chunk held the table whenever another client waited (docs/runbook.md)", Category: "Throttling"},
 			&cli.IntFlag{Name: "max-threads-running", Usage: "pause the copy while the server's Threads_running exceeds this (0: no limit)", Category: "Throttling"},
 			&cli.StringSliceFlag{Name: "replica", Usage: "host:port of a replica whose lag must stay under --max-lag (same credentials; repeatable); lag is measured with a heartbeat enginemig writes, and lag that cannot be measured pauses the copy", Category: "Throttling"},

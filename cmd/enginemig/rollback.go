@@ -8,6 +8,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/enginemig/enginemig/cutover"
+	"github.com/enginemig/enginemig/lockwait"
 	"github.com/enginemig/enginemig/migration"
 	"github.com/enginemig/enginemig/outcome"
 	"github.com/enginemig/enginemig/state"
@@ -29,7 +30,7 @@ func rollbackCommand() *cli.Command {
 			&cli.StringFlag{Name: "table", Aliases: []string{"t"}, Usage: "the converted table (required)"},
 			&cli.StringFlag{Name: "state-schema", Value: state.DefaultStateSchema, Usage: "schema holding enginemig's state table"},
 			&cli.DurationFlag{Name: "cutover-lock-wait", Value: def.LockWait, Usage: "how long one swap attempt may wait for the table lock"},
-			&cli.DurationFlag{Name: "lock-timeout", Value: migration.DefaultLockTimeout, Usage: "how long one statement may wait for a lock another session holds before the rollback stops with nothing swapped (exit 6); the wait and its holder are logged from the first second"},
+			&cli.DurationFlag{Name: "lock-timeout", Value: lockwait.DefaultTimeout, Usage: "how long one statement may wait for a lock another session holds before the rollback stops with nothing swapped (exit 6); the wait and its holder are logged from the first second"},
 			&cli.DurationFlag{Name: "cutover-timeout", Value: def.Timeout, Usage: "how long to keep retrying the swap back before giving up (the InnoDB table stays live; run rollback again)"},
 			&cli.IntFlag{Name: "cutover-attempts", Value: def.Attempts, Usage: "swap attempts before giving up (0: no limit but --cutover-timeout)"},
 			&cli.UintFlag{Name: "server-id", Usage: "server_id for the binlog connection (default: random)"},
