@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/enginemig/enginemig/carry"
 	"github.com/enginemig/enginemig/cutover"
 	"github.com/enginemig/enginemig/dbconn"
 	"github.com/enginemig/enginemig/outcome"
@@ -62,8 +63,8 @@ func (m *migrator) settleInterrupted(ctx context.Context, store *state.Store, pr
 		// The rename went through before the process died: the migration is complete once its
 		// triggers have their own names on the new table.
 		if len(prev.Triggers) > 0 {
-			c := &triggerCarrier{db: m.db, schema: schema, live: name, trs: prev.Triggers, log: m.log}
-			if err := c.finish(ctx); err != nil {
+			c := &carry.Carrier{DB: m.db, Schema: schema, Live: name, Triggers: prev.Triggers, Log: m.log}
+			if err := c.Finish(ctx); err != nil {
 				return nil, false, err
 			}
 		}
@@ -142,8 +143,8 @@ func (m *migrator) prepareResume(ctx context.Context, st *state.State, deferred 
 	}
 	// Stand-ins left on the shadow by a cut-over attempt never fire there, but each costs a query
 	// per replayed row: the next attempt installs them again.
-	c := &triggerCarrier{db: m.db, schema: m.ti.Schema, live: m.ti.Name, trs: st.Triggers, log: m.log}
-	if err := c.dropStandIns(ctx, shadowName); err != nil {
+	c := &carry.Carrier{DB: m.db, Schema: m.ti.Schema, Live: m.ti.Name, Triggers: st.Triggers, Log: m.log}
+	if err := c.DropStandIns(ctx, shadowName); err != nil {
 		return nil, err
 	}
 	sh, err := table.Load(ctx, m.db, m.ti.Schema, shadowName)

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/enginemig/enginemig/carry"
 	"github.com/enginemig/enginemig/copier"
 	"github.com/enginemig/enginemig/cutover"
 	"github.com/enginemig/enginemig/dbconn"
@@ -108,7 +109,7 @@ func rollback(ctx context.Context, db *sql.DB, opts RollbackOptions, swapping *a
 	if err != nil {
 		return nil, err
 	}
-	carrier := &triggerCarrier{db: db, schema: opts.Schema, live: opts.Table, trs: trs, log: opts.Logger}
+	carrier := &carry.Carrier{DB: db, Schema: opts.Schema, Live: opts.Table, Triggers: trs, Log: opts.Logger}
 	res, err := swapBack(ctx, db, opts, st, cur, version, from, carrier, swapping)
 	if err != nil {
 		return res, err
@@ -119,7 +120,7 @@ func rollback(ctx context.Context, db *sql.DB, opts RollbackOptions, swapping *a
 
 // swapBack runs the same pipeline as apply, the other way round and without a copy: the kept
 // original is the target, the converted table the source.
-func swapBack(ctx context.Context, db *sql.DB, opts RollbackOptions, st *state.State, cur *table.Info, version string, from shadow.Position, carrier *triggerCarrier, swapping *atomic.Bool) (*RollbackResult, error) {
+func swapBack(ctx context.Context, db *sql.DB, opts RollbackOptions, st *state.State, cur *table.Info, version string, from shadow.Position, carrier *carry.Carrier, swapping *atomic.Bool) (*RollbackResult, error) {
 	oldName, innoName := table.OldName(opts.Table), table.ShadowName(opts.Table)
 	ignore := isCutoverRename(opts.Table)
 	cfg := rollbackCapture(db, cur, st.CaptureMode())
@@ -146,8 +147,8 @@ func swapBack(ctx context.Context, db *sql.DB, opts RollbackOptions, st *state.S
 		return nil, outcome.New(outcome.FailedSafe, fmt.Errorf("swap back: %w", err), "the InnoDB table is still live; retry the rollback")
 	}
 	pipe.StopAfterSwap()
-	carrier.crashAfterCreate = opts.crashAtTrigger
-	if err := carrier.finish(context.WithoutCancel(ctx)); errors.Is(err, errSimulatedCrash) {
+	carrier.AfterCreate = crashAfterTrigger(opts.crashAtTrigger)
+	if err := carrier.Finish(context.WithoutCancel(ctx)); errors.Is(err, errSimulatedCrash) {
 		return nil, err
 	} else if err != nil {
 		return nil, outcome.New(outcome.NeedsAttention, fmt.Errorf("swapped back, but carrying the triggers stopped: %w", err),
@@ -292,8 +293,8 @@ func finishInterruptedRollback(ctx context.Context, db *sql.DB, opts RollbackOpt
 		return nil, false, nil
 	}
 	opts.Logger.Info("finishing an interrupted rollback: giving the triggers their own names", "triggers", len(trs))
-	c := &triggerCarrier{db: db, schema: opts.Schema, live: opts.Table, trs: trs, log: opts.Logger}
-	if err := c.finish(ctx); err != nil {
+	c := &carry.Carrier{DB: db, Schema: opts.Schema, Live: opts.Table, Triggers: trs, Log: opts.Logger}
+	if err := c.Finish(ctx); err != nil {
 		return nil, false, outcome.New(outcome.NeedsAttention, fmt.Errorf("finish the interrupted rollback's triggers: %w", err), "")
 	}
 	recordRolledBack(ctx, db, opts, st, "rolled back (triggers finished by a second run); InnoDB table kept as "+table.ShadowName(opts.Table))

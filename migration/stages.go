@@ -258,7 +258,7 @@ func (m *migrator) endDryRun(ctx context.Context) (*Result, error) {
 		return m.stopped(ctx, m.coded(err))
 	}
 	m.res.CaptureChanges = m.pipe.Progress().Capture.Changes
-	m.res.Triggers = m.carrier().statements(table.ShadowName(m.ti.Name))
+	m.res.Triggers = m.carrier().Statements(table.ShadowName(m.ti.Name))
 	if err := m.dropShadow(ctx); err != nil {
 		m.log.Warn("dry run: could not drop the shadow; `enginemig cleanup` removes it", "error", err)
 	}
