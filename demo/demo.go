@@ -12,6 +12,7 @@ import (
 	"github.com/enginemig/enginemig/migration"
 	"github.com/enginemig/enginemig/outcome"
 	"github.com/enginemig/enginemig/plan"
+	"github.com/enginemig/enginemig/rollback"
 	"github.com/enginemig/enginemig/state"
 )
 
@@ -130,7 +131,7 @@ func (d *run) rollback(ctx context.Context) error {
 	if err := sleep(ctx, afterCutover); err != nil {
 		return err
 	}
-	res, err := migration.Rollback(ctx, d.t.db, migration.RollbackOptions{Conn: d.t.conn, Schema: d.t.schema, Table: StateTable, StateSchema: d.t.schema,
+	res, err := rollback.Run(ctx, d.t.db, rollback.Options{Conn: d.t.conn, Schema: d.t.schema, Table: StateTable, StateSchema: d.t.schema,
 		Logger: narrate(out, "rollback")})
 	if err != nil {
 		return fmt.Errorf("rollback: %w", err)

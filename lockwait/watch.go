@@ -100,6 +100,15 @@ type WatchConfig struct {
 	Enforce   func() bool
 }
 
+// TablesOf names the tables of schema.
+func TablesOf(schema string, names []string) []Table {
+	out := make([]Table, len(names))
+	for i, n := range names {
+		out[i] = Table{Schema: schema, Name: n}
+	}
+	return out
+}
+
 // NewWatcher watches as cfg says, from Start on.
 func NewWatcher(cfg WatchConfig) *Watcher {
 	if cfg.Timeout <= 0 {

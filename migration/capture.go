@@ -12,10 +12,3 @@ import (
 func applyCapture(db *sql.DB, ti *table.Info, mode shadow.Mode) shadow.Config {
 	return shadow.Config{DB: db, Source: ti, Target: table.ShadowName(ti.Name), Mode: mode, ChangeLog: table.ChangeLogName(ti.Name, false)}
 }
-
-// rollbackCapture is where a rollback's capture runs: from the converted table back into the
-// kept original.
-func rollbackCapture(db *sql.DB, cur *table.Info, mode shadow.Mode) shadow.Config {
-	return shadow.Config{DB: db, Source: cur, Target: table.OldName(cur.Name), Mode: mode, ChangeLog: table.ChangeLogName(cur.Name, true),
-		Filled: true}
-}

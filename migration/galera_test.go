@@ -16,6 +16,7 @@ import (
 	"github.com/enginemig/enginemig/internal/ackload"
 	"github.com/enginemig/enginemig/outcome"
 	"github.com/enginemig/enginemig/plan"
+	"github.com/enginemig/enginemig/rollback"
 	"github.com/enginemig/enginemig/sandbox"
 	"github.com/enginemig/enginemig/sandbox/sandboxtest"
 	"github.com/enginemig/enginemig/state"
@@ -103,7 +104,7 @@ func galeraApply(t *testing.T, c *sandboxtest.Cluster, keys bool) {
 		return
 	}
 	// Rollback refuses on Galera, changing nothing.
-	_, err = Rollback(context.Background(), db, RollbackOptions{Conn: opts.Conn, Schema: schema, Table: "t", StateSchema: opts.StateSchema, Logger: opts.Logger})
+	_, err = rollback.Run(context.Background(), db, rollback.Options{Conn: opts.Conn, Schema: schema, Table: "t", StateSchema: opts.StateSchema, Logger: opts.Logger})
 	if outcome.CodeOf(err) != outcome.Refused || !strings.Contains(err.Error(), "Galera") {
 		t.Fatalf("rollback on a Galera node: code %d, %v", outcome.CodeOf(err), err)
 	}

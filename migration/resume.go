@@ -2,7 +2,6 @@ package migration
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -10,7 +9,7 @@ import (
 	"github.com/enginemig/enginemig/carry"
 	"github.com/enginemig/enginemig/cutover"
 	"github.com/enginemig/enginemig/dbconn"
-	"github.com/enginemig/enginemig/outcome"
+	"github.com/enginemig/enginemig/internal/faults"
 	"github.com/enginemig/enginemig/shadow"
 	"github.com/enginemig/enginemig/state"
 	"github.com/enginemig/enginemig/table"
@@ -174,4 +173,4 @@ func (m *migrator) prepareResume(ctx context.Context, st *state.State, deferred 
 	return missing, nil
 }
 
-var errSimulatedCrash = outcome.New(outcome.NeedsAttention, errors.New("simulated crash (test)"), "")
+var errSimulatedCrash = faults.ErrCrash

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/enginemig/enginemig/rollback"
 	"github.com/enginemig/enginemig/sandbox/sandboxtest"
 	"github.com/enginemig/enginemig/state"
 )
@@ -88,7 +89,7 @@ func TestRollbackFromThePreviousVersionsStateTable(t *testing.T) {
 	}
 	toPreviousLayout(t, db, state.NewStore(db, opts.StateSchema))
 	sandboxtest.MustExec(t, sdb, "UPDATE t SET v = v + 1 WHERE id % 3 = 0", "INSERT INTO t VALUES (5000, 5000)")
-	res, err := Rollback(context.Background(), db, RollbackOptions{Conn: opts.Conn, Schema: schema, Table: "t", StateSchema: opts.StateSchema})
+	res, err := rollback.Run(context.Background(), db, rollback.Options{Conn: opts.Conn, Schema: schema, Table: "t", StateSchema: opts.StateSchema})
 	if err != nil {
 		t.Fatal(err)
 	}

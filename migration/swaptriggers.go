@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/enginemig/enginemig/carry"
+	"github.com/enginemig/enginemig/internal/faults"
 	"github.com/enginemig/enginemig/outcome"
 	"github.com/enginemig/enginemig/preflight"
 	"github.com/enginemig/enginemig/state"
@@ -61,7 +62,7 @@ func (h swapHook) RecordSwap(ctx context.Context, pos string) error {
 // fires through its stand-in): running the same apply again finishes it.
 func (m *migrator) finishTriggers(ctx context.Context) error {
 	c := m.carrier()
-	c.AfterCreate = crashAfterTrigger(m.opts.crashAtTrigger)
+	c.AfterCreate = (&faults.Faults{CrashAtTrigger: m.opts.crashAtTrigger}).AfterTrigger()
 	if err := c.Finish(ctx); errors.Is(err, errSimulatedCrash) {
 		return err
 	} else if err != nil {
@@ -81,18 +82,4 @@ func triggerNames(trs []table.Trigger) []string {
 		out = append(out, tr.Name)
 	}
 	return out
-}
-
-// crashAfterTrigger is the test seam that simulates dying right after the n-th real trigger is
-// created (none when n is 0).
-func crashAfterTrigger(n int) func(int) error {
-	if n == 0 {
-		return nil
-	}
-	return func(i int) error {
-		if i == n {
-			return errSimulatedCrash
-		}
-		return nil
-	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/enginemig/enginemig/dbconn"
 	"github.com/enginemig/enginemig/outcome"
 	"github.com/enginemig/enginemig/plan"
+	"github.com/enginemig/enginemig/rollback"
 	"github.com/enginemig/enginemig/sandbox"
 	"github.com/enginemig/enginemig/sandbox/sandboxtest"
 	"github.com/enginemig/enginemig/shadow"
@@ -43,7 +44,7 @@ func TestTriggerCaptureConcurrentWritersAndRollback(t *testing.T) {
 				t.Fatalf("auto chose %q capture on a server with binlog %s", st.Capture, format)
 			}
 			stop := runWriters(ws, 0)
-			res, err := Rollback(context.Background(), db, RollbackOptions{Conn: connConfig(s), Schema: schema, Table: "t",
+			res, err := rollback.Run(context.Background(), db, rollback.Options{Conn: connConfig(s), Schema: schema, Table: "t",
 				StateSchema: "_enginemig_test", Logger: testOptions(s, schema, "t").Logger})
 			time.Sleep(200 * time.Millisecond)
 			stop()

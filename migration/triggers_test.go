@@ -13,7 +13,9 @@ import (
 
 	"github.com/enginemig/enginemig/cutover"
 	"github.com/enginemig/enginemig/dbconn"
+	"github.com/enginemig/enginemig/internal/faults"
 	"github.com/enginemig/enginemig/outcome"
+	"github.com/enginemig/enginemig/rollback"
 	"github.com/enginemig/enginemig/sandbox"
 	"github.com/enginemig/enginemig/sandbox/sandboxtest"
 	"github.com/enginemig/enginemig/state"
@@ -233,7 +235,7 @@ func triggersCarried(t *testing.T, srv *sandbox.Server) string {
 	}
 	time.Sleep(300 * time.Millisecond)
 	checkTriggersOn(t, db, schema, "t", orig)
-	if _, err := Rollback(context.Background(), db, RollbackOptions{Conn: opts.Conn, Schema: schema, Table: "t", StateSchema: opts.StateSchema,
+	if _, err := rollback.Run(context.Background(), db, rollback.Options{Conn: opts.Conn, Schema: schema, Table: "t", StateSchema: opts.StateSchema,
 		Logger: opts.Logger}); err != nil {
 		stop()
 		t.Fatal(err)
@@ -368,8 +370,8 @@ func TestTriggersRollbackResumesAfterCrash(t *testing.T) {
 		stop()
 		t.Fatal(err)
 	}
-	rb := RollbackOptions{Conn: opts.Conn, Schema: schema, Table: "t", StateSchema: opts.StateSchema, Logger: opts.Logger, crashAtTrigger: 3}
-	if _, err := Rollback(context.Background(), db, rb); !errors.Is(err, errSimulatedCrash) {
+	rb := rollback.Options{Conn: opts.Conn, Schema: schema, Table: "t", StateSchema: opts.StateSchema, Logger: opts.Logger, Faults: &faults.Faults{CrashAtTrigger: 3}}
+	if _, err := rollback.Run(context.Background(), db, rb); !errors.Is(err, errSimulatedCrash) {
 		stop()
 		t.Fatalf("want a simulated crash, got %v", err)
 	}
@@ -378,8 +380,8 @@ func TestTriggersRollbackResumesAfterCrash(t *testing.T) {
 	}
 	checkEachFiresOnce(t, db, schema, orig)
 	time.Sleep(200 * time.Millisecond)
-	rb.crashAtTrigger = 0
-	if _, err := Rollback(context.Background(), db, rb); err != nil {
+	rb.Faults = nil
+	if _, err := rollback.Run(context.Background(), db, rb); err != nil {
 		stop()
 		t.Fatalf("second rollback: %v", err)
 	}

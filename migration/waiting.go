@@ -14,11 +14,7 @@ import (
 // watchConfig is what a run on opts' table watches (lockwait.Watcher): its statements on the
 // table and the tables it creates beside it.
 func watchConfig(db *sql.DB, opts Options, abort context.CancelCauseFunc) lockwait.WatchConfig {
-	var tables []lockwait.Table
-	for _, n := range []string{opts.Table, table.ShadowName(opts.Table), table.OldName(opts.Table), table.SwapName(opts.Table)} {
-		tables = append(tables, lockwait.Table{Schema: opts.Schema, Name: n})
-	}
-	return lockwait.WatchConfig{DB: db, Own: opts.Conn.IsOwn(), Tables: tables, Logger: opts.Logger, Timeout: opts.LockTimeout, Abort: abort,
+	return lockwait.WatchConfig{DB: db, Own: opts.Conn.IsOwn(), Tables: lockwait.TablesOf(opts.Schema, table.RunNames(opts.Table)), Logger: opts.Logger, Timeout: opts.LockTimeout, Abort: abort,
 		Unchanged: "nothing was changed: the original table is in place and any shadow was dropped"}
 }
 

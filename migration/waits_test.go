@@ -12,6 +12,7 @@ import (
 
 	"github.com/enginemig/enginemig/control"
 	"github.com/enginemig/enginemig/outcome"
+	"github.com/enginemig/enginemig/rollback"
 	"github.com/enginemig/enginemig/sandbox/sandboxtest"
 	"github.com/enginemig/enginemig/state"
 )
@@ -228,7 +229,7 @@ func TestRollbackLockTimeout(t *testing.T) {
 	holder, unlock := holdWriteLockOn(t, schema, "_t_old")
 	defer unlock()
 	var logs logLines
-	_, err := Rollback(context.Background(), db, RollbackOptions{Conn: connConfig(srv), Schema: schema, Table: "t",
+	_, err := rollback.Run(context.Background(), db, rollback.Options{Conn: connConfig(srv), Schema: schema, Table: "t",
 		StateSchema: "_enginemig_test", Logger: logs.logger(), LockTimeout: time.Second})
 	if outcome.CodeOf(err) != outcome.FailedSafe || !strings.Contains(fmt.Sprint(err), "nothing was swapped back") ||
 		!strings.Contains(fmt.Sprint(err), fmt.Sprintf("connection %d", holder)) {

@@ -9,8 +9,8 @@ import (
 
 	"github.com/enginemig/enginemig/cutover"
 	"github.com/enginemig/enginemig/lockwait"
-	"github.com/enginemig/enginemig/migration"
 	"github.com/enginemig/enginemig/outcome"
+	"github.com/enginemig/enginemig/rollback"
 	"github.com/enginemig/enginemig/state"
 )
 
@@ -51,7 +51,7 @@ func rollbackCommand() *cli.Command {
 			cfg := def
 			cfg.LockWait, cfg.Attempts, cfg.Timeout = c.Duration("cutover-lock-wait"), c.Int("cutover-attempts"), c.Duration("cutover-timeout")
 			logger := loggerOf(c).With(slog.String("table", c.String("database")+"."+c.String("table")), slog.String("command", "rollback"))
-			res, err := migration.Rollback(c.Context, db, migration.RollbackOptions{Conn: conn, Schema: c.String("database"),
+			res, err := rollback.Run(c.Context, db, rollback.Options{Conn: conn, Schema: c.String("database"),
 				Table: c.String("table"), StateSchema: c.String("state-schema"), Cutover: cfg, ServerID: uint32(c.Uint("server-id")), Logger: logger,
 				LockTimeout: c.Duration("lock-timeout")})
 			if c.String("output") == "json" {

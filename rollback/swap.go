@@ -1,14 +1,17 @@
-package migration
+package rollback
 
 import (
 	"context"
+	"database/sql"
 	"regexp"
 
 	"github.com/enginemig/enginemig/carry"
+	"github.com/enginemig/enginemig/shadow"
+	"github.com/enginemig/enginemig/table"
 )
 
-// rollbackHook does for the rollback's swap what swapHook does for apply's, with the stand-ins on
-// the kept original.
+// rollbackHook takes part in each attempt of the swap back: the triggers' stand-ins go on the
+// kept original before the lock, and under the lock the triggers must be as they were.
 type rollbackHook struct {
 	c       *carry.Carrier
 	onTable string
@@ -26,3 +29,10 @@ var triggerDDL = regexp.MustCompile(`(?is)^\s*(/\*.*?\*/\s*)*(CREATE\b.*?\bTRIGG
 
 // isTriggerDDL recognises CREATE TRIGGER and DROP TRIGGER statements.
 func isTriggerDDL(q string) bool { return triggerDDL.MatchString(q) }
+
+// rollbackCapture is where a rollback's capture runs: from the converted table back into the
+// kept original.
+func rollbackCapture(db *sql.DB, cur *table.Info, mode shadow.Mode) shadow.Config {
+	return shadow.Config{DB: db, Source: cur, Target: table.OldName(cur.Name), Mode: mode, ChangeLog: table.ChangeLogName(cur.Name, true),
+		Filled: true}
+}

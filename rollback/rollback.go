@@ -1,4 +1,6 @@
-package migration
+// Package rollback swaps a converted table back to its kept MyISAM original without losing the
+// writes made since the cut-over.
+package rollback
 
 import (
 	"context"
@@ -15,6 +17,7 @@ import (
 	"github.com/enginemig/enginemig/copier"
 	"github.com/enginemig/enginemig/cutover"
 	"github.com/enginemig/enginemig/dbconn"
+	"github.com/enginemig/enginemig/internal/faults"
 	"github.com/enginemig/enginemig/lockwait"
 	"github.com/enginemig/enginemig/outcome"
 	"github.com/enginemig/enginemig/preflight"
@@ -23,8 +26,8 @@ import (
 	"github.com/enginemig/enginemig/table"
 )
 
-// RollbackOptions configure a rollback.
-type RollbackOptions struct {
+// Options configure a rollback.
+type Options struct {
 	Conn        dbconn.Config
 	Schema      string
 	Table       string
@@ -36,11 +39,12 @@ type RollbackOptions struct {
 	// waits are reported as apply's are (lockwait.Watcher).
 	LockTimeout time.Duration
 
-	crashAtTrigger int // test seam: die right after creating real trigger n (from 1) on t
+	// Faults are test seams (nil outside tests).
+	Faults *faults.Faults
 }
 
-// RollbackResult summarises a rollback.
-type RollbackResult struct {
+// Result summarises a rollback.
+type Result struct {
 	Schema         string          `json:"schema"`
 	Table          string          `json:"table"`
 	MigrationID    int64           `json:"migration_id"`
@@ -51,20 +55,19 @@ type RollbackResult struct {
 	TotalTime   time.Duration `json:"total_ns"`
 }
 
-// Rollback swaps a converted table back to its kept MyISAM original without losing writes made
+// Run swaps a converted table back to its kept MyISAM original without losing writes made
 // since the cut-over. With binlog capture it replays the binlog from the recorded cut-over
 // position onto `_t_old` (and refuses, changing nothing, when that binlog is gone); with trigger
 // capture it notes changes with triggers on the converted table and verifies `_t_old` against it
 // chunk by chunk, recopying what differs. Then it swaps the two with the same sentry method.
-func Rollback(ctx context.Context, db *sql.DB, opts RollbackOptions) (*RollbackResult, error) {
+func Run(ctx context.Context, db *sql.DB, opts Options) (*Result, error) {
 	opts = opts.withDefaults()
 	ctx, abort := context.WithCancelCause(ctx)
 	defer abort(nil)
-	watch := watchConfig(db, Options{Conn: opts.Conn, Schema: opts.Schema, Table: opts.Table, Logger: opts.Logger, LockTimeout: opts.LockTimeout}, abort)
-	watch.Unchanged = "nothing was swapped back: the InnoDB table is live"
 	var swapping atomic.Bool // from the swap on, a timeout would no longer leave things as they were
-	watch.Enforce = func() bool { return !swapping.Load() }
-	w := lockwait.NewWatcher(watch)
+	w := lockwait.NewWatcher(lockwait.WatchConfig{DB: db, Own: opts.Conn.IsOwn(), Tables: lockwait.TablesOf(opts.Schema, table.RunNames(opts.Table)),
+		Logger: opts.Logger, Timeout: opts.LockTimeout, Abort: abort, Unchanged: "nothing was swapped back: the InnoDB table is live",
+		Enforce: func() bool { return !swapping.Load() }})
 	stop := w.Start(ctx, nil)
 	res, err := rollback(ctx, db, opts, &swapping)
 	stop()
@@ -74,7 +77,7 @@ func Rollback(ctx context.Context, db *sql.DB, opts RollbackOptions) (*RollbackR
 	return res, err
 }
 
-func rollback(ctx context.Context, db *sql.DB, opts RollbackOptions, swapping *atomic.Bool) (*RollbackResult, error) {
+func rollback(ctx context.Context, db *sql.DB, opts Options, swapping *atomic.Bool) (*Result, error) {
 	start := time.Now()
 	st, err := lastCutover(ctx, db, opts)
 	if err != nil {
@@ -120,7 +123,7 @@ func rollback(ctx context.Context, db *sql.DB, opts RollbackOptions, swapping *a
 
 // swapBack runs the same pipeline as apply, the other way round and without a copy: the kept
 // original is the target, the converted table the source.
-func swapBack(ctx context.Context, db *sql.DB, opts RollbackOptions, st *state.State, cur *table.Info, version string, from shadow.Position, carrier *carry.Carrier, swapping *atomic.Bool) (*RollbackResult, error) {
+func swapBack(ctx context.Context, db *sql.DB, opts Options, st *state.State, cur *table.Info, version string, from shadow.Position, carrier *carry.Carrier, swapping *atomic.Bool) (*Result, error) {
 	oldName, innoName := table.OldName(opts.Table), table.ShadowName(opts.Table)
 	ignore := isCutoverRename(opts.Table)
 	cfg := rollbackCapture(db, cur, st.CaptureMode())
@@ -147,8 +150,8 @@ func swapBack(ctx context.Context, db *sql.DB, opts RollbackOptions, st *state.S
 		return nil, outcome.New(outcome.FailedSafe, fmt.Errorf("swap back: %w", err), "the InnoDB table is still live; retry the rollback")
 	}
 	pipe.StopAfterSwap()
-	carrier.AfterCreate = crashAfterTrigger(opts.crashAtTrigger)
-	if err := carrier.Finish(context.WithoutCancel(ctx)); errors.Is(err, errSimulatedCrash) {
+	carrier.AfterCreate = opts.Faults.AfterTrigger()
+	if err := carrier.Finish(context.WithoutCancel(ctx)); errors.Is(err, faults.ErrCrash) {
 		return nil, err
 	} else if err != nil {
 		return nil, outcome.New(outcome.NeedsAttention, fmt.Errorf("swapped back, but carrying the triggers stopped: %w", err),
@@ -159,7 +162,7 @@ func swapBack(ctx context.Context, db *sql.DB, opts RollbackOptions, st *state.S
 		at += " at " + cut.Position
 	}
 	recordRolledBack(ctx, db, opts, st, fmt.Sprintf("%s; InnoDB table kept as %s", at, innoName))
-	return &RollbackResult{Schema: opts.Schema, Table: opts.Table, MigrationID: st.ID, CaptureChanges: pipe.Progress().Capture.Changes,
+	return &Result{Schema: opts.Schema, Table: opts.Table, MigrationID: st.ID, CaptureChanges: pipe.Progress().Capture.Changes,
 		Cutover: &cut, InnoDBTable: innoName}, nil
 }
 
@@ -180,7 +183,7 @@ func catchUpBack(ctx context.Context, pipe *shadow.Pipeline, from shadow.Positio
 	return nil
 }
 
-func (o RollbackOptions) withDefaults() RollbackOptions {
+func (o Options) withDefaults() Options {
 	if o.Logger == nil {
 		o.Logger = dbconn.Logger(nil)
 	}
@@ -199,7 +202,7 @@ func (o RollbackOptions) withDefaults() RollbackOptions {
 // checkRollback refuses, changing nothing, unless the table is the converted InnoDB table, its
 // kept MyISAM original is there with the same columns, and the InnoDB table's kept name is free.
 // It returns the converted table.
-func checkRollback(ctx context.Context, db *sql.DB, opts RollbackOptions) (*table.Info, error) {
+func checkRollback(ctx context.Context, db *sql.DB, opts Options) (*table.Info, error) {
 	cur, err := preflight.LoadTable(ctx, db, opts.Schema, opts.Table)
 	if err != nil {
 		return nil, err
@@ -227,7 +230,7 @@ func checkRollback(ctx context.Context, db *sql.DB, opts RollbackOptions) (*tabl
 }
 
 // lastCutover finds the newest completed, not rolled-back migration of the table.
-func lastCutover(ctx context.Context, db *sql.DB, opts RollbackOptions) (*state.State, error) {
+func lastCutover(ctx context.Context, db *sql.DB, opts Options) (*state.State, error) {
 	states, err := state.NewStore(db, opts.StateSchema).List(ctx, opts.Schema, opts.Table)
 	if err != nil {
 		return nil, preflight.Refuse("rollback needs the state table written by apply (see --state-schema)", "no migration state: %v", err)
@@ -259,7 +262,7 @@ func isCutoverRename(name string) func(string) bool {
 	}
 }
 
-func recordRolledBack(ctx context.Context, db *sql.DB, opts RollbackOptions, st *state.State, what string) {
+func recordRolledBack(ctx context.Context, db *sql.DB, opts Options, st *state.State, what string) {
 	now := time.Now().UTC()
 	st.Stage, st.FinishedAt, st.Error = state.StageRolledBack, &now, what
 	if err := state.NewStore(db, opts.StateSchema).Save(context.WithoutCancel(ctx), st); err != nil {
@@ -271,7 +274,7 @@ func recordRolledBack(ctx context.Context, db *sql.DB, opts RollbackOptions, st 
 // triggers had their own names again: the table is MyISAM, the InnoDB table is kept as `_t_new`,
 // and stand-ins are on the table (every trigger still fires once, through them). Their definitions
 // are recovered from the stand-ins. done is false when there is no such rollback to finish.
-func finishInterruptedRollback(ctx context.Context, db *sql.DB, opts RollbackOptions, st *state.State) (*RollbackResult, bool, error) {
+func finishInterruptedRollback(ctx context.Context, db *sql.DB, opts Options, st *state.State) (*Result, bool, error) {
 	cur, err := table.Load(ctx, db, opts.Schema, opts.Table)
 	if err != nil || !strings.EqualFold(cur.Engine, "MyISAM") {
 		return nil, false, nil
@@ -298,5 +301,12 @@ func finishInterruptedRollback(ctx context.Context, db *sql.DB, opts RollbackOpt
 		return nil, false, outcome.New(outcome.NeedsAttention, fmt.Errorf("finish the interrupted rollback's triggers: %w", err), "")
 	}
 	recordRolledBack(ctx, db, opts, st, "rolled back (triggers finished by a second run); InnoDB table kept as "+table.ShadowName(opts.Table))
-	return &RollbackResult{Schema: opts.Schema, Table: opts.Table, MigrationID: st.ID, InnoDBTable: table.ShadowName(opts.Table)}, true, nil
+	return &Result{Schema: opts.Schema, Table: opts.Table, MigrationID: st.ID, InnoDBTable: table.ShadowName(opts.Table)}, true, nil
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(none)"
+	}
+	return s
 }
