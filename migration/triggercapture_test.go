@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/enginemig/enginemig/cleanup"
 	"github.com/enginemig/enginemig/cutover"
 	"github.com/enginemig/enginemig/dbconn"
 	"github.com/enginemig/enginemig/outcome"
@@ -262,7 +263,7 @@ func TestTriggerCaptureCleanupAfterCrash(t *testing.T) {
 	if n != 3 || !tableExists(t, db, schema, "t_emchg") {
 		t.Fatalf("after the crash: %d triggers, change log there %v; want the capture left in place", n, tableExists(t, db, schema, "t_emchg"))
 	}
-	res, err := Cleanup(context.Background(), db, CleanupOptions{Conn: connConfig(s), Schema: schema, Table: "t", StateSchema: opts.StateSchema})
+	res, err := cleanup.Run(context.Background(), db, cleanup.Options{Conn: connConfig(s), Schema: schema, Table: "t", StateSchema: opts.StateSchema})
 	if err != nil {
 		t.Fatal(err)
 	}

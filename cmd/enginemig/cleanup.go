@@ -6,7 +6,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/enginemig/enginemig/migration"
+	"github.com/enginemig/enginemig/cleanup"
 	"github.com/enginemig/enginemig/state"
 )
 
@@ -36,7 +36,7 @@ func cleanupCommand() *cli.Command {
 				return err
 			}
 			defer db.Close()
-			res, err := migration.Cleanup(c.Context, db, migration.CleanupOptions{Conn: conn, Schema: c.String("database"),
+			res, err := cleanup.Run(c.Context, db, cleanup.Options{Conn: conn, Schema: c.String("database"),
 				Table: c.String("table"), StateSchema: c.String("state-schema"), DropOld: c.Bool("drop-old")})
 			if err != nil {
 				return err

@@ -1,4 +1,5 @@
-package migration
+// Package cleanup removes what an interrupted or finished migration left beside its table.
+package cleanup
 
 import (
 	"context"
@@ -15,8 +16,8 @@ import (
 	"github.com/enginemig/enginemig/table"
 )
 
-// CleanupOptions say which table's leftovers to remove.
-type CleanupOptions struct {
+// Options say which table's leftovers to remove.
+type Options struct {
 	Conn        dbconn.Config
 	Schema      string
 	Table       string
@@ -25,16 +26,16 @@ type CleanupOptions struct {
 	DropOld bool
 }
 
-// CleanupResult lists what was dropped.
-type CleanupResult struct {
+// Result lists what was dropped.
+type Result struct {
 	Dropped []string `json:"dropped"`
 	Kept    []string `json:"kept,omitempty"`
 }
 
-// Cleanup removes what an interrupted or finished migration left: the shadow `_t_new` (also the
+// Run removes what an interrupted or finished migration left: the shadow `_t_new` (also the
 // InnoDB copy a rollback keeps), a cut-over sentry, and with DropOld the kept original. It refuses
 // while a migration of the table runs, and marks interrupted records as cleaned up.
-func Cleanup(ctx context.Context, db *sql.DB, opts CleanupOptions) (*CleanupResult, error) {
+func Run(ctx context.Context, db *sql.DB, opts Options) (*Result, error) {
 	if _, err := preflight.LoadTable(ctx, db, opts.Schema, opts.Table); err != nil {
 		return nil, err
 	}
@@ -43,7 +44,7 @@ func Cleanup(ctx context.Context, db *sql.DB, opts CleanupOptions) (*CleanupResu
 		return nil, err
 	}
 	defer lock.Close()
-	res := &CleanupResult{}
+	res := &Result{}
 	drop := func(name string) error {
 		if _, err := db.ExecContext(ctx, "DROP TABLE "+dbconn.QualifiedName(opts.Schema, name)); err != nil {
 			return fmt.Errorf("drop %s: %w", name, err)
