@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
@@ -21,6 +23,7 @@ import (
 	"github.com/enginemig/enginemig/lockwait"
 	"github.com/enginemig/enginemig/migration"
 	"github.com/enginemig/enginemig/outcome"
+	"github.com/enginemig/enginemig/planrun"
 	"github.com/enginemig/enginemig/state"
 	"github.com/enginemig/enginemig/table"
 )
@@ -115,11 +118,23 @@ func runApply(c *cli.Context) error {
 		Logger:     loggerOf(c)}
 	gateCfg.Mix, gateCfg.CaptureMix = gateMix, gateCapture
 
-	run := &applyRun{c: c, db: db, conn: conn, gates: gates, gateCfg: gateCfg, planRun: planRun, parallel: c.Int("parallel")}
-	if err := run.check(); err != nil {
+	if err := checkParallel(c, planRun); err != nil {
 		return err
 	}
-	results, summary, failed, err := run.all(ctx, targets)
+	run := &planrun.Runner{DB: db, Plan: planRun, StateSchema: c.String("state-schema"), Parallel: c.Int("parallel"), Logger: loggerOf(c),
+		Options: func(tg planrun.Target) (migration.Options, error) {
+			opts, err := applyOptions(c, conn, tg, gates, gateCfg)
+			if err != nil {
+				return opts, err
+			}
+			opts.Logger = loggerOf(c).With(slog.String("table", tg.String()))
+			if h := c.String("hook"); h != "" {
+				opts.Hook = migration.CommandHook(h, c.Duration("hook-timeout"), opts.Logger)
+			}
+			return opts, nil
+		},
+		Show: progressOf(c)}
+	results, summary, failed, err := run.Run(ctx, targets)
 	if err != nil && failed == "" {
 		return err
 	}
@@ -130,9 +145,48 @@ func runApply(c *cli.Context) error {
 	return reportApply(c, planRun, results, summary, failed, err)
 }
 
+// checkParallel refuses what parallel runs cannot do: one control socket controls one migration.
+func checkParallel(c *cli.Context, planRun bool) error {
+	switch parallel := c.Int("parallel"); {
+	case parallel < 1:
+		return outcome.New(outcome.Usage, errors.New("--parallel must be at least 1"), "")
+	case parallel > 1 && !planRun:
+		return outcome.New(outcome.Usage, errors.New("--parallel needs --plan"), "")
+	case parallel > 1 && c.String("control-socket") != "":
+		return outcome.New(outcome.Usage, errors.New("--control-socket controls one migration, not --parallel ones"),
+			"drop --control-socket, or use --parallel 1")
+	}
+	return nil
+}
+
+// progressOf shows a table's progress as its migration runs (a bar, or with tables running at
+// once, whose bars would overwrite each other, periodic lines) and prints its result at the end.
+func progressOf(c *cli.Context) func(planrun.Target, *migration.Options) func(*migration.Result) {
+	var out sync.Mutex // the result lines of tables that finish at the same time
+	parallel := c.Int("parallel")
+	return func(tg planrun.Target, opts *migration.Options) func(*migration.Result) {
+		display := newProgressDisplay(c.App.ErrWriter, !c.Bool("no-progress") && parallel == 1, tg.String())
+		if parallel == 1 {
+			onLog(c, display.clear)
+		}
+		opts.Progress = display.update
+		return func(res *migration.Result) {
+			display.finish()
+			if res != nil && c.String("output") == "text" {
+				out.Lock()
+				printApplyResult(c.App.Writer, res)
+				out.Unlock()
+			}
+			if parallel == 1 {
+				onLog(c, nil)
+			}
+		}
+	}
+}
+
 // reportApply prints the end of a run (a plan's per-table summary; the JSON document) and returns
 // its error: failed names the table that failed, if one did.
-func reportApply(c *cli.Context, planRun bool, results []*migration.Result, summary []tableOutcome, failed string, err error) error {
+func reportApply(c *cli.Context, planRun bool, results []*migration.Result, summary []planrun.Outcome, failed string, err error) error {
 	if planRun && c.String("output") == "text" {
 		planSummary(c.App.Writer, summary)
 	}
@@ -156,7 +210,7 @@ func reportApply(c *cli.Context, planRun bool, results []*migration.Result, summ
 // converted): exit 0 without connecting, and in JSON "nothing_to_do": true for scripts.
 func nothingToDo(c *cli.Context) error {
 	if c.String("output") == "json" {
-		writeJSON(c.App.Writer, map[string]any{"results": []*migration.Result{}, "tables": []tableOutcome{}, "nothing_to_do": true,
+		writeJSON(c.App.Writer, map[string]any{"results": []*migration.Result{}, "tables": []planrun.Outcome{}, "nothing_to_do": true,
 			"exit_code": int(outcome.OK), "status": outcome.OK.Name()})
 		return nil
 	}
@@ -169,9 +223,9 @@ func nothingToDo(c *cli.Context) error {
 const maxCopyWorkers = 8
 
 // applyOptions turns the flags into one table's migration options.
-func applyOptions(c *cli.Context, conn dbconn.Config, tg target, gates map[migration.Point]bool, gateCfg bench.GateConfig) (migration.Options, error) {
+func applyOptions(c *cli.Context, conn dbconn.Config, tg planrun.Target, gates map[migration.Point]bool, gateCfg bench.GateConfig) (migration.Options, error) {
 	opts := migration.Options{
-		Conn: conn, Schema: tg.schema, Table: tg.table, DryRun: c.Bool("dry-run"),
+		Conn: conn, Schema: tg.Schema, Table: tg.Table, DryRun: c.Bool("dry-run"),
 		ChunkTime:   c.Duration("chunk-time"),
 		ClientSide:  c.Bool("client-side-copy"),
 		KeepKeyless: c.Bool("keep-keyless"),
@@ -211,16 +265,7 @@ func applyOptions(c *cli.Context, conn dbconn.Config, tg target, gates map[migra
 	return opts, nil
 }
 
-func lockHeld(r *migration.Result) time.Duration {
-	if r.Cutover == nil {
-		return 0
-	}
-	return r.Cutover.LockHeld
-}
-
-type target struct{ schema, table string }
-
-func applyTargets(c *cli.Context) ([]target, []tableOutcome, error) {
+func applyTargets(c *cli.Context) ([]planrun.Target, []planrun.Outcome, error) {
 	switch {
 	case c.String("plan") != "" && (c.String("table") != ""):
 		return nil, nil, outcome.Errorf(outcome.Usage, "give either --plan or --table, not both")
@@ -229,7 +274,7 @@ func applyTargets(c *cli.Context) ([]target, []tableOutcome, error) {
 	case c.String("database") == "" || c.String("table") == "":
 		return nil, nil, outcome.Errorf(outcome.Usage, "--database and --table are required (or --plan)")
 	}
-	return []target{{c.String("database"), c.String("table")}}, nil, nil
+	return []planrun.Target{{Schema: c.String("database"), Table: c.String("table")}}, nil, nil
 }
 
 func printApplyResult(w io.Writer, r *migration.Result) {

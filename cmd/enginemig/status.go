@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/enginemig/enginemig/control"
 	"github.com/enginemig/enginemig/outcome"
+	"github.com/enginemig/enginemig/planrun"
 	"github.com/enginemig/enginemig/state"
 )
 
@@ -45,7 +47,7 @@ func runStatus(c *cli.Context) error {
 	defer db.Close()
 	store := state.NewStore(db, c.String("state-schema"))
 	if path := c.String("plan"); path != "" {
-		ps, err := statusOfPlan(c.Context, db, store, path, time.Now())
+		ps, err := planrun.StatusOf(c.Context, db, store, path, time.Now())
 		if err != nil {
 			return outcome.New(outcome.Usage, err, "give a plan file written by 'enginemig plan --out FILE'")
 		}
@@ -111,4 +113,25 @@ func joinNotes(notes ...string) string {
 		}
 	}
 	return strings.Join(out, "; ")
+}
+
+func printPlanStatus(w io.Writer, s *planrun.Status) {
+	fmt.Fprintf(w, "plan: %d done, %d left", s.Done, s.Left)
+	if s.Running != "" {
+		fmt.Fprintf(w, ", running %s", s.Running)
+	}
+	if s.ETA != "" {
+		fmt.Fprintf(w, ", ETA %s", s.ETA)
+	}
+	fmt.Fprintln(w)
+	for _, t := range s.Tables {
+		line := fmt.Sprintf("  %-40s %s", t.Table, t.State)
+		if t.Stage != "" {
+			line += " (" + t.Stage + ")"
+		}
+		if t.Estimate != "" {
+			line += ", estimate " + t.Estimate
+		}
+		fmt.Fprintln(w, line)
+	}
 }
