@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -50,4 +51,14 @@ func CommandHook(command string, timeout time.Duration, log *slog.Logger) func(c
 		log.Warn("hook failed after the fact; ignored", "error", msg)
 		return nil
 	}
+}
+
+// hook runs the user's hook at a point it is offered at, with a fresh snapshot of the state.
+func (m *migrator) hook(ctx context.Context, at Point) error {
+	if m.opts.Hook == nil || !slices.Contains(HookPoints, at) {
+		return nil
+	}
+	m.rec.update(ctx, func(*state.State) {})
+	st := m.rec.snapshot()
+	return m.opts.Hook(ctx, at, &st)
 }

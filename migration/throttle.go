@@ -7,9 +7,7 @@ import (
 
 	"github.com/enginemig/enginemig/copier"
 	"github.com/enginemig/enginemig/dbconn"
-	"github.com/enginemig/enginemig/shadow"
 	"github.com/enginemig/enginemig/state"
-	"github.com/enginemig/enginemig/table"
 	"github.com/enginemig/enginemig/throttle"
 )
 
@@ -76,18 +74,4 @@ func (c *crashAfter) Wait(ctx context.Context) error {
 		return errSimulatedCrash
 	}
 	return c.Waiter.Wait(ctx)
-}
-
-// originalInPlace checks that the original table still exists under its name as MyISAM.
-func (m *migrator) originalInPlace(ctx context.Context) bool {
-	ti, err := table.Load(ctx, m.db, m.ti.Schema, m.ti.Name)
-	return err == nil && ti.Engine == m.ti.Engine
-}
-
-func (m *migrator) dropShadow(ctx context.Context) error {
-	if err := shadow.Remove(context.WithoutCancel(ctx), applyCapture(m.db, m.ti, m.capture)); err != nil {
-		return err
-	}
-	_, err := m.db.ExecContext(context.WithoutCancel(ctx), "DROP TABLE IF EXISTS "+dbconn.QualifiedName(m.ti.Schema, table.ShadowName(m.ti.Name)))
-	return err
 }
