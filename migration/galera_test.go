@@ -16,8 +16,10 @@ import (
 	"github.com/enginemig/enginemig/internal/ackload"
 	"github.com/enginemig/enginemig/outcome"
 	"github.com/enginemig/enginemig/plan"
+	"github.com/enginemig/enginemig/rollback"
 	"github.com/enginemig/enginemig/sandbox"
 	"github.com/enginemig/enginemig/sandbox/sandboxtest"
+	"github.com/enginemig/enginemig/state"
 )
 
 // TestGalera runs every Galera case on one 3-node cluster (its start is most of the cost).
@@ -79,8 +81,8 @@ func galeraApply(t *testing.T, c *sandboxtest.Cluster, keys bool) {
 	if keys {
 		// A DDL in total-order isolation on the shadow (OPTIMIZE rebuilds it) brute-force aborts
 		// the replay's open transaction on it (error 1213): replay must run that batch again.
-		opts.Hook = func(_ context.Context, at Point, _ *State) error {
-			if at == Before(StageVerify) {
+		opts.Hook = func(_ context.Context, at Point, _ *state.State) error {
+			if at == Before(state.StageVerify) {
 				for i := 0; i < 10; i++ {
 					if _, err := db.Exec("OPTIMIZE TABLE `" + schema + "`._t_new"); err != nil {
 						return err
@@ -102,7 +104,7 @@ func galeraApply(t *testing.T, c *sandboxtest.Cluster, keys bool) {
 		return
 	}
 	// Rollback refuses on Galera, changing nothing.
-	_, err = Rollback(context.Background(), db, RollbackOptions{Conn: opts.Conn, Schema: schema, Table: "t", StateSchema: opts.StateSchema, Logger: opts.Logger})
+	_, err = rollback.Run(context.Background(), db, rollback.Options{Conn: opts.Conn, Schema: schema, Table: "t", StateSchema: opts.StateSchema, Logger: opts.Logger})
 	if outcome.CodeOf(err) != outcome.Refused || !strings.Contains(err.Error(), "Galera") {
 		t.Fatalf("rollback on a Galera node: code %d, %v", outcome.CodeOf(err), err)
 	}

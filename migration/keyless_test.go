@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/enginemig/enginemig/dbconn"
+	"github.com/enginemig/enginemig/rollback"
 	"github.com/enginemig/enginemig/sandbox"
 	"github.com/enginemig/enginemig/sandbox/sandboxtest"
 	"github.com/enginemig/enginemig/table"
@@ -217,7 +218,7 @@ func keylessUnderWriters(t *testing.T, srv *sandbox.Server, ddl string, rows int
 		t.Fatalf("only %d groups of identical rows left: the test lost what it is about", dupGroups)
 	}
 	run("rollback", func() error {
-		_, err := Rollback(context.Background(), db, RollbackOptions{Conn: opts.Conn, Schema: schema, Table: "t", StateSchema: opts.StateSchema, Logger: opts.Logger})
+		_, err := rollback.Run(context.Background(), db, rollback.Options{Conn: opts.Conn, Schema: schema, Table: "t", StateSchema: opts.StateSchema, Logger: opts.Logger})
 		return err
 	})
 	if e := engineOf(t, db, schema, "t"); e != "MyISAM" {

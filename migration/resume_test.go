@@ -9,6 +9,7 @@ import (
 
 	"github.com/enginemig/enginemig/sandbox"
 	"github.com/enginemig/enginemig/sandbox/sandboxtest"
+	"github.com/enginemig/enginemig/state"
 )
 
 // A migration that dies (no cleanup, connections dropped) at a stage before the cut-over is
@@ -27,15 +28,15 @@ func TestTriggerCaptureResumeAfterCrash(t *testing.T) {
 type crashCase struct {
 	name      string
 	afterRows int64
-	stage     Stage
+	stage     state.Stage
 	parallel  bool // two chunks in flight, every other one overtaken
 }
 
 var crashCases = []crashCase{
 	{"during copy", 15000, "", false},
-	{"at index build", 0, StageIndexes, false},
-	{"during verify", 0, StageVerify, false},
-	{"at cut-over", 0, StageCutover, false},
+	{"at index build", 0, state.StageIndexes, false},
+	{"during verify", 0, state.StageVerify, false},
+	{"at cut-over", 0, state.StageCutover, false},
 	{"during a parallel copy", 15000, "", true},
 }
 
@@ -86,9 +87,9 @@ func resumeAfterCrash(t *testing.T, srv *sandbox.Server, cases []crashCase) {
 			// run that died at the cut-over had copied and verified everything: its resume goes
 			// straight to the swap, and the comparison with ref below is the proof.
 			switch {
-			case c.stage == StageCutover && (res.Verify != nil || res.RowsCopied != 0):
+			case c.stage == state.StageCutover && (res.Verify != nil || res.RowsCopied != 0):
 				t.Errorf("resumed at the cut-over, but copied %d rows and verified (%+v)", res.RowsCopied, res.Verify)
-			case c.stage != StageCutover && (res.Verify == nil || res.Verify.Repaired > 0):
+			case c.stage != state.StageCutover && (res.Verify == nil || res.Verify.Repaired > 0):
 				t.Errorf("verify had to repair the shadow after the resume (%+v)", res.Verify)
 			}
 			for _, w := range ws {

@@ -1,4 +1,4 @@
-package migration
+package dbconn
 
 import (
 	"context"
@@ -24,8 +24,8 @@ func TestIsConnectionLoss(t *testing.T) {
 		{fmt.Errorf("step: %w", context.Canceled), false},
 		{&mysql.MySQLError{Number: 1205, Message: "Lock wait timeout exceeded"}, false},
 	} {
-		if got := isConnectionLoss(c.err); got != c.want {
-			t.Errorf("isConnectionLoss(%v) = %v, want %v", c.err, got, c.want)
+		if got := IsConnectionLoss(c.err); got != c.want {
+			t.Errorf("IsConnectionLoss(%v) = %v, want %v", c.err, got, c.want)
 		}
 	}
 }
