@@ -86,10 +86,10 @@ func (p Pace) withDefaults() Pace {
 // taken in one order, by Walk (walk.go): the target (target), the range (next), what the work
 // took (took), and the rest it owes (restFor).
 type Chunker struct {
-	db    *sql.DB // interpolating parameters (see next)
-	q     *table.SQL
-	pace  Pace
-	waits *throttle.LockWaits
+	db         *sql.DB // interpolating parameters (see next)
+	q          *table.SQL
+	pace       Pace
+	contention *throttle.Contention
 
 	chunkTime atomic.Int64 // current Pace.ChunkTime, changeable while running
 	size      atomic.Int64
@@ -102,7 +102,7 @@ type Chunker struct {
 // see next.
 func NewChunker(db *sql.DB, q *table.SQL, pace Pace) *Chunker {
 	pace = pace.withDefaults()
-	c := &Chunker{db: db, q: q, pace: pace, waits: throttle.NewLockWaits(db)}
+	c := &Chunker{db: db, q: q, pace: pace, contention: throttle.NewContention(db)}
 	c.chunkTime.Store(int64(pace.ChunkTime))
 	c.size.Store(int64(min(max(pace.FirstChunk, minChunk), pace.MaxChunk)))
 	return c
@@ -150,7 +150,7 @@ func (c *Chunker) target(ctx context.Context) (target time.Duration, contended b
 	base := time.Duration(c.chunkTime.Load())
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.contended = c.waits.Contended(ctx)
+	c.contended = c.contention.Contended(ctx)
 	if c.contended || c.pace.IdleChunkTime <= base {
 		return base, c.contended
 	}

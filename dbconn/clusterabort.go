@@ -2,6 +2,7 @@ package dbconn
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"time"
 
@@ -40,4 +41,11 @@ func RetryClusterAborts(ctx context.Context, unit func() error) error {
 		}
 		pause *= 2
 	}
+}
+
+// GaleraNode reports whether the server is a node of a Galera cluster (wsrep_on=ON). MySQL has
+// no such variable: an error means no.
+func GaleraNode(ctx context.Context, db *sql.DB) bool {
+	var on sql.NullInt64
+	return db.QueryRowContext(ctx, "SELECT @@GLOBAL.wsrep_on").Scan(&on) == nil && on.Int64 == 1
 }

@@ -12,6 +12,8 @@ import (
 	"github.com/enginemig/enginemig/migration"
 	"github.com/enginemig/enginemig/outcome"
 	"github.com/enginemig/enginemig/plan"
+	"github.com/enginemig/enginemig/rollback"
+	"github.com/enginemig/enginemig/state"
 )
 
 // Run executes the whole tour and returns its summary. The error is non-nil when the demo could
@@ -129,7 +131,7 @@ func (d *run) rollback(ctx context.Context) error {
 	if err := sleep(ctx, afterCutover); err != nil {
 		return err
 	}
-	res, err := migration.Rollback(ctx, d.t.db, migration.RollbackOptions{Conn: d.t.conn, Schema: d.t.schema, Table: StateTable, StateSchema: d.t.schema,
+	res, err := rollback.Run(ctx, d.t.db, rollback.Options{Conn: d.t.conn, Schema: d.t.schema, Table: StateTable, StateSchema: d.t.schema,
 		Logger: narrate(out, "rollback")})
 	if err != nil {
 		return fmt.Errorf("rollback: %w", err)
@@ -252,7 +254,7 @@ func (d *run) apply(ctx context.Context) error {
 	say(out, "  Shadow table _%s_new (InnoDB, primary key only), binlog capture, chunked copy while the", StateTable)
 	say(out, "  application writes, replay of its changes, secondary indexes, then the sentry cut-over.")
 	var last, stageStart time.Time
-	var stage migration.Stage
+	var stage state.Stage
 	opts := migration.Options{Conn: d.t.conn, Schema: d.t.schema, Table: StateTable, ChunkTime: d.cfg.ChunkTime,
 		StateSchema: d.t.schema, SkipVerify: d.cfg.SkipVerify,
 		Progress: func(p migration.Progress) {

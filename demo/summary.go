@@ -9,26 +9,27 @@ import (
 	"time"
 
 	"github.com/enginemig/enginemig/migration"
+	"github.com/enginemig/enginemig/rollback"
 )
 
 // Summary is what the demo proved; it is also the --output json document.
 type Summary struct {
-	OK          bool                      `json:"ok"`
-	Problems    []string                  `json:"problems,omitempty"`
-	Server      string                    `json:"server"`
-	Database    string                    `json:"database"`
-	Table       string                    `json:"table"`
-	Rows        int64                     `json:"rows_seeded"`
-	EngineAfter string                    `json:"engine_after"`
-	PlanBlocked []string                  `json:"plan_blocked_tables"`
-	Gate        *GateSummary              `json:"before_copy_gate,omitempty"`
-	Chart       string                    `json:"chart,omitempty"`
-	Migration   *migration.Result         `json:"migration,omitempty"`
-	Rollback    *migration.RollbackResult `json:"rollback,omitempty"`
-	Load        LoadStats                 `json:"application"`
-	Check       Check                     `json:"check"`
-	TotalTime   time.Duration             `json:"total_ns"`
-	Error       string                    `json:"error,omitempty"`
+	OK          bool              `json:"ok"`
+	Problems    []string          `json:"problems,omitempty"`
+	Server      string            `json:"server"`
+	Database    string            `json:"database"`
+	Table       string            `json:"table"`
+	Rows        int64             `json:"rows_seeded"`
+	EngineAfter string            `json:"engine_after"`
+	PlanBlocked []string          `json:"plan_blocked_tables"`
+	Gate        *GateSummary      `json:"before_copy_gate,omitempty"`
+	Chart       string            `json:"chart,omitempty"`
+	Migration   *migration.Result `json:"migration,omitempty"`
+	Rollback    *rollback.Result  `json:"rollback,omitempty"`
+	Load        LoadStats         `json:"application"`
+	Check       Check             `json:"check"`
+	TotalTime   time.Duration     `json:"total_ns"`
+	Error       string            `json:"error,omitempty"`
 }
 
 // GateSummary is the before-copy sweep's verdict, MyISAM (baseline) against InnoDB.

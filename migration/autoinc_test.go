@@ -6,6 +6,7 @@ import (
 
 	"github.com/enginemig/enginemig/dbconn"
 	"github.com/enginemig/enginemig/sandbox/sandboxtest"
+	"github.com/enginemig/enginemig/state"
 )
 
 // Ids handed out by MyISAM and then deleted must not be reused by the InnoDB table, including ids
@@ -18,8 +19,8 @@ func TestAutoIncrementCounterCarriedOverAtCutover(t *testing.T) {
 		"INSERT INTO t (v) SELECT seq FROM "+sandboxtest.Seq(100))
 	q := dbconn.QualifiedName(schema, "t")
 	opts := testOptions(srv, schema, "t")
-	opts.Hook = func(ctx context.Context, at Point, _ *State) error {
-		if at != Before(StageCutover) {
+	opts.Hook = func(ctx context.Context, at Point, _ *state.State) error {
+		if at != Before(state.StageCutover) {
 			return nil
 		}
 		// After the shadow exists: ids 101..110 are handed out and deleted again.

@@ -13,6 +13,7 @@ import (
 	"github.com/enginemig/enginemig/cutover"
 	"github.com/enginemig/enginemig/lockwait"
 	"github.com/enginemig/enginemig/shadow"
+	"github.com/enginemig/enginemig/state"
 	"github.com/enginemig/enginemig/throttle"
 )
 
@@ -29,7 +30,11 @@ type controller struct {
 	thr      *throttle.Throttler
 	release  chan struct{}
 	isClosed bool
-	waits    *waits // what the migration waits on (set once by Run)
+	waits    *lockwait.Watcher // what the migration waits on (set once by Run)
+
+	// The throttle's wait while it lasts (watchThrottle, on the watcher's goroutine only).
+	throttleUpdate func(string, []lockwait.Session)
+	throttleEnd    func()
 
 	cutAttempts atomic.Int64 // cut-over attempts so far
 	cutLockHeld atomic.Int64 // nanoseconds the successful attempt held the table locked
@@ -76,7 +81,7 @@ func (c *controller) Resume() {
 // Abort stops the migration cleanly (the shadow is dropped, the original stays). Once the
 // cut-over has started it is ignored: a half-done abort there would be worse than finishing.
 func (c *controller) Abort() {
-	if m, _ := c.current(); m != nil && m.rec != nil && m.rec.snapshot().Stage == StageCutover {
+	if m, _ := c.current(); m != nil && m.rec != nil && m.rec.snapshot().Stage == state.StageCutover {
 		c.log.Warn("abort ignored: the cut-over has started")
 		return
 	}
@@ -129,15 +134,15 @@ func (c *controller) Status() control.Status {
 	m, thr := c.current()
 	var out control.Status
 	if m == nil || m.rec == nil {
-		out = control.Status{Stage: StagePreflight.String()}
+		out = control.Status{Stage: state.StagePreflight.String()}
 		if c.waits != nil {
-			out.Schema, out.Table = c.waits.tables[0].Schema, c.waits.tables[0].Name
+			out.Schema, out.Table = c.waits.Table().Schema, c.waits.Table().Name
 		}
 	} else {
 		out = c.recorded(m)
 	}
 	if c.waits != nil {
-		out.Waiting, out.LockWaits = c.waits.snapshot(), c.waits.seen.Load()
+		out.Waiting, out.LockWaits = c.waits.Snapshot(), c.waits.Seen()
 	}
 	if thr != nil {
 		ts := thr.Status()
@@ -165,10 +170,10 @@ func (c *controller) recorded(m *migrator) control.Status {
 			st.CaptureResume = a
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		server = ServerPosition(ctx, m.db, st)
+		server = state.ServerPosition(ctx, m.db, st)
 		cancel()
 	}
-	out := StatusOf(st, server, time.Now())
+	out := state.StatusOf(st, server, time.Now())
 	out.Elapsed = time.Since(m.start)
 	out.CutoverAttempts, out.CutoverLockHeld = int(c.cutAttempts.Load()), time.Duration(c.cutLockHeld.Load())
 	if m.pipe != nil {
@@ -188,7 +193,7 @@ func (c *controller) recorded(m *migrator) control.Status {
 type cutoverObserver struct{ c *controller }
 
 func (o cutoverObserver) Waiting(w lockwait.Wait) (func(string, []lockwait.Session), func()) {
-	return o.c.waits.begin(w)
+	return o.c.waits.Begin(w)
 }
 
 func (o cutoverObserver) Attempted(n int, held time.Duration, err error) {
@@ -197,7 +202,7 @@ func (o cutoverObserver) Attempted(n int, held time.Duration, err error) {
 		o.c.cutLockHeld.Store(int64(held))
 	}
 	if errors.Is(err, cutover.ErrLockNotGranted) {
-		o.c.waits.seen.Add(1)
+		o.c.waits.CountLockWait()
 	}
 }
 

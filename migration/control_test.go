@@ -15,6 +15,7 @@ import (
 	"github.com/enginemig/enginemig/control"
 	"github.com/enginemig/enginemig/outcome"
 	"github.com/enginemig/enginemig/sandbox/sandboxtest"
+	"github.com/enginemig/enginemig/state"
 )
 
 // A postponed cut-over is released through the control socket; status answers meanwhile.
@@ -30,7 +31,7 @@ func TestControlSocketReleasesPostponedCutover(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { _, err := Run(context.Background(), db, opts); done <- err }()
 
-	waitForStage(t, opts.ControlSocket, StagePostponed)
+	waitForStage(t, opts.ControlSocket, state.StagePostponed)
 	if _, err := control.Send(context.Background(), opts.ControlSocket, "release-cutover"); err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +60,7 @@ func TestControlSocketAbortLeavesOriginal(t *testing.T) {
 	os.WriteFile(opts.PostponeFile, nil, 0o600)
 	done := make(chan error, 1)
 	go func() { _, err := Run(context.Background(), db, opts); done <- err }()
-	waitForStage(t, opts.ControlSocket, StagePostponed)
+	waitForStage(t, opts.ControlSocket, state.StagePostponed)
 	control.Send(context.Background(), opts.ControlSocket, "abort")
 	err := <-done
 	if outcome.CodeOf(err) != outcome.FailedSafe || !strings.Contains(err.Error(), "aborted") {
@@ -71,7 +72,7 @@ func TestControlSocketAbortLeavesOriginal(t *testing.T) {
 }
 
 // waitForStage polls the control socket's status until the migration reaches stage.
-func waitForStage(t *testing.T, socket string, stage Stage) {
+func waitForStage(t *testing.T, socket string, stage state.Stage) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -127,7 +128,7 @@ func TestMetricsScrapedDuringMigration(t *testing.T) {
 	opts.replayDelay = 1500 * time.Millisecond
 	var served atomic.Value
 	var afterSwap string
-	opts.Hook = func(ctx context.Context, at Point, st *State) error {
+	opts.Hook = func(ctx context.Context, at Point, st *state.State) error {
 		if at == PointSuccess {
 			afterSwap = scrape(t, served.Load().(string))
 		}

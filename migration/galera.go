@@ -7,15 +7,9 @@ import (
 	"strings"
 
 	"github.com/enginemig/enginemig/plan"
+	"github.com/enginemig/enginemig/preflight"
 	"github.com/enginemig/enginemig/table"
 )
-
-// galeraNode reports whether the server is a node of a Galera cluster (wsrep_on=ON). MySQL has
-// no such variable: an error means no.
-func galeraNode(ctx context.Context, db *sql.DB) bool {
-	var on sql.NullInt64
-	return db.QueryRowContext(ctx, "SELECT @@GLOBAL.wsrep_on").Scan(&on) == nil && on.Int64 == 1
-}
 
 // prepareGalera sets a migration up for a Galera node: plan's Galera checks for the table (the
 // cluster's state and settings, and that no other node holds rows of it), the Galera cut-over,
@@ -31,26 +25,26 @@ func (m *migrator) prepareGalera(ctx context.Context, ti *table.Info) error {
 	}
 	for _, f := range findings {
 		if f.Severity == plan.Blocker {
-			return refuse(f.Remedy, "%s: [%s] %s", ti.QuotedName(), f.Check, f.Message)
+			return preflight.Refuse(f.Remedy, "%s: [%s] %s", ti.QuotedName(), f.Check, f.Message)
 		}
 	}
 	if _, ok := ti.CopyKey(); !ok {
-		return refuse("convert the table before the node joins a cluster, or give it a primary key",
+		return preflight.Refuse("convert the table before the node joins a cluster, or give it a primary key",
 			"%s has no primary or unique key: the conversion of such a table is not built or tested for a Galera node yet", ti.QuotedName())
 	}
 	rowID := !m.opts.KeepKeyless && table.RowIDSupported(m.version)
 	deferrable, err := ti.Shadow(table.ShadowName(ti.Name), true, rowID)
 	if err != nil {
-		return refuse("", "%v", err)
+		return preflight.Refuse("", "%v", err)
 	}
 	for _, d := range deferrable.Deferred {
 		if strings.HasPrefix(d, "UNIQUE") {
-			return refuse("convert the table before the node joins a cluster, or drop the unique index for the conversion",
+			return preflight.Refuse("convert the table before the node joins a cluster, or drop the unique index for the conversion",
 				"%s has a unique secondary index (%s): on a Galera node the shadow is created with its indexes, and a unique one there could turn a replayed change into the loss of another row; not supported on Galera yet", ti.QuotedName(), d)
 		}
 	}
 	if m.ddl, err = ti.Shadow(table.ShadowName(ti.Name), false, rowID); err != nil {
-		return refuse("", "%v", err)
+		return preflight.Refuse("", "%v", err)
 	}
 	if m.galeraMaxChunk, err = galeraChunkLimit(ctx, m.db, ti); err != nil {
 		return err
@@ -73,7 +67,7 @@ func galeraChunkLimit(ctx context.Context, db *sql.DB, ti *table.Info) (int, err
 		return 0, fmt.Errorf("read the write-set limits: %w", err)
 	}
 	if maxRows > 0 && maxRows < replayBatchRows {
-		return 0, refuse(fmt.Sprintf("SET GLOBAL wsrep_max_ws_rows = 0 (no limit) or at least %d for the conversion", replayBatchRows),
+		return 0, preflight.Refuse(fmt.Sprintf("SET GLOBAL wsrep_max_ws_rows = 0 (no limit) or at least %d for the conversion", replayBatchRows),
 			"wsrep_max_ws_rows=%d: a replay batch writes up to %d rows in one transaction, which the cluster would refuse", maxRows, replayBatchRows)
 	}
 	limit := int64(0)

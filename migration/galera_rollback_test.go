@@ -9,8 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/enginemig/enginemig/cleanup"
 	"github.com/enginemig/enginemig/cutover"
 	"github.com/enginemig/enginemig/internal/ackload"
+	"github.com/enginemig/enginemig/internal/faults"
+	"github.com/enginemig/enginemig/rollback"
 	"github.com/enginemig/enginemig/sandbox/sandboxtest"
 	"github.com/go-sql-driver/mysql"
 )
@@ -67,8 +70,8 @@ func galeraRollback(t *testing.T, c *sandboxtest.Cluster) {
 	spread.Store(true)
 	time.Sleep(500 * time.Millisecond)
 
-	ropts := RollbackOptions{Conn: opts.Conn, Schema: schema, Table: "t", StateSchema: opts.StateSchema, Logger: opts.Logger, Cutover: cutover.DefaultConfig()}
-	ropts.replayDelay = 20 * time.Millisecond // replay a little behind, as under load: the gate must wait for it
+	ropts := rollback.Options{Conn: opts.Conn, Schema: schema, Table: "t", StateSchema: opts.StateSchema, Logger: opts.Logger, Cutover: cutover.DefaultConfig()}
+	ropts.Faults = &faults.Faults{ReplayDelay: 20 * time.Millisecond} // replay a little behind, as under load: the gate must wait for it
 	ropts.Cutover.OnLocked = func() {
 		back.Store(true)
 		inFlight.Lock()
@@ -87,7 +90,7 @@ func galeraRollback(t *testing.T, c *sandboxtest.Cluster) {
 
 	// A gate left by a rollback that died goes with cleanup, on every node.
 	sandboxtest.MustExec(t, db, "CREATE TABLE `"+schema+"`.`#t_gate` (id INT PRIMARY KEY) ENGINE=InnoDB COMMENT='"+cutover.GateComment+"'")
-	cres, err := Cleanup(context.Background(), db, CleanupOptions{Conn: opts.Conn, Schema: schema, Table: "t", StateSchema: opts.StateSchema})
+	cres, err := cleanup.Run(context.Background(), db, cleanup.Options{Conn: opts.Conn, Schema: schema, Table: "t", StateSchema: opts.StateSchema})
 	if err != nil {
 		t.Fatalf("cleanup: %v", err)
 	}
@@ -106,14 +109,14 @@ func galeraRollback(t *testing.T, c *sandboxtest.Cluster) {
 	}
 }
 
-func rollbackBounded(t *testing.T, db *sql.DB, opts RollbackOptions, c *sandboxtest.Cluster) (*RollbackResult, error) {
+func rollbackBounded(t *testing.T, db *sql.DB, opts rollback.Options, c *sandboxtest.Cluster) (*rollback.Result, error) {
 	t.Helper()
 	type ended struct {
-		res *RollbackResult
+		res *rollback.Result
 		err error
 	}
 	done := make(chan ended, 1)
-	go func() { res, err := Rollback(context.Background(), db, opts); done <- ended{res, err} }()
+	go func() { res, err := rollback.Run(context.Background(), db, opts); done <- ended{res, err} }()
 	select {
 	case e := <-done:
 		return e.res, e.err

@@ -18,6 +18,7 @@ import (
 	"github.com/enginemig/enginemig/plan"
 	"github.com/enginemig/enginemig/sandbox"
 	"github.com/enginemig/enginemig/sandbox/sandboxtest"
+	"github.com/enginemig/enginemig/state"
 )
 
 // TestGalera runs every Galera case on one 3-node cluster (its start is most of the cost).
@@ -80,8 +81,8 @@ func galeraApply(t *testing.T, c *sandboxtest.Cluster, keys bool) {
 	if keys {
 		// A DDL in total-order isolation on the shadow (OPTIMIZE rebuilds it) brute-force aborts
 		// the replay's open transaction on it (error 1213): replay must run that batch again.
-		opts.Hook = func(_ context.Context, at Point, _ *State) error {
-			if at == Before(StageVerify) {
+		opts.Hook = func(_ context.Context, at Point, _ *state.State) error {
+			if at == Before(state.StageVerify) {
 				for i := 0; i < 10; i++ {
 					if _, err := db.Exec("OPTIMIZE TABLE `" + schema + "`._t_new"); err != nil {
 						return err

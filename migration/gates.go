@@ -8,6 +8,7 @@ import (
 	"github.com/enginemig/enginemig/bench"
 	"github.com/enginemig/enginemig/dbconn"
 	"github.com/enginemig/enginemig/outcome"
+	"github.com/enginemig/enginemig/rollback"
 	"github.com/enginemig/enginemig/table"
 )
 
@@ -84,7 +85,7 @@ func (m *migrator) afterCutoverGate(ctx context.Context, res *Result, before ben
 	}
 	m.hook(ctx, PointFailure)
 	m.log.Warn("after-cutover gate failed: rolling back to the MyISAM table, keeping the writes made since the cut-over")
-	rb, rerr := Rollback(context.WithoutCancel(ctx), m.db, RollbackOptions{Conn: m.opts.Conn, Schema: m.ti.Schema, Table: m.ti.Name,
+	rb, rerr := rollback.Run(context.WithoutCancel(ctx), m.db, rollback.Options{Conn: m.opts.Conn, Schema: m.ti.Schema, Table: m.ti.Name,
 		StateSchema: m.opts.StateSchema, Cutover: m.opts.Cutover, Logger: m.log})
 	m.hook(ctx, PointRollback)
 	if rerr != nil {

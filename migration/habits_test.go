@@ -16,6 +16,7 @@ import (
 	"github.com/enginemig/enginemig/outcome"
 	"github.com/enginemig/enginemig/plan"
 	"github.com/enginemig/enginemig/sandbox/sandboxtest"
+	"github.com/enginemig/enginemig/state"
 )
 
 // The application habits of MyISAM shops, each kept up through a whole apply while ackload's
@@ -242,8 +243,8 @@ func TestApplicationHabits(t *testing.T) {
 		opts := e.options()
 		var backups sync.WaitGroup
 		var held []int64
-		opts.Hook = func(_ context.Context, at Point, _ *State) error {
-			if at == Before(StageCopy) || at == Before(StageCutover) {
+		opts.Hook = func(_ context.Context, at Point, _ *state.State) error {
+			if at == Before(state.StageCopy) || at == Before(state.StageCutover) {
 				held = append(held, holdGlobally(t, e.app, 1500*time.Millisecond, &backups))
 			}
 			return nil
@@ -548,11 +549,11 @@ func gtidConsistent(db *sql.DB) bool {
 func TestStateSaveWaitingForABackupLeavesSnapshotFree(t *testing.T) {
 	ctx := context.Background()
 	db := openControl(t, srv)
-	store := NewStore(db, "_enginemig_test")
+	store := state.NewStore(db, "_enginemig_test")
 	if err := store.Ensure(ctx); err != nil {
 		t.Fatal(err)
 	}
-	r, err := startRecord(ctx, store, nil, State{Schema: "habits", Table: "snapshot_free", Stage: StageCopy}, dbconn.Logger(nil))
+	r, err := startRecord(ctx, store, nil, state.State{Schema: "habits", Table: "snapshot_free", Stage: state.StageCopy}, dbconn.Logger(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -578,19 +579,19 @@ func TestStateSaveWaitingForABackupLeavesSnapshotFree(t *testing.T) {
 	}
 	defer unlock()
 	saved := make(chan error, 1)
-	go func() { saved <- r.save(ctx, func(st *State) { st.Stage = StageCutover }) }()
+	go func() { saved <- r.save(ctx, func(st *state.State) { st.Stage = state.StageCutover }) }()
 	time.Sleep(300 * time.Millisecond)
 	select {
 	case err := <-saved:
 		t.Fatalf("the save did not wait for the backup lock: %v", err)
 	default:
 	}
-	snap := make(chan State, 1)
+	snap := make(chan state.State, 1)
 	go func() { snap <- r.snapshot() }()
 	select {
 	case st := <-snap:
-		if st.Stage != StageCutover {
-			t.Errorf("snapshot during the save: stage %q, want %q", st.Stage, StageCutover)
+		if st.Stage != state.StageCutover {
+			t.Errorf("snapshot during the save: stage %q, want %q", st.Stage, state.StageCutover)
 		}
 	case <-time.After(time.Second):
 		t.Error("snapshot waited for the save that waits for the backup lock")
@@ -598,49 +599,6 @@ func TestStateSaveWaitingForABackupLeavesSnapshotFree(t *testing.T) {
 	unlock()
 	if err := <-saved; err != nil {
 		t.Fatal(err)
-	}
-}
-
-// A statement of the run that names none of its tables (a state-table write) and waits for a
-// backup's global read lock is this run's wait too, and reported.
-func TestWaitForTheGlobalReadLockIsReported(t *testing.T) {
-	ctx := context.Background()
-	db := openControl(t, srv) // the run's own connections
-	sandboxtest.MustExec(t, db, "CREATE DATABASE IF NOT EXISTS _enginemig_test",
-		"CREATE TABLE IF NOT EXISTS _enginemig_test.habits_global (id INT PRIMARY KEY) ENGINE=InnoDB")
-	logs := &logLines{}
-	opts := testOptions(srv, "habits", "t")
-	opts.Logger = logs.logger()
-	w := newWaits(db, opts, func(error) {})
-	app, err := srv.Open("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer app.Close()
-	backup, err := app.Conn(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer backup.Close()
-	if _, err := backup.ExecContext(ctx, "FLUSH TABLES WITH READ LOCK"); err != nil {
-		t.Fatal(err)
-	}
-	written := make(chan error, 1)
-	go func() {
-		_, err := db.ExecContext(ctx, "REPLACE INTO _enginemig_test.habits_global VALUES (1)")
-		written <- err
-	}()
-	deadline := time.Now().Add(5 * time.Second)
-	for !strings.Contains(logs.String(), "waiting for a lock") && time.Now().Before(deadline) {
-		w.pollLocks(ctx)
-		time.Sleep(pollEvery)
-	}
-	backup.ExecContext(ctx, "UNLOCK TABLES")
-	if err := <-written; err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(logs.String(), "waiting for a lock") {
-		t.Fatalf("the state write waiting for the backup's lock was not reported:\n%s", logs)
 	}
 }
 
@@ -654,9 +612,9 @@ func TestTriggerCaptureResumesWithAQuietTable(t *testing.T) {
 	e := newHabitEnv(t)
 	e.capture = plan.CaptureTriggers
 	opts := e.options()
-	opts.crashAtStage = StageIndexes
-	opts.Hook = func(_ context.Context, at Point, _ *State) error {
-		if at == After(StageCopy) {
+	opts.crashAtStage = state.StageIndexes
+	opts.Hook = func(_ context.Context, at Point, _ *state.State) error {
+		if at == After(state.StageCopy) {
 			e.stop()                           // quiet from here
 			time.Sleep(600 * time.Millisecond) // the periodic syncs empty the log
 		}

@@ -1,20 +1,18 @@
 package migration
 
 import (
-	"io"
-	"log/slog"
-	"sync"
-	"time"
-
 	"context"
 	"database/sql"
 	"fmt"
+	"io"
+	"log/slog"
 	"os"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/enginemig/enginemig/binlog"
-
 	"github.com/enginemig/enginemig/dbconn"
 	"github.com/enginemig/enginemig/sandbox"
 	"github.com/enginemig/enginemig/sandbox/sandboxtest"

@@ -18,12 +18,19 @@ import (
 	"github.com/enginemig/enginemig/copier"
 	"github.com/enginemig/enginemig/cutover"
 	"github.com/enginemig/enginemig/dbconn"
+	"github.com/enginemig/enginemig/lockwait"
 	"github.com/enginemig/enginemig/outcome"
+	"github.com/enginemig/enginemig/preflight"
 	"github.com/enginemig/enginemig/shadow"
+	"github.com/enginemig/enginemig/state"
 	"github.com/enginemig/enginemig/table"
 	"github.com/enginemig/enginemig/throttle"
 	"github.com/enginemig/enginemig/verify"
 )
+
+// DefaultChunkTime is the copy's target duration of one chunk's source read when
+// Options.ChunkTime is zero.
+const DefaultChunkTime = copier.DefaultChunkTime
 
 // Options configure one migration.
 type Options struct {
@@ -80,20 +87,23 @@ type Options struct {
 	// its own from MaxThreadsRunning, Replicas and MaxLag.
 	Throttle *throttle.Throttler
 	// LockTimeout bounds how long one statement of the migration may wait for a lock another
-	// session holds before the migration stops with nothing changed (DefaultLockTimeout when 0).
+	// session holds before the migration stops with nothing changed (lockwait.DefaultTimeout when 0).
 	LockTimeout time.Duration
+	// ReconnectFor is how long a lost connection is retried, with backoff, before the run stops
+	// with its work kept for a re-run (exit 7): DefaultReconnectFor when 0, never when negative.
+	ReconnectFor time.Duration
 	// SkipVerify skips the chunk-by-chunk comparison of source and shadow before the cut-over.
 	SkipVerify bool
 	// Gates to run (see ParseGates) and how they benchmark.
 	Gates      map[Point]bool
 	GateConfig bench.GateConfig
 	// Hook runs at HookPoints (nil: none). An error at start or a before-* point stops the migration.
-	Hook func(ctx context.Context, at Point, st *State) error
+	Hook func(ctx context.Context, at Point, st *state.State) error
 
 	// Test seams: simulate the process dying (no cleanup) after this many copied rows or on
 	// entering a stage; save progress this often (default 2 s).
 	crashAfterRows int64
-	crashAtStage   Stage
+	crashAtStage   state.Stage
 	crashAtTrigger int // simulate dying in the trigger step, right after creating real trigger n (from 1)
 	saveEvery      time.Duration
 	idleChunkTime  time.Duration // copier.Pace.IdleChunkTime, to keep a test's copy slow
@@ -107,7 +117,7 @@ type Options struct {
 
 // Progress is a snapshot for progress displays.
 type Progress struct {
-	Stage             Stage         `json:"stage"`
+	Stage             state.Stage   `json:"stage"`
 	RowsCopied        int64         `json:"rows_copied"`
 	RowsTotal         int64         `json:"rows_total"`
 	ChunkSize         int64         `json:"chunk_size"`
@@ -163,10 +173,11 @@ func Run(ctx context.Context, db *sql.DB, opts Options) (*Result, error) {
 	ctx, abort := context.WithCancelCause(ctx)
 	defer abort(nil)
 	ctl := newController(opts.Logger, abort)
-	ctl.waits = newWaits(db, opts, abort)
-	ctl.waits.enforce = ctl.beforeSwap
+	watch := watchConfig(db, opts, abort)
+	watch.Enforce = ctl.beforeSwap
+	ctl.waits = lockwait.NewWatcher(watch)
 	opts.Cutover.Observer = cutoverObserver{ctl}
-	defer ctl.waits.start(ctx, ctl.watchThrottle)()
+	defer ctl.waits.Start(ctx, ctl.watchThrottle)()
 	closeControl, err := listenControl(ctx, opts, ctl)
 	if err != nil {
 		return nil, outcome.New(outcome.Usage, err, "choose another --control-socket path")
@@ -198,12 +209,17 @@ func Run(ctx context.Context, db *sql.DB, opts Options) (*Result, error) {
 	// A lost connection (server restart, network) leaves the shadow and the progress in place:
 	// reconnect with backoff and resume, then give up with a clear message.
 	var lost error
-	for n := 1; err != nil && ctx.Err() == nil && n <= maxReconnects && (errors.Is(err, errSuspended) || isConnectionLoss(err)); n++ {
+	var lostAt time.Time
+	for n := 1; err != nil && ctx.Err() == nil && (errors.Is(err, errSuspended) || dbconn.IsConnectionLoss(err)); n++ {
 		if lost == nil {
-			lost = err
+			lost, lostAt = err, time.Now()
 		}
-		wait := min(time.Second<<(n-1), 30*time.Second)
-		opts.Logger.Warn("lost the connection to the server; resuming", "error", err, "in", wait, "attempt", n, "of", maxReconnects)
+		left := opts.ReconnectFor - time.Since(lostAt)
+		if left <= 0 {
+			break
+		}
+		wait := min(time.Second<<(n-1), 30*time.Second, left)
+		opts.Logger.Warn("lost the connection to the server; resuming", "error", err, "in", wait, "attempt", n, "gives_up_after", opts.ReconnectFor)
 		select {
 		case <-time.After(wait):
 		case <-ctx.Done():
@@ -213,10 +229,10 @@ func Run(ctx context.Context, db *sql.DB, opts Options) (*Result, error) {
 	// A server that stayed away fails the last retry before it resumes anything (in preflight,
 	// say), which says nothing about the table: report the loss that stopped the work, with its
 	// remedy (exit 7, run the same apply again), not the retry's own error.
-	if errors.Is(lost, errSuspended) && err != nil && !errors.Is(err, errSuspended) && isConnectionLoss(err) {
+	if errors.Is(lost, errSuspended) && err != nil && !errors.Is(err, errSuspended) && dbconn.IsConnectionLoss(err) {
 		err = lost
 	}
-	if lt := ctl.waits.timeoutErr(); err != nil && lt != nil {
+	if lt := ctl.waits.TimeoutErr(); err != nil && lt != nil {
 		err = lt
 	} else if err != nil && errors.Is(context.Cause(ctx), errAborted) {
 		err = outcome.New(outcome.FailedSafe, fmt.Errorf("%w; the shadow was dropped and the original table is unchanged", errAborted), "")
@@ -239,6 +255,9 @@ func (o Options) withDefaults() Options {
 	if o.Cutover.Logger == nil {
 		o.Cutover.Logger = o.Logger
 	}
+	if o.ReconnectFor == 0 {
+		o.ReconnectFor = DefaultReconnectFor
+	}
 	if o.ProgressEvery == 0 {
 		o.ProgressEvery = 500 * time.Millisecond
 	}
@@ -251,8 +270,10 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-// maxReconnects bounds automatic resumes after lost connections (backoff 1 s doubling, ~1 min).
-const maxReconnects = 6
+// DefaultReconnectFor is how long apply keeps resuming after a lost connection when
+// Options.ReconnectFor is 0: long enough for a server restart or a failover of its address, short
+// enough that a server that stays away is reported while someone is still watching.
+const DefaultReconnectFor = time.Minute
 
 // errSuspended marks a run stopped by a lost connection with its work kept for resuming.
 var errSuspended = errors.New("connection lost")
@@ -272,7 +293,7 @@ type migrator struct {
 	deferred []string // index definitions still to build
 	// galeraMaxChunk caps a copy chunk's rows on a Galera node (its write-set limits); 0: none.
 	galeraMaxChunk int
-	resume         *State // the interrupted run being resumed, if any
+	resume         *state.State // the interrupted run being resumed, if any
 	triggers       []table.Trigger
 	probe          *bench.Result // the after-cutover gate's baseline, taken before the swap
 	rec            *recorder
@@ -284,24 +305,24 @@ type migrator struct {
 // run is the preflight: checks, the table's advisory lock, settling an interrupted run, the
 // before-copy gate; then the stages.
 func (m *migrator) run(ctx context.Context) (*Result, error) {
-	version, capture, why, err := checkServer(ctx, m.db, m.opts.Capture)
+	version, capture, why, err := preflight.CheckServer(ctx, m.db, m.opts.Capture)
 	if err != nil {
 		return nil, err
 	}
 	m.version, m.capture = version, capture
-	ti, err := loadTable(ctx, m.db, m.opts.Schema, m.opts.Table)
+	ti, err := preflight.LoadTable(ctx, m.db, m.opts.Schema, m.opts.Table)
 	if err != nil {
 		return nil, err
 	}
-	lock, err := lockTable(ctx, m.opts.Conn, ti.Schema, ti.Name)
+	lock, err := state.Lock(ctx, m.opts.Conn, ti.Schema, ti.Name)
 	if err != nil {
 		return nil, err
 	}
 	defer lock.Close()
 
 	// An earlier run that died leaves its record in progress: resume it, or settle it first.
-	store := NewStore(m.db, m.opts.StateSchema)
-	if prev, err := unfinished(ctx, store, m.opts.Schema, m.opts.Table); err != nil {
+	store := state.NewStore(m.db, m.opts.StateSchema)
+	if prev, err := store.Unfinished(ctx, m.opts.Schema, m.opts.Table); err != nil {
 		return nil, err
 	} else if prev != nil {
 		resume, done, err := m.settleInterrupted(ctx, store, prev)
@@ -311,22 +332,22 @@ func (m *migrator) run(ctx context.Context) (*Result, error) {
 		if done {
 			return &Result{Schema: ti.Schema, Table: ti.Name, ID: prev.ID, OldTable: table.OldName(ti.Name)}, nil
 		}
-		if ti, err = loadTable(ctx, m.db, m.opts.Schema, m.opts.Table); err != nil {
+		if ti, err = preflight.LoadTable(ctx, m.db, m.opts.Schema, m.opts.Table); err != nil {
 			return nil, err
 		}
 		m.resume = resume
-		if resume != nil && resume.captureMode() != capture {
-			m.capture, why = resume.captureMode(), "the interrupted run being resumed used it"
+		if resume != nil && resume.CaptureMode() != capture {
+			m.capture, why = resume.CaptureMode(), "the interrupted run being resumed used it"
 		}
 	}
 	m.log.Info("capturing changes with "+string(m.capture), "why", why)
 	m.ti = ti
 	if m.resume == nil {
-		if err := checkTable(ctx, m.db, ti); err != nil {
+		if err := preflight.CheckTable(ctx, m.db, ti); err != nil {
 			return nil, err
 		}
 	}
-	if err := planBlockers(ctx, m.db, ti, m.capture, m.opts.MaxHold, m.log); err != nil {
+	if err := preflight.PlanBlockers(ctx, m.db, ti, m.capture, m.opts.MaxHold, m.log); err != nil {
 		return nil, err
 	}
 	if err := m.loadTriggers(ctx); err != nil {
@@ -335,7 +356,7 @@ func (m *migrator) run(ctx context.Context) (*Result, error) {
 	if m.ddl, err = ti.Shadow(table.ShadowName(ti.Name), true, !m.opts.KeepKeyless && table.RowIDSupported(m.version)); err != nil {
 		return nil, outcome.New(outcome.Refused, err, "")
 	}
-	if galeraNode(ctx, m.db) {
+	if dbconn.GaleraNode(ctx, m.db) {
 		if err := m.prepareGalera(ctx, ti); err != nil {
 			return nil, err
 		}
@@ -351,7 +372,7 @@ func (m *migrator) run(ctx context.Context) (*Result, error) {
 	if err := store.Ensure(ctx); err != nil {
 		return nil, outcome.New(outcome.Refused, err, "")
 	}
-	if m.rec, err = startRecord(ctx, store, m.resume, State{Schema: ti.Schema, Table: ti.Name, Stage: StagePreflight,
+	if m.rec, err = startRecord(ctx, store, m.resume, state.State{Schema: ti.Schema, Table: ti.Name, Stage: state.StagePreflight,
 		DryRun: m.opts.DryRun, RowsTotal: ti.Rows, Triggers: m.triggers, Capture: m.capture}, m.log); err != nil {
 		return nil, outcome.New(outcome.Refused, err, "")
 	}

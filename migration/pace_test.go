@@ -15,6 +15,7 @@ import (
 	"github.com/enginemig/enginemig/control"
 	"github.com/enginemig/enginemig/copier"
 	"github.com/enginemig/enginemig/sandbox/sandboxtest"
+	"github.com/enginemig/enginemig/state"
 )
 
 // paceApp is an application on two tables: each request reads a player by key and updates a row
@@ -79,7 +80,7 @@ func TestCopyBacksOffWhileTheApplicationIsSlowed(t *testing.T) {
 	opts.idleChunkTime = copier.DefaultChunkTime // short chunks throughout, so the copy lasts
 	done := make(chan error, 1)
 	go func() { _, err := Run(context.Background(), db, opts); done <- err }()
-	waitForStage(t, opts.ControlSocket, StageCopy)
+	waitForStage(t, opts.ControlSocket, state.StageCopy)
 
 	holder, err := sdb.Conn(context.Background())
 	if err != nil {
@@ -121,7 +122,7 @@ func TestCopyBacksOffWhileTheApplicationIsSlowed(t *testing.T) {
 	highest := 0
 	for time.Since(unlocked) < 8*time.Second && highest < 3 {
 		level, _, stage, ok := paceOf(opts.ControlSocket)
-		if !ok && stage != StageCopy.String() {
+		if !ok && stage != state.StageCopy.String() {
 			break // the copy is over: it resumed
 		}
 		highest = max(highest, level)

@@ -14,6 +14,7 @@ import (
 	"github.com/enginemig/enginemig/internal/ackload"
 	"github.com/enginemig/enginemig/outcome"
 	"github.com/enginemig/enginemig/sandbox/sandboxtest"
+	"github.com/enginemig/enginemig/state"
 )
 
 // blockedLoad seeds t with an application load that checks itself and starts it.
@@ -151,9 +152,9 @@ func TestCutoverTimeoutKeepsTheShadowForTheNextRun(t *testing.T) {
 
 // atCutover is a hook that runs block once, when the cut-over is about to start (copy, index
 // build and verification done), and gives it a moment to take the table.
-func atCutover(block func()) func(context.Context, Point, *State) error {
-	return func(_ context.Context, at Point, _ *State) error {
-		if at == Before(StageCutover) {
+func atCutover(block func()) func(context.Context, Point, *state.State) error {
+	return func(_ context.Context, at Point, _ *state.State) error {
+		if at == Before(state.StageCutover) {
 			block()
 			time.Sleep(300 * time.Millisecond)
 		}

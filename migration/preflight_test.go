@@ -11,6 +11,7 @@ import (
 	"github.com/enginemig/enginemig/plan"
 	"github.com/enginemig/enginemig/sandbox"
 	"github.com/enginemig/enginemig/sandbox/sandboxtest"
+	"github.com/enginemig/enginemig/state"
 )
 
 // Every refusal must explain itself, carry its exit code and leave no trace: no shadow, no
@@ -137,8 +138,8 @@ func TestDryRunLeavesTableAndDropsShadow(t *testing.T) {
 	if tableExists(t, db, schema, "_t_new") || tableExists(t, db, schema, "_t_old") || engineOf(t, db, schema, "t") != "MyISAM" {
 		t.Fatal("dry run changed tables")
 	}
-	states, err := NewStore(db, opts.StateSchema).List(context.Background(), schema, "t")
-	if err != nil || len(states) != 1 || states[0].Stage != StageDryRun || states[0].RowsCopied != 5000 {
+	states, err := state.NewStore(db, opts.StateSchema).List(context.Background(), schema, "t")
+	if err != nil || len(states) != 1 || states[0].Stage != state.StageDryRun || states[0].RowsCopied != 5000 {
 		t.Fatalf("state %+v %v", states, err)
 	}
 }

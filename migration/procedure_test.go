@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/enginemig/enginemig/dbconn"
+	"github.com/enginemig/enginemig/rollback"
 	"github.com/enginemig/enginemig/sandbox/sandboxtest"
 )
 
@@ -142,7 +143,7 @@ func TestApplyAndRollbackWhileProceduresWrite(t *testing.T) {
 	}
 	t.Logf("apply: %d cut-over attempt(s), lock held %s", res.Cutover.Attempts, res.Cutover.LockHeld)
 	time.Sleep(500 * time.Millisecond)
-	if _, err := Rollback(context.Background(), db, RollbackOptions{Conn: opts.Conn, Schema: schema, Table: "t", StateSchema: opts.StateSchema,
+	if _, err := rollback.Run(context.Background(), db, rollback.Options{Conn: opts.Conn, Schema: schema, Table: "t", StateSchema: opts.StateSchema,
 		Logger: opts.Logger}); err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,10 @@
 package migration
 
-import "time"
+import (
+	"time"
+
+	"github.com/enginemig/enginemig/state"
+)
 
 // verifyShare is verification's time as a share of the copy's, for the whole-run ETA: measured on
 // MariaDB 10.11, 2 cores, 1M rows idle, verify took 1.02 s after a 3.07 s copy (applybench).
@@ -8,7 +12,7 @@ const verifyShare = 1.0 / 3
 
 // stageClock turns the counters into each stage's own progress, rate and ETA.
 type stageClock struct {
-	stage    Stage
+	stage    state.Stage
 	since    time.Time
 	doneAt0  int64
 	copyRate float64 // rows/s of the copy, kept for the whole-run ETA
@@ -17,23 +21,23 @@ type stageClock struct {
 func (c *stageClock) fill(p *Progress, verified int64, now time.Time) {
 	var done int64
 	switch p.Stage {
-	case StageCopy:
+	case state.StageCopy:
 		done = p.RowsCopied
-	case StageVerify:
+	case state.StageVerify:
 		done = verified
 	}
 	if p.Stage != c.stage {
 		c.stage, c.since, c.doneAt0 = p.Stage, now, done
 	}
 	total := max(p.RowsTotal, p.RowsCopied, done)
-	if p.Stage != StageCopy && p.Stage != StageVerify {
+	if p.Stage != state.StageCopy && p.Stage != state.StageVerify {
 		total = 0
 	}
 	p.StageDone, p.StageTotal = done, total
 	if secs := now.Sub(c.since).Seconds(); secs > 0 && done > c.doneAt0 {
 		p.StageRate = float64(done-c.doneAt0) / secs
 		p.StageETA = time.Duration(float64(total-done) / p.StageRate * float64(time.Second)).Round(time.Second)
-		if p.Stage == StageCopy {
+		if p.Stage == state.StageCopy {
 			c.copyRate = p.StageRate
 		}
 	}
@@ -44,10 +48,10 @@ func (c *stageClock) fill(p *Progress, verified int64, now time.Time) {
 // during verification, the rest of it; 0 after.
 func (c *stageClock) runETA(p *Progress) time.Duration {
 	switch {
-	case p.Stage == StageCopy && c.copyRate > 0:
+	case p.Stage == state.StageCopy && c.copyRate > 0:
 		verify := time.Duration(verifyShare * float64(p.StageTotal) / c.copyRate * float64(time.Second))
 		return p.StageETA + verify.Round(time.Second)
-	case p.Stage == StageVerify:
+	case p.Stage == state.StageVerify:
 		return p.StageETA
 	}
 	return 0

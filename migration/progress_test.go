@@ -3,6 +3,8 @@ package migration
 import (
 	"testing"
 	"time"
+
+	"github.com/enginemig/enginemig/state"
 )
 
 // Each stage shows its own progress: verification counts rows compared, not the copy's rows, and
@@ -10,9 +12,9 @@ import (
 func TestStageProgress(t *testing.T) {
 	var c stageClock
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	p := Progress{Stage: StageCopy, RowsCopied: 0, RowsTotal: 1000}
+	p := Progress{Stage: state.StageCopy, RowsCopied: 0, RowsTotal: 1000}
 	c.fill(&p, 0, t0)
-	p = Progress{Stage: StageCopy, RowsCopied: 500, RowsTotal: 1000}
+	p = Progress{Stage: state.StageCopy, RowsCopied: 500, RowsTotal: 1000}
 	c.fill(&p, 0, t0.Add(5*time.Second))
 	if p.StageDone != 500 || p.StageTotal != 1000 || p.StageRate != 100 || p.StageETA != 5*time.Second {
 		t.Fatalf("copy: %+v", p)
@@ -20,19 +22,19 @@ func TestStageProgress(t *testing.T) {
 	if want := 5*time.Second + 3*time.Second; p.RunETA != want { // the rest of the copy, then verify at a third of its time
 		t.Fatalf("run ETA %s, want %s", p.RunETA, want)
 	}
-	p = Progress{Stage: StageCopy, RowsCopied: 1200, RowsTotal: 1000} // the estimate was low
+	p = Progress{Stage: state.StageCopy, RowsCopied: 1200, RowsTotal: 1000} // the estimate was low
 	c.fill(&p, 0, t0.Add(12*time.Second))
 	if p.StageDone > p.StageTotal {
 		t.Fatalf("done %d above total %d", p.StageDone, p.StageTotal)
 	}
-	p = Progress{Stage: StageVerify, RowsCopied: 1200, RowsTotal: 1000}
+	p = Progress{Stage: state.StageVerify, RowsCopied: 1200, RowsTotal: 1000}
 	c.fill(&p, 0, t0.Add(13*time.Second))
-	p = Progress{Stage: StageVerify, RowsCopied: 1200, RowsTotal: 1000}
+	p = Progress{Stage: state.StageVerify, RowsCopied: 1200, RowsTotal: 1000}
 	c.fill(&p, 600, t0.Add(14*time.Second))
 	if p.StageDone != 600 || p.StageTotal != 1200 || p.StageETA != time.Second || p.RunETA != time.Second {
 		t.Fatalf("verify: %+v", p)
 	}
-	p = Progress{Stage: StageCutover, RowsCopied: 1200, RowsTotal: 1000}
+	p = Progress{Stage: state.StageCutover, RowsCopied: 1200, RowsTotal: 1000}
 	c.fill(&p, 1200, t0.Add(15*time.Second))
 	if p.StageTotal != 0 || p.RunETA != 0 {
 		t.Fatalf("cutover: %+v", p)

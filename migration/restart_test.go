@@ -9,6 +9,7 @@ import (
 
 	"github.com/enginemig/enginemig/sandbox"
 	"github.com/enginemig/enginemig/sandbox/sandboxtest"
+	"github.com/enginemig/enginemig/state"
 )
 
 // A server restart in the middle of the copy: apply reconnects, resumes from its recorded
@@ -27,7 +28,7 @@ func TestServerRestartMidCopyResumesByItself(t *testing.T) {
 	restarted := make(chan struct{})
 	var once sync.Once
 	opts.Progress = func(p Progress) {
-		if p.Stage == StageCopy && p.RowsCopied > 30000 {
+		if p.Stage == state.StageCopy && p.RowsCopied > 30000 {
 			once.Do(func() {
 				go func() {
 					if err := s.Restart(context.Background()); err != nil {

@@ -2,88 +2,23 @@ package migration
 
 import (
 	"context"
-	"crypto/sha1"
-	"database/sql"
-	"encoding/hex"
-	"errors"
 	"fmt"
-	"net"
 	"strings"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
-
+	"github.com/enginemig/enginemig/carry"
 	"github.com/enginemig/enginemig/cutover"
 	"github.com/enginemig/enginemig/dbconn"
-	"github.com/enginemig/enginemig/outcome"
+	"github.com/enginemig/enginemig/internal/faults"
 	"github.com/enginemig/enginemig/shadow"
+	"github.com/enginemig/enginemig/state"
 	"github.com/enginemig/enginemig/table"
 )
-
-// lockTable takes a server-side advisory lock for the table on a connection held for the whole
-// migration: a second enginemig on the same table is refused, and a lock that is free while the
-// state says "in progress" proves the earlier process is gone (the server drops the lock of a
-// dead connection).
-func lockTable(ctx context.Context, c dbconn.Config, schema, name string) (*sql.DB, error) {
-	lockName := tableLockName(schema, name)
-	// A pool of its own, closed at the end: closing the connection is what releases the lock,
-	// also when this process is killed.
-	conn, err := dbconn.Open(ctx, c, "", 1)
-	if err != nil {
-		return nil, err
-	}
-	var got sql.NullInt64
-	if err := conn.QueryRowContext(ctx, "SELECT GET_LOCK(?, 0)", lockName).Scan(&got); err != nil {
-		conn.Close()
-		return nil, fmt.Errorf("take the migration lock: %w", err)
-	}
-	if got.Int64 != 1 {
-		var holder sql.NullInt64
-		conn.QueryRowContext(ctx, "SELECT IS_USED_LOCK(?)", lockName).Scan(&holder)
-		conn.Close()
-		return nil, refuse("wait for it to finish, or stop it (`enginemig status` shows its progress)",
-			"another enginemig is migrating %s (server connection %d)", dbconn.QualifiedName(schema, name), holder.Int64)
-	}
-	return conn, nil
-}
-
-// tableLockName is the server-side advisory lock an apply holds on its table for its whole run.
-func tableLockName(schema, name string) string {
-	sum := sha1.Sum([]byte(schema + "\x00" + name))
-	return "enginemig-" + hex.EncodeToString(sum[:])[:40]
-}
-
-// Interrupted reports whether a migration recorded as in progress has no enginemig behind it any
-// more: nobody holds the table's advisory lock (the server released it when the process died).
-func Interrupted(ctx context.Context, db *sql.DB, st State) bool {
-	if !st.Stage.inProgress() || st.FinishedAt != nil {
-		return false
-	}
-	var free sql.NullInt64
-	err := db.QueryRowContext(ctx, "SELECT IS_FREE_LOCK(?)", tableLockName(st.Schema, st.Table)).Scan(&free)
-	return err == nil && free.Int64 == 1
-}
-
-// unfinished returns the newest migration record of the table if it was left in progress.
-func unfinished(ctx context.Context, store *Store, schema, name string) (*State, error) {
-	if exists, err := store.Exists(ctx); err != nil || !exists {
-		return nil, err
-	}
-	states, err := store.List(ctx, schema, name)
-	if err != nil || len(states) == 0 {
-		return nil, err
-	}
-	st := states[0]
-	if !st.Stage.inProgress() || st.FinishedAt != nil {
-		return nil, nil
-	}
-	return &st, nil
-}
 
 // settleInterrupted decides what to do with an interrupted migration: resume it (returns it),
 // finish its bookkeeping when the swap had already happened (returns done=true), or abandon it
 // cleanly so a new migration can start.
-func (m *migrator) settleInterrupted(ctx context.Context, store *Store, prev *State) (resume *State, done bool, err error) {
+func (m *migrator) settleInterrupted(ctx context.Context, store *state.Store, prev *state.State) (resume *state.State, done bool, err error) {
 	schema, name := m.opts.Schema, m.opts.Table
 	shadowName, old, swap := table.ShadowName(name), table.OldName(name), table.SwapName(name)
 	if cutover.IsSentry(ctx, m.db, schema, swap) {
@@ -106,9 +41,9 @@ func (m *migrator) settleInterrupted(ctx context.Context, store *Store, prev *St
 	hasShadow := shadowErr == nil
 	oldTable, oldErr := table.Load(ctx, m.db, schema, old)
 
-	abandon := func(why string) (*State, bool, error) {
+	abandon := func(why string) (*state.State, bool, error) {
 		m.log.Info("settling an interrupted migration", "id", prev.ID, "stage", prev.Stage, "action", why)
-		if err := shadow.Remove(ctx, applyCapture(m.db, cur, prev.captureMode())); err != nil {
+		if err := shadow.Remove(ctx, applyCapture(m.db, cur, prev.CaptureMode())); err != nil {
 			return nil, false, err
 		}
 		if hasShadow {
@@ -117,26 +52,26 @@ func (m *migrator) settleInterrupted(ctx context.Context, store *Store, prev *St
 			}
 		}
 		now := time.Now().UTC()
-		prev.Stage, prev.Error, prev.FinishedAt = StageFailed, "interrupted; "+why, &now
+		prev.Stage, prev.Error, prev.FinishedAt = state.StageFailed, "interrupted; "+why, &now
 		return nil, false, store.Save(ctx, prev)
 	}
 
 	switch {
 	case strings.EqualFold(cur.Engine, "InnoDB") && !hasShadow && oldErr == nil && strings.EqualFold(oldTable.Engine, "MyISAM") &&
-		shadow.Recorded(prev.captureMode(), prev.CaptureCutover):
+		shadow.Recorded(prev.CaptureMode(), prev.CaptureCutover):
 		// The rename went through before the process died: the migration is complete once its
 		// triggers have their own names on the new table.
 		if len(prev.Triggers) > 0 {
-			c := &triggerCarrier{db: m.db, schema: schema, live: name, trs: prev.Triggers, log: m.log}
-			if err := c.finish(ctx); err != nil {
+			c := &carry.Carrier{DB: m.db, Schema: schema, Live: name, Triggers: prev.Triggers, Log: m.log}
+			if err := c.Finish(ctx); err != nil {
 				return nil, false, err
 			}
 		}
-		if err := shadow.Remove(ctx, applyCapture(m.db, cur, prev.captureMode())); err != nil {
+		if err := shadow.Remove(ctx, applyCapture(m.db, cur, prev.CaptureMode())); err != nil {
 			return nil, false, err
 		}
 		now := time.Now().UTC()
-		prev.Stage, prev.FinishedAt = StageDone, &now
+		prev.Stage, prev.FinishedAt = state.StageDone, &now
 		m.log.Info("the interrupted migration had completed its cut-over; recorded it as done", "id", prev.ID,
 			"cutover", prev.CaptureCutover)
 		return nil, true, store.Save(ctx, prev)
@@ -149,7 +84,7 @@ func (m *migrator) settleInterrupted(ctx context.Context, store *Store, prev *St
 		// shadow already has (shadow/order.go, rule 5).
 		return abandon("a table without a unique key copies again from the start")
 	default:
-		why, _, err := shadow.CheckResume(ctx, m.db, prev.captureMode(), prev.CaptureResume)
+		why, _, err := shadow.CheckResume(ctx, m.db, prev.CaptureMode(), prev.CaptureResume)
 		if err != nil {
 			return nil, false, err
 		}
@@ -192,23 +127,23 @@ func (m *migrator) stopOrphans(ctx context.Context, shadow string) error {
 // rewound to the saved watermark (shadow.Rewind), and unique secondary indexes are dropped until
 // replay has caught up again, because REPLACE on a table with other unique keys could delete rows
 // while older changes are re-applied. It returns the index definitions still to build.
-func (m *migrator) prepareResume(ctx context.Context, st *State, deferred []string) ([]string, error) {
-	watermark, err := decodeKey(st.Watermark)
+func (m *migrator) prepareResume(ctx context.Context, st *state.State, deferred []string) ([]string, error) {
+	watermark, err := state.DecodeKey(st.Watermark)
 	if err != nil {
 		return nil, err
 	}
 	shadowName := table.ShadowName(m.ti.Name)
 	// Rows above the watermark are the copy's to read again, unless the copy is over: then
 	// replay wrote them and keeps them current.
-	if st.Stage != StageCutover {
+	if st.Stage != state.StageCutover {
 		if err := shadow.Rewind(ctx, m.db, m.ti, shadowName, watermark); err != nil {
 			return nil, err
 		}
 	}
 	// Stand-ins left on the shadow by a cut-over attempt never fire there, but each costs a query
 	// per replayed row: the next attempt installs them again.
-	c := &triggerCarrier{db: m.db, schema: m.ti.Schema, live: m.ti.Name, trs: st.Triggers, log: m.log}
-	if err := c.dropStandIns(ctx, shadowName); err != nil {
+	c := &carry.Carrier{DB: m.db, Schema: m.ti.Schema, Live: m.ti.Name, Triggers: st.Triggers, Log: m.log}
+	if err := c.DropStandIns(ctx, shadowName); err != nil {
 		return nil, err
 	}
 	sh, err := table.Load(ctx, m.db, m.ti.Schema, shadowName)
@@ -238,23 +173,4 @@ func (m *migrator) prepareResume(ctx context.Context, st *State, deferred []stri
 	return missing, nil
 }
 
-// isConnectionLoss reports errors after which the server-side work is intact and a re-run can
-// resume: lost or refused connections and server restarts.
-func isConnectionLoss(err error) bool {
-	var me *mysql.MySQLError
-	if errors.As(err, &me) {
-		switch me.Number {
-		case 1053, 1927, 2006, 2013: // server shutdown, connection killed, gone away, lost
-			return true
-		}
-	}
-	var ne net.Error
-	if errors.As(err, &ne) {
-		return true
-	}
-	s := err.Error()
-	return strings.Contains(s, "invalid connection") || strings.Contains(s, "bad connection") ||
-		strings.Contains(s, "connection refused") || strings.Contains(s, "broken pipe") || strings.Contains(s, "EOF")
-}
-
-var errSimulatedCrash = outcome.New(outcome.NeedsAttention, errors.New("simulated crash (test)"), "")
+var errSimulatedCrash = faults.ErrCrash

@@ -9,6 +9,7 @@ import (
 
 	"github.com/enginemig/enginemig/sandbox"
 	"github.com/enginemig/enginemig/sandbox/sandboxtest"
+	"github.com/enginemig/enginemig/state"
 )
 
 // A migration that dies (no cleanup, connections dropped) at a stage before the cut-over is
@@ -27,16 +28,19 @@ func TestTriggerCaptureResumeAfterCrash(t *testing.T) {
 type crashCase struct {
 	name      string
 	afterRows int64
-	stage     Stage
+	stage     state.Stage
 	parallel  bool // two chunks in flight, every other one overtaken
 }
 
+// resumeRows is the table's size: a few hundred 2 ms chunks, with writes landing all through them.
+const resumeRows = 20000
+
 var crashCases = []crashCase{
-	{"during copy", 15000, "", false},
-	{"at index build", 0, StageIndexes, false},
-	{"during verify", 0, StageVerify, false},
-	{"at cut-over", 0, StageCutover, false},
-	{"during a parallel copy", 15000, "", true},
+	{"during copy", resumeRows / 2, "", false},
+	{"at index build", 0, state.StageIndexes, false},
+	{"during verify", 0, state.StageVerify, false},
+	{"at cut-over", 0, state.StageCutover, false},
+	{"during a parallel copy", resumeRows / 2, "", true},
 }
 
 func resumeAfterCrash(t *testing.T, srv *sandbox.Server, cases []crashCase) {
@@ -44,7 +48,7 @@ func resumeAfterCrash(t *testing.T, srv *sandbox.Server, cases []crashCase) {
 		t.Run(c.name, func(t *testing.T) {
 			schema, _ := sandboxtest.FreshDatabase(t, srv)
 			db := openControl(t, srv)
-			ws := seedAllTypes(t, db, schema, 30000, 3, 11)
+			ws := seedAllTypes(t, db, schema, resumeRows, 3, 11)
 			stop := runWriters(ws, 200*time.Microsecond)
 			logs := &logLines{each: func(line string) {
 				if strings.Contains(line, "differs") || strings.Contains(line, "resuming") {
@@ -78,7 +82,7 @@ func resumeAfterCrash(t *testing.T, srv *sandbox.Server, cases []crashCase) {
 			if !strings.Contains(logs.String(), "resuming migration") {
 				t.Fatalf("second run did not resume; log: %v", logs.String())
 			}
-			if c.afterRows > 0 && res.RowsCopied >= 30000 {
+			if c.afterRows > 0 && res.RowsCopied >= resumeRows {
 				t.Fatalf("resumed copy started over: copied %d rows again", res.RowsCopied)
 			}
 			// Capture kept every change while nothing ran: verification repairing a chunk means
@@ -86,9 +90,9 @@ func resumeAfterCrash(t *testing.T, srv *sandbox.Server, cases []crashCase) {
 			// run that died at the cut-over had copied and verified everything: its resume goes
 			// straight to the swap, and the comparison with ref below is the proof.
 			switch {
-			case c.stage == StageCutover && (res.Verify != nil || res.RowsCopied != 0):
+			case c.stage == state.StageCutover && (res.Verify != nil || res.RowsCopied != 0):
 				t.Errorf("resumed at the cut-over, but copied %d rows and verified (%+v)", res.RowsCopied, res.Verify)
-			case c.stage != StageCutover && (res.Verify == nil || res.Verify.Repaired > 0):
+			case c.stage != state.StageCutover && (res.Verify == nil || res.Verify.Repaired > 0):
 				t.Errorf("verify had to repair the shadow after the resume (%+v)", res.Verify)
 			}
 			for _, w := range ws {

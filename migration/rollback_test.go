@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/enginemig/enginemig/outcome"
+	"github.com/enginemig/enginemig/rollback"
 	"github.com/enginemig/enginemig/sandbox/sandboxtest"
 )
 
@@ -27,7 +28,7 @@ func TestRollbackKeepsWritesMadeAfterCutover(t *testing.T) {
 		before += w.acked.Load()
 	}
 	time.Sleep(time.Second) // writes that only the InnoDB table receives
-	res, err := Rollback(context.Background(), db, RollbackOptions{Conn: opts.Conn, Schema: schema, Table: "t", StateSchema: opts.StateSchema, Logger: opts.Logger})
+	res, err := rollback.Run(context.Background(), db, rollback.Options{Conn: opts.Conn, Schema: schema, Table: "t", StateSchema: opts.StateSchema, Logger: opts.Logger})
 	time.Sleep(300 * time.Millisecond) // and writes after the swap back, to the MyISAM table
 	stop()
 	if err != nil {
@@ -53,7 +54,7 @@ func TestRollbackKeepsWritesMadeAfterCutover(t *testing.T) {
 	if diff := sameRows(t, db, schema, "ref", "t", allTypesColumns, "id"); diff != "" {
 		t.Fatalf("rolled-back table differs: %s", diff)
 	}
-	_, err = Rollback(context.Background(), db, RollbackOptions{Conn: opts.Conn, Schema: schema, Table: "t", StateSchema: opts.StateSchema})
+	_, err = rollback.Run(context.Background(), db, rollback.Options{Conn: opts.Conn, Schema: schema, Table: "t", StateSchema: opts.StateSchema})
 	if outcome.CodeOf(err) != outcome.Refused || !strings.Contains(err.Error(), "already rolled back") {
 		t.Fatalf("second rollback: %v", err)
 	}
@@ -72,7 +73,7 @@ func TestRollbackRefusesWhenBinlogPurged(t *testing.T) {
 		t.Fatal(err)
 	}
 	purgeBinlogs(t, db)
-	_, err := Rollback(context.Background(), db, RollbackOptions{Conn: opts.Conn, Schema: schema, Table: "t", StateSchema: opts.StateSchema})
+	_, err := rollback.Run(context.Background(), db, rollback.Options{Conn: opts.Conn, Schema: schema, Table: "t", StateSchema: opts.StateSchema})
 	if outcome.CodeOf(err) != outcome.Refused || !strings.Contains(err.Error(), "purged") {
 		t.Fatalf("got %d %v", outcome.CodeOf(err), err)
 	}

@@ -14,12 +14,13 @@ import (
 	"github.com/enginemig/enginemig/outcome"
 	"github.com/enginemig/enginemig/plan"
 	"github.com/enginemig/enginemig/shadow"
+	"github.com/enginemig/enginemig/state"
 	"github.com/enginemig/enginemig/table"
 )
 
 // stage is one step of the runner; skip, when set, says the step has nothing to do this time.
 type stage struct {
-	name Stage
+	name state.Stage
 	skip func() bool
 	run  func(ctx context.Context) error
 }
@@ -40,18 +41,18 @@ func (m *migrator) migrate(ctx context.Context) (*Result, error) {
 	defer stopProgress()
 
 	stages := []stage{
-		{name: StageCopy, skip: m.resumedAtSwap, run: m.copyRows},
-		{name: StageIndexes, skip: func() bool { return m.resumedAtSwap() && len(m.deferred) == 0 }, run: m.buildIndexes},
-		{name: StagePostponed, skip: m.notPostponed, run: m.postpone},
-		{name: StageVerify, skip: func() bool { return m.opts.SkipVerify || m.resumedAtSwap() }, run: m.verify},
-		{name: StageCutover, run: m.cutover},
-		{name: StageTriggers, skip: func() bool { return len(m.triggers) == 0 }, run: m.finishTriggers},
+		{name: state.StageCopy, skip: m.resumedAtSwap, run: m.copyRows},
+		{name: state.StageIndexes, skip: func() bool { return m.resumedAtSwap() && len(m.deferred) == 0 }, run: m.buildIndexes},
+		{name: state.StagePostponed, skip: m.notPostponed, run: m.postpone},
+		{name: state.StageVerify, skip: func() bool { return m.opts.SkipVerify || m.resumedAtSwap() }, run: m.verify},
+		{name: state.StageCutover, run: m.cutover},
+		{name: state.StageTriggers, skip: func() bool { return len(m.triggers) == 0 }, run: m.finishTriggers},
 	}
 	for _, s := range stages {
 		if s.skip != nil && s.skip() {
 			continue
 		}
-		if s.name == StageCutover {
+		if s.name == state.StageCutover {
 			if err := m.shadowGate(ctx); err != nil {
 				return m.stopped(ctx, err)
 			}
@@ -73,8 +74,8 @@ func (m *migrator) migrate(ctx context.Context) (*Result, error) {
 }
 
 // enter records the stage and runs the hook before it.
-func (m *migrator) enter(ctx context.Context, s Stage) error {
-	m.rec.update(ctx, func(st *State) { st.Stage = s })
+func (m *migrator) enter(ctx context.Context, s state.Stage) error {
+	m.rec.update(ctx, func(st *state.State) { st.Stage = s })
 	if m.opts.crashAtStage == s {
 		return errSimulatedCrash
 	}
@@ -109,7 +110,7 @@ func (m *migrator) openPipeline(ctx context.Context) error {
 	m.pipe = p
 	m.rec.attach(p)
 	if m.resume == nil {
-		m.rec.update(ctx, func(st *State) { st.CaptureStart = p.Start() })
+		m.rec.update(ctx, func(st *state.State) { st.CaptureStart = p.Start() })
 	}
 	return nil
 }
@@ -123,7 +124,7 @@ func (m *migrator) copyRows(ctx context.Context) error {
 	m.ctl.setThrottle(thr)
 	var resumeAfter []any
 	if m.resume != nil {
-		if resumeAfter, err = decodeKey(m.resume.Watermark); err != nil {
+		if resumeAfter, err = state.DecodeKey(m.resume.Watermark); err != nil {
 			return err
 		}
 	}
@@ -195,7 +196,9 @@ func (m *migrator) buildIndexes(ctx context.Context) error {
 // it was at the cut-over (waiting for the swap to get in, or killed there), and capture has kept
 // the shadow current since, so it goes straight to the cut-over. Unique indexes dropped for the
 // resume (prepareResume) are built again first.
-func (m *migrator) resumedAtSwap() bool { return m.resume != nil && m.resume.Stage == StageCutover }
+func (m *migrator) resumedAtSwap() bool {
+	return m.resume != nil && m.resume.Stage == state.StageCutover
+}
 
 func (m *migrator) notPostponed() bool {
 	if m.opts.PostponeFile == "" {
@@ -208,7 +211,7 @@ func (m *migrator) notPostponed() bool {
 // postpone holds the cut-over while the flag file exists (capture keeps the shadow current).
 func (m *migrator) postpone(ctx context.Context) error {
 	m.log.Info("cut-over postponed: remove the file to proceed", "file", m.opts.PostponeFile)
-	_, endWait := m.ctl.waits.begin(lockwait.Wait{Kind: lockwait.KindPostponed, What: postponedUntil(m.opts)})
+	_, endWait := m.ctl.waits.Begin(lockwait.Wait{Kind: lockwait.KindPostponed, What: postponedUntil(m.opts)})
 	defer endWait()
 	err := m.pipe.Do(ctx, func(ctx context.Context) error {
 		for {
@@ -255,11 +258,11 @@ func (m *migrator) endDryRun(ctx context.Context) (*Result, error) {
 		return m.stopped(ctx, m.coded(err))
 	}
 	m.res.CaptureChanges = m.pipe.Progress().Capture.Changes
-	m.res.Triggers = m.carrier().statements(table.ShadowName(m.ti.Name))
+	m.res.Triggers = m.carrier().Statements(table.ShadowName(m.ti.Name))
 	if err := m.dropShadow(ctx); err != nil {
 		m.log.Warn("dry run: could not drop the shadow; `enginemig cleanup` removes it", "error", err)
 	}
-	m.rec.finish(ctx, StageDryRun, "")
+	m.rec.finish(ctx, state.StageDryRun, "")
 	m.res.TotalTime = time.Since(m.start)
 	m.log.Info("dry run complete: shadow dropped, original unchanged", "table", m.ti.QuotedName())
 	return m.res, nil
@@ -276,7 +279,7 @@ func (m *migrator) cutover(ctx context.Context) error {
 	var swapped *cutover.SwappedError
 	switch {
 	case errors.As(err, &swapped):
-		m.rec.finish(ctx, StageDone, err.Error()) // the cut-over position was recorded under the lock
+		m.rec.finish(ctx, state.StageDone, err.Error()) // the cut-over position was recorded under the lock
 		remedy := fmt.Sprintf("the table is converted; rename %s to %s by hand", sw.Sentry, sw.Aside)
 		if errors.Is(err, cutover.ErrRenamedLate) {
 			remedy = fmt.Sprintf("the table is converted; compare %s with %s for the rows written in the moment between the unlock and the rename, and copy what is missing", sw.Aside, sw.From)
@@ -303,7 +306,7 @@ func (m *migrator) cutover(ctx context.Context) error {
 
 // succeeded ends a migration whose swap went through (and whose triggers are carried).
 func (m *migrator) succeeded(ctx context.Context) (*Result, error) {
-	m.rec.finish(ctx, StageDone, "") // the cut-over position was recorded under the lock
+	m.rec.finish(ctx, state.StageDone, "") // the cut-over position was recorded under the lock
 	if m.probe != nil {
 		if err := m.afterCutoverGate(ctx, m.res, *m.probe); err != nil {
 			return m.res, err

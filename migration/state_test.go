@@ -2,34 +2,12 @@ package migration
 
 import (
 	"context"
-	"math"
-	"reflect"
 	"testing"
 
 	"github.com/enginemig/enginemig/sandbox/sandboxtest"
 	"github.com/enginemig/enginemig/shadow"
+	"github.com/enginemig/enginemig/state"
 )
-
-func TestKeyEncodingRoundTrips(t *testing.T) {
-	for _, key := range [][]any{
-		{int64(42)},
-		{uint64(math.MaxUint64)},
-		{int64(math.MinInt64), []byte{0, 0xff, '"', '\\'}},
-		{[]byte("héllo"), int64(-7)},
-		{[]byte{}},
-	} {
-		got, err := decodeKey(encodeKey(key))
-		if err != nil || !reflect.DeepEqual(got, key) {
-			t.Errorf("%v -> %q -> %v %v", key, encodeKey(key), got, err)
-		}
-	}
-	if k, err := decodeKey(""); k != nil || err != nil {
-		t.Fatal("empty watermark")
-	}
-	if _, err := decodeKey("{"); err == nil {
-		t.Fatal("corrupt watermark accepted")
-	}
-}
 
 // A state table written by an earlier version (no triggers column) is read as it is, and
 // upgraded only by Ensure, which apply runs after its refusals.
@@ -39,23 +17,23 @@ func TestStateTableOfAnEarlierVersion(t *testing.T) {
 	schema := "_state_old_version"
 	sandboxtest.MustExec(t, sdb, "CREATE DATABASE "+schema)
 	t.Cleanup(func() { db.Exec("DROP DATABASE " + schema) })
-	s := NewStore(db, schema)
+	s := state.NewStore(db, schema)
 	if err := s.Ensure(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	sandboxtest.MustExec(t, db, "ALTER TABLE "+s.table()+" DROP COLUMN triggers, DROP COLUMN capture")
-	st := State{Schema: "d", Table: "t", Stage: StageCopy}
-	if _, err := db.Exec("INSERT INTO " + s.table() + " (schema_name, table_name, stage, started_at, updated_at) VALUES ('d', 't', 'copy', NOW(), NOW())"); err != nil {
+	sandboxtest.MustExec(t, db, "ALTER TABLE "+s.Name()+" DROP COLUMN triggers, DROP COLUMN capture")
+	st := state.State{Schema: "d", Table: "t", Stage: state.StageCopy}
+	if _, err := db.Exec("INSERT INTO " + s.Name() + " (schema_name, table_name, stage, started_at, updated_at) VALUES ('d', 't', 'copy', NOW(), NOW())"); err != nil {
 		t.Fatal(err)
 	}
 	got, err := s.List(context.Background(), "d", "t")
-	if err != nil || len(got) != 1 || got[0].Stage != st.Stage || got[0].captureMode() != shadow.Binlog {
+	if err != nil || len(got) != 1 || got[0].Stage != st.Stage || got[0].CaptureMode() != shadow.Binlog {
 		t.Fatalf("reading an earlier version's table: %v %+v", err, got)
 	}
 	if err := s.Ensure(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	has, err := s.columns(context.Background())
+	has, err := s.Columns(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

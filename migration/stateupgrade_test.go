@@ -2,27 +2,30 @@ package migration
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/enginemig/enginemig/rollback"
 	"github.com/enginemig/enginemig/sandbox/sandboxtest"
+	"github.com/enginemig/enginemig/state"
 )
 
 // toPreviousLayout turns the state table back into the layout the previous version wrote: binlog
 // positions as file and offset columns, the change count as events_applied.
-func toPreviousLayout(t *testing.T, s *Store) {
+func toPreviousLayout(t *testing.T, db *sql.DB, s *state.Store) {
 	t.Helper()
 	var cols, fill []string
 	for _, p := range []struct{ old, now string }{{"binlog_start", "capture_start"}, {"binlog_cutover", "capture_cutover"}, {"binlog_applied", "capture_resume"}} {
 		cols = append(cols, "ADD COLUMN "+p.old+"_file VARCHAR(255) NOT NULL DEFAULT ''", "ADD COLUMN "+p.old+"_pos BIGINT UNSIGNED NOT NULL DEFAULT 0")
 		fill = append(fill, p.old+"_file = SUBSTRING_INDEX("+p.now+", ':', 1)", p.old+"_pos = IF("+p.now+" = '', 0, SUBSTRING_INDEX("+p.now+", ':', -1))")
 	}
-	sandboxtest.MustExec(t, s.db, "ALTER TABLE "+s.table()+" "+strings.Join(cols, ", ")+", CHANGE COLUMN capture_changes events_applied BIGINT NOT NULL DEFAULT 0",
-		"UPDATE "+s.table()+" SET "+strings.Join(fill, ", "),
-		"ALTER TABLE "+s.table()+" DROP COLUMN capture_start, DROP COLUMN capture_cutover, DROP COLUMN capture_resume")
-	has, err := s.columns(context.Background())
+	sandboxtest.MustExec(t, db, "ALTER TABLE "+s.Name()+" "+strings.Join(cols, ", ")+", CHANGE COLUMN capture_changes events_applied BIGINT NOT NULL DEFAULT 0",
+		"UPDATE "+s.Name()+" SET "+strings.Join(fill, ", "),
+		"ALTER TABLE "+s.Name()+" DROP COLUMN capture_start, DROP COLUMN capture_cutover, DROP COLUMN capture_resume")
+	has, err := s.Columns(context.Background())
 	if err != nil || has["capture_resume"] || !has["binlog_applied_file"] || !has["events_applied"] {
 		t.Fatalf("not the previous layout: %v %v", has, err)
 	}
@@ -44,13 +47,13 @@ func TestResumeFromThePreviousVersionsStateTable(t *testing.T) {
 	if _, err := Run(context.Background(), db, opts); !errors.Is(err, errSimulatedCrash) {
 		t.Fatalf("want simulated crash, got %v", err)
 	}
-	store := NewStore(db, opts.StateSchema)
+	store := state.NewStore(db, opts.StateSchema)
 	before, err := store.List(context.Background(), schema, "t")
 	if err != nil || len(before) != 1 || before[0].CaptureResume == "" {
 		t.Fatalf("the crashed run recorded no resume position: %+v %v", before, err)
 	}
-	toPreviousLayout(t, store)
-	old, err := NewStore(db, opts.StateSchema).List(context.Background(), schema, "t")
+	toPreviousLayout(t, db, store)
+	old, err := state.NewStore(db, opts.StateSchema).List(context.Background(), schema, "t")
 	if err != nil || len(old) != 1 || old[0].CaptureResume != before[0].CaptureResume || old[0].CaptureStart != before[0].CaptureStart ||
 		old[0].CaptureChanges != before[0].CaptureChanges {
 		t.Fatalf("reading the previous layout: %v\n got %+v\nwant %+v", err, old, before)
@@ -65,7 +68,7 @@ func TestResumeFromThePreviousVersionsStateTable(t *testing.T) {
 	if !strings.Contains(logs.String(), "resuming migration") || res.RowsCopied >= 40000 {
 		t.Fatalf("did not resume from the previous version's record (copied %d); log %v", res.RowsCopied, logs.String())
 	}
-	if has, _ := store.columns(context.Background()); has["binlog_applied_file"] || !has["capture_resume"] {
+	if has, _ := store.Columns(context.Background()); has["binlog_applied_file"] || !has["capture_resume"] {
 		t.Fatalf("state table not upgraded: %v", has)
 	}
 	if diff := sameRows(t, db, schema, "t", "_t_old", []string{"id", "v"}, "id"); diff != "" {
@@ -84,17 +87,17 @@ func TestRollbackFromThePreviousVersionsStateTable(t *testing.T) {
 	if _, err := Run(context.Background(), db, opts); err != nil {
 		t.Fatal(err)
 	}
-	toPreviousLayout(t, NewStore(db, opts.StateSchema))
+	toPreviousLayout(t, db, state.NewStore(db, opts.StateSchema))
 	sandboxtest.MustExec(t, sdb, "UPDATE t SET v = v + 1 WHERE id % 3 = 0", "INSERT INTO t VALUES (5000, 5000)")
-	res, err := Rollback(context.Background(), db, RollbackOptions{Conn: opts.Conn, Schema: schema, Table: "t", StateSchema: opts.StateSchema})
+	res, err := rollback.Run(context.Background(), db, rollback.Options{Conn: opts.Conn, Schema: schema, Table: "t", StateSchema: opts.StateSchema})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if res.CaptureChanges == 0 || engineOf(t, db, schema, "t") != "MyISAM" {
 		t.Fatalf("rollback did not replay from the recorded cut-over: %+v", res)
 	}
-	st, err := NewStore(db, opts.StateSchema).List(context.Background(), schema, "t")
-	if err != nil || st[0].Stage != StageRolledBack {
+	st, err := state.NewStore(db, opts.StateSchema).List(context.Background(), schema, "t")
+	if err != nil || st[0].Stage != state.StageRolledBack {
 		t.Fatalf("rollback not recorded: %+v %v", st, err)
 	}
 	if diff := sameRows(t, db, schema, "t", "_t_new", []string{"id", "v"}, "id"); diff != "" {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/enginemig/enginemig/copier"
 	"github.com/enginemig/enginemig/internal/ackload"
+	"github.com/enginemig/enginemig/rollback"
 	"github.com/enginemig/enginemig/sandbox/sandboxtest"
 	"github.com/enginemig/enginemig/verify"
 )
@@ -101,7 +102,7 @@ func stressOnce(t *testing.T, seed uint64) (acked, reads int64, checked int) {
 		t.Fatalf("migration: %v", err)
 	}
 	time.Sleep(time.Duration(100+r.IntN(300)) * time.Millisecond)
-	if _, err := Rollback(context.Background(), db, RollbackOptions{Conn: opts.Conn, Schema: schema, Table: "t",
+	if _, err := rollback.Run(context.Background(), db, rollback.Options{Conn: opts.Conn, Schema: schema, Table: "t",
 		StateSchema: opts.StateSchema}); err != nil {
 		t.Fatalf("rollback: %v", err)
 	}

@@ -7,8 +7,7 @@ import (
 
 	"github.com/enginemig/enginemig/copier"
 	"github.com/enginemig/enginemig/dbconn"
-	"github.com/enginemig/enginemig/shadow"
-	"github.com/enginemig/enginemig/table"
+	"github.com/enginemig/enginemig/state"
 	"github.com/enginemig/enginemig/throttle"
 )
 
@@ -26,10 +25,10 @@ func (m *migrator) startThrottle(ctx context.Context) (*throttle.Throttler, func
 func StartThrottle(ctx context.Context, db *sql.DB, opts Options) (*throttle.Throttler, func(), error) {
 	schema := opts.StateSchema
 	if schema == "" {
-		schema = DefaultStateSchema
+		schema = state.DefaultStateSchema
 	}
 	cfg := throttle.Config{MaxThreadsRunning: opts.MaxThreadsRunning, MaxLag: opts.MaxLag,
-		HeartbeatSchema: schema, Logger: dbconn.Logger(opts.Logger), Galera: galeraNode(ctx, db)}
+		HeartbeatSchema: schema, Logger: dbconn.Logger(opts.Logger), Galera: dbconn.GaleraNode(ctx, db)}
 	var pools []*sql.DB
 	closeAll := func() {
 		for _, p := range pools {
@@ -71,22 +70,8 @@ type crashAfter struct {
 
 func (c *crashAfter) Wait(ctx context.Context) error {
 	if c.m.pipe.Progress().RowsCopied >= c.m.opts.crashAfterRows {
-		c.m.rec.update(ctx, func(*State) {})
+		c.m.rec.update(ctx, func(*state.State) {})
 		return errSimulatedCrash
 	}
 	return c.Waiter.Wait(ctx)
-}
-
-// originalInPlace checks that the original table still exists under its name as MyISAM.
-func (m *migrator) originalInPlace(ctx context.Context) bool {
-	ti, err := table.Load(ctx, m.db, m.ti.Schema, m.ti.Name)
-	return err == nil && ti.Engine == m.ti.Engine
-}
-
-func (m *migrator) dropShadow(ctx context.Context) error {
-	if err := shadow.Remove(context.WithoutCancel(ctx), applyCapture(m.db, m.ti, m.capture)); err != nil {
-		return err
-	}
-	_, err := m.db.ExecContext(context.WithoutCancel(ctx), "DROP TABLE IF EXISTS "+dbconn.QualifiedName(m.ti.Schema, table.ShadowName(m.ti.Name)))
-	return err
 }

@@ -12,13 +12,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/enginemig/enginemig/cleanup"
 	"github.com/enginemig/enginemig/cutover"
 	"github.com/enginemig/enginemig/dbconn"
 	"github.com/enginemig/enginemig/outcome"
 	"github.com/enginemig/enginemig/plan"
+	"github.com/enginemig/enginemig/rollback"
 	"github.com/enginemig/enginemig/sandbox"
 	"github.com/enginemig/enginemig/sandbox/sandboxtest"
 	"github.com/enginemig/enginemig/shadow"
+	"github.com/enginemig/enginemig/state"
 )
 
 // Servers without a usable ROW binlog, where --capture auto chooses triggers: one with the binlog
@@ -38,11 +41,11 @@ func TestTriggerCaptureConcurrentWritersAndRollback(t *testing.T) {
 					o.CopyWorkers, o.alwaysParallel, o.overtakeDelay = 2, true, 30*time.Millisecond
 				}
 			})
-			if st := lastState(t, db, schema); st.captureMode() != shadow.Triggers {
+			if st := lastState(t, db, schema); st.CaptureMode() != shadow.Triggers {
 				t.Fatalf("auto chose %q capture on a server with binlog %s", st.Capture, format)
 			}
 			stop := runWriters(ws, 0)
-			res, err := Rollback(context.Background(), db, RollbackOptions{Conn: connConfig(s), Schema: schema, Table: "t",
+			res, err := rollback.Run(context.Background(), db, rollback.Options{Conn: connConfig(s), Schema: schema, Table: "t",
 				StateSchema: "_enginemig_test", Logger: testOptions(s, schema, "t").Logger})
 			time.Sleep(200 * time.Millisecond)
 			stop()
@@ -218,9 +221,9 @@ func checkWriters(t *testing.T, ws []*writer) {
 	}
 }
 
-func lastState(t *testing.T, db *sql.DB, schema string) State {
+func lastState(t *testing.T, db *sql.DB, schema string) state.State {
 	t.Helper()
-	states, err := NewStore(db, "_enginemig_test").List(context.Background(), schema, "t")
+	states, err := state.NewStore(db, "_enginemig_test").List(context.Background(), schema, "t")
 	if err != nil || len(states) == 0 {
 		t.Fatalf("no state recorded: %v", err)
 	}
@@ -260,7 +263,7 @@ func TestTriggerCaptureCleanupAfterCrash(t *testing.T) {
 	if n != 3 || !tableExists(t, db, schema, "t_emchg") {
 		t.Fatalf("after the crash: %d triggers, change log there %v; want the capture left in place", n, tableExists(t, db, schema, "t_emchg"))
 	}
-	res, err := Cleanup(context.Background(), db, CleanupOptions{Conn: connConfig(s), Schema: schema, Table: "t", StateSchema: opts.StateSchema})
+	res, err := cleanup.Run(context.Background(), db, cleanup.Options{Conn: connConfig(s), Schema: schema, Table: "t", StateSchema: opts.StateSchema})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/enginemig/enginemig/dbconn"
 	"github.com/enginemig/enginemig/sandbox/sandboxtest"
+	"github.com/enginemig/enginemig/state"
 )
 
 // Rows changed behind enginemig's back in the shadow (no binlog event for the source) must be
@@ -33,8 +34,8 @@ func verifyRepairs(t *testing.T, index string) {
 	opts := testOptions(srv, schema, "t")
 	logs := &logLines{}
 	opts.Logger = logs.logger()
-	opts.Hook = func(ctx context.Context, at Point, _ *State) error {
-		if at != After(StageCopy) {
+	opts.Hook = func(ctx context.Context, at Point, _ *state.State) error {
+		if at != After(state.StageCopy) {
 			return nil
 		}
 		// One changed row, one missing row, one extra row, one NULL turned into a value.
@@ -90,7 +91,7 @@ func TestVerifyLetsTheSourceGoWhileTheShadowIsBehind(t *testing.T) {
 	opts := testOptions(srv, schema, "t")
 	opts.ChunkTime, opts.ProgressEvery = 2*time.Millisecond, 5*time.Millisecond
 	opts.Progress = func(p Progress) {
-		if p.Stage == StageVerify && started.CompareAndSwap(false, true) {
+		if p.Stage == state.StageVerify && started.CompareAndSwap(false, true) {
 			go func() { stalled <- holdShadow(db, dbconn.QualifiedName(schema, "_t_new"), stall, w.measure) }()
 		}
 	}

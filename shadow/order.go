@@ -32,7 +32,7 @@ import (
 //     writes with INSERT IGNORE (Capture.CopyMode): a row a sync wrote is at least as new as the
 //     chunk's, and a change after the sync has left a note for the next one. MyISAM's table lock
 //     makes each source statement and its trigger's notes one unit against a chunk's
-//     INSERT ... SELECT and against a sync (shadow/triggers.go).
+//     INSERT ... SELECT and against a sync (shadow/triggercapture.go).
 //  4. A resume restarts from a checkpoint taken in this order: the copy watermark first, then the
 //     capture's resume position. Both only move forward, so every chunk up to the saved watermark
 //     is written and every change before the saved position applied; rows above the watermark

@@ -30,7 +30,7 @@ func IsCaptureTrigger(name string) bool { return strings.HasPrefix(name, Capture
 // CaptureSQL spells trigger capture: AFTER INSERT/UPDATE/DELETE triggers on the source note each
 // changed row's key in a MyISAM change log, and a sync brings those keys' current rows into the
 // target. The log is non-transactional on purpose: a note survives whatever happens to the
-// statement or transaction that made it (see shadow/triggers.go for why that matters).
+// statement or transaction that made it (see shadow/triggercapture.go for why that matters).
 type CaptureSQL struct {
 	q       *SQL
 	keyDefs []string // the key columns' definitions, as in the source

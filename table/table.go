@@ -299,6 +299,12 @@ func OldName(name string) string { return "_" + name + "_old" }
 // name, whatever its characters.
 func SwapName(name string) string { return name + "_emswap" }
 
+// RunNames are the table and the tables a run on it creates beside it (ShadowName, OldName,
+// SwapName): what a run's statements name.
+func RunNames(name string) []string {
+	return []string{name, ShadowName(name), OldName(name), SwapName(name)}
+}
+
 // NamesFit reports whether the shadow and old names fit MySQL's 64-character identifier limit.
 func NamesFit(name string) bool {
 	return len([]rune(ShadowName(name))) <= MaxNameLength && len([]rune(OldName(name))) <= MaxNameLength &&

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
@@ -18,8 +20,11 @@ import (
 	"github.com/enginemig/enginemig/bench"
 	"github.com/enginemig/enginemig/cutover"
 	"github.com/enginemig/enginemig/dbconn"
+	"github.com/enginemig/enginemig/lockwait"
 	"github.com/enginemig/enginemig/migration"
 	"github.com/enginemig/enginemig/outcome"
+	"github.com/enginemig/enginemig/planrun"
+	"github.com/enginemig/enginemig/state"
 	"github.com/enginemig/enginemig/table"
 )
 
@@ -52,7 +57,8 @@ func applyCommand() *cli.Command {
 			&cli.IntFlag{Name: "cutover-attempts", Value: def.Attempts, Usage: "cut-over attempts before giving up as at --cutover-timeout (0: no limit but the timeout)"},
 			&cli.DurationFlag{Name: "cutover-backoff", Value: def.Backoff, Usage: "pause after a failed cut-over attempt; doubles up to 8x"},
 			&cli.DurationFlag{Name: "long-query", Value: def.LongQuery, Usage: "queries on the table running longer than this delay the cut-over (a lock queued behind them would block the application)"},
-			&cli.DurationFlag{Name: "lock-timeout", Value: migration.DefaultLockTimeout, Usage: "how long a statement of apply may wait for another session's lock before apply stops with nothing changed (exit 6); the wait and its holder are logged"},
+			&cli.DurationFlag{Name: "lock-timeout", Value: lockwait.DefaultTimeout, Usage: "how long a statement of apply may wait for another session's lock before apply stops with nothing changed (exit 6); the wait and its holder are logged"},
+			&cli.DurationFlag{Name: "reconnect-for", Value: migration.DefaultReconnectFor, Usage: "how long apply keeps reconnecting, with backoff, after it lost its connection (server restart, failover), resuming where it stopped; then exit 7 with the work kept for a re-run (0: do not reconnect)"},
 			&cli.BoolFlag{Name: "fixed-pace", Usage: "do not pace the copy by the application's throughput, latency and running sessions: rest as long as each chunk held the table whenever another client waited (docs/runbook.md)", Category: "Throttling"},
 			&cli.IntFlag{Name: "max-threads-running", Usage: "pause the copy while the server's Threads_running exceeds this (0: no limit)", Category: "Throttling"},
 			&cli.StringSliceFlag{Name: "replica", Usage: "host:port of a replica whose lag must stay under --max-lag (same credentials; repeatable); lag is measured with a heartbeat enginemig writes, and lag that cannot be measured pauses the copy", Category: "Throttling"},
@@ -71,7 +77,7 @@ func applyCommand() *cli.Command {
 			&cli.StringFlag{Name: "gate-from-log", Usage: "gates replay each table's statements found in this slow query log or general query log", Category: "Gates"},
 			&cli.StringFlag{Name: "hook", Usage: "shell command run at start, before/after-copy, before-cutover, success, failure, rollback with ENGINEMIG_{STAGE,SCHEMA,TABLE,ROWS_COPIED,CAPTURE{,_START,_CUTOVER}} set; a failing start/before-* hook stops"},
 			&cli.DurationFlag{Name: "hook-timeout", Value: time.Minute, Usage: "how long a hook may run"},
-			&cli.StringFlag{Name: "state-schema", Value: migration.DefaultStateSchema, Usage: "schema holding enginemig's state table (created if missing)"},
+			&cli.StringFlag{Name: "state-schema", Value: state.DefaultStateSchema, Usage: "schema holding enginemig's state table (created if missing)"},
 			&cli.UintFlag{Name: "server-id", Usage: "server_id for the binlog connection (default: random; must not clash with replicas)"},
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "text", Usage: "text or json (a JSON summary on stdout at the end)"},
 			&cli.BoolFlag{Name: "no-progress", Usage: "no progress bar; periodic log lines instead"},
@@ -113,11 +119,23 @@ func runApply(c *cli.Context) error {
 		Logger:     loggerOf(c)}
 	gateCfg.Mix, gateCfg.CaptureMix = gateMix, gateCapture
 
-	run := &applyRun{c: c, db: db, conn: conn, gates: gates, gateCfg: gateCfg, planRun: planRun, parallel: c.Int("parallel")}
-	if err := run.check(); err != nil {
+	if err := checkParallel(c, planRun); err != nil {
 		return err
 	}
-	results, summary, failed, err := run.all(ctx, targets)
+	run := &planrun.Runner{DB: db, Plan: planRun, StateSchema: c.String("state-schema"), Parallel: c.Int("parallel"), Logger: loggerOf(c),
+		Options: func(tg planrun.Target) (migration.Options, error) {
+			opts, err := applyOptions(c, conn, tg, gates, gateCfg)
+			if err != nil {
+				return opts, err
+			}
+			opts.Logger = loggerOf(c).With(slog.String("table", tg.String()))
+			if h := c.String("hook"); h != "" {
+				opts.Hook = migration.CommandHook(h, c.Duration("hook-timeout"), opts.Logger)
+			}
+			return opts, nil
+		},
+		Show: progressOf(c)}
+	results, summary, failed, err := run.Run(ctx, targets)
 	if err != nil && failed == "" {
 		return err
 	}
@@ -128,9 +146,48 @@ func runApply(c *cli.Context) error {
 	return reportApply(c, planRun, results, summary, failed, err)
 }
 
+// checkParallel refuses what parallel runs cannot do: one control socket controls one migration.
+func checkParallel(c *cli.Context, planRun bool) error {
+	switch parallel := c.Int("parallel"); {
+	case parallel < 1:
+		return outcome.New(outcome.Usage, errors.New("--parallel must be at least 1"), "")
+	case parallel > 1 && !planRun:
+		return outcome.New(outcome.Usage, errors.New("--parallel needs --plan"), "")
+	case parallel > 1 && c.String("control-socket") != "":
+		return outcome.New(outcome.Usage, errors.New("--control-socket controls one migration, not --parallel ones"),
+			"drop --control-socket, or use --parallel 1")
+	}
+	return nil
+}
+
+// progressOf shows a table's progress as its migration runs (a bar, or with tables running at
+// once, whose bars would overwrite each other, periodic lines) and prints its result at the end.
+func progressOf(c *cli.Context) func(planrun.Target, *migration.Options) func(*migration.Result) {
+	var out sync.Mutex // the result lines of tables that finish at the same time
+	parallel := c.Int("parallel")
+	return func(tg planrun.Target, opts *migration.Options) func(*migration.Result) {
+		display := newProgressDisplay(c.App.ErrWriter, !c.Bool("no-progress") && parallel == 1, tg.String())
+		if parallel == 1 {
+			onLog(c, display.clear)
+		}
+		opts.Progress = display.update
+		return func(res *migration.Result) {
+			display.finish()
+			if res != nil && c.String("output") == "text" {
+				out.Lock()
+				printApplyResult(c.App.Writer, res)
+				out.Unlock()
+			}
+			if parallel == 1 {
+				onLog(c, nil)
+			}
+		}
+	}
+}
+
 // reportApply prints the end of a run (a plan's per-table summary; the JSON document) and returns
 // its error: failed names the table that failed, if one did.
-func reportApply(c *cli.Context, planRun bool, results []*migration.Result, summary []tableOutcome, failed string, err error) error {
+func reportApply(c *cli.Context, planRun bool, results []*migration.Result, summary []planrun.Outcome, failed string, err error) error {
 	if planRun && c.String("output") == "text" {
 		planSummary(c.App.Writer, summary)
 	}
@@ -154,7 +211,7 @@ func reportApply(c *cli.Context, planRun bool, results []*migration.Result, summ
 // converted): exit 0 without connecting, and in JSON "nothing_to_do": true for scripts.
 func nothingToDo(c *cli.Context) error {
 	if c.String("output") == "json" {
-		writeJSON(c.App.Writer, map[string]any{"results": []*migration.Result{}, "tables": []tableOutcome{}, "nothing_to_do": true,
+		writeJSON(c.App.Writer, map[string]any{"results": []*migration.Result{}, "tables": []planrun.Outcome{}, "nothing_to_do": true,
 			"exit_code": int(outcome.OK), "status": outcome.OK.Name()})
 		return nil
 	}
@@ -167,9 +224,9 @@ func nothingToDo(c *cli.Context) error {
 const maxCopyWorkers = 8
 
 // applyOptions turns the flags into one table's migration options.
-func applyOptions(c *cli.Context, conn dbconn.Config, tg target, gates map[migration.Point]bool, gateCfg bench.GateConfig) (migration.Options, error) {
+func applyOptions(c *cli.Context, conn dbconn.Config, tg planrun.Target, gates map[migration.Point]bool, gateCfg bench.GateConfig) (migration.Options, error) {
 	opts := migration.Options{
-		Conn: conn, Schema: tg.schema, Table: tg.table, DryRun: c.Bool("dry-run"),
+		Conn: conn, Schema: tg.Schema, Table: tg.Table, DryRun: c.Bool("dry-run"),
 		ChunkTime:   c.Duration("chunk-time"),
 		ClientSide:  c.Bool("client-side-copy"),
 		KeepKeyless: c.Bool("keep-keyless"),
@@ -188,6 +245,13 @@ func applyOptions(c *cli.Context, conn dbconn.Config, tg target, gates map[migra
 		ControlSocket: c.String("control-socket"),
 		MetricsListen: c.String("metrics-listen"),
 		LockTimeout:   c.Duration("lock-timeout"),
+		ReconnectFor:  c.Duration("reconnect-for"),
+	}
+	switch {
+	case opts.ReconnectFor < 0:
+		return opts, outcome.New(outcome.Usage, errors.New("--reconnect-for must not be negative"), "e.g. --reconnect-for 5m, or 0 to exit at a lost connection")
+	case opts.ReconnectFor == 0:
+		opts.ReconnectFor = -1 // Options' zero means the default
 	}
 	if opts.LockTimeout <= 0 {
 		return opts, outcome.New(outcome.Usage, errors.New("--lock-timeout must be positive"), "e.g. --lock-timeout 30s")
@@ -209,16 +273,7 @@ func applyOptions(c *cli.Context, conn dbconn.Config, tg target, gates map[migra
 	return opts, nil
 }
 
-func lockHeld(r *migration.Result) time.Duration {
-	if r.Cutover == nil {
-		return 0
-	}
-	return r.Cutover.LockHeld
-}
-
-type target struct{ schema, table string }
-
-func applyTargets(c *cli.Context) ([]target, []tableOutcome, error) {
+func applyTargets(c *cli.Context) ([]planrun.Target, []planrun.Outcome, error) {
 	switch {
 	case c.String("plan") != "" && (c.String("table") != ""):
 		return nil, nil, outcome.Errorf(outcome.Usage, "give either --plan or --table, not both")
@@ -227,7 +282,7 @@ func applyTargets(c *cli.Context) ([]target, []tableOutcome, error) {
 	case c.String("database") == "" || c.String("table") == "":
 		return nil, nil, outcome.Errorf(outcome.Usage, "--database and --table are required (or --plan)")
 	}
-	return []target{{c.String("database"), c.String("table")}}, nil, nil
+	return []planrun.Target{{Schema: c.String("database"), Table: c.String("table")}}, nil, nil
 }
 
 func printApplyResult(w io.Writer, r *migration.Result) {
@@ -303,7 +358,7 @@ func (d *progressDisplay) update(p migration.Progress) {
 	if p.CaptureCatchingUp {
 		lag = "replay catching up"
 	}
-	unit := map[migration.Stage]string{migration.StageCopy: "rows copied", migration.StageVerify: "rows verified"}[p.Stage]
+	unit := map[state.Stage]string{state.StageCopy: "rows copied", state.StageVerify: "rows verified"}[p.Stage]
 	if d.bar != nil {
 		if p.StageTotal > 0 && d.bar.GetMax64() != p.StageTotal {
 			d.bar.ChangeMax64(p.StageTotal)

@@ -1,24 +1,21 @@
 package main
 
 import (
-	"context"
-	"database/sql"
 	"fmt"
 	"io"
 	"log/slog"
 	"strings"
 	"time"
 
-	"github.com/enginemig/enginemig/migration"
 	"github.com/enginemig/enginemig/outcome"
 	"github.com/enginemig/enginemig/plan"
-	"github.com/enginemig/enginemig/table"
+	"github.com/enginemig/enginemig/planrun"
 )
 
 // planTargets reads a plan file and returns its tables in plan order, and those it skips because
 // of their blockers. A plan that lists no table at all (plan found no MyISAM table left) returns
 // neither: there is nothing to do.
-func planTargets(path string, logger *slog.Logger) ([]target, []tableOutcome, error) {
+func planTargets(path string, logger *slog.Logger) ([]planrun.Target, []planrun.Outcome, error) {
 	p, err := plan.ReadFile(path)
 	if err != nil {
 		return nil, nil, outcome.New(outcome.Usage, err, "write a plan with `enginemig plan --out FILE`")
@@ -26,17 +23,17 @@ func planTargets(path string, logger *slog.Logger) ([]target, []tableOutcome, er
 	if len(p.Tables) == 0 {
 		return nil, nil, nil
 	}
-	var out []target
-	var skipped []tableOutcome
+	var out []planrun.Target
+	var skipped []planrun.Outcome
 	for _, t := range p.Tables {
 		if b := plan.Blockers(t.Findings); len(b) > 0 {
 			logger.Warn("skipping a table of the plan: it has blockers", slog.String("table", t.Schema+"."+t.Table),
 				slog.Int("blockers", len(b)), slog.String("first", b[0].Message))
-			skipped = append(skipped, tableOutcome{Table: t.Schema + "." + t.Table, Outcome: "skipped",
+			skipped = append(skipped, planrun.Outcome{Table: t.Schema + "." + t.Table, Outcome: "skipped",
 				Reason: fmt.Sprintf("%d blocker(s), first: [%s] %s", len(b), b[0].Check, b[0].Message)})
 			continue
 		}
-		out = append(out, target{t.Schema, t.Table})
+		out = append(out, planrun.Target{Schema: t.Schema, Table: t.Table})
 	}
 	if len(out) == 0 {
 		return nil, skipped, outcome.Errorf(outcome.Refused, "plan %s has no table without blockers", path)
@@ -44,38 +41,8 @@ func planTargets(path string, logger *slog.Logger) ([]target, []tableOutcome, er
 	return out, skipped, nil
 }
 
-// tableOutcome is one line of a whole-plan run's summary.
-type tableOutcome struct {
-	Table    string        `json:"table"`
-	Outcome  string        `json:"outcome"` // converted, already-converted, skipped, failed, not-reached
-	Reason   string        `json:"reason,omitempty"`
-	Rows     int64         `json:"rows,omitempty"`
-	Time     time.Duration `json:"total_ns,omitempty"`
-	LockHeld time.Duration `json:"cutover_lock_ns,omitempty"`
-	// Estimate: the copy estimate beside the actual copy and index build.
-	Estimate *migration.EstimateCheck `json:"estimate,omitempty"`
-}
-
-// alreadyConverted says whether a plan run finds the table done: InnoDB now, and enginemig's last
-// record of it a completed conversion (a re-run of a plan that was interrupted skips it).
-func alreadyConverted(ctx context.Context, db *sql.DB, stateSchema string, tg target) (bool, string, error) {
-	ti, err := table.Load(ctx, db, tg.schema, tg.table)
-	if err != nil || !strings.EqualFold(ti.Engine, "InnoDB") {
-		return false, "", nil
-	}
-	store := migration.NewStore(db, stateSchema)
-	if ok, err := store.Exists(ctx); err != nil || !ok {
-		return false, "", err
-	}
-	states, err := store.List(ctx, tg.schema, tg.table)
-	if err != nil || len(states) == 0 || states[0].Stage != migration.StageDone {
-		return false, "", err
-	}
-	return true, fmt.Sprintf("converted by migration #%d", states[0].ID), nil
-}
-
 // planSummary prints the per-table outcome of a plan run.
-func planSummary(w io.Writer, rows []tableOutcome) {
+func planSummary(w io.Writer, rows []planrun.Outcome) {
 	fmt.Fprintln(w, "plan summary:")
 	for _, r := range rows {
 		line := fmt.Sprintf("  %-40s %s", r.Table, r.Outcome)
@@ -94,7 +61,7 @@ func planSummary(w io.Writer, rows []tableOutcome) {
 
 // planOutcome is the exit of a plan run that went through: OK when every table of the plan is
 // InnoDB, Refused (4) when tables with blockers were skipped.
-func planOutcome(rows []tableOutcome) error {
+func planOutcome(rows []planrun.Outcome) error {
 	var skipped []string
 	for _, r := range rows {
 		if r.Outcome == "skipped" {

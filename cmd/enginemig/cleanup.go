@@ -6,7 +6,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/enginemig/enginemig/migration"
+	"github.com/enginemig/enginemig/cleanup"
+	"github.com/enginemig/enginemig/state"
 )
 
 func init() { register(cleanupCommand) }
@@ -23,7 +24,7 @@ func cleanupCommand() *cli.Command {
 			&cli.StringFlag{Name: "database", Aliases: []string{"D", "d"}, Usage: "database (schema) of the table"},
 			&cli.StringFlag{Name: "table", Aliases: []string{"t"}, Usage: "the table whose leftovers to remove"},
 			&cli.BoolFlag{Name: "drop-old", Usage: "also drop the kept original _T_old (no rollback possible afterwards)"},
-			&cli.StringFlag{Name: "state-schema", Value: migration.DefaultStateSchema, Usage: "schema holding enginemig's state table"},
+			&cli.StringFlag{Name: "state-schema", Value: state.DefaultStateSchema, Usage: "schema holding enginemig's state table"},
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "text", Usage: "text or json"},
 		),
 		Action: func(c *cli.Context) error {
@@ -35,7 +36,7 @@ func cleanupCommand() *cli.Command {
 				return err
 			}
 			defer db.Close()
-			res, err := migration.Cleanup(c.Context, db, migration.CleanupOptions{Conn: conn, Schema: c.String("database"),
+			res, err := cleanup.Run(c.Context, db, cleanup.Options{Conn: conn, Schema: c.String("database"),
 				Table: c.String("table"), StateSchema: c.String("state-schema"), DropOld: c.Bool("drop-old")})
 			if err != nil {
 				return err

@@ -12,6 +12,7 @@ import (
 	"github.com/enginemig/enginemig/demo"
 	"github.com/enginemig/enginemig/migration"
 	"github.com/enginemig/enginemig/plan"
+	"github.com/enginemig/enginemig/rollback"
 	"github.com/enginemig/enginemig/throttle"
 	"github.com/enginemig/enginemig/verify"
 	"github.com/enginemig/enginemig/workload"
@@ -24,7 +25,7 @@ func TestJSONKeysAreSnakeCase(t *testing.T) {
 	cut := &cutover.Result{Position: "mysql-bin.000001:4", Attempts: 1}
 	docs := map[string]any{
 		"apply":    migration.Result{Cutover: cut, Verify: &verify.Result{}, Gates: []bench.GateResult{{}}, Triggers: []string{"t"}},
-		"rollback": migration.RollbackResult{Cutover: cut},
+		"rollback": rollback.Result{Cutover: cut},
 		"status":   control.Status{Throttle: &throttle.Status{}, FinishedAt: &time.Time{}},
 		"plan":     plan.Plan{},
 		"demo":     demo.Summary{},

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/enginemig/enginemig/migration"
+	"github.com/enginemig/enginemig/state"
 )
 
 // Before a stage has a rate (its first report), its ETA is unknown, not "0s", which would read as
@@ -13,7 +14,7 @@ import (
 func TestProgressLineSaysETAUnknownBeforeARate(t *testing.T) {
 	var out strings.Builder
 	d := newProgressDisplay(&out, false, "shop.orders")
-	p := migration.Progress{Stage: migration.StageCopy, RowsCopied: 71210, RowsTotal: 10007118, StageDone: 71210, StageTotal: 10007118}
+	p := migration.Progress{Stage: state.StageCopy, RowsCopied: 71210, RowsTotal: 10007118, StageDone: 71210, StageTotal: 10007118}
 	d.update(p)
 	if !strings.Contains(out.String(), "ETA unknown (whole run unknown)") {
 		t.Errorf("first line: %q", out.String())

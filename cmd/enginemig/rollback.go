@@ -8,8 +8,10 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/enginemig/enginemig/cutover"
-	"github.com/enginemig/enginemig/migration"
+	"github.com/enginemig/enginemig/lockwait"
 	"github.com/enginemig/enginemig/outcome"
+	"github.com/enginemig/enginemig/rollback"
+	"github.com/enginemig/enginemig/state"
 )
 
 func init() { register(rollbackCommand) }
@@ -26,9 +28,9 @@ func rollbackCommand() *cli.Command {
 		Flags: append(connectionFlags(),
 			&cli.StringFlag{Name: "database", Aliases: []string{"D", "d"}, Usage: "database (schema) of the table (required)"},
 			&cli.StringFlag{Name: "table", Aliases: []string{"t"}, Usage: "the converted table (required)"},
-			&cli.StringFlag{Name: "state-schema", Value: migration.DefaultStateSchema, Usage: "schema holding enginemig's state table"},
+			&cli.StringFlag{Name: "state-schema", Value: state.DefaultStateSchema, Usage: "schema holding enginemig's state table"},
 			&cli.DurationFlag{Name: "cutover-lock-wait", Value: def.LockWait, Usage: "how long one swap attempt may wait for the table lock"},
-			&cli.DurationFlag{Name: "lock-timeout", Value: migration.DefaultLockTimeout, Usage: "how long one statement may wait for a lock another session holds before the rollback stops with nothing swapped (exit 6); the wait and its holder are logged from the first second"},
+			&cli.DurationFlag{Name: "lock-timeout", Value: lockwait.DefaultTimeout, Usage: "how long one statement may wait for a lock another session holds before the rollback stops with nothing swapped (exit 6); the wait and its holder are logged from the first second"},
 			&cli.DurationFlag{Name: "cutover-timeout", Value: def.Timeout, Usage: "how long to keep retrying the swap back before giving up (the InnoDB table stays live; run rollback again)"},
 			&cli.IntFlag{Name: "cutover-attempts", Value: def.Attempts, Usage: "swap attempts before giving up (0: no limit but --cutover-timeout)"},
 			&cli.UintFlag{Name: "server-id", Usage: "server_id for the binlog connection (default: random)"},
@@ -49,7 +51,7 @@ func rollbackCommand() *cli.Command {
 			cfg := def
 			cfg.LockWait, cfg.Attempts, cfg.Timeout = c.Duration("cutover-lock-wait"), c.Int("cutover-attempts"), c.Duration("cutover-timeout")
 			logger := loggerOf(c).With(slog.String("table", c.String("database")+"."+c.String("table")), slog.String("command", "rollback"))
-			res, err := migration.Rollback(c.Context, db, migration.RollbackOptions{Conn: conn, Schema: c.String("database"),
+			res, err := rollback.Run(c.Context, db, rollback.Options{Conn: conn, Schema: c.String("database"),
 				Table: c.String("table"), StateSchema: c.String("state-schema"), Cutover: cfg, ServerID: uint32(c.Uint("server-id")), Logger: logger,
 				LockTimeout: c.Duration("lock-timeout")})
 			if c.String("output") == "json" {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -9,8 +10,9 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/enginemig/enginemig/control"
-	"github.com/enginemig/enginemig/migration"
 	"github.com/enginemig/enginemig/outcome"
+	"github.com/enginemig/enginemig/planrun"
+	"github.com/enginemig/enginemig/state"
 )
 
 func init() { register(statusCommand) }
@@ -25,7 +27,7 @@ func statusCommand() *cli.Command {
 		Flags: append(connectionFlags(),
 			&cli.StringFlag{Name: "database", Aliases: []string{"D", "d"}, Usage: "only migrations of this database"},
 			&cli.StringFlag{Name: "table", Aliases: []string{"t"}, Usage: "only migrations of this table (with --database)"},
-			&cli.StringFlag{Name: "state-schema", Value: migration.DefaultStateSchema, Usage: "schema holding enginemig's state table"},
+			&cli.StringFlag{Name: "state-schema", Value: state.DefaultStateSchema, Usage: "schema holding enginemig's state table"},
 			&cli.StringFlag{Name: "plan", Usage: "where the run of this plan file stands: each table's state, what is left, an ETA for the rest"},
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "text", Usage: "text or json"},
 		),
@@ -43,9 +45,9 @@ func runStatus(c *cli.Context) error {
 		return err
 	}
 	defer db.Close()
-	store := migration.NewStore(db, c.String("state-schema"))
+	store := state.NewStore(db, c.String("state-schema"))
 	if path := c.String("plan"); path != "" {
-		ps, err := statusOfPlan(c.Context, db, store, path, time.Now())
+		ps, err := planrun.StatusOf(c.Context, db, store, path, time.Now())
 		if err != nil {
 			return outcome.New(outcome.Usage, err, "give a plan file written by 'enginemig plan --out FILE'")
 		}
@@ -57,7 +59,7 @@ func runStatus(c *cli.Context) error {
 		return nil
 	}
 	// A server nothing was migrated on yet has no state table: that is an empty history.
-	var states []migration.State
+	var states []state.State
 	if ok, err := store.Exists(c.Context); err != nil {
 		return err
 	} else if ok {
@@ -68,8 +70,8 @@ func runStatus(c *cli.Context) error {
 	// Without the privilege to read it, the server's position is unknown: no capture lag then.
 	views := make([]control.Status, len(states))
 	for i, st := range states {
-		views[i] = migration.StatusOf(st, migration.ServerPosition(c.Context, db, st), time.Now())
-		if migration.Interrupted(c.Context, db, st) {
+		views[i] = state.StatusOf(st, state.ServerPosition(c.Context, db, st), time.Now())
+		if state.Interrupted(c.Context, db, st) {
 			views[i].Interrupted = true
 			views[i].Remedy = fmt.Sprintf("no enginemig runs on %s.%s any more: run the same apply again to resume, or `enginemig cleanup` to give up", st.Schema, st.Table)
 		}
@@ -111,4 +113,25 @@ func joinNotes(notes ...string) string {
 		}
 	}
 	return strings.Join(out, "; ")
+}
+
+func printPlanStatus(w io.Writer, s *planrun.Status) {
+	fmt.Fprintf(w, "plan: %d done, %d left", s.Done, s.Left)
+	if s.Running != "" {
+		fmt.Fprintf(w, ", running %s", s.Running)
+	}
+	if s.ETA != "" {
+		fmt.Fprintf(w, ", ETA %s", s.ETA)
+	}
+	fmt.Fprintln(w)
+	for _, t := range s.Tables {
+		line := fmt.Sprintf("  %-40s %s", t.Table, t.State)
+		if t.Stage != "" {
+			line += " (" + t.Stage + ")"
+		}
+		if t.Estimate != "" {
+			line += ", estimate " + t.Estimate
+		}
+		fmt.Fprintln(w, line)
+	}
 }

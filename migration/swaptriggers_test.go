@@ -13,9 +13,12 @@ import (
 
 	"github.com/enginemig/enginemig/cutover"
 	"github.com/enginemig/enginemig/dbconn"
+	"github.com/enginemig/enginemig/internal/faults"
 	"github.com/enginemig/enginemig/outcome"
+	"github.com/enginemig/enginemig/rollback"
 	"github.com/enginemig/enginemig/sandbox"
 	"github.com/enginemig/enginemig/sandbox/sandboxtest"
+	"github.com/enginemig/enginemig/state"
 	"github.com/enginemig/enginemig/table"
 )
 
@@ -232,7 +235,7 @@ func triggersCarried(t *testing.T, srv *sandbox.Server) string {
 	}
 	time.Sleep(300 * time.Millisecond)
 	checkTriggersOn(t, db, schema, "t", orig)
-	if _, err := Rollback(context.Background(), db, RollbackOptions{Conn: opts.Conn, Schema: schema, Table: "t", StateSchema: opts.StateSchema,
+	if _, err := rollback.Run(context.Background(), db, rollback.Options{Conn: opts.Conn, Schema: schema, Table: "t", StateSchema: opts.StateSchema,
 		Logger: opts.Logger}); err != nil {
 		stop()
 		t.Fatal(err)
@@ -258,10 +261,10 @@ func fastCutover() cutover.Config {
 func TestTriggersResumeAfterCrashInTheSwapWindow(t *testing.T) {
 	for _, c := range []struct {
 		name    string
-		stage   Stage
+		stage   state.Stage
 		trigger int
 	}{
-		{"after the swap", StageTriggers, 0},
+		{"after the swap", state.StageTriggers, 0},
 		{"with a trigger and its stand-in both on the table", "", 4},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -295,10 +298,14 @@ func TestTriggersResumeAfterCrashInTheSwapWindow(t *testing.T) {
 // its stand-in (the audit counts prove that, with both there, only one of them fires).
 func checkEachFiresOnce(t *testing.T, db *sql.DB, schema string, orig []table.Trigger) {
 	t.Helper()
-	c := &triggerCarrier{db: db, schema: schema, live: "t"}
+	tableOf := func(trigger string) string {
+		var on string
+		db.QueryRow("SELECT EVENT_OBJECT_TABLE FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = ? AND TRIGGER_NAME = ?", schema, trigger).Scan(&on)
+		return on
+	}
 	for _, tr := range orig {
-		onReal, _ := c.tableOf(context.Background(), tr.Name)
-		onTmp, _ := c.tableOf(context.Background(), table.TempTriggerName(schema, "t", tr.Name))
+		onReal := tableOf(tr.Name)
+		onTmp := tableOf(table.TempTriggerName(schema, "t", tr.Name))
 		if onReal != "t" && onTmp != "t" {
 			t.Errorf("trigger %s: real on %q, stand-in on %q: the live table is without it", tr.Name, onReal, onTmp)
 		}
@@ -312,8 +319,8 @@ func TestTriggerCreatedDuringMigrationStopsIt(t *testing.T) {
 	db := openControl(t, srv)
 	seedTriggers(t, sdb, schema, 5000)
 	opts := testOptions(srv, schema, "t")
-	opts.Hook = func(ctx context.Context, at Point, _ *State) error {
-		if at == After(StageCopy) {
+	opts.Hook = func(ctx context.Context, at Point, _ *state.State) error {
+		if at == After(state.StageCopy) {
 			_, err := sdb.ExecContext(ctx, "CREATE TRIGGER "+dbconn.QualifiedName(schema, "t_late")+" AFTER UPDATE ON "+
 				dbconn.QualifiedName(schema, "t")+" FOR EACH ROW SET @late = 1")
 			return err
@@ -363,8 +370,8 @@ func TestTriggersRollbackResumesAfterCrash(t *testing.T) {
 		stop()
 		t.Fatal(err)
 	}
-	rb := RollbackOptions{Conn: opts.Conn, Schema: schema, Table: "t", StateSchema: opts.StateSchema, Logger: opts.Logger, crashAtTrigger: 3}
-	if _, err := Rollback(context.Background(), db, rb); !errors.Is(err, errSimulatedCrash) {
+	rb := rollback.Options{Conn: opts.Conn, Schema: schema, Table: "t", StateSchema: opts.StateSchema, Logger: opts.Logger, Faults: &faults.Faults{CrashAtTrigger: 3}}
+	if _, err := rollback.Run(context.Background(), db, rb); !errors.Is(err, errSimulatedCrash) {
 		stop()
 		t.Fatalf("want a simulated crash, got %v", err)
 	}
@@ -373,8 +380,8 @@ func TestTriggersRollbackResumesAfterCrash(t *testing.T) {
 	}
 	checkEachFiresOnce(t, db, schema, orig)
 	time.Sleep(200 * time.Millisecond)
-	rb.crashAtTrigger = 0
-	if _, err := Rollback(context.Background(), db, rb); err != nil {
+	rb.Faults = nil
+	if _, err := rollback.Run(context.Background(), db, rb); err != nil {
 		stop()
 		t.Fatalf("second rollback: %v", err)
 	}
@@ -382,8 +389,8 @@ func TestTriggersRollbackResumesAfterCrash(t *testing.T) {
 	stop()
 	checkTriggersOn(t, db, schema, "t", orig)
 	checkExactlyOnce(t, db, schema, ws)
-	states, _ := NewStore(db, opts.StateSchema).List(context.Background(), schema, "t")
-	if len(states) == 0 || states[0].Stage != StageRolledBack {
+	states, _ := state.NewStore(db, opts.StateSchema).List(context.Background(), schema, "t")
+	if len(states) == 0 || states[0].Stage != state.StageRolledBack {
 		t.Fatalf("state after the second rollback: %+v", states)
 	}
 }

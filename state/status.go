@@ -1,4 +1,4 @@
-package migration
+package state
 
 import (
 	"context"
@@ -6,18 +6,13 @@ import (
 	"time"
 
 	"github.com/enginemig/enginemig/control"
-	"github.com/enginemig/enginemig/copier"
 	"github.com/enginemig/enginemig/shadow"
 )
-
-// DefaultChunkTime is the copy's target duration of one chunk's source read when
-// Options.ChunkTime is zero.
-const DefaultChunkTime = copier.DefaultChunkTime
 
 // ServerPosition is the server's current position in the terms of st's capture, for StatusOf
 // ("" when the capture has none, or the user may not read it).
 func ServerPosition(ctx context.Context, db *sql.DB, st State) shadow.Position {
-	p, _ := shadow.Now(ctx, db, st.captureMode())
+	p, _ := shadow.Now(ctx, db, st.CaptureMode())
 	return p
 }
 
@@ -44,6 +39,6 @@ func StatusOf(st State, server shadow.Position, now time.Time) control.Status {
 			s.CopyETA = time.Duration(float64(st.RowsTotal-st.RowsCopied) / rate * float64(time.Second)).Round(time.Second).String()
 		}
 	}
-	s.CaptureBehindBytes, s.CaptureBehind = shadow.Behind(st.captureMode(), st.CaptureResume, server)
+	s.CaptureBehindBytes, s.CaptureBehind = shadow.Behind(st.CaptureMode(), st.CaptureResume, server)
 	return s
 }

@@ -1,4 +1,4 @@
-package migration
+package state
 
 import (
 	"context"
@@ -18,7 +18,7 @@ func (s *Store) upgrade(ctx context.Context) error {
 	if s.upgraded {
 		return nil
 	}
-	has, err := s.columns(ctx)
+	has, err := s.Columns(ctx)
 	if err != nil {
 		return err
 	}
@@ -34,15 +34,15 @@ func (s *Store) upgrade(ctx context.Context) error {
 	lock := "enginemig-state-upgrade-" + s.schema
 	var got int
 	if err := conn.QueryRowContext(ctx, "SELECT GET_LOCK(?, 60)", lock).Scan(&got); err != nil || got != 1 {
-		return fmt.Errorf("upgrade state table %s: wait for another enginemig upgrading it: %v", s.table(), err)
+		return fmt.Errorf("upgrade state table %s: wait for another enginemig upgrading it: %v", s.Name(), err)
 	}
 	defer conn.ExecContext(context.WithoutCancel(ctx), "DO RELEASE_LOCK(?)", lock)
-	if has, err = s.columns(ctx); err != nil {
+	if has, err = s.Columns(ctx); err != nil {
 		return err
 	}
 	for _, step := range upgradeSteps(has) {
-		if _, err := conn.ExecContext(ctx, fmt.Sprintf(step, s.table())); err != nil {
-			return fmt.Errorf("upgrade state table %s: %w", s.table(), err)
+		if _, err := conn.ExecContext(ctx, fmt.Sprintf(step, s.Name())); err != nil {
+			return fmt.Errorf("upgrade state table %s: %w", s.Name(), err)
 		}
 	}
 	s.upgraded = true

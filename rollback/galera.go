@@ -1,4 +1,4 @@
-package migration
+package rollback
 
 import (
 	"context"
@@ -10,19 +10,21 @@ import (
 	"github.com/enginemig/enginemig/dbconn"
 	"github.com/enginemig/enginemig/outcome"
 	"github.com/enginemig/enginemig/plan"
+	"github.com/enginemig/enginemig/preflight"
 	"github.com/enginemig/enginemig/shadow"
+	"github.com/enginemig/enginemig/state"
 	"github.com/enginemig/enginemig/table"
 )
 
-// prepareGaleraRollback readies a rollback on a Galera node (docs/how-it-works.md, "Rollback on
+// prepareGalera readies a rollback on a Galera node (docs/how-it-works.md, "Rollback on
 // Galera"), or refuses, changing nothing, where it could not be lossless. After the swap the
 // InnoDB table is written on every node; rolling back means the MyISAM original, on this node
 // (the one that held its rows), with every change made anywhere in the cluster since. The
 // capture reads them from this node's binlog, where the write sets applied from the other nodes
 // must be, and the swap back is the gated one (cutover.Swap.Gate).
-func prepareGaleraRollback(ctx context.Context, db *sql.DB, opts *RollbackOptions, st *State, version string) error {
-	if st.captureMode() != shadow.Binlog {
-		return refuse("keep the InnoDB table", "on a Galera node a rollback replays this node's binlog, and the conversion recorded %s capture", st.Capture)
+func prepareGalera(ctx context.Context, db *sql.DB, opts *Options, st *state.State, version string) error {
+	if st.CaptureMode() != shadow.Binlog {
+		return preflight.Refuse("keep the InnoDB table", "on a Galera node a rollback replays this node's binlog, and the conversion recorded %s capture", st.Capture)
 	}
 	var size int64
 	var status, state, name string
@@ -32,12 +34,12 @@ func prepareGaleraRollback(ctx context.Context, db *sql.DB, opts *RollbackOption
 	db.QueryRowContext(ctx, "SHOW GLOBAL STATUS LIKE 'wsrep_local_state_comment'").Scan(&name, &state)
 	db.QueryRowContext(ctx, "SHOW GLOBAL STATUS LIKE 'wsrep_cluster_size'").Scan(&name, &size)
 	if status != "Primary" || state != "Synced" {
-		return refuse("roll back once the node is Synced in the Primary component", "this node is %s in a %s component of %d node(s)", state, status, size)
+		return preflight.Refuse("roll back once the node is Synced in the Primary component", "this node is %s in a %s component of %d node(s)", state, status, size)
 	}
 	var logReplicated sql.NullString
 	db.QueryRowContext(ctx, "SELECT @@GLOBAL.log_slave_updates").Scan(&logReplicated)
 	if !plan.BinlogsWriteSets(dbconn.MariaDB(version), logReplicated.String) {
-		return refuse("set log_slave_updates=ON (log_replica_updates) in the configuration of this node and restart it, or keep the InnoDB table; changes the other nodes made before that are not in its binlog, so roll back only conversions made after",
+		return preflight.Refuse("set log_slave_updates=ON (log_replica_updates) in the configuration of this node and restart it, or keep the InnoDB table; changes the other nodes made before that are not in its binlog, so roll back only conversions made after",
 			"log_slave_updates is OFF: this node's binlog lacks the writes made on the other nodes, which a rollback must carry into the MyISAM table")
 	}
 	trs, err := table.LoadTriggers(ctx, db, opts.Schema, opts.Table)
@@ -45,11 +47,11 @@ func prepareGaleraRollback(ctx context.Context, db *sql.DB, opts *RollbackOption
 		return err
 	}
 	if len(trs) > 0 {
-		return refuse("keep the InnoDB table, or drop its triggers for the rollback and create them again after",
+		return preflight.Refuse("keep the InnoDB table, or drop its triggers for the rollback and create them again after",
 			"%s has triggers: carrying them back is not built for a Galera node yet", dbconn.QualifiedName(opts.Schema, opts.Table))
 	}
 	if !table.GateSortsFirst(opts.Table) {
-		return refuse("rename the table, or keep it InnoDB", "the table's name %q leaves no name for the swap-back's gate that sorts before it (or the gate's name would be over 64 characters)", opts.Table)
+		return preflight.Refuse("rename the table, or keep it InnoDB", "the table's name %q leaves no name for the swap-back's gate that sorts before it (or the gate's name would be over 64 characters)", opts.Table)
 	}
 	opts.Cutover.Galera = true
 	opts.Logger.Info("Galera node: rolling back with the gated swap; the application must write through this node again afterwards", "cluster_size", size)
@@ -57,7 +59,7 @@ func prepareGaleraRollback(ctx context.Context, db *sql.DB, opts *RollbackOption
 }
 
 // galeraGate makes a swap back on a Galera node the gated one.
-func galeraGate(opts RollbackOptions, sw *cutover.Swap) {
+func galeraGate(opts Options, sw *cutover.Swap) {
 	if opts.Cutover.Galera {
 		sw.Gate, sw.Gone = table.GateName(opts.Table), table.GoneName(opts.Table)
 	}

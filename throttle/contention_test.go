@@ -16,7 +16,7 @@ func TestLockWaitsSeesMyISAMLockWaits(t *testing.T) {
 	_, db := sandboxtest.FreshDatabase(t, s)
 	sandboxtest.MustExec(t, db, "CREATE TABLE t (id INT PRIMARY KEY, v INT) ENGINE=MyISAM", "INSERT INTO t SELECT seq, seq FROM seq_1_to_100")
 	ctx := context.Background()
-	lw := NewLockWaits(db)
+	lw := NewContention(db)
 	if !lw.Contended(ctx) {
 		t.Fatal("the first call has no baseline and must report contention (stay gentle)")
 	}

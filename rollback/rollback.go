@@ -1,4 +1,6 @@
-package migration
+// Package rollback swaps a converted table back to its kept MyISAM original without losing the
+// writes made since the cut-over.
+package rollback
 
 import (
 	"context"
@@ -11,16 +13,21 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/enginemig/enginemig/carry"
 	"github.com/enginemig/enginemig/copier"
 	"github.com/enginemig/enginemig/cutover"
 	"github.com/enginemig/enginemig/dbconn"
+	"github.com/enginemig/enginemig/internal/faults"
+	"github.com/enginemig/enginemig/lockwait"
 	"github.com/enginemig/enginemig/outcome"
+	"github.com/enginemig/enginemig/preflight"
 	"github.com/enginemig/enginemig/shadow"
+	"github.com/enginemig/enginemig/state"
 	"github.com/enginemig/enginemig/table"
 )
 
-// RollbackOptions configure a rollback.
-type RollbackOptions struct {
+// Options configure a rollback.
+type Options struct {
 	Conn        dbconn.Config
 	Schema      string
 	Table       string
@@ -28,16 +35,16 @@ type RollbackOptions struct {
 	Cutover     cutover.Config
 	ServerID    uint32
 	Logger      *slog.Logger // nil discards
-	// LockTimeout bounds a wait for a lock another session holds (DefaultLockTimeout when 0):
-	// waits are reported as apply's are (see waits).
+	// LockTimeout bounds a wait for a lock another session holds (lockwait.DefaultTimeout when 0):
+	// waits are reported as apply's are (lockwait.Watcher).
 	LockTimeout time.Duration
 
-	crashAtTrigger int           // test seam: die right after creating real trigger n (from 1) on t
-	replayDelay    time.Duration // test seam: shadow.Config.ApplyDelay, to keep replay behind
+	// Faults are test seams (nil outside tests).
+	Faults *faults.Faults
 }
 
-// RollbackResult summarises a rollback.
-type RollbackResult struct {
+// Result summarises a rollback.
+type Result struct {
 	Schema         string          `json:"schema"`
 	Table          string          `json:"table"`
 	MigrationID    int64           `json:"migration_id"`
@@ -48,40 +55,40 @@ type RollbackResult struct {
 	TotalTime   time.Duration `json:"total_ns"`
 }
 
-// Rollback swaps a converted table back to its kept MyISAM original without losing writes made
+// Run swaps a converted table back to its kept MyISAM original without losing writes made
 // since the cut-over. With binlog capture it replays the binlog from the recorded cut-over
 // position onto `_t_old` (and refuses, changing nothing, when that binlog is gone); with trigger
 // capture it notes changes with triggers on the converted table and verifies `_t_old` against it
 // chunk by chunk, recopying what differs. Then it swaps the two with the same sentry method.
-func Rollback(ctx context.Context, db *sql.DB, opts RollbackOptions) (*RollbackResult, error) {
+func Run(ctx context.Context, db *sql.DB, opts Options) (*Result, error) {
 	opts = opts.withDefaults()
 	ctx, abort := context.WithCancelCause(ctx)
 	defer abort(nil)
-	w := newWaits(db, Options{Conn: opts.Conn, Schema: opts.Schema, Table: opts.Table, Logger: opts.Logger, LockTimeout: opts.LockTimeout}, abort)
-	w.unchanged = "nothing was swapped back: the InnoDB table is live"
 	var swapping atomic.Bool // from the swap on, a timeout would no longer leave things as they were
-	w.enforce = func() bool { return !swapping.Load() }
-	stop := w.start(ctx, nil)
+	w := lockwait.NewWatcher(lockwait.WatchConfig{DB: db, Own: opts.Conn.IsOwn(), Tables: lockwait.TablesOf(opts.Schema, table.RunNames(opts.Table)),
+		Logger: opts.Logger, Timeout: opts.LockTimeout, Abort: abort, Unchanged: "nothing was swapped back: the InnoDB table is live",
+		Enforce: func() bool { return !swapping.Load() }})
+	stop := w.Start(ctx, nil)
 	res, err := rollback(ctx, db, opts, &swapping)
 	stop()
-	if lt := w.timeoutErr(); err != nil && lt != nil {
+	if lt := w.TimeoutErr(); err != nil && lt != nil {
 		return nil, lt
 	}
 	return res, err
 }
 
-func rollback(ctx context.Context, db *sql.DB, opts RollbackOptions, swapping *atomic.Bool) (*RollbackResult, error) {
+func rollback(ctx context.Context, db *sql.DB, opts Options, swapping *atomic.Bool) (*Result, error) {
 	start := time.Now()
 	st, err := lastCutover(ctx, db, opts)
 	if err != nil {
 		return nil, err
 	}
-	version, _, _, err := checkServer(ctx, db, string(st.captureMode()))
+	version, _, _, err := preflight.CheckServer(ctx, db, string(st.CaptureMode()))
 	if err != nil {
 		return nil, err
 	}
-	if galeraNode(ctx, db) {
-		if err := prepareGaleraRollback(ctx, db, &opts, st, version); err != nil {
+	if dbconn.GaleraNode(ctx, db) {
+		if err := prepareGalera(ctx, db, &opts, st, version); err != nil {
 			return nil, err
 		}
 	}
@@ -95,10 +102,10 @@ func rollback(ctx context.Context, db *sql.DB, opts RollbackOptions, swapping *a
 		return nil, err
 	}
 	from := st.CaptureCutover
-	if why, remedy, err := shadow.CheckResume(ctx, db, st.captureMode(), from); err != nil {
+	if why, remedy, err := shadow.CheckResume(ctx, db, st.CaptureMode(), from); err != nil {
 		return nil, err
 	} else if why != "" {
-		return nil, refuse("a lossless rollback needs every change since the cut-over; "+remedy+" next time. Swapping back by hand would lose the writes made since then",
+		return nil, preflight.Refuse("a lossless rollback needs every change since the cut-over; "+remedy+" next time. Swapping back by hand would lose the writes made since then",
 			"%s", why)
 	}
 	// The converted table's triggers (as they are now) go back with it; the stream steps over the
@@ -107,7 +114,7 @@ func rollback(ctx context.Context, db *sql.DB, opts RollbackOptions, swapping *a
 	if err != nil {
 		return nil, err
 	}
-	carrier := &triggerCarrier{db: db, schema: opts.Schema, live: opts.Table, trs: trs, log: opts.Logger}
+	carrier := &carry.Carrier{DB: db, Schema: opts.Schema, Live: opts.Table, Triggers: trs, Log: opts.Logger}
 	res, err := swapBack(ctx, db, opts, st, cur, version, from, carrier, swapping)
 	if err != nil {
 		return res, err
@@ -118,13 +125,13 @@ func rollback(ctx context.Context, db *sql.DB, opts RollbackOptions, swapping *a
 
 // swapBack runs the same pipeline as apply, the other way round and without a copy: the kept
 // original is the target, the converted table the source.
-func swapBack(ctx context.Context, db *sql.DB, opts RollbackOptions, st *State, cur *table.Info, version string, from shadow.Position, carrier *triggerCarrier, swapping *atomic.Bool) (*RollbackResult, error) {
+func swapBack(ctx context.Context, db *sql.DB, opts Options, st *state.State, cur *table.Info, version string, from shadow.Position, carrier *carry.Carrier, swapping *atomic.Bool) (*Result, error) {
 	oldName, innoName := table.OldName(opts.Table), table.ShadowName(opts.Table)
 	ignore := isCutoverRename(opts.Table)
-	cfg := rollbackCapture(db, cur, st.captureMode())
+	cfg := rollbackCapture(db, cur, st.CaptureMode())
 	cfg.Conn, cfg.Version, cfg.ServerID, cfg.Start, cfg.Logger = opts.Conn, version, opts.ServerID, from, opts.Logger
 	cfg.IgnoreQuery = func(q string) bool { return ignore(q) || isTriggerDDL(q) }
-	cfg.ApplyDelay = opts.replayDelay
+	cfg.ApplyDelay = opts.Faults.Replay()
 	pipe, err := shadow.Open(ctx, cfg)
 	if err != nil {
 		return nil, outcome.New(outcome.FailedSafe, err, "")
@@ -147,8 +154,8 @@ func swapBack(ctx context.Context, db *sql.DB, opts RollbackOptions, st *State, 
 		return nil, swapBackFailed(err, sw)
 	}
 	pipe.StopAfterSwap()
-	carrier.crashAfterCreate = opts.crashAtTrigger
-	if err := carrier.finish(context.WithoutCancel(ctx)); errors.Is(err, errSimulatedCrash) {
+	carrier.AfterCreate = opts.Faults.AfterTrigger()
+	if err := carrier.Finish(context.WithoutCancel(ctx)); errors.Is(err, faults.ErrCrash) {
 		return nil, err
 	} else if err != nil {
 		return nil, outcome.New(outcome.NeedsAttention, fmt.Errorf("swapped back, but carrying the triggers stopped: %w", err),
@@ -159,7 +166,7 @@ func swapBack(ctx context.Context, db *sql.DB, opts RollbackOptions, st *State, 
 		at += " at " + cut.Position
 	}
 	recordRolledBack(ctx, db, opts, st, fmt.Sprintf("%s; InnoDB table kept as %s", at, innoName))
-	return &RollbackResult{Schema: opts.Schema, Table: opts.Table, MigrationID: st.ID, CaptureChanges: pipe.Progress().Capture.Changes,
+	return &Result{Schema: opts.Schema, Table: opts.Table, MigrationID: st.ID, CaptureChanges: pipe.Progress().Capture.Changes,
 		Cutover: &cut, InnoDBTable: innoName}, nil
 }
 
@@ -180,7 +187,7 @@ func catchUpBack(ctx context.Context, pipe *shadow.Pipeline, from shadow.Positio
 	return nil
 }
 
-func (o RollbackOptions) withDefaults() RollbackOptions {
+func (o Options) withDefaults() Options {
 	if o.Logger == nil {
 		o.Logger = dbconn.Logger(nil)
 	}
@@ -199,8 +206,8 @@ func (o RollbackOptions) withDefaults() RollbackOptions {
 // checkRollback refuses, changing nothing, unless the table is the converted InnoDB table, its
 // kept MyISAM original is there with the same columns, and the InnoDB table's kept name is free.
 // It returns the converted table.
-func checkRollback(ctx context.Context, db *sql.DB, opts RollbackOptions) (*table.Info, error) {
-	cur, err := loadTable(ctx, db, opts.Schema, opts.Table)
+func checkRollback(ctx context.Context, db *sql.DB, opts Options) (*table.Info, error) {
+	cur, err := preflight.LoadTable(ctx, db, opts.Schema, opts.Table)
 	if err != nil {
 		return nil, err
 	}
@@ -208,42 +215,42 @@ func checkRollback(ctx context.Context, db *sql.DB, opts RollbackOptions) (*tabl
 	old, err := table.Load(ctx, db, opts.Schema, oldName)
 	switch {
 	case errors.Is(err, table.ErrNotFound):
-		return nil, refuse("without it there is nothing to roll back to", "the kept original %s is gone", dbconn.QualifiedName(opts.Schema, oldName))
+		return nil, preflight.Refuse("without it there is nothing to roll back to", "the kept original %s is gone", dbconn.QualifiedName(opts.Schema, oldName))
 	case err != nil:
 		return nil, err
 	case cutover.IsSentry(ctx, db, opts.Schema, oldName):
-		return nil, refuse("drop the sentry (DROP TABLE "+dbconn.QualifiedName(opts.Schema, oldName)+") only if no enginemig runs on this table",
+		return nil, preflight.Refuse("drop the sentry (DROP TABLE "+dbconn.QualifiedName(opts.Schema, oldName)+") only if no enginemig runs on this table",
 			"%s is a cut-over sentry, not the kept original", dbconn.QualifiedName(opts.Schema, oldName))
 	case !strings.EqualFold(cur.Engine, "InnoDB"):
-		return nil, refuse("nothing to roll back", "%s is %s, not the converted InnoDB table", cur.QuotedName(), cur.Engine)
+		return nil, preflight.Refuse("nothing to roll back", "%s is %s, not the converted InnoDB table", cur.QuotedName(), cur.Engine)
 	}
 	if _, err := table.Load(ctx, db, opts.Schema, innoName); err == nil {
-		return nil, refuse("drop or rename it first", "%s exists; rollback moves the InnoDB table to that name", dbconn.QualifiedName(opts.Schema, innoName))
+		return nil, preflight.Refuse("drop or rename it first", "%s exists; rollback moves the InnoDB table to that name", dbconn.QualifiedName(opts.Schema, innoName))
 	}
 	if len(old.CopyColumns()) != len(cur.CopyColumns()) {
-		return nil, refuse("the tables' columns differ (DDL since the cut-over?): roll back by hand", "%s and %s have different columns", cur.QuotedName(), old.QuotedName())
+		return nil, preflight.Refuse("the tables' columns differ (DDL since the cut-over?): roll back by hand", "%s and %s have different columns", cur.QuotedName(), old.QuotedName())
 	}
 	return cur, nil
 }
 
 // lastCutover finds the newest completed, not rolled-back migration of the table.
-func lastCutover(ctx context.Context, db *sql.DB, opts RollbackOptions) (*State, error) {
-	states, err := NewStore(db, opts.StateSchema).List(ctx, opts.Schema, opts.Table)
+func lastCutover(ctx context.Context, db *sql.DB, opts Options) (*state.State, error) {
+	states, err := state.NewStore(db, opts.StateSchema).List(ctx, opts.Schema, opts.Table)
 	if err != nil {
-		return nil, refuse("rollback needs the state table written by apply (see --state-schema)", "no migration state: %v", err)
+		return nil, preflight.Refuse("rollback needs the state table written by apply (see --state-schema)", "no migration state: %v", err)
 	}
 	for i := range states {
 		switch states[i].Stage {
-		case StageDone:
-			if !shadow.Recorded(states[i].captureMode(), states[i].CaptureCutover) {
+		case state.StageDone:
+			if !shadow.Recorded(states[i].CaptureMode(), states[i].CaptureCutover) {
 				break // no position to capture from: not a conversion rollback can start from
 			}
 			return &states[i], nil
-		case StageRolledBack:
-			return nil, refuse("nothing to do", "the last conversion of %s.%s was already rolled back", opts.Schema, opts.Table)
+		case state.StageRolledBack:
+			return nil, preflight.Refuse("nothing to do", "the last conversion of %s.%s was already rolled back", opts.Schema, opts.Table)
 		}
 	}
-	return nil, refuse("rollback applies to tables converted by enginemig apply", "no completed conversion of %s.%s is recorded", opts.Schema, opts.Table)
+	return nil, preflight.Refuse("rollback applies to tables converted by enginemig apply", "no completed conversion of %s.%s is recorded", opts.Schema, opts.Table)
 }
 
 // isCutoverRename recognises the migration's own swap, which the rollback stream starts just before.
@@ -259,10 +266,10 @@ func isCutoverRename(name string) func(string) bool {
 	}
 }
 
-func recordRolledBack(ctx context.Context, db *sql.DB, opts RollbackOptions, st *State, what string) {
+func recordRolledBack(ctx context.Context, db *sql.DB, opts Options, st *state.State, what string) {
 	now := time.Now().UTC()
-	st.Stage, st.FinishedAt, st.Error = StageRolledBack, &now, what
-	if err := NewStore(db, opts.StateSchema).Save(context.WithoutCancel(ctx), st); err != nil {
+	st.Stage, st.FinishedAt, st.Error = state.StageRolledBack, &now, what
+	if err := state.NewStore(db, opts.StateSchema).Save(context.WithoutCancel(ctx), st); err != nil {
 		opts.Logger.Warn("rolled back, but could not record it in the state table", "error", err)
 	}
 }
@@ -271,7 +278,7 @@ func recordRolledBack(ctx context.Context, db *sql.DB, opts RollbackOptions, st 
 // triggers had their own names again: the table is MyISAM, the InnoDB table is kept as `_t_new`,
 // and stand-ins are on the table (every trigger still fires once, through them). Their definitions
 // are recovered from the stand-ins. done is false when there is no such rollback to finish.
-func finishInterruptedRollback(ctx context.Context, db *sql.DB, opts RollbackOptions, st *State) (*RollbackResult, bool, error) {
+func finishInterruptedRollback(ctx context.Context, db *sql.DB, opts Options, st *state.State) (*Result, bool, error) {
 	cur, err := table.Load(ctx, db, opts.Schema, opts.Table)
 	if err != nil || !strings.EqualFold(cur.Engine, "MyISAM") {
 		return nil, false, nil
@@ -293,10 +300,17 @@ func finishInterruptedRollback(ctx context.Context, db *sql.DB, opts RollbackOpt
 		return nil, false, nil
 	}
 	opts.Logger.Info("finishing an interrupted rollback: giving the triggers their own names", "triggers", len(trs))
-	c := &triggerCarrier{db: db, schema: opts.Schema, live: opts.Table, trs: trs, log: opts.Logger}
-	if err := c.finish(ctx); err != nil {
+	c := &carry.Carrier{DB: db, Schema: opts.Schema, Live: opts.Table, Triggers: trs, Log: opts.Logger}
+	if err := c.Finish(ctx); err != nil {
 		return nil, false, outcome.New(outcome.NeedsAttention, fmt.Errorf("finish the interrupted rollback's triggers: %w", err), "")
 	}
 	recordRolledBack(ctx, db, opts, st, "rolled back (triggers finished by a second run); InnoDB table kept as "+table.ShadowName(opts.Table))
-	return &RollbackResult{Schema: opts.Schema, Table: opts.Table, MigrationID: st.ID, InnoDBTable: table.ShadowName(opts.Table)}, true, nil
+	return &Result{Schema: opts.Schema, Table: opts.Table, MigrationID: st.ID, InnoDBTable: table.ShadowName(opts.Table)}, true, nil
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(none)"
+	}
+	return s
 }

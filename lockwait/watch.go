@@ -1,4 +1,4 @@
-package migration
+package lockwait
 
 import (
 	"context"
@@ -11,32 +11,28 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/enginemig/enginemig/dbconn"
-	"github.com/enginemig/enginemig/lockwait"
 	"github.com/enginemig/enginemig/outcome"
-	"github.com/enginemig/enginemig/table"
-	"github.com/enginemig/enginemig/throttle"
 )
 
-// How apply watches what it waits on. A statement of enginemig waiting for a lock is noticed by
+// How a run watches what it waits on. A statement of enginemig waiting for a lock is noticed by
 // polling the process list (every pollEvery, once it has waited lockWaitSeen): copy and verify
 // chunks hold the table for 15 ms at a time, so half a second of waiting is never the
 // application's ordinary traffic but someone else's LOCK TABLES, long statement, open
 // transaction or FLUSH. Each wait is logged at once, then every reportEvery while it lasts. One
-// poll took 1.0 ms with 100 idle connections on the server (lockwait.BenchmarkWaiting, 2 cores
+// poll took 1.0 ms with 100 idle connections on the server (BenchmarkWaiting, 2 cores
 // at load average 10): at four a second, under half a percent of one core.
 const (
 	pollEvery    = 250 * time.Millisecond
 	lockWaitSeen = 500 * time.Millisecond
 	reportEvery  = 10 * time.Second
-	// DefaultLockTimeout bounds a lock wait nobody asked for (--lock-timeout): longer than the
+	// DefaultTimeout bounds a lock wait nobody asked for (--lock-timeout): longer than the
 	// report queries MyISAM tables usually carry, short enough that a forgotten LOCK TABLES or
 	// an open transaction ends the run within the same shift, with the holder named.
-	DefaultLockTimeout = 10 * time.Minute
+	DefaultTimeout = 10 * time.Minute
 )
 
 // LockTimeoutError ends a migration whose statement waited for a lock longer than --lock-timeout.
-type LockTimeoutError struct{ Wait lockwait.Wait }
+type LockTimeoutError struct{ Wait Wait }
 
 func (e *LockTimeoutError) Error() string {
 	return fmt.Sprintf("waited %s (--lock-timeout) for a %s (statement: %s), %s", e.Wait.Timeout, e.Wait.What, e.Wait.Statement, blockedBy(e.Wait))
@@ -52,19 +48,19 @@ func (e *LockTimeoutError) remedy() string {
 	return fmt.Sprintf("end what %s does (a LOCK TABLES, a long statement or an open transaction on the table; KILL it if it is stuck), or raise --lock-timeout; then run the same command again", who)
 }
 
-func blockedBy(w lockwait.Wait) string {
-	h := lockwait.Holders{Sessions: w.Blockers, Certain: w.BlockersCertain, Note: w.Note}
+func blockedBy(w Wait) string {
+	h := Holders{Sessions: w.Blockers, Certain: w.BlockersCertain, Note: w.Note}
 	return "held by " + h.String()
 }
 
-// waits is the one owner of what apply waits on: lock waits of its own statements (found here),
+// Watcher is the one owner of what a run (apply or rollback) waits on: lock waits of its own statements (found here),
 // and deliberate waits the code that waits reports with begin (long queries before the cut-over,
 // the throttle, a postponed cut-over). It logs them, shows them in status and metrics, and ends
 // the migration when a lock wait exceeds the lock timeout.
-type waits struct {
+type Watcher struct {
 	db      *sql.DB
 	own     func(int64) bool
-	tables  []lockwait.Table
+	tables  []Table
 	log     *slog.Logger
 	timeout time.Duration
 	abort   context.CancelCauseFunc
@@ -79,32 +75,64 @@ type waits struct {
 	enforce   func() bool
 	seen      atomic.Int64 // lock waits seen, deliberate ones not counted
 	timedOut  atomic.Pointer[LockTimeoutError]
-
-	throttleUpdate func(string, []lockwait.Session) // the throttle's wait while it lasts
-	throttleEnd    func()
 }
 
 type tracked struct {
-	w        lockwait.Wait
+	w        Wait
 	reported time.Time
 }
 
-func newWaits(db *sql.DB, opts Options, abort context.CancelCauseFunc) *waits {
-	var tables []lockwait.Table
-	for _, n := range []string{opts.Table, table.ShadowName(opts.Table), table.OldName(opts.Table), table.SwapName(opts.Table)} {
-		tables = append(tables, lockwait.Table{Schema: opts.Schema, Name: n})
-	}
-	timeout := opts.LockTimeout
-	if timeout <= 0 {
-		timeout = DefaultLockTimeout
-	}
-	return &waits{db: db, own: opts.Conn.IsOwn(), tables: tables, log: dbconn.Logger(opts.Logger), timeout: timeout, abort: abort,
-		now: time.Now, current: map[string]*tracked{}, unchanged: "nothing was changed: the original table is in place and any shadow was dropped"}
+// WatchConfig says whose waits a Watcher watches and what it does about them.
+type WatchConfig struct {
+	DB *sql.DB
+	// Own tells the run's own server connections (dbconn.Config.IsOwn).
+	Own func(int64) bool
+	// Tables are the run's tables, the one it converts first.
+	Tables []Table
+	Logger *slog.Logger // nil discards
+	// Timeout ends the run when one of its statements waited this long for a lock
+	// (DefaultTimeout when 0); Abort is how.
+	Timeout time.Duration
+	Abort   context.CancelCauseFunc
+	// Unchanged says what a lock timeout leaves as it was, Enforce whether that is still true
+	// (nil: always), as on Watcher.
+	Unchanged string
+	Enforce   func() bool
 }
 
-// start polls until the returned stop is called; stop returns once the last poll (which logs
+// TablesOf names the tables of schema.
+func TablesOf(schema string, names []string) []Table {
+	out := make([]Table, len(names))
+	for i, n := range names {
+		out[i] = Table{Schema: schema, Name: n}
+	}
+	return out
+}
+
+// NewWatcher watches as cfg says, from Start on.
+func NewWatcher(cfg WatchConfig) *Watcher {
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = DefaultTimeout
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Watcher{db: cfg.DB, own: cfg.Own, tables: cfg.Tables, log: cfg.Logger, timeout: cfg.Timeout, abort: cfg.Abort,
+		now: time.Now, current: map[string]*tracked{}, unchanged: cfg.Unchanged, enforce: cfg.Enforce}
+}
+
+// Table is the table the run converts.
+func (w *Watcher) Table() Table { return w.tables[0] }
+
+// Seen counts the lock waits seen so far (deliberate waits not counted).
+func (w *Watcher) Seen() int64 { return w.seen.Load() }
+
+// CountLockWait counts a lock wait the code that waited saw itself (a cut-over's lock not granted).
+func (w *Watcher) CountLockWait() { w.seen.Add(1) }
+
+// Start polls until the returned stop is called; stop returns once the last poll (which logs
 // the end of a wait that ended meanwhile) is done.
-func (w *waits) start(ctx context.Context, extra func(now time.Time)) (stop func()) {
+func (w *Watcher) Start(ctx context.Context, extra func(now time.Time)) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
@@ -115,7 +143,7 @@ func (w *waits) start(ctx context.Context, extra func(now time.Time)) (stop func
 }
 
 // run polls until ctx ends.
-func (w *waits) run(ctx context.Context, extra func(now time.Time)) {
+func (w *Watcher) run(ctx context.Context, extra func(now time.Time)) {
 	tick := time.NewTicker(pollEvery)
 	defer tick.Stop()
 	for {
@@ -138,8 +166,8 @@ func (w *waits) run(ctx context.Context, extra func(now time.Time)) {
 
 // pollLocks finds this migration's statements waiting for a lock, starts or refreshes their
 // entries, ends those no longer waiting, and enforces the lock timeout.
-func (w *waits) pollLocks(ctx context.Context) {
-	sessions, err := lockwait.Waiting(ctx, w.db, w.own, lockWaitSeen)
+func (w *Watcher) pollLocks(ctx context.Context) {
+	sessions, err := Waiting(ctx, w.db, w.own, lockWaitSeen)
 	if err != nil {
 		return // the process list is advisory: a migration is not stopped for want of it
 	}
@@ -148,7 +176,7 @@ func (w *waits) pollLocks(ctx context.Context) {
 		// A statement naming none of the tables is another migration's of this process, unless
 		// it waits for a backup's global read lock: that one holds up this run too, and its
 		// state-table writes name no table of it.
-		if !s.Mentions(w.tables) && !lockwait.IsGlobalLockState(s.State) {
+		if !s.Mentions(w.tables) && !IsGlobalLockState(s.State) {
 			continue
 		}
 		key := fmt.Sprintf("lock/%d", s.ID)
@@ -156,9 +184,9 @@ func (w *waits) pollLocks(ctx context.Context) {
 		w.lockWait(ctx, key, s)
 	}
 	w.mu.Lock()
-	var ended []lockwait.Wait
+	var ended []Wait
 	for key, t := range w.current {
-		if t.w.Kind == lockwait.KindLock && !waiting[key] {
+		if t.w.Kind == KindLock && !waiting[key] {
 			ended = append(ended, t.w)
 			delete(w.current, key)
 		}
@@ -169,7 +197,7 @@ func (w *waits) pollLocks(ctx context.Context) {
 	}
 }
 
-func (w *waits) lockWait(ctx context.Context, key string, s lockwait.Session) {
+func (w *Watcher) lockWait(ctx context.Context, key string, s Session) {
 	now := w.now()
 	w.mu.Lock()
 	t, known := w.current[key]
@@ -178,8 +206,8 @@ func (w *waits) lockWait(ctx context.Context, key string, s lockwait.Session) {
 	if !fresh && now.Sub(t.reported) < reportEvery && s.Time < w.timeout {
 		return
 	}
-	h := lockwait.FindHolders(ctx, w.db, s, w.tables, w.own)
-	wt := lockwait.Wait{Kind: lockwait.KindLock, What: lockName(s), Statement: s.Info, Since: now.Add(-s.Time), Waited: s.Time, Waiter: s.ID,
+	h := FindHolders(ctx, w.db, s, w.tables, w.own)
+	wt := Wait{Kind: KindLock, What: lockName(s), Statement: s.Info, Since: now.Add(-s.Time), Waited: s.Time, Waiter: s.ID,
 		Blockers: h.Sessions, BlockersCertain: h.Certain, Timeout: w.timeout}
 	if !h.Certain {
 		wt.Note = h.Note
@@ -206,7 +234,7 @@ func (w *waits) lockWait(ctx context.Context, key string, s lockwait.Session) {
 }
 
 // lockName turns a waiting session's state into what it waits for.
-func lockName(s lockwait.Session) string {
+func lockName(s Session) string {
 	return strings.TrimPrefix(strings.TrimPrefix(s.State, "Waiting for "), "waiting for ")
 }
 
@@ -216,9 +244,9 @@ func killQuery(db *sql.DB, id int64) {
 	db.ExecContext(ctx, fmt.Sprintf("KILL QUERY %d", id))
 }
 
-// begin records a deliberate wait, logs it, and returns the function that ends it. Its What may
+// Begin records a deliberate wait, logs it, and returns the function that ends it. Its What may
 // change while it lasts (update).
-func (w *waits) begin(wt lockwait.Wait) (update func(what string, blockers []lockwait.Session), end func()) {
+func (w *Watcher) Begin(wt Wait) (update func(what string, blockers []Session), end func()) {
 	key := wt.Kind
 	now := w.now()
 	if wt.Since.IsZero() {
@@ -228,7 +256,7 @@ func (w *waits) begin(wt lockwait.Wait) (update func(what string, blockers []loc
 	w.current[key] = &tracked{w: wt, reported: now}
 	w.mu.Unlock()
 	w.log.Info("waiting: "+wt.Kind, waitAttrs(wt, now)...)
-	update = func(what string, blockers []lockwait.Session) {
+	update = func(what string, blockers []Session) {
 		w.mu.Lock()
 		defer w.mu.Unlock()
 		if t := w.current[key]; t != nil {
@@ -247,7 +275,7 @@ func (w *waits) begin(wt lockwait.Wait) (update func(what string, blockers []loc
 	return update, end
 }
 
-func waitAttrs(wt lockwait.Wait, now time.Time) []any {
+func waitAttrs(wt Wait, now time.Time) []any {
 	attrs := []any{"on", wt.What, "waited", now.Sub(wt.Since).Round(100 * time.Millisecond)}
 	if len(wt.Blockers) > 0 {
 		attrs = append(attrs, "blocked_by", blockedBy(wt)[len("held by "):])
@@ -256,12 +284,12 @@ func waitAttrs(wt lockwait.Wait, now time.Time) []any {
 }
 
 // remind logs deliberate waits again every reportEvery (lock waits are refreshed by pollLocks).
-func (w *waits) remind() {
+func (w *Watcher) remind() {
 	now := w.now()
-	var due []lockwait.Wait
+	var due []Wait
 	w.mu.Lock()
 	for _, t := range w.current {
-		if t.w.Kind != lockwait.KindLock && now.Sub(t.reported) >= reportEvery {
+		if t.w.Kind != KindLock && now.Sub(t.reported) >= reportEvery {
 			t.reported = now
 			due = append(due, t.w)
 		}
@@ -272,23 +300,23 @@ func (w *waits) remind() {
 	}
 }
 
-// snapshot lists the current waits, longest first, with Waited brought up to now.
-func (w *waits) snapshot() []lockwait.Wait {
+// Snapshot lists the current waits, longest first, with Waited brought up to now.
+func (w *Watcher) Snapshot() []Wait {
 	now := w.now()
 	w.mu.Lock()
-	out := make([]lockwait.Wait, 0, len(w.current))
+	out := make([]Wait, 0, len(w.current))
 	for _, t := range w.current {
 		wt := t.w
 		wt.Waited = now.Sub(wt.Since)
 		out = append(out, wt)
 	}
 	w.mu.Unlock()
-	slices.SortFunc(out, func(a, b lockwait.Wait) int { return a.Since.Compare(b.Since) })
+	slices.SortFunc(out, func(a, b Wait) int { return a.Since.Compare(b.Since) })
 	return out
 }
 
-// timeoutErr is the run's error once a lock wait exceeded the timeout, nil before.
-func (w *waits) timeoutErr() error {
+// TimeoutErr is the run's error once a lock wait exceeded the timeout, nil before.
+func (w *Watcher) TimeoutErr() error {
 	lt := w.timedOut.Load()
 	if lt == nil {
 		return nil
@@ -296,41 +324,12 @@ func (w *waits) timeoutErr() error {
 	return outcome.New(outcome.FailedSafe, fmt.Errorf("%w; %s", lt, w.unchanged), lt.remedy())
 }
 
-// watchThrottle reports the copy's throttle as a wait while it holds the copy back (it runs on
-// the waits goroutine only).
-func (c *controller) watchThrottle(time.Time) {
-	m, thr := c.current()
-	w := c.waits
-	var ts throttle.Status
-	if thr != nil && m != nil && m.rec != nil && m.rec.snapshot().Stage == StageCopy {
-		ts = thr.Status()
-	}
-	switch {
-	case ts.Throttled && w.throttleEnd == nil:
-		w.throttleUpdate, w.throttleEnd = w.begin(lockwait.Wait{Kind: lockwait.KindThrottle, What: ts.Reason, Since: ts.Since})
-	case ts.Throttled:
-		w.throttleUpdate(ts.Reason, nil)
-	case w.throttleEnd != nil:
-		w.throttleEnd()
-		w.throttleUpdate, w.throttleEnd = nil, nil
-	}
-}
-
-// postponedUntil says what releases a postponed cut-over.
-func postponedUntil(o Options) string {
-	what := "removal of " + o.PostponeFile + " (or `enginemig control release-cutover`)"
-	if !o.PostponeUntil.IsZero() {
-		what += ", at the latest " + o.PostponeUntil.Format(time.RFC3339)
-	}
-	return what
-}
-
-// summary is the longest current wait in a few words, for the progress line ("" when none).
-func (w *waits) summary() string {
+// Summary is the longest current wait in a few words, for the progress line ("" when none).
+func (w *Watcher) Summary() string {
 	if w == nil {
 		return ""
 	}
-	all := w.snapshot()
+	all := w.Snapshot()
 	if len(all) == 0 {
 		return ""
 	}
@@ -340,18 +339,4 @@ func (w *waits) summary() string {
 		out += ", " + blockedBy(wt)
 	}
 	return out
-}
-
-// beforeSwap reports whether the migration has not reached its cut-over yet (the lock timeout's
-// promise, nothing changed, holds only until then).
-func (c *controller) beforeSwap() bool {
-	m, _ := c.current()
-	if m == nil || m.rec == nil {
-		return true
-	}
-	switch m.rec.snapshot().Stage {
-	case StageCutover, StageTriggers, StageDone:
-		return false
-	}
-	return true
 }

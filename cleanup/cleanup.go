@@ -1,4 +1,5 @@
-package migration
+// Package cleanup removes what an interrupted or finished migration left beside its table.
+package cleanup
 
 import (
 	"context"
@@ -9,12 +10,14 @@ import (
 
 	"github.com/enginemig/enginemig/cutover"
 	"github.com/enginemig/enginemig/dbconn"
+	"github.com/enginemig/enginemig/preflight"
 	"github.com/enginemig/enginemig/shadow"
+	"github.com/enginemig/enginemig/state"
 	"github.com/enginemig/enginemig/table"
 )
 
-// CleanupOptions say which table's leftovers to remove.
-type CleanupOptions struct {
+// Options say which table's leftovers to remove.
+type Options struct {
 	Conn        dbconn.Config
 	Schema      string
 	Table       string
@@ -23,25 +26,25 @@ type CleanupOptions struct {
 	DropOld bool
 }
 
-// CleanupResult lists what was dropped.
-type CleanupResult struct {
+// Result lists what was dropped.
+type Result struct {
 	Dropped []string `json:"dropped"`
 	Kept    []string `json:"kept,omitempty"`
 }
 
-// Cleanup removes what an interrupted or finished migration left: the shadow `_t_new` (also the
+// Run removes what an interrupted or finished migration left: the shadow `_t_new` (also the
 // InnoDB copy a rollback keeps), a cut-over sentry, and with DropOld the kept original. It refuses
 // while a migration of the table runs, and marks interrupted records as cleaned up.
-func Cleanup(ctx context.Context, db *sql.DB, opts CleanupOptions) (*CleanupResult, error) {
-	if _, err := loadTable(ctx, db, opts.Schema, opts.Table); err != nil {
+func Run(ctx context.Context, db *sql.DB, opts Options) (*Result, error) {
+	if _, err := preflight.LoadTable(ctx, db, opts.Schema, opts.Table); err != nil {
 		return nil, err
 	}
-	lock, err := lockTable(ctx, opts.Conn, opts.Schema, opts.Table)
+	lock, err := state.Lock(ctx, opts.Conn, opts.Schema, opts.Table)
 	if err != nil {
 		return nil, err
 	}
 	defer lock.Close()
-	res := &CleanupResult{}
+	res := &Result{}
 	drop := func(name string) error {
 		if _, err := db.ExecContext(ctx, "DROP TABLE "+dbconn.QualifiedName(opts.Schema, name)); err != nil {
 			return fmt.Errorf("drop %s: %w", name, err)
@@ -61,7 +64,7 @@ func Cleanup(ctx context.Context, db *sql.DB, opts CleanupOptions) (*CleanupResu
 	}
 	if swap := table.SwapName(opts.Table); exists(swap) {
 		if !cutover.IsSentry(ctx, db, opts.Schema, swap) {
-			return nil, refuse("it holds data: a cut-over was interrupted right after the swap; rename it to "+table.OldName(opts.Table)+" by hand",
+			return nil, preflight.Refuse("it holds data: a cut-over was interrupted right after the swap; rename it to "+table.OldName(opts.Table)+" by hand",
 				"%s is not an enginemig sentry", dbconn.QualifiedName(opts.Schema, swap))
 		}
 		if err := drop(swap); err != nil {
@@ -86,12 +89,12 @@ func Cleanup(ctx context.Context, db *sql.DB, opts CleanupOptions) (*CleanupResu
 			res.Kept = append(res.Kept, old+" (the original kept for rollback; --drop-old removes it)")
 		}
 	}
-	store := NewStore(db, opts.StateSchema)
+	store := state.NewStore(db, opts.StateSchema)
 	if states, err := store.List(ctx, opts.Schema, opts.Table); err == nil {
 		for i := range states {
-			if states[i].Stage.inProgress() && states[i].FinishedAt == nil {
+			if states[i].Stage.InProgress() && states[i].FinishedAt == nil {
 				now := time.Now().UTC()
-				states[i].Stage, states[i].FinishedAt, states[i].Error = StageFailed, &now, "interrupted; cleaned up"
+				states[i].Stage, states[i].FinishedAt, states[i].Error = state.StageFailed, &now, "interrupted; cleaned up"
 				store.Save(ctx, &states[i])
 			}
 		}

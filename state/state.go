@@ -1,4 +1,7 @@
-package migration
+// Package state records migrations: the state table (its schema and upgrades, one row per
+// migration with its stage and progress), the advisory lock that says whether a recorded run is
+// still alive, and the status derived from a row.
+package state
 
 import (
 	"context"
@@ -31,7 +34,7 @@ type State struct {
 	CaptureStart   shadow.Position `json:"capture_start,omitempty"`
 	CaptureResume  shadow.Position `json:"capture_resume,omitempty"`
 	CaptureCutover shadow.Position `json:"capture_cutover,omitempty"`
-	Watermark      string          `json:"copy_watermark,omitempty"` // the last copied key, see encodeKey
+	Watermark      string          `json:"copy_watermark,omitempty"` // the last copied key, see EncodeKey
 	RowsTotal      int64           `json:"rows_total"`
 	RowsCopied     int64           `json:"rows_copied"`
 	CaptureChanges int64           `json:"capture_changes"`
@@ -84,7 +87,8 @@ func NewStore(db *sql.DB, schema string) *Store {
 	return &Store{db: db, schema: schema}
 }
 
-func (s *Store) table() string { return dbconn.QualifiedName(s.schema, "migrations") }
+// Name is the state table, qualified.
+func (s *Store) Name() string { return dbconn.QualifiedName(s.schema, "migrations") }
 
 // Ensure creates the state schema and table if missing (InnoDB, so a record survives a crash),
 // and upgrades a table of an earlier version.
@@ -92,8 +96,8 @@ func (s *Store) Ensure(ctx context.Context) error {
 	if _, err := s.db.ExecContext(ctx, "CREATE DATABASE IF NOT EXISTS "+dbconn.QuoteIdent(s.schema)); err != nil {
 		return fmt.Errorf("create state schema %s (needs CREATE on it, or pass --state-schema): %w", s.schema, err)
 	}
-	if _, err := s.db.ExecContext(ctx, fmt.Sprintf(stateDDL, s.table())); err != nil {
-		return fmt.Errorf("create state table %s: %w", s.table(), err)
+	if _, err := s.db.ExecContext(ctx, fmt.Sprintf(stateDDL, s.Name())); err != nil {
+		return fmt.Errorf("create state table %s: %w", s.Name(), err)
 	}
 	s.mu.Lock()
 	s.upgraded = false // look again: Ensure is where a run makes sure
@@ -101,12 +105,12 @@ func (s *Store) Ensure(ctx context.Context) error {
 	return s.upgrade(ctx)
 }
 
-// columns names the state table's columns: reading an older table must not fail, and must not
+// Columns names the state table's columns: reading an older table must not fail, and must not
 // change it either.
-func (s *Store) columns(ctx context.Context) (map[string]bool, error) {
+func (s *Store) Columns(ctx context.Context) (map[string]bool, error) {
 	rows, err := s.db.QueryContext(ctx, "SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = 'migrations'", s.schema)
 	if err != nil {
-		return nil, fmt.Errorf("look up the state table %s: %w", s.table(), err)
+		return nil, fmt.Errorf("look up the state table %s: %w", s.Name(), err)
 	}
 	defer rows.Close()
 	has := map[string]bool{}
@@ -129,7 +133,7 @@ func (s *Store) Exists(ctx context.Context) (bool, error) {
 func (s *Store) any(ctx context.Context, query string) (bool, error) {
 	var n int
 	if err := s.db.QueryRowContext(ctx, query, s.schema).Scan(&n); err != nil {
-		return false, fmt.Errorf("look up the state table %s: %w", s.table(), err)
+		return false, fmt.Errorf("look up the state table %s: %w", s.Name(), err)
 	}
 	return n > 0, nil
 }
@@ -141,9 +145,9 @@ func (s *Store) Begin(ctx context.Context, st *State) error {
 	if err := s.upgrade(ctx); err != nil {
 		return err
 	}
-	res, err := s.db.ExecContext(ctx, "INSERT INTO "+s.table()+` (schema_name, table_name, stage, dry_run, capture_start,
+	res, err := s.db.ExecContext(ctx, "INSERT INTO "+s.Name()+` (schema_name, table_name, stage, dry_run, capture_start,
 		rows_total, triggers, capture, started_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?)`,
-		st.Schema, st.Table, st.Stage, st.DryRun, st.CaptureStart, st.RowsTotal, encodeTriggers(st.Triggers), st.captureMode(), now, now)
+		st.Schema, st.Table, st.Stage, st.DryRun, st.CaptureStart, st.RowsTotal, encodeTriggers(st.Triggers), st.CaptureMode(), now, now)
 	if err != nil {
 		return fmt.Errorf("record migration: %w", err)
 	}
@@ -157,7 +161,7 @@ func (s *Store) Save(ctx context.Context, st *State) error {
 		return err
 	}
 	st.UpdatedAt = time.Now().UTC()
-	_, err := s.db.ExecContext(ctx, "UPDATE "+s.table()+` SET stage=?, capture_start=?, capture_cutover=?, copy_watermark=?,
+	_, err := s.db.ExecContext(ctx, "UPDATE "+s.Name()+` SET stage=?, capture_start=?, capture_cutover=?, copy_watermark=?,
 		capture_resume=?, rows_total=?, rows_copied=?, capture_changes=?, error=?, updated_at=?, finished_at=? WHERE id=?`,
 		st.Stage, st.CaptureStart, st.CaptureCutover, nullIfEmpty(st.Watermark), st.CaptureResume, st.RowsTotal,
 		st.RowsCopied, st.CaptureChanges, nullIfEmpty(st.Error), st.UpdatedAt, st.FinishedAt, st.ID)
@@ -170,7 +174,7 @@ func (s *Store) Save(ctx context.Context, st *State) error {
 // List returns recorded migrations, newest first, optionally for one table. It reads a state
 // table of an earlier version as it is, without changing it (see upgrade).
 func (s *Store) List(ctx context.Context, schema, table string) ([]State, error) {
-	has, err := s.columns(ctx)
+	has, err := s.Columns(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -188,7 +192,7 @@ func (s *Store) List(ctx context.Context, schema, table string) ([]State, error)
 	q := "SELECT id, schema_name, table_name, stage, dry_run, " + col("capture_start", legacyPos("binlog_start")) + ", " +
 		col("capture_cutover", legacyPos("binlog_cutover")) + ", COALESCE(copy_watermark,''), " + col("capture_resume", legacyPos("binlog_applied")) +
 		", rows_total, rows_copied, " + col("capture_changes", "events_applied") + ", COALESCE(error,''), " +
-		triggers + ", " + col("capture", "'binlog'") + ", started_at, updated_at, finished_at FROM " + s.table()
+		triggers + ", " + col("capture", "'binlog'") + ", started_at, updated_at, finished_at FROM " + s.Name()
 	var args []any
 	if schema != "" {
 		q += " WHERE schema_name = ?"
@@ -229,8 +233,24 @@ func (s *Store) List(ctx context.Context, schema, table string) ([]State, error)
 	return out, rows.Err()
 }
 
-// captureMode is the capture the record stands for (see shadow.ModeOf for earlier versions').
-func (st State) captureMode() shadow.Mode { return shadow.ModeOf(string(st.Capture)) }
+// Unfinished returns the newest migration record of the table if it was left in progress.
+func (store *Store) Unfinished(ctx context.Context, schema, name string) (*State, error) {
+	if exists, err := store.Exists(ctx); err != nil || !exists {
+		return nil, err
+	}
+	states, err := store.List(ctx, schema, name)
+	if err != nil || len(states) == 0 {
+		return nil, err
+	}
+	st := states[0]
+	if !st.Stage.InProgress() || st.FinishedAt != nil {
+		return nil, nil
+	}
+	return &st, nil
+}
+
+// CaptureMode is the capture the record stands for (see shadow.ModeOf for earlier versions').
+func (st State) CaptureMode() shadow.Mode { return shadow.ModeOf(string(st.Capture)) }
 
 // encodeTriggers stores trigger definitions as JSON (bodies base64, byte for byte); nil for none.
 func encodeTriggers(trs []table.Trigger) any {
@@ -256,8 +276,8 @@ type keyPart struct {
 	IsNum bool   `json:"i,omitempty"`
 }
 
-// encodeKey stores a key as JSON text for the state table ("" for none).
-func encodeKey(key []any) string {
+// EncodeKey stores a key as JSON text for the state table ("" for none).
+func EncodeKey(key []any) string {
 	if key == nil {
 		return ""
 	}
@@ -276,8 +296,8 @@ func encodeKey(key []any) string {
 	return string(b)
 }
 
-// decodeKey reverses encodeKey.
-func decodeKey(s string) ([]any, error) {
+// DecodeKey reverses EncodeKey.
+func DecodeKey(s string) ([]any, error) {
 	if s == "" {
 		return nil, nil
 	}

@@ -12,7 +12,9 @@ import (
 
 	"github.com/enginemig/enginemig/control"
 	"github.com/enginemig/enginemig/outcome"
+	"github.com/enginemig/enginemig/rollback"
 	"github.com/enginemig/enginemig/sandbox/sandboxtest"
+	"github.com/enginemig/enginemig/state"
 )
 
 // holdWriteLock has another client (not one of enginemig's connections) take LOCK TABLES t WRITE
@@ -154,8 +156,8 @@ func TestLockTimeoutStopsWithNothingChanged(t *testing.T) {
 			if when == "preflight" {
 				holder, unlock = holdWriteLock(t, schema)
 			} else {
-				opts.Hook = func(ctx context.Context, at Point, st *State) error {
-					if at == Before(StageCopy) {
+				opts.Hook = func(ctx context.Context, at Point, st *state.State) error {
+					if at == Before(state.StageCopy) {
 						if !tableExists(t, db, schema, "_t_new") {
 							t.Error("no shadow when the copy starts")
 						}
@@ -227,7 +229,7 @@ func TestRollbackLockTimeout(t *testing.T) {
 	holder, unlock := holdWriteLockOn(t, schema, "_t_old")
 	defer unlock()
 	var logs logLines
-	_, err := Rollback(context.Background(), db, RollbackOptions{Conn: connConfig(srv), Schema: schema, Table: "t",
+	_, err := rollback.Run(context.Background(), db, rollback.Options{Conn: connConfig(srv), Schema: schema, Table: "t",
 		StateSchema: "_enginemig_test", Logger: logs.logger(), LockTimeout: time.Second})
 	if outcome.CodeOf(err) != outcome.FailedSafe || !strings.Contains(fmt.Sprint(err), "nothing was swapped back") ||
 		!strings.Contains(fmt.Sprint(err), fmt.Sprintf("connection %d", holder)) {

@@ -1,4 +1,7 @@
-package migration
+// Package preflight holds the checks a run makes before it changes anything: how changes can be
+// captured on the server, whether the table can be converted, plan's blockers; each refusal says
+// what to do.
+package preflight
 
 import (
 	"context"
@@ -16,37 +19,37 @@ import (
 	"github.com/enginemig/enginemig/table"
 )
 
-// refuse builds a preflight refusal: nothing has been changed when it is returned.
-func refuse(remedy, format string, args ...any) error {
+// Refuse builds a preflight refusal: nothing has been changed when it is returned.
+func Refuse(remedy, format string, args ...any) error {
 	return outcome.New(outcome.Refused, fmt.Errorf(format, args...), remedy)
 }
 
-// checkServer decides how changes are captured (want: auto, binlog or triggers; see
+// CheckServer decides how changes are captured (want: auto, binlog or triggers; see
 // plan.ChooseCapture) and refuses when that capture cannot work on this server.
-func checkServer(ctx context.Context, db *sql.DB, want string) (version string, mode shadow.Mode, why string, err error) {
+func CheckServer(ctx context.Context, db *sql.DB, want string) (version string, mode shadow.Mode, why string, err error) {
 	version, got, why, err := plan.CaptureFor(ctx, db, want)
-	if err != nil && isConnectionLoss(err) {
+	if err != nil && dbconn.IsConnectionLoss(err) {
 		return version, "", "", outcome.New(outcome.Connection, err, "check that the server is up and reachable, then run the same apply again")
 	}
 	if err != nil {
-		return version, "", "", refuse("for binlog capture enable the binary log (log_bin, needs a restart) with binlog_format=ROW and binlog_row_image=FULL, and reconnect the application; or use --capture triggers", "%v", err)
+		return version, "", "", Refuse("for binlog capture enable the binary log (log_bin, needs a restart) with binlog_format=ROW and binlog_row_image=FULL, and reconnect the application; or use --capture triggers", "%v", err)
 	}
 	return version, shadow.Mode(got), why, nil
 }
 
-// checkTable verifies that ti can be migrated online and that no leftovers are in the way.
-func checkTable(ctx context.Context, db *sql.DB, ti *table.Info) error {
+// CheckTable verifies that ti can be migrated online and that no leftovers are in the way.
+func CheckTable(ctx context.Context, db *sql.DB, ti *table.Info) error {
 	name := ti.QuotedName()
 	switch {
 	case ti.Type != "BASE TABLE":
-		return refuse("only base tables can be converted", "%s is a %s, not a table", name, strings.ToLower(ti.Type))
+		return Refuse("only base tables can be converted", "%s is a %s, not a table", name, strings.ToLower(ti.Type))
 	case strings.EqualFold(ti.Engine, "InnoDB"):
-		return refuse("nothing to do", "%s is already InnoDB", name)
+		return Refuse("nothing to do", "%s is already InnoDB", name)
 	case !strings.EqualFold(ti.Engine, "MyISAM"):
-		return refuse("enginemig converts MyISAM tables only", "%s uses engine %s, not MyISAM", name, ti.Engine)
+		return Refuse("enginemig converts MyISAM tables only", "%s uses engine %s, not MyISAM", name, ti.Engine)
 	}
 	// A usable key, name lengths and triggers are plan checks (no-usable-key, name-too-long,
-	// triggers), which planBlockers runs next; only what plan does not cover is checked here.
+	// triggers), which PlanBlockers runs next; only what plan does not cover is checked here.
 	for _, leftover := range []string{table.ShadowName(ti.Name), table.OldName(ti.Name), table.SwapName(ti.Name)} {
 		_, err := table.Load(ctx, db, ti.Schema, leftover)
 		if errors.Is(err, table.ErrNotFound) {
@@ -55,16 +58,16 @@ func checkTable(ctx context.Context, db *sql.DB, ti *table.Info) error {
 		if err != nil {
 			return err
 		}
-		return refuse(fmt.Sprintf("if no enginemig is running on it, inspect and drop it: DROP TABLE %s (a %s is the kept original of an earlier conversion: drop it only when you no longer need to roll back)",
+		return Refuse(fmt.Sprintf("if no enginemig is running on it, inspect and drop it: DROP TABLE %s (a %s is the kept original of an earlier conversion: drop it only when you no longer need to roll back)",
 			dbconn.QualifiedName(ti.Schema, leftover), table.OldName(ti.Name)),
 			"%s exists: a leftover of an earlier or running migration", dbconn.QualifiedName(ti.Schema, leftover))
 	}
 	return nil
 }
 
-// planBlockers runs plan's server and table checks (the same ones `enginemig plan` reports) and
+// PlanBlockers runs plan's server and table checks (the same ones `enginemig plan` reports) and
 // refuses when any is a blocker. Warnings are logged: the DBA has seen them in the plan.
-func planBlockers(ctx context.Context, db *sql.DB, ti *table.Info, capture shadow.Mode, maxHold time.Duration, log *slog.Logger) error {
+func PlanBlockers(ctx context.Context, db *sql.DB, ti *table.Info, capture shadow.Mode, maxHold time.Duration, log *slog.Logger) error {
 	server, err := plan.CheckServer(ctx, db, string(capture))
 	if err != nil {
 		return fmt.Errorf("server checks: %w", err)
@@ -87,13 +90,13 @@ func planBlockers(ctx context.Context, db *sql.DB, ti *table.Info, capture shado
 				remedies = append(remedies, f.Remedy)
 			}
 		}
-		return refuse(strings.Join(remedies, "; "), "%s has %d blocker(s): %s", ti.QuotedName(), len(b), strings.Join(msgs, "; "))
+		return Refuse(strings.Join(remedies, "; "), "%s has %d blocker(s): %s", ti.QuotedName(), len(b), strings.Join(msgs, "; "))
 	}
 	return nil
 }
 
-// loadTable reads the table, mapping "not found" to a usage error.
-func loadTable(ctx context.Context, db *sql.DB, schema, name string) (*table.Info, error) {
+// LoadTable reads the table, mapping "not found" to a usage error.
+func LoadTable(ctx context.Context, db *sql.DB, schema, name string) (*table.Info, error) {
 	ti, err := table.Load(ctx, db, schema, name)
 	if errors.Is(err, table.ErrNotFound) {
 		var exists int

@@ -1,18 +1,16 @@
-package main
+package planrun
 
 import (
 	"context"
 	"database/sql"
-	"fmt"
-	"io"
 	"time"
 
-	"github.com/enginemig/enginemig/migration"
 	"github.com/enginemig/enginemig/plan"
+	"github.com/enginemig/enginemig/state"
 )
 
-// planTableStatus is one table of a plan as `status --plan` shows it.
-type planTableStatus struct {
+// TableStatus is one table of a plan as `status --plan` shows it.
+type TableStatus struct {
 	Table    string `json:"table"`
 	State    string `json:"state"` // done, running, interrupted, failed, blocked, not-started
 	Stage    string `json:"stage,omitempty"`
@@ -20,12 +18,12 @@ type planTableStatus struct {
 	Estimate string `json:"estimate,omitempty"` // the plan's copy estimate for a table not done yet
 }
 
-// planStatus is where a whole-plan run stands.
-type planStatus struct {
-	Tables  []planTableStatus `json:"tables"`
-	Done    int               `json:"done"`
-	Left    int               `json:"left"`
-	Running string            `json:"running,omitempty"`
+// Status is where a whole-plan run stands.
+type Status struct {
+	Tables  []TableStatus `json:"tables"`
+	Done    int           `json:"done"`
+	Left    int           `json:"left"`
+	Running string        `json:"running,omitempty"`
 	// ETA: the plan's copy estimates of the tables not started, plus the running table's
 	// progress-based rest (an estimate: plan's copy estimate, calibrated in plan/estimate.go, came
 	// within -24%/+22% for half of the measured runs, and is low for tables larger than the
@@ -33,7 +31,9 @@ type planStatus struct {
 	ETA string `json:"eta,omitempty"`
 }
 
-func statusOfPlan(ctx context.Context, db *sql.DB, store *migration.Store, path string, now time.Time) (*planStatus, error) {
+// StatusOf reads the plan file at path and, from the state table, where each of its tables stands
+// at now.
+func StatusOf(ctx context.Context, db *sql.DB, store *state.Store, path string, now time.Time) (*Status, error) {
 	p, err := plan.ReadFile(path)
 	if err != nil {
 		return nil, err
@@ -42,11 +42,11 @@ func statusOfPlan(ctx context.Context, db *sql.DB, store *migration.Store, path 
 	if err != nil {
 		return nil, err
 	}
-	out := &planStatus{}
+	out := &Status{}
 	var eta time.Duration
 	for _, t := range p.Tables {
-		ts := planTableStatus{Table: t.Schema + "." + t.Table, State: "not-started", Rows: t.Rows}
-		var newest *migration.State
+		ts := TableStatus{Table: t.Schema + "." + t.Table, State: "not-started", Rows: t.Rows}
+		var newest *state.State
 		if exists {
 			states, err := store.List(ctx, t.Schema, t.Table)
 			if err != nil {
@@ -61,15 +61,15 @@ func statusOfPlan(ctx context.Context, db *sql.DB, store *migration.Store, path 
 		case t.Blocked:
 			ts.State, remaining = "blocked", 0
 		case newest == nil:
-		case newest.Stage == migration.StageDone:
+		case newest.Stage == state.StageDone:
 			ts.State, remaining = "done", 0
-		case migration.Interrupted(ctx, db, *newest):
+		case state.Interrupted(ctx, db, *newest):
 			ts.State, ts.Stage = "interrupted", newest.Stage.String()
 		case newest.FinishedAt != nil:
 			ts.State, ts.Stage = "failed", newest.Stage.String()
 		default:
 			ts.State, ts.Stage, out.Running = "running", newest.Stage.String(), ts.Table
-			if v := migration.StatusOf(*newest, "", now); v.CopyETA != "" {
+			if v := state.StatusOf(*newest, "", now); v.CopyETA != "" {
 				remaining, _ = time.ParseDuration(v.CopyETA)
 			}
 		}
@@ -86,25 +86,4 @@ func statusOfPlan(ctx context.Context, db *sql.DB, store *migration.Store, path 
 		out.ETA = eta.Round(time.Second).String()
 	}
 	return out, nil
-}
-
-func printPlanStatus(w io.Writer, s *planStatus) {
-	fmt.Fprintf(w, "plan: %d done, %d left", s.Done, s.Left)
-	if s.Running != "" {
-		fmt.Fprintf(w, ", running %s", s.Running)
-	}
-	if s.ETA != "" {
-		fmt.Fprintf(w, ", ETA %s", s.ETA)
-	}
-	fmt.Fprintln(w)
-	for _, t := range s.Tables {
-		line := fmt.Sprintf("  %-40s %s", t.Table, t.State)
-		if t.Stage != "" {
-			line += " (" + t.Stage + ")"
-		}
-		if t.Estimate != "" {
-			line += ", estimate " + t.Estimate
-		}
-		fmt.Fprintln(w, line)
-	}
 }
