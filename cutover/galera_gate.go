@@ -143,6 +143,14 @@ func renameAtGate(ctx context.Context, db *sql.DB, sw Swap, cfg Config, pos stri
 	default:
 		late = fmt.Errorf("%w: the rename did not reach the gate within %s", ErrRenamedLate, gateQueueWait)
 	}
+	select {
+	case err := <-done: // the gate let it through early (A's session killed?): the catch-up may have come too late
+		done <- err
+		if err == nil && late == nil {
+			late = fmt.Errorf("%w: the rename went through before the gate was opened (was the gate's session killed?)", ErrRenamedLate)
+		}
+	default:
+	}
 	release()
 	held := time.Since(sent)
 	if err := <-done; err != nil {

@@ -3,6 +3,7 @@ package migration
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -13,8 +14,10 @@ import (
 	"github.com/enginemig/enginemig/cutover"
 	"github.com/enginemig/enginemig/internal/ackload"
 	"github.com/enginemig/enginemig/internal/faults"
+	"github.com/enginemig/enginemig/outcome"
 	"github.com/enginemig/enginemig/rollback"
 	"github.com/enginemig/enginemig/sandbox/sandboxtest"
+	"github.com/enginemig/enginemig/table"
 	"github.com/go-sql-driver/mysql"
 )
 
@@ -71,6 +74,7 @@ func galeraRollback(t *testing.T, c *sandboxtest.Cluster) {
 	time.Sleep(500 * time.Millisecond)
 
 	ropts := rollback.Options{Conn: opts.Conn, Schema: schema, Table: "t", StateSchema: opts.StateSchema, Logger: opts.Logger, Cutover: cutover.DefaultConfig()}
+	galeraRollbackGivesUp(t, c, db, ropts)
 	ropts.Faults = &faults.Faults{ReplayDelay: 20 * time.Millisecond} // replay a little behind, as under load: the gate must wait for it
 	ropts.Cutover.OnLocked = func() {
 		back.Store(true)
@@ -105,6 +109,29 @@ func galeraRollback(t *testing.T, c *sandboxtest.Cluster) {
 	for i, p := range pools {
 		if !waitGone(p, "#t_gate") {
 			t.Errorf("node %d: the gate is still there after cleanup (dropped %v)", i+1, cres.Dropped)
+		}
+	}
+}
+
+// galeraRollbackGivesUp: a swap back whose capture cannot catch up within --cutover-catch-up
+// (replay kept 100 ms behind, 50 ms allowed) gives up after its attempts, changing nothing: the
+// InnoDB table stays live on every node, the cluster serves the writers, nothing is left waiting
+// and no gate is left; the same rollback can run again.
+func galeraRollbackGivesUp(t *testing.T, c *sandboxtest.Cluster, db *sql.DB, opts rollback.Options) {
+	t.Helper()
+	opts.Faults = &faults.Faults{ReplayDelay: 100 * time.Millisecond}
+	opts.Cutover.CatchUp, opts.Cutover.Attempts, opts.Cutover.Backoff = 50*time.Millisecond, 2, 50*time.Millisecond
+	_, err := rollbackBounded(t, db, opts, c)
+	if outcome.CodeOf(err) != outcome.FailedSafe || !errors.Is(err, cutover.ErrGaveUp) {
+		t.Fatalf("a rollback that cannot catch up: code %d, %v", outcome.CodeOf(err), err)
+	}
+	for i, n := range c.Nodes {
+		ndb := openControl(t, n)
+		if e := engineOf(t, ndb, opts.Schema, "t"); e != "InnoDB" || tableExists(t, ndb, opts.Schema, table.GateName("t")) {
+			t.Errorf("node %d after a rollback that gave up: t is %s, gate left: %v", i+1, e, tableExists(t, ndb, opts.Schema, table.GateName("t")))
+		}
+		if w := waitingSessions(t, ndb); len(w) > 0 {
+			t.Errorf("node %d: sessions left waiting after a rollback that gave up: %v", i+1, w)
 		}
 	}
 }
