@@ -45,7 +45,9 @@ const gateQueueWait = 30 * time.Second
 // is reported with ErrRenamedLate, because changes committed in between may be missing from To.
 func attemptGaleraGate(ctx context.Context, db *sql.DB, sw Swap, target Target, cfg Config, rec Recorder) (time.Duration, string, error) {
 	q := func(n string) string { return dbconn.QualifiedName(sw.Schema, n) }
-	if err := idle(ctx, db, sw, "before the gate"); err != nil {
+	// No DDL in total order now: the rename would wait behind it (past gateQueueWait for a long
+	// one). Replicated events waiting to be applied are no reason to wait: none can need the gate.
+	if err := noDDL(ctx, db, "before the gate"); err != nil {
 		return 0, "", err
 	}
 	// A DDL in total order, sent while enginemig holds nothing.
@@ -92,7 +94,7 @@ func attemptGaleraGate(ctx context.Context, db *sql.DB, sw Swap, target Target, 
 			return 0, pos, fmt.Errorf("before the rename: %w", err)
 		}
 	}
-	if err := idle(ctx, db, sw, "before the rename"); err != nil {
+	if err := noDDL(ctx, db, "before the rename"); err != nil {
 		return 0, pos, err
 	}
 	if cfg.OnLocked != nil {
