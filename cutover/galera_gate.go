@@ -60,6 +60,12 @@ func attemptGaleraGate(ctx context.Context, db *sql.DB, sw Swap, target Target, 
 	}
 	defer connA.Close()
 	defer connA.Raw(func(any) error { return driver.ErrBadConn }) // never back to the pool with a handler open
+	// Should enginemig lose the server without the server seeing the connection close, the server
+	// drops A's idle session after this, and the rename, if it waits at the gate, goes on.
+	idleLimit := int((gateQueueWait + cfg.CatchUp).Seconds()) + 2
+	if _, err := connA.ExecContext(ctx, fmt.Sprintf("SET SESSION wait_timeout = %d", idleLimit)); err != nil {
+		return 0, "", err
+	}
 	if _, err := connA.ExecContext(ctx, "HANDLER "+q(sw.Gate)+" OPEN AS enginemig_gate"); err != nil {
 		return 0, "", fmt.Errorf("hold the gate %s: %w", sw.Gate, err)
 	}
