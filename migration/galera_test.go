@@ -260,6 +260,7 @@ func galeraPlan(t *testing.T, c *sandboxtest.Cluster) {
 		"INSERT INTO `"+schema+"`.here VALUES (1, 1), (2, 2), (3, 3)",
 		"INSERT INTO `"+schema+"`.spread VALUES (1, 1)")
 	waitTable(t, dbs[2], schema, "spread") // the CREATEs reach the other nodes, the rows do not
+	waitTable(t, dbs[1], schema, "spread")
 	sandboxtest.MustExec(t, dbs[1], "INSERT INTO `"+schema+"`.spread VALUES (2, 2)")
 
 	inspect := func(db *sql.DB) *plan.Plan {
