@@ -107,6 +107,10 @@ type writer struct {
 	acked    atomic.Int64
 	failures []string
 	maxStall time.Duration
+	// moves: half the steps move values of the unique column uq between the writer's rows
+	// (moveUnique); fresh is the next value of the writer's own that no row holds.
+	moves bool
+	fresh int64
 }
 
 // exec runs q on t, then on ref. ctx is only checked between steps by the caller: a write must
@@ -139,6 +143,10 @@ var rowSet = func() string {
 }()
 
 func (w *writer) step(ctx context.Context) {
+	if w.moves && len(w.ids) >= 2 && w.r.IntN(2) == 0 {
+		w.moveUnique(ctx)
+		return
+	}
 	switch op := w.r.IntN(24); {
 	case op < 12 && len(w.ids) > 0: // update a whole row
 		id := w.ids[w.r.IntN(len(w.ids))]
@@ -253,9 +261,17 @@ func TestConcurrentWritersDuringCopyAndCutover(t *testing.T) {
 // concurrentWriters runs the central claim on srv, with opts adjusted by set. It returns the
 // writers, still owning their rows, and the database.
 func concurrentWriters(t *testing.T, srv *sandbox.Server, set func(*Options)) (string, *sql.DB, []*writer) {
+	seed := func(t *testing.T, db *sql.DB, schema string) []*writer {
+		return seedAllTypes(t, db, schema, 25000, 4, 42) // a few hundred 2 ms chunks
+	}
+	return concurrentWritersOn(t, srv, seed, allTypesColumns, set)
+}
+
+// concurrentWritersOn is concurrentWriters on the tables seed creates, compared over cols.
+func concurrentWritersOn(t *testing.T, srv *sandbox.Server, seed func(*testing.T, *sql.DB, string) []*writer, cols []string, set func(*Options)) (string, *sql.DB, []*writer) {
 	schema, _ := sandboxtest.FreshDatabase(t, srv)
 	db := openControl(t, srv)
-	ws := seedAllTypes(t, db, schema, 25000, 4, 42) // a few hundred 2 ms chunks
+	ws := seed(t, db, schema)
 
 	stop := runWriters(ws, 0)
 	opts := testOptions(srv, schema, "t")
@@ -294,14 +310,14 @@ func concurrentWriters(t *testing.T, srv *sandbox.Server, set func(*Options)) (s
 	if e := engineOf(t, db, schema, "_t_old"); e != "MyISAM" {
 		t.Fatalf("_t_old is %q, want the kept MyISAM original", e)
 	}
-	if diff := sameRows(t, db, schema, "t", "ref", allTypesColumns, "id"); diff != "" {
+	if diff := sameRows(t, db, schema, "t", "ref", cols, "id"); diff != "" {
 		ids := diff[strings.LastIndex(diff, "[")+1 : strings.LastIndex(diff, "]")]
 		first := strings.Fields(ids)
 		detail := ""
 		if len(first) > 0 {
-			detail = dumpRow(t, db, schema, "id", first[0], allTypesColumns, "t", "ref")
+			detail = dumpRow(t, db, schema, "id", first[0], cols, "t", "ref")
 		}
-		for _, c := range allTypesColumns {
+		for _, c := range cols {
 			var n int
 			q := dbconn.QuoteIdent(c)
 			db.QueryRow("SELECT COUNT(*) FROM " + dbconn.QualifiedName(schema, "t") + " x JOIN " + dbconn.QualifiedName(schema, "ref") + " y USING (id) WHERE NOT (x." + q + " <=> y." + q + ")").Scan(&n)
@@ -313,7 +329,7 @@ func concurrentWriters(t *testing.T, srv *sandbox.Server, set func(*Options)) (s
 		}
 		t.Fatalf("converted table differs from reference: %s\n%s", diff, detail)
 	}
-	if diff := sameRows(t, db, schema, "ref", "t", allTypesColumns, "id"); diff != "" {
+	if diff := sameRows(t, db, schema, "ref", "t", cols, "id"); diff != "" {
 		t.Fatalf("reference differs from converted table: %s", diff)
 	}
 	var showT, showRef string

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"strings"
 
 	"github.com/enginemig/enginemig/plan"
 	"github.com/enginemig/enginemig/preflight"
@@ -32,18 +31,9 @@ func (m *migrator) prepareGalera(ctx context.Context, ti *table.Info) error {
 		return preflight.Refuse("convert the table before the node joins a cluster, or give it a primary key",
 			"%s has no primary or unique key: the conversion of such a table is not built or tested for a Galera node yet", ti.QuotedName())
 	}
-	rowID := !m.opts.KeepKeyless && table.RowIDSupported(m.version)
-	deferrable, err := ti.Shadow(table.ShadowName(ti.Name), true, rowID)
-	if err != nil {
-		return preflight.Refuse("", "%v", err)
-	}
-	for _, d := range deferrable.Deferred {
-		if strings.HasPrefix(d, "UNIQUE") {
-			return preflight.Refuse("convert the table before the node joins a cluster, or drop the unique index for the conversion",
-				"%s has a unique secondary index (%s): on a Galera node the shadow is created with its indexes, and a unique one there could turn a replayed change into the loss of another row; not supported on Galera yet", ti.QuotedName(), d)
-		}
-	}
-	if m.ddl, err = ti.Shadow(table.ShadowName(ti.Name), false, rowID); err != nil {
+	// Unique secondary indexes too: replay and the copy keep the shadow equal to the source with
+	// them in place (shadow/order.go, "unique secondary indexes").
+	if m.ddl, err = ti.Shadow(table.ShadowName(ti.Name), false, !m.opts.KeepKeyless && table.RowIDSupported(m.version)); err != nil {
 		return preflight.Refuse("", "%v", err)
 	}
 	if m.galeraMaxChunk, err = galeraChunkLimit(ctx, m.db, ti); err != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/enginemig/enginemig/copier"
 	"github.com/enginemig/enginemig/cutover"
 	"github.com/enginemig/enginemig/dbconn"
+	"github.com/enginemig/enginemig/internal/faults"
 	"github.com/enginemig/enginemig/lockwait"
 	"github.com/enginemig/enginemig/outcome"
 	"github.com/enginemig/enginemig/preflight"
@@ -113,6 +114,7 @@ type Options struct {
 	overtakeDelay  time.Duration // copier.Config.OvertakeDelay
 	verifyRelease  verify.Release
 	verifyHold     time.Duration // shadow.Config.VerifyHoldDelay
+	seams          faults.Faults
 }
 
 // Progress is a snapshot for progress displays.
@@ -353,7 +355,7 @@ func (m *migrator) run(ctx context.Context) (*Result, error) {
 	if err := m.loadTriggers(ctx); err != nil {
 		return nil, err
 	}
-	if m.ddl, err = ti.Shadow(table.ShadowName(ti.Name), true, !m.opts.KeepKeyless && table.RowIDSupported(m.version)); err != nil {
+	if m.ddl, err = ti.Shadow(table.ShadowName(ti.Name), !m.opts.seams.AllIndexesUpFront, !m.opts.KeepKeyless && table.RowIDSupported(m.version)); err != nil {
 		return nil, outcome.New(outcome.Refused, err, "")
 	}
 	if dbconn.GaleraNode(ctx, m.db) {

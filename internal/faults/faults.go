@@ -20,6 +20,10 @@ type Faults struct {
 	// ReplayDelay pauses before each replayed batch (shadow.Config.ApplyDelay), to keep replay
 	// behind the application's writes.
 	ReplayDelay time.Duration
+	// AllIndexesUpFront creates the shadow with every index, as on a Galera node, on any server:
+	// the copy and replay then run against unique secondary indexes (shadow/order.go, "unique
+	// secondary indexes").
+	AllIndexesUpFront bool
 }
 
 // Replay is ReplayDelay (0 when there are no faults).
