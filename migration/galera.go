@@ -28,8 +28,7 @@ func (m *migrator) prepareGalera(ctx context.Context, ti *table.Info) error {
 		}
 	}
 	if _, ok := ti.CopyKey(); !ok {
-		return preflight.Refuse("convert the table before the node joins a cluster, or give it a primary key",
-			"%s has no primary or unique key: the conversion of such a table is not built or tested for a Galera node yet", ti.QuotedName())
+		return refuseKeyless(ti)
 	}
 	// Unique secondary indexes too: replay and the copy keep the shadow equal to the source with
 	// them in place (shadow/order.go, "unique secondary indexes").
@@ -41,6 +40,22 @@ func (m *migrator) prepareGalera(ctx context.Context, ti *table.Info) error {
 	}
 	m.log.Info("Galera node: the shadow gets every index at once, the cut-over is the Galera one")
 	return nil
+}
+
+// refuseKeyless refuses a table without a usable key on a Galera node. One with a unique index
+// (over a NULLable, prefix or generated column, or it would be the key) cannot be converted there at all: its rows are
+// addressed by content and written with plain INSERT (shadow/order.go, rule 5), so with the index
+// in the shadow from the start the copy or replay stops with a duplicate-key error at the first row
+// whose value another row held a moment before (shadow/order.go, "unique secondary indexes").
+func refuseKeyless(ti *table.Info) error {
+	for _, ix := range ti.Indexes {
+		if ix.Unique {
+			return preflight.Refuse("give the table a primary key, or convert it before the node joins a cluster",
+				"%s has no primary key and its unique index `%s` addresses no row (a NULLable, prefix or generated column): on a Galera node the shadow has every index from the start, and a table without a key is written there with plain INSERTs, which that index stops with a duplicate-key error as soon as a row takes a value another row just gave up", ti.QuotedName(), ix.Name)
+		}
+	}
+	return preflight.Refuse("convert the table before the node joins a cluster, or give it a primary key",
+		"%s has no primary or unique key: the conversion of such a table is not built or tested for a Galera node yet", ti.QuotedName())
 }
 
 // replayBatchRows is the most rows one replay batch can write: 2000 changes (binlog.Replayer),

@@ -349,7 +349,8 @@ func galeraRowsElsewhere(t *testing.T, c *sandboxtest.Cluster) {
 	}
 }
 
-// galeraRefused: apply with trigger capture (not built for Galera) refuses before it changes anything.
+// galeraRefused: apply with trigger capture (not built for Galera), and of a table without a key
+// whose unique index cannot be in the shadow from the start, refuses before it changes anything.
 func galeraRefused(t *testing.T, node *sandbox.Server) {
 	db := openControl(t, node)
 	schema, _ := sandboxtest.FreshDatabase(t, node)
@@ -378,5 +379,16 @@ func galeraRefused(t *testing.T, node *sandbox.Server) {
 	db.QueryRow("SELECT COUNT(*) FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = ?", opts.StateSchema).Scan(&n)
 	if n != 0 {
 		t.Error("state schema created by a refused migration")
+	}
+	// A table whose only unique index has a NULLable column has no key: written with plain
+	// INSERTs into a shadow with that index, the copy would stop at a duplicate value.
+	sandboxtest.MustExec(t, db, "CREATE TABLE `"+schema+"`.u (id INT NOT NULL, uq INT NULL, KEY id (id), UNIQUE KEY uq (uq)) ENGINE=MyISAM",
+		"INSERT INTO `"+schema+"`.u VALUES (1, 1), (2, NULL), (3, NULL)")
+	_, err = Run(context.Background(), db, testOptions(node, schema, "u"))
+	if outcome.CodeOf(err) != outcome.Refused || !strings.Contains(err.Error(), "unique index `uq` addresses no row") {
+		t.Fatalf("apply of a keyless table with a unique index on a Galera node: got code %d %v, want a refusal naming the index", outcome.CodeOf(err), err)
+	}
+	if engineOf(t, db, schema, "u") != "MyISAM" || tableExists(t, db, schema, "_u_new") {
+		t.Fatal("a refused apply changed the table")
 	}
 }
