@@ -11,10 +11,11 @@ import (
 )
 
 // Applier writes changes to the target table. With a key every operation is idempotent: inserts
-// and updates become REPLACE of the whole row by key (the target has no other unique key while
-// changes are replayed, so REPLACE is an upsert by key), deletes delete by key. Applying a change
+// and updates become REPLACE of the whole row by key, deletes delete by key. Applying a change
 // twice, or a change to a row the copy has not reached yet, therefore converges to the source's
-// state. Without a key (table.SQL.Keyless) nothing is idempotent: an insert inserts, a delete or
+// state. Where the target has a unique secondary index while changes are replayed (on a Galera
+// node), a REPLACE also removes a row holding an out-of-date value of it; shadow/order.go says why
+// that row comes back, which needs updates written as REPLACE, never as UPDATE. Without a key (table.SQL.Keyless) nothing is idempotent: an insert inserts, a delete or
 // update changes one row equal to the old image (LIMIT 1), so each change must be written exactly
 // once, which shadow/order.go's rule 5 sees to.
 type Applier struct {
