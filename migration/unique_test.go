@@ -89,7 +89,7 @@ func TestUniqueIndexUpFrontUnderWriters(t *testing.T) {
 	}{{"serial", false}, {"parallel", true}} {
 		t.Run(v.name, func(t *testing.T) {
 			seed := func(t *testing.T, db *sql.DB, schema string) []*writer {
-				return seedUnique(t, db, schema, 10000, 4, 17)
+				return seedUnique(t, db, schema, 5000, 4, 17)
 			}
 			var shadow string
 			concurrentWritersOn(t, srv, seed, uniqueColumns, func(o *Options) {
@@ -118,7 +118,7 @@ func TestUniqueIndexUpFrontUnderWriters(t *testing.T) {
 // index after the copy, so it drops none for a resume either). Verification must repair nothing
 // and the table must equal the reference.
 func TestUniqueIndexUpFrontResumed(t *testing.T) {
-	const rows = 10000
+	const rows = 5000
 	schema, _ := sandboxtest.FreshDatabase(t, srv)
 	db := openControl(t, srv)
 	ws := seedUnique(t, db, schema, rows, 3, 29)
