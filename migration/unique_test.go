@@ -8,7 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/enginemig/enginemig/cutover"
 	"github.com/enginemig/enginemig/dbconn"
+	"github.com/enginemig/enginemig/rollback"
 	"github.com/enginemig/enginemig/sandbox/sandboxtest"
 	"github.com/enginemig/enginemig/state"
 )
@@ -194,4 +196,26 @@ func galeraUnique(t *testing.T, c *sandboxtest.Cluster) {
 		t.Fatalf("reference differs from the converted table: %s", diff)
 	}
 	galeraSame(t, c, schema, "t")
+
+	// Rollback replays the InnoDB table's changes into the MyISAM original, which has the unique
+	// index, under the same writers.
+	stop = runWriters(ws, 300*time.Microsecond)
+	ropts := rollback.Options{Conn: opts.Conn, Schema: schema, Table: "t", StateSchema: opts.StateSchema, Logger: opts.Logger, Cutover: cutover.DefaultConfig()}
+	rres, err := rollbackBounded(t, db, ropts, c)
+	time.Sleep(200 * time.Millisecond)
+	stop()
+	if err != nil {
+		t.Fatalf("rollback: %v", err)
+	}
+	checkWriters(t, ws)
+	t.Logf("rollback: %d changes replayed", rres.CaptureChanges)
+	if e := engineOf(t, db, schema, "t"); e != "MyISAM" {
+		t.Fatalf("t is %s after the rollback", e)
+	}
+	if diff := sameRows(t, db, schema, "t", "ref", uniqueColumns, "id"); diff != "" {
+		t.Fatalf("after the rollback the table differs from the reference: %s", diff)
+	}
+	if diff := sameRows(t, db, schema, "ref", "t", uniqueColumns, "id"); diff != "" {
+		t.Fatalf("after the rollback the reference differs from the table: %s", diff)
+	}
 }
