@@ -50,13 +50,14 @@ import (
 //     say which changes were written).
 //
 // Unique secondary indexes. On a Galera node the target has every index from the start
-// (migration/galera.go), as it has everywhere an index that carries AUTO_INCREMENT: a write of row
+// (migration/galera.go), as everywhere an index that carries the AUTO_INCREMENT column: a write of row
 // k with a unique value v then also removes the target's row k' holding v. That k' is out of date
 // (MyISAM checks each row as it writes it, so no point of the source has v in two rows), and these
 // rules bring it back, for a keyed table whose rows are always written whole with REPLACE:
 //   - every change after the point of the source a write reproduces (a replayed change: its
 //     event; a chunk: its read) is applied after that write: replay writes in binlog order, and a
-//     chunk holds the order from before its read until its rows are written (rule 1);
+//     chunk holds the order from before its read until its rows are written (rule 1); a resume
+//     replays again from its saved position (rule 4), so this holds across one;
 //   - if the source's k' does not hold v at the end, the target's row was out of date anyway, and
 //     what brings it up to date (as without the index) had not been written before the removal;
 //   - if it does, the last change to k' came after the point of the write that removed it (k held
@@ -64,8 +65,8 @@ import (
 //     the target has it or not; or rule 2 drops it because the copy will still read k', in a chunk
 //     that begins after.
 //
-// Hence a replayed UPDATE must stay a REPLACE (an UPDATE would not bring k' back). Outside the
-// argument: trigger capture's INSERT IGNORE (rule 3) would drop the chunk's row rather than remove
+// Hence a replayed UPDATE must stay a REPLACE (an UPDATE would not bring k' back). Not covered by
+// the argument: trigger capture's INSERT IGNORE (rule 3) drops the chunk's row rather than remove
 // the out-of-date one, and a table without a key (rule 5) writes plain INSERTs, which stop with a
 // duplicate-key error; so on Galera, where the index cannot be built after the copy, both are
 // refused.
