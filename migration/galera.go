@@ -43,10 +43,11 @@ func (m *migrator) prepareGalera(ctx context.Context, ti *table.Info) error {
 }
 
 // refuseKeyless refuses a table without a usable key on a Galera node. One with a unique index
-// (over a NULLable, prefix or generated column, or it would be the key) cannot be converted there at all: its rows are
-// addressed by content and written with plain INSERT (shadow/order.go, rule 5), so with the index
-// in the shadow from the start the copy or replay stops with a duplicate-key error at the first row
-// whose value another row held a moment before (shadow/order.go, "unique secondary indexes").
+// (over a NULLable, prefix or generated column, or it would be the key) cannot be converted there
+// at all: its rows are addressed by content and written with plain INSERT (shadow/order.go, rule
+// 5), so with the index in the shadow from the start the copy or replay stops with a duplicate-key
+// error at the first row whose value another row held a moment before (shadow/order.go, "unique
+// secondary indexes").
 func refuseKeyless(ti *table.Info) error {
 	for _, ix := range ti.Indexes {
 		if ix.Unique {

@@ -50,8 +50,8 @@ import (
 //     say which changes were written).
 //
 // Unique secondary indexes. On a Galera node the target has every index from the start
-// (migration/galera.go), as everywhere an index that carries the AUTO_INCREMENT column: a write of row
-// k with a unique value v then also removes the target's row k' holding v. That k' is out of date
+// (migration/galera.go), as everywhere an index that carries the AUTO_INCREMENT column: a write
+// of row k with a unique value v then also removes the target's row k' holding v. That k' is out of date
 // (MyISAM checks each row as it writes it, so no point of the source has v in two rows), and these
 // rules bring it back, for a keyed table whose rows are always written whole with REPLACE:
 //   - every change after the point of the source a write reproduces (a replayed change: its
