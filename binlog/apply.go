@@ -15,9 +15,10 @@ import (
 // twice, or a change to a row the copy has not reached yet, therefore converges to the source's
 // state. Where the target has a unique secondary index while changes are replayed (on a Galera
 // node), a REPLACE also removes a row holding an out-of-date value of it; shadow/order.go says why
-// that row comes back, which needs updates written as REPLACE, never as UPDATE. Without a key (table.SQL.Keyless) nothing is idempotent: an insert inserts, a delete or
-// update changes one row equal to the old image (LIMIT 1), so each change must be written exactly
-// once, which shadow/order.go's rule 5 sees to.
+// that row comes back, which needs updates written as REPLACE, never as UPDATE. Without a key
+// (table.SQL.Keyless) nothing is idempotent: an insert inserts, a delete or update changes one row
+// equal to the old image (LIMIT 1), so each change must be written exactly once, which
+// shadow/order.go's rule 5 sees to.
 type Applier struct {
 	db *sql.DB
 	q  *table.SQL
