@@ -18,6 +18,7 @@ import (
 	"github.com/enginemig/enginemig/copier"
 	"github.com/enginemig/enginemig/cutover"
 	"github.com/enginemig/enginemig/dbconn"
+	"github.com/enginemig/enginemig/internal/faults"
 	"github.com/enginemig/enginemig/lockwait"
 	"github.com/enginemig/enginemig/outcome"
 	"github.com/enginemig/enginemig/shadow"
@@ -96,19 +97,8 @@ type Options struct {
 	// Hook runs at HookPoints (nil: none). An error at start or a before-* point stops the migration.
 	Hook func(ctx context.Context, at Point, st *state.State) error
 
-	// Test seams: simulate the process dying (no cleanup) after this many copied rows or on
-	// entering a stage; save progress this often (default 2 s).
-	crashAfterRows int64
-	crashAtStage   state.Stage
-	crashAtTrigger int // simulate dying in the trigger step, right after creating real trigger n (from 1)
-	saveEvery      time.Duration
-	idleChunkTime  time.Duration // copier.Pace.IdleChunkTime, to keep a test's copy slow
-	replayDelay    time.Duration // shadow.Config.ApplyDelay, to keep replay behind
-	stage          copier.StagePolicy
-	alwaysParallel bool          // copier.Config.AlwaysParallel
-	overtakeDelay  time.Duration // copier.Config.OvertakeDelay
-	verifyRelease  verify.Release
-	verifyHold     time.Duration // shadow.Config.VerifyHoldDelay
+	// seams are the test seams, set only by this package's tests (none in the shipped binary).
+	seams faults.Faults
 }
 
 // Progress is a snapshot for progress displays.
@@ -249,8 +239,8 @@ func (o Options) withDefaults() Options {
 	if o.ProgressEvery == 0 {
 		o.ProgressEvery = 500 * time.Millisecond
 	}
-	if o.saveEvery == 0 {
-		o.saveEvery = 2 * time.Second
+	if o.seams.SaveEvery == 0 {
+		o.seams.SaveEvery = 2 * time.Second // how often progress is saved
 	}
 	if o.ServerID == 0 {
 		o.ServerID = 1<<30 + rand.Uint32N(1<<30)

@@ -129,7 +129,7 @@ func (m *migrator) openShadow(ctx context.Context) error {
 // enter records the stage and runs the hook before it.
 func (m *migrator) enter(ctx context.Context, s state.Stage) error {
 	m.rec.update(ctx, func(st *state.State) { st.Stage = s })
-	if m.opts.crashAtStage == s {
+	if m.opts.seams.CrashAtStage == string(s) {
 		return errSimulatedCrash
 	}
 	if err := m.hook(ctx, Before(s)); err != nil {
@@ -155,7 +155,7 @@ func (m *migrator) openPipeline(ctx context.Context) error {
 		cfg.Start = m.resume.CaptureResume
 	}
 	cfg.Conn, cfg.Version, cfg.ServerID, cfg.Triggers, cfg.Logger = m.opts.Conn, m.version, m.opts.ServerID, triggerNames(m.triggers), m.log
-	cfg.ApplyDelay, cfg.VerifyRelease, cfg.VerifyHoldDelay = m.opts.replayDelay, m.opts.verifyRelease, m.opts.verifyHold
+	cfg.Faults = &m.opts.seams
 	p, err := shadow.Open(ctx, cfg)
 	if err != nil {
 		return outcome.New(outcome.FailedSafe, err, m.capture.SetupRemedy())
@@ -182,9 +182,9 @@ func (m *migrator) copyRows(ctx context.Context) error {
 		}
 	}
 	start := time.Now()
-	cfg := copier.Config{Pace: copier.Pace{ChunkTime: m.opts.ChunkTime, IdleChunkTime: m.opts.idleChunkTime, Room: m.room(), MaxChunk: m.galeraMaxChunk}, ClientSide: m.opts.ClientSide,
-		Stage: m.opts.stage, Workers: m.copyWorkers(ctx), AlwaysParallel: m.opts.alwaysParallel,
-		OvertakeDelay: m.opts.overtakeDelay}
+	cfg := copier.Config{Pace: copier.Pace{ChunkTime: m.opts.ChunkTime, IdleChunkTime: m.opts.seams.IdleChunkTime, Room: m.room(), MaxChunk: m.galeraMaxChunk}, ClientSide: m.opts.ClientSide,
+		Stage: m.opts.seams.Stage, Workers: m.copyWorkers(ctx), AlwaysParallel: m.opts.seams.AlwaysParallel,
+		OvertakeDelay: m.opts.seams.OvertakeDelay}
 	if err := m.pipe.Copy(ctx, resumeAfter, m.copyWaiter(thr), cfg); err != nil {
 		return m.coded(err)
 	}
