@@ -212,7 +212,7 @@ func (m *migrator) copyWorkers(ctx context.Context) int {
 	}
 	mariaDB, mode := dbconn.MariaDB(m.version), int64(0)
 	if _, ok := m.ti.AutoIncrementColumn(); ok && !mariaDB { // the only case the mode decides
-		if err := m.db.QueryRowContext(ctx, "SELECT @@innodb_autoinc_lock_mode").Scan(&mode); err != nil {
+		if err := m.db.QueryRowContext(ctx, table.AutoIncLockMode).Scan(&mode); err != nil {
 			m.log.Debug("innodb_autoinc_lock_mode unread", "error", err)
 		}
 	}
