@@ -1,6 +1,7 @@
 package dbconn
 
 import (
+	"context"
 	"errors"
 	"net"
 	"strings"
@@ -17,6 +18,11 @@ func IsConnectionLoss(err error) bool {
 		case 1053, 1927, 2006, 2013: // server shutdown, connection killed, gone away, lost
 			return true
 		}
+	}
+	// A deadline of enginemig's own (a catch-up that took too long) is no lost connection, though
+	// context.DeadlineExceeded satisfies net.Error: resuming would hide the real failure.
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return false
 	}
 	var ne net.Error
 	if errors.As(err, &ne) {

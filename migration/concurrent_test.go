@@ -255,7 +255,7 @@ func TestConcurrentWritersDuringCopyAndCutover(t *testing.T) {
 func concurrentWriters(t *testing.T, srv *sandbox.Server, set func(*Options)) (string, *sql.DB, []*writer) {
 	schema, _ := sandboxtest.FreshDatabase(t, srv)
 	db := openControl(t, srv)
-	ws := seedAllTypes(t, db, schema, 40000, 4, 42)
+	ws := seedAllTypes(t, db, schema, 25000, 4, 42) // a few hundred 2 ms chunks
 
 	stop := runWriters(ws, 0)
 	opts := testOptions(srv, schema, "t")

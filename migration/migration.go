@@ -89,6 +89,9 @@ type Options struct {
 	// LockTimeout bounds how long one statement of the migration may wait for a lock another
 	// session holds before the migration stops with nothing changed (lockwait.DefaultTimeout when 0).
 	LockTimeout time.Duration
+	// ReconnectFor is how long a lost connection is retried, with backoff, before the run stops
+	// with its work kept for a re-run (exit 7): DefaultReconnectFor when 0, never when negative.
+	ReconnectFor time.Duration
 	// SkipVerify skips the chunk-by-chunk comparison of source and shadow before the cut-over.
 	SkipVerify bool
 	// Gates to run (see ParseGates) and how they benchmark.
@@ -195,12 +198,17 @@ func Run(ctx context.Context, db *sql.DB, opts Options) (*Result, error) {
 	// A lost connection (server restart, network) leaves the shadow and the progress in place:
 	// reconnect with backoff and resume, then give up with a clear message.
 	var lost error
-	for n := 1; err != nil && ctx.Err() == nil && n <= maxReconnects && (errors.Is(err, errSuspended) || dbconn.IsConnectionLoss(err)); n++ {
+	var lostAt time.Time
+	for n := 1; err != nil && ctx.Err() == nil && (errors.Is(err, errSuspended) || dbconn.IsConnectionLoss(err)); n++ {
 		if lost == nil {
-			lost = err
+			lost, lostAt = err, time.Now()
 		}
-		wait := min(time.Second<<(n-1), 30*time.Second)
-		opts.Logger.Warn("lost the connection to the server; resuming", "error", err, "in", wait, "attempt", n, "of", maxReconnects)
+		left := opts.ReconnectFor - time.Since(lostAt)
+		if left <= 0 {
+			break
+		}
+		wait := min(time.Second<<(n-1), 30*time.Second, left)
+		opts.Logger.Warn("lost the connection to the server; resuming", "error", err, "in", wait, "attempt", n, "gives_up_after", opts.ReconnectFor)
 		select {
 		case <-time.After(wait):
 		case <-ctx.Done():
@@ -236,6 +244,9 @@ func (o Options) withDefaults() Options {
 	if o.Cutover.Logger == nil {
 		o.Cutover.Logger = o.Logger
 	}
+	if o.ReconnectFor == 0 {
+		o.ReconnectFor = DefaultReconnectFor
+	}
 	if o.ProgressEvery == 0 {
 		o.ProgressEvery = 500 * time.Millisecond
 	}
@@ -248,8 +259,10 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-// maxReconnects bounds automatic resumes after lost connections (backoff 1 s doubling, ~1 min).
-const maxReconnects = 6
+// DefaultReconnectFor is how long apply keeps resuming after a lost connection when
+// Options.ReconnectFor is 0: long enough for a server restart or a failover of its address, short
+// enough that a server that stays away is reported while someone is still watching.
+const DefaultReconnectFor = time.Minute
 
 // errSuspended marks a run stopped by a lost connection with its work kept for resuming.
 var errSuspended = errors.New("connection lost")

@@ -32,12 +32,15 @@ type crashCase struct {
 	parallel  bool // two chunks in flight, every other one overtaken
 }
 
+// resumeRows is the table's size: a few hundred 2 ms chunks, with writes landing all through them.
+const resumeRows = 20000
+
 var crashCases = []crashCase{
-	{"during copy", 15000, "", false},
+	{"during copy", resumeRows / 2, "", false},
 	{"at index build", 0, state.StageIndexes, false},
 	{"during verify", 0, state.StageVerify, false},
 	{"at cut-over", 0, state.StageCutover, false},
-	{"during a parallel copy", 15000, "", true},
+	{"during a parallel copy", resumeRows / 2, "", true},
 }
 
 func resumeAfterCrash(t *testing.T, srv *sandbox.Server, cases []crashCase) {
@@ -45,7 +48,7 @@ func resumeAfterCrash(t *testing.T, srv *sandbox.Server, cases []crashCase) {
 		t.Run(c.name, func(t *testing.T) {
 			schema, _ := sandboxtest.FreshDatabase(t, srv)
 			db := openControl(t, srv)
-			ws := seedAllTypes(t, db, schema, 30000, 3, 11)
+			ws := seedAllTypes(t, db, schema, resumeRows, 3, 11)
 			stop := runWriters(ws, 200*time.Microsecond)
 			logs := &logLines{each: func(line string) {
 				if strings.Contains(line, "differs") || strings.Contains(line, "resuming") {
@@ -79,7 +82,7 @@ func resumeAfterCrash(t *testing.T, srv *sandbox.Server, cases []crashCase) {
 			if !strings.Contains(logs.String(), "resuming migration") {
 				t.Fatalf("second run did not resume; log: %v", logs.String())
 			}
-			if c.afterRows > 0 && res.RowsCopied >= 30000 {
+			if c.afterRows > 0 && res.RowsCopied >= resumeRows {
 				t.Fatalf("resumed copy started over: copied %d rows again", res.RowsCopied)
 			}
 			// Capture kept every change while nothing ran: verification repairing a chunk means

@@ -58,6 +58,7 @@ func applyCommand() *cli.Command {
 			&cli.DurationFlag{Name: "cutover-backoff", Value: def.Backoff, Usage: "pause after a failed cut-over attempt; doubles up to 8x"},
 			&cli.DurationFlag{Name: "long-query", Value: def.LongQuery, Usage: "queries on the table running longer than this delay the cut-over (a lock queued behind them would block the application)"},
 			&cli.DurationFlag{Name: "lock-timeout", Value: lockwait.DefaultTimeout, Usage: "how long a statement of apply may wait for another session's lock before apply stops with nothing changed (exit 6); the wait and its holder are logged"},
+			&cli.DurationFlag{Name: "reconnect-for", Value: migration.DefaultReconnectFor, Usage: "how long apply keeps reconnecting, with backoff, after it lost its connection (server restart, failover), resuming where it stopped; then exit 7 with the work kept for a re-run (0: do not reconnect)"},
 			&cli.BoolFlag{Name: "fixed-pace", Usage: "do not pace the copy by the application's throughput, latency and running sessions: rest as long as each chunk held the table whenever another client waited (docs/runbook.md)", Category: "Throttling"},
 			&cli.IntFlag{Name: "max-threads-running", Usage: "pause the copy while the server's Threads_running exceeds this (0: no limit)", Category: "Throttling"},
 			&cli.StringSliceFlag{Name: "replica", Usage: "host:port of a replica whose lag must stay under --max-lag (same credentials; repeatable); lag is measured with a heartbeat enginemig writes, and lag that cannot be measured pauses the copy", Category: "Throttling"},
@@ -244,6 +245,13 @@ func applyOptions(c *cli.Context, conn dbconn.Config, tg planrun.Target, gates m
 		ControlSocket: c.String("control-socket"),
 		MetricsListen: c.String("metrics-listen"),
 		LockTimeout:   c.Duration("lock-timeout"),
+		ReconnectFor:  c.Duration("reconnect-for"),
+	}
+	switch {
+	case opts.ReconnectFor < 0:
+		return opts, outcome.New(outcome.Usage, errors.New("--reconnect-for must not be negative"), "e.g. --reconnect-for 5m, or 0 to exit at a lost connection")
+	case opts.ReconnectFor == 0:
+		opts.ReconnectFor = -1 // Options' zero means the default
 	}
 	if opts.LockTimeout <= 0 {
 		return opts, outcome.New(outcome.Usage, errors.New("--lock-timeout must be positive"), "e.g. --lock-timeout 30s")

@@ -151,14 +151,15 @@ func sigkillDuringApply(t *testing.T, database string, extra []string) {
 	})
 }
 
-// The server restarts (clean shutdown) in the middle of the copy. apply must stop with exit 7 and
-// tell the user to run it again, or recover by itself; the next run resumes and the table is right.
+// The server restarts (clean shutdown) in the middle of the copy. With --reconnect-for 0 apply
+// must stop with exit 7 and tell the user to run it again (reconnecting by itself is
+// migration's TestServerRestartMidCopyResumesByItself); the next run resumes and the table is right.
 func TestServerRestartMidCopy(t *testing.T) {
 	e := faultServer(t)
 	schema := e.database(t, "restart")
 	l, stop := startLoad(t, e, schema, "t", 3, 6000)
 	apply := []string{"apply", "--database", schema, "--table", "t", "--chunk-time", "1ms", "--no-progress"}
-	p := e.start(t, apply...)
+	p := e.start(t, append(apply, "--reconnect-for", "0")...)
 	e.waitStage(t, p, schema, "t", func(s string) bool { return s == "copy" })
 	time.Sleep(100 * time.Millisecond)
 	if err := e.srv.Restart(context.Background()); err != nil {
@@ -166,18 +167,15 @@ func TestServerRestartMidCopy(t *testing.T) {
 	}
 	code, out := p.wait(t, 2*time.Minute)
 	t.Logf("apply across the restart: exit %d; %s", code, lastLine(out))
-	switch code {
-	case int(outcome.NeedsAttention):
-		if !strings.Contains(out, "run the same apply again to resume") {
-			t.Fatalf("exit 7 without the resume advice:\n%s", out)
-		}
-		code, out = e.run(t, apply...)
-		if code != 0 || !strings.Contains(out, "resuming migration") {
-			t.Fatalf("re-run: exit %d (want 0 and a resume)\n%s", code, out)
-		}
-	case 0: // retried by itself
-	default:
-		t.Fatalf("apply across a server restart: exit %d (want 7, or 0 after an automatic retry)\n%s", code, out)
+	if code != int(outcome.NeedsAttention) || !strings.Contains(out, "run the same apply again to resume") {
+		t.Fatalf("apply across a server restart with --reconnect-for 0: exit %d (want 7 with the resume advice)\n%s", code, out)
+	}
+	if strings.Contains(out, "lost the connection to the server; resuming") {
+		t.Fatalf("apply reconnected although --reconnect-for was 0:\n%s", out)
+	}
+	code, out = e.run(t, apply...)
+	if code != 0 || !strings.Contains(out, "resuming migration") {
+		t.Fatalf("re-run: exit %d (want 0 and a resume)\n%s", code, out)
 	}
 	time.Sleep(200 * time.Millisecond)
 	stop()

@@ -22,13 +22,14 @@ func TestFleetStopsAtAFailedHostThenResumes(t *testing.T) {
 	sock := filepath.Join(sockDir, "db2.sock")
 	const rows = 30000
 	f := newFleet(t, hostSpec{name: "db1", rows: 1000},
-		hostSpec{name: "db2", rows: rows, vars: map[string]any{"enginemig_apply_args": []string{"--control-socket", sock, "--chunk-time", "1ms"}}},
+		hostSpec{name: "db2", rows: rows, vars: map[string]any{"enginemig_apply_args": []string{"--control-socket", sock, "--chunk-time", "1ms", "--reconnect-for", "2s"}}},
 		hostSpec{name: "db3", rows: 1000})
 	db1, db2, db3 := f.hosts[0], f.hosts[1], f.hosts[2]
 	before := f.states(t)
 	vars := map[string]any{"enginemig_serial": 1, "enginemig_max_fail": 0}
 
-	// 1. Pause db2's copy once it has rows, stop its server, let the copy go on into the void.
+	// 1. Pause db2's copy once it has rows, stop its server, let the copy go on into the void
+	// (and give up reconnecting after 2 s).
 	p := f.start(t, "convert.yml", vars)
 	deadline := time.Now().Add(4 * time.Minute)
 	for {
