@@ -290,8 +290,18 @@ type migrator struct {
 	rec            *recorder
 	pipe           *shadow.Pipeline
 	gentle         atomic.Pointer[throttle.Gentle] // the pacing while it runs; nil with FixedPace
-	res            *Result
+	// rec and pipe as the controller's goroutines (control, status, metrics, the waits watcher)
+	// read them: published once the run has them (liveRecord, livePipeline).
+	recLive  atomic.Pointer[recorder]
+	pipeLive atomic.Pointer[shadow.Pipeline]
+	res      *Result
 }
+
+// liveRecord is the run's record for other goroutines (nil before the run has one).
+func (m *migrator) liveRecord() *recorder { return m.recLive.Load() }
+
+// livePipeline is the run's pipeline for other goroutines (nil before the run has one).
+func (m *migrator) livePipeline() *shadow.Pipeline { return m.pipeLive.Load() }
 
 func orNone(s string) string {
 	if s == "" {

@@ -93,6 +93,7 @@ func (m *migrator) begin(ctx context.Context) error {
 		return outcome.New(outcome.Refused, err, "")
 	}
 	m.rec.waits = m.ctl.waits
+	m.recLive.Store(m.rec)
 	m.res.ID = m.rec.snapshot().ID
 	if m.resume != nil {
 		m.log.Info("resuming migration", "id", m.resume.ID, "stage", m.resume.Stage,

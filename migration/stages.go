@@ -161,6 +161,7 @@ func (m *migrator) openPipeline(ctx context.Context) error {
 		return outcome.New(outcome.FailedSafe, err, m.capture.SetupRemedy())
 	}
 	m.pipe = p
+	m.pipeLive.Store(p)
 	m.rec.attach(p)
 	if m.resume == nil {
 		m.rec.update(ctx, func(st *state.State) { st.CaptureStart = p.Start() })
