@@ -71,6 +71,10 @@ func Run(ctx context.Context, db *sql.DB, opts Options) (*Result, error) {
 			return nil, err
 		}
 	}
+	gates, err := cutover.DropLeftGates(ctx, db, opts.Schema, table.GateName(opts.Table), table.GoneName(opts.Table))
+	if res.Dropped = append(res.Dropped, gates...); err != nil {
+		return res, err
+	}
 	if sh := table.ShadowName(opts.Table); exists(sh) {
 		if err := drop(sh); err != nil {
 			return nil, err

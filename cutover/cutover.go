@@ -46,7 +46,8 @@ type Config struct {
 	// Galera swaps without a sentry, in a way that cannot wedge a Galera node (attemptGalera).
 	Galera bool
 	// OnLocked is a fault-injection point for tests: called once the tables are locked, before
-	// the target catches up.
+	// the target catches up (in the gated swap back: once the target caught up, just before the
+	// rename is sent).
 	OnLocked func()
 }
 
@@ -119,6 +120,9 @@ type Swap struct {
 	// Target.WaitFor reads under the lock (trigger capture's change log). Never To: the rename
 	// takes its metadata locks in name order, and must queue on From (see table.SwapName).
 	LockWith []string
+	// Gate and Gone, on a Galera node, make the swap the gated one (attemptGaleraGate): the
+	// empty table Gate is renamed to Gone in the same RENAME, and its lock sorts first.
+	Gate, Gone string
 }
 
 // Result reports what the swap cost.
@@ -146,6 +150,9 @@ func Run(ctx context.Context, db *sql.DB, sw Swap, target Target, cfg Config, re
 	lim := newLimit(cfg)
 	retry := &retries{cfg: cfg, lim: lim}
 	defer retry.end()
+	if sw.Gate != "" {
+		defer dropGates(context.WithoutCancel(ctx), db, sw, cfg.Logger)
+	}
 	for cfg.Attempts <= 0 || res.Attempts < cfg.Attempts {
 		if lim.passed() {
 			break
@@ -155,7 +162,9 @@ func Run(ctx context.Context, db *sql.DB, sw Swap, target Target, cfg Config, re
 			return res, err
 		}
 		held, pos, err := prepared(ctx, rec, target, func() (time.Duration, string, error) {
-			if cfg.Galera {
+			if cfg.Galera && sw.Gate != "" {
+				return attemptGaleraGate(ctx, db, sw, target, cfg, rec)
+			} else if cfg.Galera {
 				return attemptGalera(ctx, db, sw, target, cfg, rec)
 			}
 			return attempt(ctx, db, sw, target, cfg, rec)

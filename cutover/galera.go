@@ -124,6 +124,11 @@ func idle(ctx context.Context, db *sql.DB, sw Swap, when string) error {
 	if queue > 0 {
 		return fmt.Errorf("%s: %d replicated event(s) wait to be applied on this node (wsrep_local_recv_queue)", when, queue)
 	}
+	return noDDL(ctx, db, when)
+}
+
+// noDDL fails the attempt while a DDL runs or waits in total order on the node.
+func noDDL(ctx context.Context, db *sql.DB, when string) error {
 	rows, err := db.QueryContext(ctx, `SELECT ID, COALESCE(STATE, ''), COALESCE(INFO, '') FROM information_schema.PROCESSLIST
 		WHERE ID <> CONNECTION_ID() AND COMMAND <> 'Sleep' AND (STATE LIKE '%isolation%' OR INFO REGEXP '^[[:space:]]*(ALTER|CREATE|DROP|RENAME|TRUNCATE|OPTIMIZE|REPAIR|ANALYZE|GRANT|REVOKE)[[:space:]]')`)
 	if err != nil {

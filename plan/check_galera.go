@@ -62,6 +62,10 @@ func checkGaleraCluster(s *ServerInfo) []Finding {
 		add(Blocker, "MyISAM replication is on (wsrep_mode=REPLICATE_MYISAM or wsrep_replicate_myisam=ON): writes to the MyISAM table reach the other nodes outside the copy's order, which enginemig does not handle",
 			"turn MyISAM replication off for the conversion (SET GLOBAL wsrep_mode without REPLICATE_MYISAM)")
 	}
+	if !g.BinlogsWriteSets {
+		add(Warning, "log_slave_updates is OFF: this node's binlog lacks the writes the other nodes make, so a rollback of a conversion made here will be refused (after the swap the InnoDB table is written on every node, and a rollback must carry those writes into the MyISAM table)",
+			"set log_slave_updates=ON in this node's configuration and restart it before apply, if a rollback must stay possible")
+	}
 	add(Info, fmt.Sprintf("write-set limits: wsrep_max_ws_rows=%d, wsrep_max_ws_size=%d bytes; each copy chunk and replay batch is one write set and must stay below both (0 rows means no row limit)", g.MaxWSRows, g.MaxWSSize), "")
 	add(Info, fmt.Sprintf("flow control: gcs.fc_limit=%s, paused %.3f of the time since the status was last read, receive queue %d; the cluster's slowest node paces every writer, the copy included", orDash(g.FCLimit), g.FCPaused, g.RecvQueue), "")
 	return out

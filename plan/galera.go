@@ -35,6 +35,10 @@ type Galera struct {
 	RecvQueue       int64   `json:"local_recv_queue"`
 	StrictMode      string  `json:"pxc_strict_mode,omitempty"` // Percona XtraDB Cluster only
 	ReplicateMyISAM bool    `json:"replicate_myisam"`
+	// BinlogsWriteSets: the write sets applied from other nodes reach this node's binlog, which a
+	// rollback replays (MariaDB writes them whatever log_slave_updates says; other wsrep servers
+	// only with it).
+	BinlogsWriteSets bool `json:"binlogs_write_sets"`
 	// Rows maps "schema.table" to the table's rows on each node, in Nodes order.
 	Rows map[string][]NodeRows `json:"rows,omitempty"`
 }
@@ -47,9 +51,16 @@ type NodeRows struct {
 	Err    string `json:"error,omitempty"` // the node could not be read
 }
 
+// BinlogsWriteSets says whether a Galera node writes the write sets it applies from other nodes
+// to its binlog: MariaDB does whatever log_slave_updates says (measured on 10.11, see
+// docs/how-it-works.md, "Rollback on Galera"); other wsrep servers only with log_slave_updates.
+func BinlogsWriteSets(mariaDB bool, logSlaveUpdates string) bool {
+	return mariaDB || strings.EqualFold(logSlaveUpdates, "ON") || logSlaveUpdates == "1"
+}
+
 // galeraVariables are read only on a Galera node (absent ones stay empty).
 var galeraVariables = []string{"wsrep_node_name", "wsrep_max_ws_rows", "wsrep_max_ws_size", "wsrep_provider_options",
-	"pxc_strict_mode", "wsrep_mode", "wsrep_replicate_myisam", "wsrep_node_incoming_address", "port"}
+	"pxc_strict_mode", "wsrep_mode", "wsrep_replicate_myisam", "wsrep_node_incoming_address", "port", "log_slave_updates"}
 
 var fcLimitRe = regexp.MustCompile(`gcs\.fc_limit\s*=\s*([^;]+)`)
 
@@ -76,6 +87,7 @@ func loadGalera(ctx context.Context, q Querier, s *ServerInfo, nodes []string) (
 	if m := fcLimitRe.FindStringSubmatch(vars["wsrep_provider_options"]); m != nil {
 		g.FCLimit = strings.TrimSpace(m[1])
 	}
+	g.BinlogsWriteSets = BinlogsWriteSets(s.MariaDB(), vars["log_slave_updates"])
 	g.ReplicateMyISAM = strings.Contains(strings.ToUpper(vars["wsrep_mode"]), "REPLICATE_MYISAM") ||
 		strings.EqualFold(vars["wsrep_replicate_myisam"], "ON")
 	g.Nodes = nodes

@@ -1,12 +1,76 @@
 package rollback
 
-// errGaleraRollback is why rollback refuses on a Galera node. After the swap the InnoDB table is
-// the cluster's: every node's application may write it, and those writes reach this node as
-// replicated events. A rollback's lock on this node does not hold the other nodes' writers, its
-// capture sees their changes only with log_slave_updates, and the MyISAM original it swaps back
-// holds rows on this node only, so a swap back would lose every write made on the other nodes
-// since the cut-over.
-const errGaleraRollback = "rollback refuses on a Galera node: the converted table is replicated and written on every node, and swapping the MyISAM original back (whose rows live on this node only) would lose the writes made on the other nodes since the cut-over"
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
 
-const galeraRollbackRemedy = "keep the InnoDB table; to undo by hand, stop the application's writes on every node, copy the InnoDB table's rows into the kept original (" +
-	"INSERT ... SELECT), and rename the two tables in one RENAME TABLE"
+	"github.com/enginemig/enginemig/cutover"
+	"github.com/enginemig/enginemig/dbconn"
+	"github.com/enginemig/enginemig/outcome"
+	"github.com/enginemig/enginemig/plan"
+	"github.com/enginemig/enginemig/preflight"
+	"github.com/enginemig/enginemig/shadow"
+	"github.com/enginemig/enginemig/state"
+	"github.com/enginemig/enginemig/table"
+)
+
+// prepareGalera readies a rollback on a Galera node (docs/how-it-works.md, "Rollback on
+// Galera"), or refuses, changing nothing, where it could not be lossless. After the swap the
+// InnoDB table is written on every node; rolling back means the MyISAM original, on this node
+// (the one that held its rows), with every change made anywhere in the cluster since. The
+// capture reads them from this node's binlog, where the write sets applied from the other nodes
+// must be, and the swap back is the gated one (cutover.Swap.Gate).
+func prepareGalera(ctx context.Context, db *sql.DB, opts *Options, st *state.State, version string) error {
+	if st.CaptureMode() != shadow.Binlog {
+		return preflight.Refuse("keep the InnoDB table", "on a Galera node a rollback replays this node's binlog, and the conversion recorded %s capture", st.Capture)
+	}
+	var size int64
+	var status, state, name string
+	if err := db.QueryRowContext(ctx, "SHOW GLOBAL STATUS LIKE 'wsrep_cluster_status'").Scan(&name, &status); err != nil {
+		return fmt.Errorf("read wsrep_cluster_status: %w", err)
+	}
+	db.QueryRowContext(ctx, "SHOW GLOBAL STATUS LIKE 'wsrep_local_state_comment'").Scan(&name, &state)
+	db.QueryRowContext(ctx, "SHOW GLOBAL STATUS LIKE 'wsrep_cluster_size'").Scan(&name, &size)
+	if status != "Primary" || state != "Synced" {
+		return preflight.Refuse("roll back once the node is Synced in the Primary component", "this node is %s in a %s component of %d node(s)", state, status, size)
+	}
+	var logReplicated sql.NullString
+	db.QueryRowContext(ctx, "SELECT @@GLOBAL.log_slave_updates").Scan(&logReplicated)
+	if !plan.BinlogsWriteSets(dbconn.MariaDB(version), logReplicated.String) {
+		return preflight.Refuse("set log_slave_updates=ON (log_replica_updates) in the configuration of this node and restart it, or keep the InnoDB table; changes the other nodes made before that are not in its binlog, so roll back only conversions made after",
+			"log_slave_updates is OFF: this node's binlog lacks the writes made on the other nodes, which a rollback must carry into the MyISAM table")
+	}
+	trs, err := table.LoadTriggers(ctx, db, opts.Schema, opts.Table)
+	if err != nil {
+		return err
+	}
+	if len(trs) > 0 {
+		return preflight.Refuse("keep the InnoDB table, or drop its triggers for the rollback and create them again after",
+			"%s has triggers: carrying them back is not built for a Galera node yet", dbconn.QualifiedName(opts.Schema, opts.Table))
+	}
+	if !table.GateSortsFirst(opts.Table) {
+		return preflight.Refuse("rename the table, or keep it InnoDB", "the table's name %q leaves no name for the swap-back's gate that sorts before it (or the gate's name would be over 64 characters)", opts.Table)
+	}
+	opts.Cutover.Galera = true
+	opts.Logger.Info("Galera node: rolling back with the gated swap; the application must write through this node again afterwards", "cluster_size", size)
+	return nil
+}
+
+// galeraGate makes a swap back on a Galera node the gated one.
+func galeraGate(opts Options, sw *cutover.Swap) {
+	if opts.Cutover.Galera {
+		sw.Gate, sw.Gone = table.GateName(opts.Table), table.GoneName(opts.Table)
+	}
+}
+
+// swapBackFailed says what a failed swap back left: a Galera rename that had to go through late
+// swapped the tables, and the kept InnoDB table has every change.
+func swapBackFailed(err error, sw cutover.Swap) error {
+	if swapped := (*cutover.SwappedError)(nil); errors.As(err, &swapped) {
+		return outcome.New(outcome.NeedsAttention, fmt.Errorf("swapped back: %w", err),
+			fmt.Sprintf("the MyISAM table is live; compare it with %s (the InnoDB table, which has every change up to the rename) and copy what is missing", sw.Aside))
+	}
+	return outcome.New(outcome.FailedSafe, fmt.Errorf("swap back: %w", err), "the InnoDB table is still live; retry the rollback")
+}

@@ -88,7 +88,9 @@ func rollback(ctx context.Context, db *sql.DB, opts Options, swapping *atomic.Bo
 		return nil, err
 	}
 	if dbconn.GaleraNode(ctx, db) {
-		return nil, preflight.Refuse(galeraRollbackRemedy, "%s", errGaleraRollback)
+		if err := prepareGalera(ctx, db, &opts, st, version); err != nil {
+			return nil, err
+		}
 	}
 	swapping.Store(true) // an interrupted rollback may be past its swap
 	if res, done, err := finishInterruptedRollback(ctx, db, opts, st); err != nil || done {
@@ -129,6 +131,7 @@ func swapBack(ctx context.Context, db *sql.DB, opts Options, st *state.State, cu
 	cfg := rollbackCapture(db, cur, st.CaptureMode())
 	cfg.Conn, cfg.Version, cfg.ServerID, cfg.Start, cfg.Logger = opts.Conn, version, opts.ServerID, from, opts.Logger
 	cfg.IgnoreQuery = func(q string) bool { return ignore(q) || isTriggerDDL(q) }
+	cfg.Faults = opts.Faults
 	pipe, err := shadow.Open(ctx, cfg)
 	if err != nil {
 		return nil, outcome.New(outcome.FailedSafe, err, "")
@@ -144,10 +147,11 @@ func swapBack(ctx context.Context, db *sql.DB, opts Options, st *state.State, cu
 		return nil, err
 	}
 	sw := cutover.Swap{Schema: opts.Schema, From: opts.Table, To: oldName, Aside: innoName, Sentry: table.SwapName(opts.Table), LockWith: pipe.SwapLockWith()}
+	galeraGate(opts, &sw)
 	swapping.Store(true)
 	cut, err := cutover.Run(ctx, db, sw, pipe, opts.Cutover, rollbackHook{carrier, oldName})
 	if err != nil {
-		return nil, outcome.New(outcome.FailedSafe, fmt.Errorf("swap back: %w", err), "the InnoDB table is still live; retry the rollback")
+		return nil, swapBackFailed(err, sw)
 	}
 	pipe.StopAfterSwap()
 	carrier.AfterCreate = opts.Faults.AfterTrigger()

@@ -44,6 +44,10 @@ type Config struct {
 	// sessions, which check their rows themselves): Check skips them. It must lie above every
 	// writer's range.
 	OthersFrom int64
+	// Via, when set, is the pool writer i sends its next statement to (a node of a cluster, which
+	// the test may change while the load runs), and done, when not nil, is called once that
+	// statement has ended; nil sends everything to Create's pool.
+	Via func(writer int) (db *sql.DB, done func())
 }
 
 // webMix is the share of the load that imitates the application.
@@ -66,6 +70,7 @@ type Load struct {
 
 type writer struct {
 	l         *Load
+	i         int
 	lo, hi    int64 // owned [lo, hi)
 	next      int64
 	r         *rand.Rand
@@ -127,7 +132,7 @@ func Create(ctx context.Context, db *sql.DB, schema, table string, cfg Config) (
 	seedRand := rand.New(rand.NewPCG(cfg.Seed, 0))
 	for i := 0; i < cfg.Writers; i++ {
 		lo := 1 + int64(i)*cfg.Span
-		w := &writer{l: l, lo: lo, hi: lo + cfg.Span, next: lo, r: rand.New(rand.NewPCG(cfg.Seed, uint64(i)+1)),
+		w := &writer{l: l, i: i, lo: lo, hi: lo + cfg.Span, next: lo, r: rand.New(rand.NewPCG(cfg.Seed, uint64(i)+1)),
 			model: map[int64]row{}, uncertain: map[int64]bool{}}
 		l.ws = append(l.ws, w)
 		const batch = 500
@@ -192,7 +197,10 @@ func (l *Load) Start() (stop func()) {
 func (w *writer) exec(ids []int64, q string, args ...any) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if _, err := w.l.db.ExecContext(ctx, q, args...); err != nil {
+	db, done := w.db()
+	_, err := db.ExecContext(ctx, q, args...)
+	done()
+	if err != nil {
 		w.mu.Lock()
 		w.errs = append(w.errs, fmt.Sprintf("%s: %v", strings.Fields(q)[0], err))
 		w.mu.Unlock()
@@ -205,6 +213,17 @@ func (w *writer) exec(ids []int64, q string, args ...any) bool {
 	}
 	w.acked.Add(1)
 	return true
+}
+
+func (w *writer) db() (*sql.DB, func()) {
+	if w.l.cfg.Via != nil {
+		db, done := w.l.cfg.Via(w.i)
+		if done == nil {
+			done = func() {}
+		}
+		return db, done
+	}
+	return w.l.db, func() {}
 }
 
 func (w *writer) forget(id int64) {
@@ -259,7 +278,9 @@ func (w *writer) read(id int64, ok bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var got row
-	err := l.db.QueryRowContext(ctx, "SELECT "+q[1]+","+q[2]+","+q[3]+" FROM "+l.qt+" WHERE "+q[0]+"=?", id).Scan(&got.v, &got.s, &got.b)
+	db, done := w.db()
+	defer done()
+	err := db.QueryRowContext(ctx, "SELECT "+q[1]+","+q[2]+","+q[3]+" FROM "+l.qt+" WHERE "+q[0]+"=?", id).Scan(&got.v, &got.s, &got.b)
 	w.reads.Add(1)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		w.mu.Lock()
