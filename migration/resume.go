@@ -19,18 +19,9 @@ import (
 // cleanly so a new migration can start.
 func (m *migrator) settleInterrupted(ctx context.Context, store *state.Store, prev *state.State) (resume *state.State, done bool, err error) {
 	schema, name := m.opts.Schema, m.opts.Table
-	shadowName, old, swap := table.ShadowName(name), table.OldName(name), table.SwapName(name)
-	if cutover.IsSentry(ctx, m.db, schema, swap) {
-		m.log.Info("removing the cut-over sentry left by the interrupted run", "sentry", swap)
-		if _, err := m.db.ExecContext(ctx, table.DropTable(schema, swap)); err != nil {
-			return nil, false, err
-		}
-	} else if _, err := table.Load(ctx, m.db, schema, swap); err == nil {
-		// The swap went through but the process died before moving the original to its kept name.
-		m.log.Info("moving the original to its kept name (the interrupted run had swapped the tables)", "from", swap, "to", old)
-		if _, err := m.db.ExecContext(ctx, table.RenameTable(schema, swap, old)); err != nil {
-			return nil, false, err
-		}
+	shadowName, old := table.ShadowName(name), table.OldName(name)
+	if err := m.settleSwapName(ctx); err != nil {
+		return nil, false, err
 	}
 	cur, err := table.Load(ctx, m.db, schema, name)
 	if err != nil {
@@ -95,6 +86,24 @@ func (m *migrator) settleInterrupted(ctx context.Context, store *state.Store, pr
 		return nil, false, err
 	}
 	return prev, false, nil
+}
+
+// settleSwapName clears the swap's name: a sentry left by an interrupted cut-over is dropped,
+// and an original left there by a swap that went through (the process died before moving it to
+// its kept name) is moved there.
+func (m *migrator) settleSwapName(ctx context.Context) error {
+	schema, swap, old := m.opts.Schema, table.SwapName(m.opts.Table), table.OldName(m.opts.Table)
+	if cutover.IsSentry(ctx, m.db, schema, swap) {
+		m.log.Info("removing the cut-over sentry left by the interrupted run", "sentry", swap)
+		_, err := m.db.ExecContext(ctx, table.DropTable(schema, swap))
+		return err
+	}
+	if _, err := table.Load(ctx, m.db, schema, swap); err == nil {
+		m.log.Info("moving the original to its kept name (the interrupted run had swapped the tables)", "from", swap, "to", old)
+		_, err := m.db.ExecContext(ctx, table.RenameTable(schema, swap, old))
+		return err
+	}
+	return nil
 }
 
 // stopOrphans waits for statements of the dead run that still write to the shadow (a commit the
