@@ -256,12 +256,9 @@ func (p *Pipeline) Exec(ctx context.Context, stmt string) error {
 
 // StartVerify starts Verify in the background once the copy is done, so that it runs beside the
 // index build (Exec); Verify then waits for its result. The build's sort holds one core and leaves
-// the other to verification: on 10M rows with one secondary index, idle, 2 cores, apply took
-// 48.0 s instead of 56.1 s (`go run ./bench/cmd/applybench -rows 10000000 -idle-only -compare-bin
-// OLD`, OLD built with StartVerify off; verification did not hide whole: 15.0 s beside the 9.0 s
-// build, 13.3 s alone after a 7.3 s one).
-// Following the copy instead, range by range, made it slower (6.0 s): on 2 cores the copy and the
-// replay of its own binlog events already keep both busy. It returns false when the capture
+// the other to verification. Following the copy instead, range by range, is slower: the copy and
+// the replay of its own binlog events already keep two cores busy (docs/bench.md, "Measurements
+// behind the code's constants"). It returns false when the capture
 // must lock the target with the source to catch up (trigger capture): that lock would wait for
 // the whole build while holding the source's.
 func (p *Pipeline) StartVerify(ctx context.Context, pace copier.Pace) bool {
