@@ -162,10 +162,8 @@ func (s *Stream) item(ev *replication.BinlogEvent) (Item, error) {
 
 // decodeRows decodes the row images of the table's own events only; other tables' events keep
 // their header (their table is all item needs). The copy's own writes to the target are the
-// largest such stream (the whole table again), and a busy server logs other tables' writes too.
-// Decoding every value of them took most of enginemig's CPU: 1.03 s of a 1M-row apply, 0.16 s
-// without, and the copy took 3.1 s instead of 4.9 s with that core given back to the server
-// (`go run ./bench/cmd/applybench -rows 1000000 -idle-only -compare-bin OLD`, 2 cores).
+// largest such stream (the whole table again), and a busy server logs other tables' writes too:
+// decoding every value of them was most of enginemig's CPU, a core the copy's server needs.
 func (s *Stream) decodeRows(e *replication.RowsEvent, data []byte) error {
 	pos, err := e.DecodeHeader(data)
 	if err != nil || !s.ours(e.Table) {

@@ -6,7 +6,6 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
-	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -78,7 +77,7 @@ func (c *Carrier) DropStandIns(ctx context.Context, onTable string) error {
 			return err
 		}
 		if on == onTable {
-			if _, err := c.DB.ExecContext(ctx, "DROP TRIGGER "+dbconn.QualifiedName(c.Schema, tmp)); err != nil {
+			if _, err := c.DB.ExecContext(ctx, table.DropTrigger(c.Schema, tmp)); err != nil {
 				return fmt.Errorf("drop stand-in %s: %w", tmp, err)
 			}
 		}
@@ -106,7 +105,7 @@ func (c *Carrier) Finish(ctx context.Context) error {
 				tr.Name, tmp, c.Live, orNone(onReal))
 		default:
 			if onReal != "" {
-				if _, err := c.DB.ExecContext(ctx, "DROP TRIGGER "+dbconn.QualifiedName(c.Schema, tr.Name)); err != nil {
+				if _, err := c.DB.ExecContext(ctx, table.DropTrigger(c.Schema, tr.Name)); err != nil {
 					return fmt.Errorf("drop trigger %s from %s: %w", tr.Name, onReal, err)
 				}
 			}
@@ -120,7 +119,7 @@ func (c *Carrier) Finish(ctx context.Context) error {
 			}
 		}
 		if onTmp == c.Live {
-			if _, err := c.DB.ExecContext(ctx, "DROP TRIGGER "+dbconn.QualifiedName(c.Schema, tmp)); err != nil {
+			if _, err := c.DB.ExecContext(ctx, table.DropTrigger(c.Schema, tmp)); err != nil {
 				return fmt.Errorf("drop stand-in %s: %w", tmp, err)
 			}
 		}
@@ -137,24 +136,15 @@ func (c *Carrier) Statements(onTable string) []string {
 	}
 	for _, tr := range c.Triggers {
 		tmp := table.TempTriggerName(c.Schema, c.Live, tr.Name)
-		out = append(out, "DROP TRIGGER "+dbconn.QualifiedName(c.Schema, tr.Name), tr.Create(c.Schema, c.Live, tr.Name, tmp),
-			"DROP TRIGGER "+dbconn.QualifiedName(c.Schema, tmp))
+		out = append(out, table.DropTrigger(c.Schema, tr.Name), tr.Create(c.Schema, c.Live, tr.Name, tmp),
+			table.DropTrigger(c.Schema, tmp))
 	}
 	return out
 }
 
 // tableOf is the table the named trigger is on ("" when there is none).
 func (c *Carrier) tableOf(ctx context.Context, trigger string) (string, error) {
-	var on string
-	err := c.DB.QueryRowContext(ctx, "SELECT EVENT_OBJECT_TABLE FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = ? AND TRIGGER_NAME = ?",
-		c.Schema, trigger).Scan(&on)
-	if errors.Is(err, sql.ErrNoRows) {
-		return "", nil
-	}
-	if err != nil {
-		return "", fmt.Errorf("look up trigger %s: %w", trigger, err)
-	}
-	return on, nil
+	return table.TriggerTable(ctx, c.DB, c.Schema, trigger)
 }
 
 // exec runs a CREATE TRIGGER in the original's session context (sql_mode, client character set,
@@ -176,9 +166,9 @@ func (c *Carrier) exec(ctx context.Context, tr table.Trigger, stmt string) error
 	return err
 }
 
-// PrepareSwap installs the stand-ins before the lock. Measured on MariaDB 10.11 (2 cores):
-// each CREATE or DROP TRIGGER takes ~20 ms, so installing 7 under the lock held it 450 ms instead
-// of ~10 ms; before the lock they cost the application nothing, and replay's rows skip their guard
+// PrepareSwap installs the stand-ins before the lock: a CREATE or DROP TRIGGER takes tens of
+// milliseconds, which under the lock the application would wait for, once per trigger; before the
+// lock they cost the application nothing, and replay's rows skip their guard
 // (dbconn.OwnWriteVar). Creating a trigger fails for good (its definition, a privilege), not
 // because the table is busy: that stops the cut-over instead of retrying.
 func (c *Carrier) PrepareSwap(ctx context.Context, onTable string) error {

@@ -46,7 +46,7 @@ func Run(ctx context.Context, db *sql.DB, opts Options) (*Result, error) {
 	defer lock.Close()
 	res := &Result{}
 	drop := func(name string) error {
-		if _, err := db.ExecContext(ctx, "DROP TABLE "+dbconn.QualifiedName(opts.Schema, name)); err != nil {
+		if _, err := db.ExecContext(ctx, table.DropTable(opts.Schema, name)); err != nil {
 			return fmt.Errorf("drop %s: %w", name, err)
 		}
 		res.Dropped = append(res.Dropped, name)

@@ -112,9 +112,7 @@ func NewChunker(db *sql.DB, q *table.SQL, pace Pace) *Chunker {
 // holds the chunk size in rows, and the size; hi is nil when fewer rows remain (the range is open).
 // The bound is read by index only. It is sent as text with the values interpolated, not as a
 // prepared statement: MariaDB 10.11 runs the prepared form as an index-condition scan that reads
-// every row (Rows_examined as high, 0.76 µs a row) and the literal form index-only (0.08 µs a
-// row): on a 1M-row table that made verification 2x slower (1.73 s vs 0.87 s, applybench
-// -rows 1000000 -idle-only, slow log with log_slow_verbosity=explain).
+// every row, and the literal form index-only, about ten times cheaper a row (docs/bench.md).
 func (c *Chunker) next(ctx context.Context, lo []any) (hi []any, size int, err error) {
 	size = int(c.size.Load())
 	if !c.q.Chunked() {

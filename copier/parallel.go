@@ -16,10 +16,9 @@ import (
 // is written, as a single one does; progress.go keeps Ahead and the resume watermark right when
 // chunks finish out of order.
 //
-// Measured on MariaDB 10.11, 2 cores, 1M rows (six columns): two INSERT ... SELECT statements over
-// the two halves of the key took 1.68 s against 2.84 s for one, but 2.89 s when the target has an
-// AUTO_INCREMENT column: the chunks then run one after another, even though they supply every
-// value (plan.ParallelCopy has the figures per server). The caller chooses Workers.
+// Two chunks at once copy faster than one, except into a target with an AUTO_INCREMENT column:
+// InnoDB then runs them one after another, even though they supply every value (plan.ParallelCopy
+// says when; the figures are in docs/bench.md). The caller chooses Workers.
 
 // workers runs parallel chunks in an errgroup that fails together; it is started at the first
 // parallel chunk and waited for before a chunk that must run alone.

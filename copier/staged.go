@@ -11,9 +11,8 @@ import (
 
 // A staged chunk holds the source only while its rows are read into a temporary MyISAM table
 // (table.SQL.StageFill), then writes them into the target from there, with the source free.
-// Measured on 1M rows (80k-row chunks, MariaDB 10.11, 2 cores): the source was locked 3.4 s in
-// all by direct REPLACE ... SELECT chunks, 1.2 s by staged ones, which took 3.7 s instead of
-// 3.4 s in all. So chunks are staged only while other clients wait for the table: then the lock
+// Staging holds the source about a third as long in all, and makes the copy a little slower
+// (docs/bench.md). So chunks are staged only while other clients wait for the table: then the lock
 // is what they feel, and the copy rests in proportion to it. The chunk's Order spans both
 // statements, like a client-side chunk's read and write.
 //

@@ -227,17 +227,17 @@ func TestConcurrentWritersDuringCopyAndCutover(t *testing.T) {
 		t.Run(v.name, func(t *testing.T) {
 			logs := &logLines{}
 			concurrentWriters(t, srv, func(o *Options) {
-				o.ClientSide, o.stage, o.verifyRelease, o.Logger = v.clientSide, v.stage, v.release, logs.logger()
+				o.ClientSide, o.seams.Stage, o.seams.VerifyRelease, o.Logger = v.clientSide, v.stage, v.release, logs.logger()
 				o.FixedPace = !v.paced
 				if v.parallel {
 					// Every other chunk starts late, so the next one finishes first and replay
 					// meets chunks written past one not yet begun (copier/progress.go).
-					o.CopyWorkers, o.alwaysParallel, o.overtakeDelay = 2, true, 30*time.Millisecond
+					o.CopyWorkers, o.seams.AlwaysParallel, o.seams.OvertakeDelay = 2, true, 30*time.Millisecond
 				}
 				if v.release == verify.ReleaseAlways {
 					// Writes land in the pause; were replay not held, the target would move on
 					// past the source's checksum and chunks would differ (repairs fail the test).
-					o.verifyHold = 25 * time.Millisecond
+					o.seams.VerifyHold = 25 * time.Millisecond
 				}
 			})
 			m := regexp.MustCompile(`msg=copied .*staged_chunks=(\d+)`).FindStringSubmatch(logs.String())
@@ -370,7 +370,7 @@ func TestCutoverWaitsForLaggingReplay(t *testing.T) {
 	ws := seedAllTypes(t, db, schema, 5000, 4, 99)
 	stop := runWriters(ws, 0)
 	opts := testOptions(srv, schema, "t")
-	opts.replayDelay = 100 * time.Millisecond
+	opts.seams.ReplayDelay = 100 * time.Millisecond
 	opts.SkipVerify = true // verify would hide a lossy cut-over by repairing the shadow first
 	res, err := Run(context.Background(), db, opts)
 	time.Sleep(200 * time.Millisecond)

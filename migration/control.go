@@ -81,7 +81,7 @@ func (c *controller) Resume() {
 // Abort stops the migration cleanly (the shadow is dropped, the original stays). Once the
 // cut-over has started it is ignored: a half-done abort there would be worse than finishing.
 func (c *controller) Abort() {
-	if m, _ := c.current(); m != nil && m.rec != nil && m.rec.snapshot().Stage == state.StageCutover {
+	if m, _ := c.current(); m != nil && m.liveRecord() != nil && m.liveRecord().snapshot().Stage == state.StageCutover {
 		c.log.Warn("abort ignored: the cut-over has started")
 		return
 	}
@@ -102,7 +102,7 @@ func (c *controller) ReleaseCutover() {
 
 func (c *controller) SetChunkTime(d time.Duration) error {
 	m, _ := c.current()
-	if m == nil || m.pipe == nil || !m.pipe.SetChunkTime(d) {
+	if m == nil || m.livePipeline() == nil || !m.livePipeline().SetChunkTime(d) {
 		return errors.New("the copy has not started")
 	}
 	c.log.Info("chunk time set by the operator", "chunk_time", d)
@@ -133,7 +133,7 @@ func (c *controller) SetMaxThreadsRunning(n int) error {
 func (c *controller) Status() control.Status {
 	m, thr := c.current()
 	var out control.Status
-	if m == nil || m.rec == nil {
+	if m == nil || m.liveRecord() == nil {
 		out = control.Status{Stage: state.StagePreflight.String()}
 		if c.waits != nil {
 			out.Schema, out.Table = c.waits.Table().Schema, c.waits.Table().Name
@@ -161,11 +161,12 @@ func (c *controller) Status() control.Status {
 // capture's lag in bytes compares its live position with the server's (one query per call: calls
 // come from control status and metrics scrapes, not from a loop).
 func (c *controller) recorded(m *migrator) control.Status {
-	st := m.rec.snapshot()
+	rec, pipe := m.liveRecord(), m.livePipeline()
+	st := rec.snapshot()
 	var pr shadow.Progress
 	var server shadow.Position
-	if m.pipe != nil {
-		pr = m.pipe.Progress()
+	if pipe != nil {
+		pr = pipe.Progress()
 		if a := pr.Capture.Position; a != "" {
 			st.CaptureResume = a
 		}
@@ -176,13 +177,13 @@ func (c *controller) recorded(m *migrator) control.Status {
 	out := state.StatusOf(st, server, time.Now())
 	out.Elapsed = time.Since(m.start)
 	out.CutoverAttempts, out.CutoverLockHeld = int(c.cutAttempts.Load()), time.Duration(c.cutLockHeld.Load())
-	if m.pipe != nil {
+	if pipe != nil {
 		out.RowsCopied, out.ChunkSize = pr.RowsCopied, pr.ChunkSize
 		rs := pr.Capture
 		out.CaptureChanges, out.CaptureAppliedOps, out.CapturePosition, out.CaptureCatchingUp = rs.Changes, rs.Applied, string(rs.Position), rs.Behind
 		out.CaptureLagSeconds = rs.LagSeconds
 		out.RowsVerified = pr.RowsVerified
-		if last := m.rec.last.Load(); last != nil {
+		if last := rec.last.Load(); last != nil {
 			out.StageRate = last.StageRate
 		}
 	}

@@ -125,7 +125,7 @@ func TestMetricsScrapedDuringMigration(t *testing.T) {
 	addr := make(chan string, 1)
 	opts.MetricsAddr = func(a string) { addr <- a }
 	opts.ProgressEvery = 50 * time.Millisecond
-	opts.replayDelay = 1500 * time.Millisecond
+	opts.seams.ReplayDelay = 1500 * time.Millisecond
 	var served atomic.Value
 	var afterSwap string
 	opts.Hook = func(ctx context.Context, at Point, st *state.State) error {

@@ -69,7 +69,7 @@ const replayBatchRows = 4000
 // table's average. A row limit too small for a replay batch is refused.
 func galeraChunkLimit(ctx context.Context, db *sql.DB, ti *table.Info) (int, error) {
 	var maxRows, maxSize int64
-	if err := db.QueryRowContext(ctx, "SELECT @@GLOBAL.wsrep_max_ws_rows, @@GLOBAL.wsrep_max_ws_size").Scan(&maxRows, &maxSize); err != nil {
+	if err := db.QueryRowContext(ctx, table.GaleraWriteSetLimits).Scan(&maxRows, &maxSize); err != nil {
 		return 0, fmt.Errorf("read the write-set limits: %w", err)
 	}
 	if maxRows > 0 && maxRows < replayBatchRows {

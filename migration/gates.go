@@ -69,7 +69,15 @@ func (m *migrator) probeBeforeCutover(ctx context.Context) (*bench.Result, error
 
 // afterCutoverGate probes the converted table and compares it with the probe taken just before
 // the swap; a regression past the thresholds rolls back, keeping every write since the cut-over.
-func (m *migrator) afterCutoverGate(ctx context.Context, res *Result, before bench.Result) error {
+// Its failure is settled: the run ends with the result and the error.
+func (m *migrator) afterCutoverGate(ctx context.Context) error {
+	if err := m.judgeAfterCutover(ctx, m.res, *m.probe); err != nil {
+		return &settled{err}
+	}
+	return nil
+}
+
+func (m *migrator) judgeAfterCutover(ctx context.Context, res *Result, before bench.Result) error {
 	m.log.Info("after-cutover gate: read-only probes on the converted table")
 	after, err := bench.ProbeReadOnly(ctx, m.db, m.ti.Schema, m.ti.Name, m.opts.GateConfig)
 	if err != nil {

@@ -612,7 +612,7 @@ func TestTriggerCaptureResumesWithAQuietTable(t *testing.T) {
 	e := newHabitEnv(t)
 	e.capture = plan.CaptureTriggers
 	opts := e.options()
-	opts.crashAtStage = state.StageIndexes
+	opts.seams.CrashAtStage = string(state.StageIndexes)
 	opts.Hook = func(_ context.Context, at Point, _ *state.State) error {
 		if at == After(state.StageCopy) {
 			e.stop()                           // quiet from here
@@ -628,7 +628,7 @@ func TestTriggerCaptureResumesWithAQuietTable(t *testing.T) {
 	if notes != 0 {
 		t.Fatalf("%d notes left in the change log: the test needs it empty", notes)
 	}
-	opts.crashAtStage, opts.Hook = "", nil
+	opts.seams.CrashAtStage, opts.Hook = "", nil
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if _, err := Run(ctx, e.db, opts); err != nil {

@@ -176,11 +176,11 @@ func keylessUnderWriters(t *testing.T, srv *sandbox.Server, ddl string, rows int
 	// this test is about.
 	opts.MaxHold = time.Minute
 	if crash {
-		opts.crashAfterRows = int64(rows / 2)
+		opts.seams.CrashAfterRows = int64(rows / 2)
 		if _, err := Run(context.Background(), db, opts); err == nil {
 			t.Fatal("the run meant to die during the copy succeeded")
 		}
-		opts.crashAfterRows = 0
+		opts.seams.CrashAfterRows = 0
 	}
 	run("apply", func() error {
 		res, err := Run(context.Background(), db, opts)

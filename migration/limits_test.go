@@ -22,16 +22,16 @@ func TestResumeRestartsCleanlyWhenBinlogPurged(t *testing.T) {
 		"CREATE TABLE ref LIKE t", "INSERT INTO ref SELECT * FROM t")
 	db := openControl(t, s)
 	opts := testOptions(s, schema, "t")
-	opts.ChunkTime, opts.idleChunkTime = time.Millisecond, time.Millisecond
-	opts.ProgressEvery, opts.saveEvery = 50*time.Millisecond, 50*time.Millisecond
-	opts.crashAfterRows = 10000
+	opts.ChunkTime, opts.seams.IdleChunkTime = time.Millisecond, time.Millisecond
+	opts.ProgressEvery, opts.seams.SaveEvery = 50*time.Millisecond, 50*time.Millisecond
+	opts.seams.CrashAfterRows = 10000
 	if _, err := Run(context.Background(), db, opts); !errors.Is(err, errSimulatedCrash) {
 		t.Fatalf("want simulated crash, got %v", err)
 	}
 	sandboxtest.MustExec(t, sdb, "UPDATE t SET v = v + 1 WHERE id % 7 = 0", "UPDATE ref SET v = v + 1 WHERE id % 7 = 0")
 	purgeBinlogs(t, db)
 	var logs logLines
-	opts.crashAfterRows = 0
+	opts.seams.CrashAfterRows = 0
 	opts.Logger = logs.logger()
 	res, err := Run(context.Background(), db, opts)
 	if err != nil {
@@ -80,7 +80,7 @@ func TestParallelChunkFailureIsReported(t *testing.T) {
 	}
 	db := openControl(t, s)
 	opts := testOptions(s, schema, "t")
-	opts.CopyWorkers, opts.alwaysParallel = 2, true
+	opts.CopyWorkers, opts.seams.AlwaysParallel = 2, true
 	_, err := Run(context.Background(), db, opts)
 	if err == nil || !strings.Contains(err.Error(), "max_binlog") || strings.Contains(err.Error(), "context canceled") {
 		t.Fatalf("want the chunk's own error, got %v", err)

@@ -1,6 +1,6 @@
-// Package migration runs the online conversion of one table as a list of stages (preflight,
-// copy, indexes, postponed, verify, cutover) on top of a shadow.Pipeline, and records each
-// migration in the state table.
+// Package migration runs the online conversion of one table: one table of stages (stages.go:
+// preflight, the gates, copy, indexes, postponed, verify, the dry-run stop, cutover, triggers) on
+// top of a shadow.Pipeline, recording each migration in the state table.
 package migration
 
 import (
@@ -21,7 +21,6 @@ import (
 	"github.com/enginemig/enginemig/internal/faults"
 	"github.com/enginemig/enginemig/lockwait"
 	"github.com/enginemig/enginemig/outcome"
-	"github.com/enginemig/enginemig/preflight"
 	"github.com/enginemig/enginemig/shadow"
 	"github.com/enginemig/enginemig/state"
 	"github.com/enginemig/enginemig/table"
@@ -101,20 +100,8 @@ type Options struct {
 	// Hook runs at HookPoints (nil: none). An error at start or a before-* point stops the migration.
 	Hook func(ctx context.Context, at Point, st *state.State) error
 
-	// Test seams: simulate the process dying (no cleanup) after this many copied rows or on
-	// entering a stage; save progress this often (default 2 s).
-	crashAfterRows int64
-	crashAtStage   state.Stage
-	crashAtTrigger int // simulate dying in the trigger step, right after creating real trigger n (from 1)
-	saveEvery      time.Duration
-	idleChunkTime  time.Duration // copier.Pace.IdleChunkTime, to keep a test's copy slow
-	replayDelay    time.Duration // shadow.Config.ApplyDelay, to keep replay behind
-	stage          copier.StagePolicy
-	alwaysParallel bool          // copier.Config.AlwaysParallel
-	overtakeDelay  time.Duration // copier.Config.OvertakeDelay
-	verifyRelease  verify.Release
-	verifyHold     time.Duration // shadow.Config.VerifyHoldDelay
-	seams          faults.Faults
+	// seams are the test seams, set only by this package's tests (none in the shipped binary).
+	seams faults.Faults
 }
 
 // Progress is a snapshot for progress displays.
@@ -263,8 +250,8 @@ func (o Options) withDefaults() Options {
 	if o.ProgressEvery == 0 {
 		o.ProgressEvery = 500 * time.Millisecond
 	}
-	if o.saveEvery == 0 {
-		o.saveEvery = 2 * time.Second
+	if o.seams.SaveEvery == 0 {
+		o.seams.SaveEvery = 2 * time.Second // how often progress is saved
 	}
 	if o.ServerID == 0 {
 		o.ServerID = 1<<30 + rand.Uint32N(1<<30)
@@ -296,99 +283,25 @@ type migrator struct {
 	// galeraMaxChunk caps a copy chunk's rows on a Galera node (its write-set limits); 0: none.
 	galeraMaxChunk int
 	resume         *state.State // the interrupted run being resumed, if any
+	settledDone    *Result      // the interrupted run had completed its swap: preflight finished it
+	closers        []func()     // what the stages opened, closed when the run ends (onExit)
 	triggers       []table.Trigger
 	probe          *bench.Result // the after-cutover gate's baseline, taken before the swap
 	rec            *recorder
 	pipe           *shadow.Pipeline
 	gentle         atomic.Pointer[throttle.Gentle] // the pacing while it runs; nil with FixedPace
-	res            *Result
+	// rec and pipe as the controller's goroutines (control, status, metrics, the waits watcher)
+	// read them: published once the run has them (liveRecord, livePipeline).
+	recLive  atomic.Pointer[recorder]
+	pipeLive atomic.Pointer[shadow.Pipeline]
+	res      *Result
 }
 
-// run is the preflight: checks, the table's advisory lock, settling an interrupted run, the
-// before-copy gate; then the stages.
-func (m *migrator) run(ctx context.Context) (*Result, error) {
-	version, capture, why, err := preflight.CheckServer(ctx, m.db, m.opts.Capture)
-	if err != nil {
-		return nil, err
-	}
-	m.version, m.capture = version, capture
-	ti, err := preflight.LoadTable(ctx, m.db, m.opts.Schema, m.opts.Table)
-	if err != nil {
-		return nil, err
-	}
-	lock, err := state.Lock(ctx, m.opts.Conn, ti.Schema, ti.Name)
-	if err != nil {
-		return nil, err
-	}
-	defer lock.Close()
+// liveRecord is the run's record for other goroutines (nil before the run has one).
+func (m *migrator) liveRecord() *recorder { return m.recLive.Load() }
 
-	// An earlier run that died leaves its record in progress: resume it, or settle it first.
-	store := state.NewStore(m.db, m.opts.StateSchema)
-	if prev, err := store.Unfinished(ctx, m.opts.Schema, m.opts.Table); err != nil {
-		return nil, err
-	} else if prev != nil {
-		resume, done, err := m.settleInterrupted(ctx, store, prev)
-		if err != nil {
-			return nil, outcome.New(outcome.NeedsAttention, fmt.Errorf("settle interrupted migration #%d: %w", prev.ID, err), "")
-		}
-		if done {
-			return &Result{Schema: ti.Schema, Table: ti.Name, ID: prev.ID, OldTable: table.OldName(ti.Name)}, nil
-		}
-		if ti, err = preflight.LoadTable(ctx, m.db, m.opts.Schema, m.opts.Table); err != nil {
-			return nil, err
-		}
-		m.resume = resume
-		if resume != nil && resume.CaptureMode() != capture {
-			m.capture, why = resume.CaptureMode(), "the interrupted run being resumed used it"
-		}
-	}
-	m.log.Info("capturing changes with "+string(m.capture), "why", why)
-	m.ti = ti
-	if m.resume == nil {
-		if err := preflight.CheckTable(ctx, m.db, ti); err != nil {
-			return nil, err
-		}
-	}
-	if err := preflight.PlanBlockers(ctx, m.db, ti, m.capture, m.opts.MaxHold, m.log); err != nil {
-		return nil, err
-	}
-	if err := m.loadTriggers(ctx); err != nil {
-		return nil, err
-	}
-	if m.ddl, err = ti.Shadow(table.ShadowName(ti.Name), !m.opts.seams.AllIndexesUpFront, !m.opts.KeepKeyless && table.RowIDSupported(m.version)); err != nil {
-		return nil, outcome.New(outcome.Refused, err, "")
-	}
-	if dbconn.GaleraNode(ctx, m.db) {
-		if err := m.prepareGalera(ctx, ti); err != nil {
-			return nil, err
-		}
-	}
-	m.deferred = m.ddl.Deferred
-	m.res = &Result{Schema: ti.Schema, Table: ti.Name, DryRun: m.opts.DryRun, DeferredIndex: len(m.ddl.Deferred), ShadowChanges: m.ddl.Changes}
-	if m.resume == nil {
-		m.estimate(ctx)
-		if err := m.sampleGate(ctx); err != nil {
-			return nil, err
-		}
-	}
-	if err := store.Ensure(ctx); err != nil {
-		return nil, outcome.New(outcome.Refused, err, "")
-	}
-	if m.rec, err = startRecord(ctx, store, m.resume, state.State{Schema: ti.Schema, Table: ti.Name, Stage: state.StagePreflight,
-		DryRun: m.opts.DryRun, RowsTotal: ti.Rows, Triggers: m.triggers, Capture: m.capture}, m.log); err != nil {
-		return nil, outcome.New(outcome.Refused, err, "")
-	}
-	m.rec.waits = m.ctl.waits
-	m.res.ID = m.rec.snapshot().ID
-	if m.resume != nil {
-		m.log.Info("resuming migration", "id", m.resume.ID, "stage", m.resume.Stage,
-			"copy_watermark", orNone(m.resume.Watermark), "capture_resume", orNone(string(m.resume.CaptureResume)))
-	}
-	if err := m.hook(ctx, PointStart); err != nil {
-		return nil, m.fail(ctx, outcome.New(outcome.FailedSafe, err, ""), m.resume != nil)
-	}
-	return m.migrate(ctx)
-}
+// livePipeline is the run's pipeline for other goroutines (nil before the run has one).
+func (m *migrator) livePipeline() *shadow.Pipeline { return m.pipeLive.Load() }
 
 func orNone(s string) string {
 	if s == "" {

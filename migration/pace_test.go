@@ -77,7 +77,7 @@ func TestCopyBacksOffWhileTheApplicationIsSlowed(t *testing.T) {
 	opts := testOptions(srv, schema, "players")
 	opts.ControlSocket = filepath.Join(t.TempDir(), "ctl.sock")
 	opts.FixedPace = false
-	opts.idleChunkTime = copier.DefaultChunkTime // short chunks throughout, so the copy lasts
+	opts.seams.IdleChunkTime = copier.DefaultChunkTime // short chunks throughout, so the copy lasts
 	done := make(chan error, 1)
 	go func() { _, err := Run(context.Background(), db, opts); done <- err }()
 	waitForStage(t, opts.ControlSocket, state.StageCopy)

@@ -6,8 +6,8 @@ import (
 	"github.com/enginemig/enginemig/state"
 )
 
-// verifyShare is verification's time as a share of the copy's, for the whole-run ETA: measured on
-// MariaDB 10.11, 2 cores, 1M rows idle, verify took 1.02 s after a 3.07 s copy (applybench).
+// verifyShare is verification's time as a share of the copy's, for the whole-run ETA (measured:
+// docs/bench.md, "Measurements behind the code's constants").
 const verifyShare = 1.0 / 3
 
 // stageClock turns the counters into each stage's own progress, rate and ETA.

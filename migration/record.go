@@ -96,7 +96,7 @@ func (r *recorder) snapshot() state.State {
 	return r.st
 }
 
-// track calls opts.Progress periodically and saves the checkpoint every opts.saveEvery, until the
+// track calls opts.Progress periodically and saves the checkpoint every opts.seams.SaveEvery, until the
 // returned stop is called.
 func (r *recorder) track(ctx context.Context, p *shadow.Pipeline, opts Options, start time.Time) (stop func()) {
 	done := make(chan struct{})
@@ -122,7 +122,7 @@ func (r *recorder) track(ctx context.Context, p *shadow.Pipeline, opts Options, 
 				opts.Progress(prog)
 				r.last.Store(&prog)
 			}
-			if time.Since(lastSave) > opts.saveEvery {
+			if time.Since(lastSave) > opts.seams.SaveEvery {
 				lastSave = time.Now()
 				r.update(ctx, func(*state.State) {})
 			}

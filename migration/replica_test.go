@@ -27,7 +27,7 @@ func TestCopyPausesWhileReplicaLags(t *testing.T) {
 	opts := testOptions(primary, schema, "t")
 	// A slow copy: 1 ms chunks of 300,000 rows would take ~10 s (MariaDB 10.11, 2 cores), long
 	// enough to see it stall; once replication runs again, the control socket speeds it up.
-	opts.ChunkTime, opts.idleChunkTime = time.Millisecond, time.Millisecond
+	opts.ChunkTime, opts.seams.IdleChunkTime = time.Millisecond, time.Millisecond
 	opts.ControlSocket = filepath.Join(t.TempDir(), "ctl.sock")
 	opts.Replicas = append(opts.Replicas, connConfig(replica))
 	opts.MaxLag = 300 * time.Millisecond

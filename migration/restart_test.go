@@ -23,7 +23,7 @@ func TestServerRestartMidCopyResumesByItself(t *testing.T) {
 	db := openControl(t, s)
 	opts := testOptions(s, schema, "t")
 	opts.ChunkTime = 2 * time.Millisecond
-	opts.ProgressEvery, opts.saveEvery = 50*time.Millisecond, 50*time.Millisecond
+	opts.ProgressEvery, opts.seams.SaveEvery = 50*time.Millisecond, 50*time.Millisecond
 	var logs logLines
 	restarted := make(chan struct{})
 	var once sync.Once

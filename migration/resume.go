@@ -8,7 +8,6 @@ import (
 
 	"github.com/enginemig/enginemig/carry"
 	"github.com/enginemig/enginemig/cutover"
-	"github.com/enginemig/enginemig/dbconn"
 	"github.com/enginemig/enginemig/internal/faults"
 	"github.com/enginemig/enginemig/shadow"
 	"github.com/enginemig/enginemig/state"
@@ -20,18 +19,9 @@ import (
 // cleanly so a new migration can start.
 func (m *migrator) settleInterrupted(ctx context.Context, store *state.Store, prev *state.State) (resume *state.State, done bool, err error) {
 	schema, name := m.opts.Schema, m.opts.Table
-	shadowName, old, swap := table.ShadowName(name), table.OldName(name), table.SwapName(name)
-	if cutover.IsSentry(ctx, m.db, schema, swap) {
-		m.log.Info("removing the cut-over sentry left by the interrupted run", "sentry", swap)
-		if _, err := m.db.ExecContext(ctx, "DROP TABLE "+dbconn.QualifiedName(schema, swap)); err != nil {
-			return nil, false, err
-		}
-	} else if _, err := table.Load(ctx, m.db, schema, swap); err == nil {
-		// The swap went through but the process died before moving the original to its kept name.
-		m.log.Info("moving the original to its kept name (the interrupted run had swapped the tables)", "from", swap, "to", old)
-		if _, err := m.db.ExecContext(ctx, fmt.Sprintf("RENAME TABLE %s TO %s", dbconn.QualifiedName(schema, swap), dbconn.QualifiedName(schema, old))); err != nil {
-			return nil, false, err
-		}
+	shadowName, old := table.ShadowName(name), table.OldName(name)
+	if err := m.settleSwapName(ctx); err != nil {
+		return nil, false, err
 	}
 	cur, err := table.Load(ctx, m.db, schema, name)
 	if err != nil {
@@ -47,7 +37,7 @@ func (m *migrator) settleInterrupted(ctx context.Context, store *state.Store, pr
 			return nil, false, err
 		}
 		if hasShadow {
-			if _, err := m.db.ExecContext(ctx, "DROP TABLE "+dbconn.QualifiedName(schema, shadowName)); err != nil {
+			if _, err := m.db.ExecContext(ctx, table.DropTable(schema, shadowName)); err != nil {
 				return nil, false, err
 			}
 		}
@@ -98,6 +88,24 @@ func (m *migrator) settleInterrupted(ctx context.Context, store *state.Store, pr
 	return prev, false, nil
 }
 
+// settleSwapName clears the swap's name: a sentry left by an interrupted cut-over is dropped,
+// and an original left there by a swap that went through (the process died before moving it to
+// its kept name) is moved there.
+func (m *migrator) settleSwapName(ctx context.Context) error {
+	schema, swap, old := m.opts.Schema, table.SwapName(m.opts.Table), table.OldName(m.opts.Table)
+	if cutover.IsSentry(ctx, m.db, schema, swap) {
+		m.log.Info("removing the cut-over sentry left by the interrupted run", "sentry", swap)
+		_, err := m.db.ExecContext(ctx, table.DropTable(schema, swap))
+		return err
+	}
+	if _, err := table.Load(ctx, m.db, schema, swap); err == nil {
+		m.log.Info("moving the original to its kept name (the interrupted run had swapped the tables)", "from", swap, "to", old)
+		_, err := m.db.ExecContext(ctx, table.RenameTable(schema, swap, old))
+		return err
+	}
+	return nil
+}
+
 // stopOrphans waits for statements of the dead run that still write to the shadow (a commit the
 // server received just before the process died still runs), and kills them after a grace
 // period, so that no old write can land after the resumed run's newer ones.
@@ -111,7 +119,7 @@ func (m *migrator) stopOrphans(ctx context.Context, shadow string) error {
 		if time.Now().After(deadline) {
 			for _, id := range ids {
 				m.log.Warn("killing a connection still writing to the shadow from the interrupted run", "connection", id, "shadow", shadow)
-				m.db.ExecContext(ctx, fmt.Sprintf("KILL %d", id))
+				m.db.ExecContext(ctx, table.KillConnection(id))
 			}
 			return nil
 		}
@@ -161,12 +169,12 @@ func (m *migrator) prepareResume(ctx context.Context, st *state.State, deferred 
 		case !present[name]:
 			missing = append(missing, def)
 		case strings.HasPrefix(def, "UNIQUE KEY "):
-			dropUnique = append(dropUnique, "DROP INDEX "+dbconn.QuoteIdent(name))
+			dropUnique = append(dropUnique, name)
 			missing = append(missing, def)
 		}
 	}
 	if len(dropUnique) > 0 {
-		if _, err := m.db.ExecContext(ctx, "ALTER TABLE "+dbconn.QualifiedName(m.ti.Schema, shadowName)+" "+strings.Join(dropUnique, ", ")); err != nil {
+		if _, err := m.db.ExecContext(ctx, table.DropIndexes(m.ti.Schema, shadowName, dropUnique)); err != nil {
 			return nil, fmt.Errorf("resume: drop unique indexes until replay catches up: %w", err)
 		}
 	}

@@ -57,10 +57,10 @@ func resumeAfterCrash(t *testing.T, srv *sandbox.Server, cases []crashCase) {
 			}}
 			opts := testOptions(srv, schema, "t")
 			opts.ChunkTime = 2 * time.Millisecond
-			opts.ProgressEvery, opts.saveEvery = 50*time.Millisecond, 50*time.Millisecond
-			opts.crashAfterRows, opts.crashAtStage = c.afterRows, c.stage
+			opts.ProgressEvery, opts.seams.SaveEvery = 50*time.Millisecond, 50*time.Millisecond
+			opts.seams.CrashAfterRows, opts.seams.CrashAtStage = c.afterRows, string(c.stage)
 			if c.parallel {
-				opts.CopyWorkers, opts.alwaysParallel, opts.overtakeDelay = 2, true, 30*time.Millisecond
+				opts.CopyWorkers, opts.seams.AlwaysParallel, opts.seams.OvertakeDelay = 2, true, 30*time.Millisecond
 			}
 			opts.Logger = logs.logger()
 			_, err := Run(context.Background(), db, opts)
@@ -72,7 +72,7 @@ func resumeAfterCrash(t *testing.T, srv *sandbox.Server, cases []crashCase) {
 				t.Fatal("the crashed run's shadow is gone")
 			}
 			time.Sleep(2 * time.Second) // writes while nothing runs: only the binlog or the triggers keep them
-			opts.crashAfterRows, opts.crashAtStage = 0, ""
+			opts.seams.CrashAfterRows, opts.seams.CrashAtStage = 0, ""
 			res, err := Run(context.Background(), db, opts)
 			time.Sleep(200 * time.Millisecond)
 			stop()

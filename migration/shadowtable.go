@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 
-	"github.com/enginemig/enginemig/dbconn"
 	"github.com/enginemig/enginemig/shadow"
 	"github.com/enginemig/enginemig/table"
 )
@@ -25,6 +24,6 @@ func (m *migrator) dropShadow(ctx context.Context) error {
 	if err := shadow.Remove(context.WithoutCancel(ctx), applyCapture(m.db, m.ti, m.capture)); err != nil {
 		return err
 	}
-	_, err := m.db.ExecContext(context.WithoutCancel(ctx), "DROP TABLE IF EXISTS "+dbconn.QualifiedName(m.ti.Schema, table.ShadowName(m.ti.Name)))
+	_, err := m.db.ExecContext(context.WithoutCancel(ctx), table.DropTableIfExists(m.ti.Schema, table.ShadowName(m.ti.Name)))
 	return err
 }

@@ -18,65 +18,118 @@ import (
 	"github.com/enginemig/enginemig/table"
 )
 
-// stage is one step of the runner; skip, when set, says the step has nothing to do this time.
+// stage is one row of the runner's table. A recorded stage (stage set) is written to the state
+// row on entering, with the hooks before and after it; a step between stages (step set: a gate,
+// opening the shadow) is not. A stage that ends the run (end set) returns the run's result.
 type stage struct {
-	name state.Stage
+	stage state.Stage
+	step  string
+	// skip, when set, says the stage has nothing to do this time.
 	skip func() bool
 	run  func(ctx context.Context) error
+	end  func(ctx context.Context) (*Result, error)
+	// unrecorded: the run has no record yet (nothing was created), so a failure is returned as
+	// it is, with nothing to settle.
+	unrecorded bool
 }
 
-// migrate creates the shadow, opens the pipeline that keeps it equal to the source, and runs the
-// stages. A dry run ends at the boundary before the cut-over.
-func (m *migrator) migrate(ctx context.Context) (*Result, error) {
-	if err := m.openPipeline(ctx); err != nil {
-		return m.stopped(ctx, err)
+// stages is the runner's table, in order. A dry run ends at the boundary before the cut-over.
+func (m *migrator) stages() []stage {
+	resumed := func() bool { return m.resume != nil }
+	return []stage{
+		{step: "preflight", unrecorded: true, run: m.preflight},
+		{step: "interrupted run finished", skip: func() bool { return m.settledDone == nil }, end: m.endSettled},
+		{step: string(GateBeforeCopy) + " gate", unrecorded: true, skip: resumed, run: m.sampleGate},
+		{step: "start", unrecorded: true, run: m.begin},
+		{step: "shadow", run: m.openShadow},
+		{stage: state.StageCopy, skip: m.resumedAtSwap, run: m.copyRows},
+		{stage: state.StageIndexes, skip: func() bool { return m.resumedAtSwap() && len(m.deferred) == 0 }, run: m.buildIndexes},
+		{stage: state.StagePostponed, skip: m.notPostponed, run: m.postpone},
+		{stage: state.StageVerify, skip: func() bool { return m.opts.SkipVerify || m.resumedAtSwap() }, run: m.verify},
+		{step: string(GateBeforeCutover) + " gate", run: m.shadowGate},
+		{step: "dry-run stop", skip: func() bool { return !m.opts.DryRun }, end: m.endDryRun},
+		{stage: state.StageCutover, run: m.cutover},
+		{stage: state.StageTriggers, skip: func() bool { return len(m.triggers) == 0 }, run: m.finishTriggers},
+		{step: "done", run: m.recordDone},
+		{step: string(GateAfterCutover) + " gate", skip: func() bool { return m.probe == nil }, run: m.afterCutoverGate},
+		{step: "success", end: m.succeeded},
 	}
-	defer m.pipe.Close()
-	stopPace, err := m.startPace(ctx)
-	if err != nil {
-		return m.stopped(ctx, err)
-	}
-	defer stopPace()
-	stopProgress := m.rec.track(ctx, m.pipe, m.opts, m.start)
-	defer stopProgress()
+}
 
-	stages := []stage{
-		{name: state.StageCopy, skip: m.resumedAtSwap, run: m.copyRows},
-		{name: state.StageIndexes, skip: func() bool { return m.resumedAtSwap() && len(m.deferred) == 0 }, run: m.buildIndexes},
-		{name: state.StagePostponed, skip: m.notPostponed, run: m.postpone},
-		{name: state.StageVerify, skip: func() bool { return m.opts.SkipVerify || m.resumedAtSwap() }, run: m.verify},
-		{name: state.StageCutover, run: m.cutover},
-		{name: state.StageTriggers, skip: func() bool { return len(m.triggers) == 0 }, run: m.finishTriggers},
-	}
-	for _, s := range stages {
+// run passes the stages in order until one ends the run or fails; what the stages opened is
+// closed when it returns.
+func (m *migrator) run(ctx context.Context) (*Result, error) {
+	defer m.closeAll()
+	for _, s := range m.stages() {
 		if s.skip != nil && s.skip() {
 			continue
 		}
-		if s.name == state.StageCutover {
-			if err := m.shadowGate(ctx); err != nil {
-				return m.stopped(ctx, err)
-			}
-			if m.opts.DryRun {
-				return m.endDryRun(ctx)
-			}
+		if s.end != nil {
+			return s.end(ctx)
 		}
-		if err := m.enter(ctx, s.name); err != nil {
+		err := m.pass(ctx, s)
+		switch {
+		case err == nil:
+		case s.unrecorded:
+			return nil, err
+		default:
 			return m.stopped(ctx, err)
-		}
-		if err := s.run(ctx); err != nil {
-			return m.stopped(ctx, err)
-		}
-		if err := m.hook(ctx, After(s.name)); err != nil {
-			return m.stopped(ctx, outcome.New(outcome.FailedSafe, err, ""))
 		}
 	}
-	return m.succeeded(ctx)
+	return nil, errors.New("the stage table has no end") // unreachable: its last row ends the run
+}
+
+// pass runs one stage, entering it (record and hooks) when it is a recorded one.
+func (m *migrator) pass(ctx context.Context, s stage) error {
+	if s.stage == "" {
+		return s.run(ctx)
+	}
+	if err := m.enter(ctx, s.stage); err != nil {
+		return err
+	}
+	if err := s.run(ctx); err != nil {
+		return err
+	}
+	if err := m.hook(ctx, After(s.stage)); err != nil {
+		return outcome.New(outcome.FailedSafe, err, "")
+	}
+	return nil
+}
+
+// onExit registers what closes something a stage opened (in reverse order, when the run ends).
+func (m *migrator) onExit(close func()) { m.closers = append(m.closers, close) }
+
+func (m *migrator) closeAll() {
+	for i := len(m.closers) - 1; i >= 0; i-- {
+		m.closers[i]()
+	}
+	m.closers = nil
+}
+
+// endSettled ends a run that found the interrupted one had completed its swap (preflight
+// recorded it as done).
+func (m *migrator) endSettled(context.Context) (*Result, error) { return m.settledDone, nil }
+
+// openShadow creates the shadow, opens the pipeline that keeps it equal to the source, and starts
+// the pacing and the progress reports; the run closes them when it ends.
+func (m *migrator) openShadow(ctx context.Context) error {
+	if err := m.openPipeline(ctx); err != nil {
+		return err
+	}
+	m.onExit(func() { m.pipe.Close() })
+	stopPace, err := m.startPace(ctx)
+	if err != nil {
+		return err
+	}
+	m.onExit(stopPace)
+	m.onExit(m.rec.track(ctx, m.pipe, m.opts, m.start))
+	return nil
 }
 
 // enter records the stage and runs the hook before it.
 func (m *migrator) enter(ctx context.Context, s state.Stage) error {
 	m.rec.update(ctx, func(st *state.State) { st.Stage = s })
-	if m.opts.crashAtStage == s {
+	if m.opts.seams.CrashAtStage == string(s) {
 		return errSimulatedCrash
 	}
 	if err := m.hook(ctx, Before(s)); err != nil {
@@ -102,12 +155,13 @@ func (m *migrator) openPipeline(ctx context.Context) error {
 		cfg.Start = m.resume.CaptureResume
 	}
 	cfg.Conn, cfg.Version, cfg.ServerID, cfg.Triggers, cfg.Logger = m.opts.Conn, m.version, m.opts.ServerID, triggerNames(m.triggers), m.log
-	cfg.ApplyDelay, cfg.VerifyRelease, cfg.VerifyHoldDelay = m.opts.replayDelay, m.opts.verifyRelease, m.opts.verifyHold
+	cfg.Faults = &m.opts.seams
 	p, err := shadow.Open(ctx, cfg)
 	if err != nil {
 		return outcome.New(outcome.FailedSafe, err, m.capture.SetupRemedy())
 	}
 	m.pipe = p
+	m.pipeLive.Store(p)
 	m.rec.attach(p)
 	if m.resume == nil {
 		m.rec.update(ctx, func(st *state.State) { st.CaptureStart = p.Start() })
@@ -129,9 +183,9 @@ func (m *migrator) copyRows(ctx context.Context) error {
 		}
 	}
 	start := time.Now()
-	cfg := copier.Config{Pace: copier.Pace{ChunkTime: m.opts.ChunkTime, IdleChunkTime: m.opts.idleChunkTime, Room: m.room(), MaxChunk: m.galeraMaxChunk}, ClientSide: m.opts.ClientSide,
-		Stage: m.opts.stage, Workers: m.copyWorkers(ctx), AlwaysParallel: m.opts.alwaysParallel,
-		OvertakeDelay: m.opts.overtakeDelay}
+	cfg := copier.Config{Pace: copier.Pace{ChunkTime: m.opts.ChunkTime, IdleChunkTime: m.opts.seams.IdleChunkTime, Room: m.room(), MaxChunk: m.galeraMaxChunk}, ClientSide: m.opts.ClientSide,
+		Stage: m.opts.seams.Stage, Workers: m.copyWorkers(ctx), AlwaysParallel: m.opts.seams.AlwaysParallel,
+		OvertakeDelay: m.opts.seams.OvertakeDelay}
 	if err := m.pipe.Copy(ctx, resumeAfter, m.copyWaiter(thr), cfg); err != nil {
 		return m.coded(err)
 	}
@@ -159,7 +213,7 @@ func (m *migrator) copyWorkers(ctx context.Context) int {
 	}
 	mariaDB, mode := dbconn.MariaDB(m.version), int64(0)
 	if _, ok := m.ti.AutoIncrementColumn(); ok && !mariaDB { // the only case the mode decides
-		if err := m.db.QueryRowContext(ctx, "SELECT @@innodb_autoinc_lock_mode").Scan(&mode); err != nil {
+		if err := m.db.QueryRowContext(ctx, table.AutoIncLockMode).Scan(&mode); err != nil {
 			m.log.Debug("innodb_autoinc_lock_mode unread", "error", err)
 		}
 	}
@@ -304,14 +358,14 @@ func (m *migrator) cutover(ctx context.Context) error {
 	return nil
 }
 
-// succeeded ends a migration whose swap went through (and whose triggers are carried).
-func (m *migrator) succeeded(ctx context.Context) (*Result, error) {
+// recordDone records a migration whose swap went through (and whose triggers are carried).
+func (m *migrator) recordDone(ctx context.Context) error {
 	m.rec.finish(ctx, state.StageDone, "") // the cut-over position was recorded under the lock
-	if m.probe != nil {
-		if err := m.afterCutoverGate(ctx, m.res, *m.probe); err != nil {
-			return m.res, err
-		}
-	}
+	return nil
+}
+
+// succeeded ends a migration that is done and passed the after-cutover gate.
+func (m *migrator) succeeded(ctx context.Context) (*Result, error) {
 	m.hook(ctx, PointSuccess)
 	m.res.TotalTime = time.Since(m.start)
 	return m.res, nil

@@ -41,9 +41,9 @@ func TestResumeFromThePreviousVersionsStateTable(t *testing.T) {
 	opts := testOptions(srv, schema, "t")
 	opts.StateSchema = "_state_prev_resume"
 	t.Cleanup(func() { db.Exec("DROP DATABASE " + opts.StateSchema) })
-	opts.ChunkTime, opts.idleChunkTime = time.Millisecond, time.Millisecond
-	opts.ProgressEvery, opts.saveEvery = 50*time.Millisecond, 50*time.Millisecond
-	opts.crashAfterRows = 10000
+	opts.ChunkTime, opts.seams.IdleChunkTime = time.Millisecond, time.Millisecond
+	opts.ProgressEvery, opts.seams.SaveEvery = 50*time.Millisecond, 50*time.Millisecond
+	opts.seams.CrashAfterRows = 10000
 	if _, err := Run(context.Background(), db, opts); !errors.Is(err, errSimulatedCrash) {
 		t.Fatalf("want simulated crash, got %v", err)
 	}
@@ -60,7 +60,7 @@ func TestResumeFromThePreviousVersionsStateTable(t *testing.T) {
 	}
 	sandboxtest.MustExec(t, sdb, "UPDATE t SET v = v + 1 WHERE id % 7 = 0", "DELETE FROM t WHERE id % 11 = 0")
 	var logs logLines
-	opts.crashAfterRows, opts.Logger = 0, logs.logger()
+	opts.seams.CrashAfterRows, opts.Logger = 0, logs.logger()
 	res, err := Run(context.Background(), db, opts)
 	if err != nil {
 		t.Fatal(err)

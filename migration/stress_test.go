@@ -74,19 +74,19 @@ func stressOnce(t *testing.T, seed uint64) (acked, reads int64, checked int) {
 	opts.Logger = nil
 	opts.ChunkTime = []time.Duration{time.Millisecond, 2 * time.Millisecond, 5 * time.Millisecond}[r.IntN(3)]
 	opts.ClientSide = r.IntN(4) == 0
-	opts.stage = copier.StagePolicy(r.IntN(3)) // contended, always, never
-	opts.verifyRelease = verify.Release(r.IntN(3))
-	opts.ProgressEvery, opts.saveEvery = 20*time.Millisecond, 20*time.Millisecond
+	opts.seams.Stage = copier.StagePolicy(r.IntN(3)) // contended, always, never
+	opts.seams.VerifyRelease = verify.Release(r.IntN(3))
+	opts.ProgressEvery, opts.seams.SaveEvery = 20*time.Millisecond, 20*time.Millisecond
 	crash := r.IntN(3) == 0
 	if crash {
-		opts.crashAfterRows = int64(1000 + r.IntN(cfg.Writers*cfg.RowsPerWriter/2))
+		opts.seams.CrashAfterRows = int64(1000 + r.IntN(cfg.Writers*cfg.RowsPerWriter/2))
 	}
 	if !opts.ClientSide && r.IntN(2) == 0 { // two chunks in flight throughout, some overtaken
-		opts.CopyWorkers, opts.alwaysParallel, opts.overtakeDelay = 2, true, time.Duration(r.IntN(3))*10*time.Millisecond
+		opts.CopyWorkers, opts.seams.AlwaysParallel, opts.seams.OvertakeDelay = 2, true, time.Duration(r.IntN(3))*10*time.Millisecond
 	}
 	t.Logf("seed %d: %d writers x %d rows, pause %s, chunk %s, client-side %v, stage policy %d, verify release %d, crash after %d rows, copy workers %d (overtaken by %s)",
-		seed, cfg.Writers, cfg.RowsPerWriter, cfg.Pause, opts.ChunkTime, opts.ClientSide, opts.stage, opts.verifyRelease, opts.crashAfterRows,
-		max(opts.CopyWorkers, 1), opts.overtakeDelay)
+		seed, cfg.Writers, cfg.RowsPerWriter, cfg.Pause, opts.ChunkTime, opts.ClientSide, opts.seams.Stage, opts.seams.VerifyRelease, opts.seams.CrashAfterRows,
+		max(opts.CopyWorkers, 1), opts.seams.OvertakeDelay)
 	stop := l.Start()
 	defer stop()
 	time.Sleep(time.Duration(r.IntN(200)) * time.Millisecond)
@@ -95,7 +95,7 @@ func stressOnce(t *testing.T, seed uint64) (acked, reads int64, checked int) {
 			t.Fatalf("interrupted run: %v", err)
 		}
 		time.Sleep(time.Duration(r.IntN(300)) * time.Millisecond)
-		opts.crashAfterRows = 0
+		opts.seams.CrashAfterRows = 0
 	}
 	res, err := Run(context.Background(), db, opts)
 	if err != nil {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	"github.com/enginemig/enginemig/carry"
-	"github.com/enginemig/enginemig/internal/faults"
 	"github.com/enginemig/enginemig/outcome"
 	"github.com/enginemig/enginemig/preflight"
 	"github.com/enginemig/enginemig/state"
@@ -62,7 +61,7 @@ func (h swapHook) RecordSwap(ctx context.Context, pos string) error {
 // fires through its stand-in): running the same apply again finishes it.
 func (m *migrator) finishTriggers(ctx context.Context) error {
 	c := m.carrier()
-	c.AfterCreate = (&faults.Faults{CrashAtTrigger: m.opts.crashAtTrigger}).AfterTrigger()
+	c.AfterCreate = m.opts.seams.AfterTrigger()
 	if err := c.Finish(ctx); errors.Is(err, errSimulatedCrash) {
 		return err
 	} else if err != nil {

@@ -274,14 +274,14 @@ func TestTriggersResumeAfterCrashInTheSwapWindow(t *testing.T) {
 			orig, _ := table.LoadTriggers(context.Background(), db, schema, "t")
 			ws, stop := startTrigWriters(sdb, schema, 3)
 			opts := testOptions(srv, schema, "t")
-			opts.crashAtStage, opts.crashAtTrigger = c.stage, c.trigger
+			opts.seams.CrashAtStage, opts.seams.CrashAtTrigger = string(c.stage), c.trigger
 			if _, err := Run(context.Background(), db, opts); !errors.Is(err, errSimulatedCrash) {
 				stop()
 				t.Fatalf("want a simulated crash, got %v", err)
 			}
 			checkEachFiresOnce(t, db, schema, orig)
 			time.Sleep(200 * time.Millisecond) // the application writes through the stand-ins
-			opts.crashAtStage, opts.crashAtTrigger = "", 0
+			opts.seams.CrashAtStage, opts.seams.CrashAtTrigger = "", 0
 			if _, err := Run(context.Background(), db, opts); err != nil {
 				stop()
 				t.Fatalf("second run: %v", err)

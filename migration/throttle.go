@@ -55,7 +55,7 @@ func StartThrottle(ctx context.Context, db *sql.DB, opts Options) (*throttle.Thr
 
 // copyWaiter is what holds back each chunk: the throttle, and in tests the simulated crash.
 func (m *migrator) copyWaiter(thr *throttle.Throttler) copier.Waiter {
-	if m.opts.crashAfterRows <= 0 {
+	if m.opts.seams.CrashAfterRows <= 0 {
 		return thr
 	}
 	return &crashAfter{Waiter: thr, m: m}
@@ -69,7 +69,7 @@ type crashAfter struct {
 }
 
 func (c *crashAfter) Wait(ctx context.Context) error {
-	if c.m.pipe.Progress().RowsCopied >= c.m.opts.crashAfterRows {
+	if c.m.pipe.Progress().RowsCopied >= c.m.opts.seams.CrashAfterRows {
 		c.m.rec.update(ctx, func(*state.State) {})
 		return errSimulatedCrash
 	}

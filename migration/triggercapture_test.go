@@ -38,7 +38,7 @@ func TestTriggerCaptureConcurrentWritersAndRollback(t *testing.T) {
 			schema, db, ws := concurrentWriters(t, s, func(o *Options) {
 				o.ClientSide = format == "STATEMENT"
 				if format == "OFF" { // parallel chunks against the syncs (rule 3), every other one overtaken
-					o.CopyWorkers, o.alwaysParallel, o.overtakeDelay = 2, true, 30*time.Millisecond
+					o.CopyWorkers, o.seams.AlwaysParallel, o.seams.OvertakeDelay = 2, true, 30*time.Millisecond
 				}
 			})
 			if st := lastState(t, db, schema); st.CaptureMode() != shadow.Triggers {
@@ -254,7 +254,7 @@ func TestTriggerCaptureCleanupAfterCrash(t *testing.T) {
 		"INSERT INTO "+tbl+" SELECT seq, seq FROM seq_1_to_20000")
 	opts := testOptions(s, schema, "t")
 	opts.ChunkTime = 2 * time.Millisecond
-	opts.crashAfterRows = 5000
+	opts.seams.CrashAfterRows = 5000
 	if _, err := Run(context.Background(), db, opts); !errors.Is(err, errSimulatedCrash) {
 		t.Fatalf("want a simulated crash, got %v", err)
 	}

@@ -102,9 +102,9 @@ func TestUniqueIndexUpFrontUnderWriters(t *testing.T) {
 					}
 					return nil
 				}
-				o.replayDelay = 5 * time.Millisecond
+				o.seams.ReplayDelay = 5 * time.Millisecond
 				if v.parallel {
-					o.CopyWorkers, o.alwaysParallel, o.overtakeDelay = 2, true, 30*time.Millisecond
+					o.CopyWorkers, o.seams.AlwaysParallel, o.seams.OvertakeDelay = 2, true, 30*time.Millisecond
 				}
 			})
 			if !strings.Contains(shadow, "UNIQUE KEY `uq`") {
@@ -128,14 +128,14 @@ func TestUniqueIndexUpFrontResumed(t *testing.T) {
 	defer stop()
 	opts := testOptions(srv, schema, "t")
 	opts.ChunkTime = 2 * time.Millisecond
-	opts.ProgressEvery, opts.saveEvery = 50*time.Millisecond, 50*time.Millisecond
+	opts.ProgressEvery, opts.seams.SaveEvery = 50*time.Millisecond, 50*time.Millisecond
 	opts.seams.AllIndexesUpFront = true
-	opts.crashAfterRows = rows / 2
+	opts.seams.CrashAfterRows = rows / 2
 	if _, err := Run(context.Background(), db, opts); !errors.Is(err, errSimulatedCrash) {
 		t.Fatalf("first run: want simulated crash, got %v", err)
 	}
 	time.Sleep(time.Second) // writes while nothing runs: only the binlog keeps them
-	opts.crashAfterRows = 0
+	opts.seams.CrashAfterRows = 0
 	res, err := Run(context.Background(), db, opts)
 	time.Sleep(200 * time.Millisecond)
 	stop()

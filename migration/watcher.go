@@ -23,7 +23,7 @@ func watchConfig(db *sql.DB, opts Options, abort context.CancelCauseFunc) lockwa
 func (c *controller) watchThrottle(time.Time) {
 	m, thr := c.current()
 	var ts throttle.Status
-	if thr != nil && m != nil && m.rec != nil && m.rec.snapshot().Stage == state.StageCopy {
+	if thr != nil && m != nil && m.liveRecord() != nil && m.liveRecord().snapshot().Stage == state.StageCopy {
 		ts = thr.Status()
 	}
 	switch {
@@ -50,10 +50,11 @@ func postponedUntil(o Options) string {
 // promise, nothing changed, holds only until then).
 func (c *controller) beforeSwap() bool {
 	m, _ := c.current()
-	if m == nil || m.rec == nil {
+	if m == nil || m.liveRecord() == nil {
 		return true
 	}
-	switch m.rec.snapshot().Stage {
+	rec := m.liveRecord()
+	switch rec.snapshot().Stage {
 	case state.StageCutover, state.StageTriggers, state.StageDone:
 		return false
 	}

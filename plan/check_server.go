@@ -81,9 +81,8 @@ func checkDurability(s *ServerInfo) []Finding {
 
 // checkMyISAMMmap: reading a MyISAM row by key (the copy's and verification's key ranges) is one
 // pread of the data file unless the file is memory-mapped; a table scan reads through a buffer.
-// Measured on 1M rows (MariaDB 10.11, 2 cores): a key-ordered read of the whole table took 0.86 s
-// with preads and 0.17 s mapped, against 0.07 s for a scan; applybench took 4.2 s idle and 9.8 s
-// under its 16-thread load without, 3.3 s and 6.5 s with it. enginemig does not set it itself: it
+// Mapped, a key-ordered read is several times faster, and so is the whole apply (docs/bench.md).
+// enginemig does not set it itself: it
 // is global, and takes effect for a table only when the table is next opened.
 func checkMyISAMMmap(s *ServerInfo) []Finding {
 	if v := strings.ToUpper(s.Var("myisam_use_mmap")); v != "OFF" && v != "0" {

@@ -13,10 +13,8 @@ import (
 // Into a table with an AUTO_INCREMENT column, InnoDB runs INSERT ... SELECT statements one after
 // another whatever their key ranges: on MariaDB whatever innodb_autoinc_lock_mode says (each
 // insert latches the index root, where the counter is kept), on MySQL unless the mode is 2 (below
-// it, a table-level AUTO-INC lock lasts to the end of each statement). REPLACE ... SELECT over the
-// two halves of 1M rows at once, against one statement: MariaDB 10.11 2.89 s (mode 1) and 3.05 s
-// (mode 2) against 3.13 s, 1.89 s without AUTO_INCREMENT; MariaDB 11.8 3.11 s against 3.24 s;
-// MySQL 9.7 (mode 2) 4.03 s against 5.57 s with it, 4.18 s against 5.45 s without.
+// it, a table-level AUTO-INC lock lasts to the end of each statement). The figures per server are
+// in docs/bench.md.
 func ParallelCopy(mariaDB bool, autoincLockMode int64, info *table.Info) (bool, string) {
 	c, ok := info.AutoIncrementColumn()
 	switch {

@@ -25,9 +25,7 @@ type Status struct {
 	Left    int           `json:"left"`
 	Running string        `json:"running,omitempty"`
 	// ETA: the plan's copy estimates of the tables not started, plus the running table's
-	// progress-based rest (an estimate: plan's copy estimate, calibrated in plan/estimate.go, came
-	// within -24%/+22% for half of the measured runs, and is low for tables larger than the
-	// buffer pool).
+	// progress-based rest (an estimate, as good as plan's copy estimate: docs/bench.md).
 	ETA string `json:"eta,omitempty"`
 }
 

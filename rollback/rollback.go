@@ -131,7 +131,7 @@ func swapBack(ctx context.Context, db *sql.DB, opts Options, st *state.State, cu
 	cfg := rollbackCapture(db, cur, st.CaptureMode())
 	cfg.Conn, cfg.Version, cfg.ServerID, cfg.Start, cfg.Logger = opts.Conn, version, opts.ServerID, from, opts.Logger
 	cfg.IgnoreQuery = func(q string) bool { return ignore(q) || isTriggerDDL(q) }
-	cfg.ApplyDelay = opts.Faults.Replay()
+	cfg.Faults = opts.Faults
 	pipe, err := shadow.Open(ctx, cfg)
 	if err != nil {
 		return nil, outcome.New(outcome.FailedSafe, err, "")

@@ -11,12 +11,12 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"golang.org/x/sync/errgroup"
 
 	"github.com/enginemig/enginemig/copier"
 	"github.com/enginemig/enginemig/dbconn"
+	"github.com/enginemig/enginemig/internal/faults"
 	"github.com/enginemig/enginemig/table"
 	"github.com/enginemig/enginemig/verify"
 )
@@ -44,14 +44,9 @@ type Config struct {
 	// Filled says the target already holds the source's rows as of Start, so nothing will be
 	// copied (a rollback's kept original): a keyless table's changes then all apply (rule 5).
 	Filled bool
-	// ApplyDelay is a fault-injection point for tests: a pause before each replayed batch, which
-	// keeps replay behind the source.
-	ApplyDelay time.Duration
-	// VerifyRelease and VerifyHoldDelay are test seams: which verification chunks let the source
-	// go early (verify.Config.Release), and a pause while replay is held (verify.Config.HoldDelay).
-	VerifyRelease   verify.Release
-	VerifyHoldDelay time.Duration
-	Logger          *slog.Logger
+	// Faults are test seams (nil outside tests): replay held back, verification's release.
+	Faults *faults.Faults
+	Logger *slog.Logger
 }
 
 // Pipeline is an open capture into the target, with the copy and verification on top of it.
@@ -261,12 +256,9 @@ func (p *Pipeline) Exec(ctx context.Context, stmt string) error {
 
 // StartVerify starts Verify in the background once the copy is done, so that it runs beside the
 // index build (Exec); Verify then waits for its result. The build's sort holds one core and leaves
-// the other to verification: on 10M rows with one secondary index, idle, 2 cores, apply took
-// 48.0 s instead of 56.1 s (`go run ./bench/cmd/applybench -rows 10000000 -idle-only -compare-bin
-// OLD`, OLD built with StartVerify off; verification did not hide whole: 15.0 s beside the 9.0 s
-// build, 13.3 s alone after a 7.3 s one).
-// Following the copy instead, range by range, made it slower (6.0 s): on 2 cores the copy and the
-// replay of its own binlog events already keep both busy. It returns false when the capture
+// the other to verification. Following the copy instead, range by range, is slower: the copy and
+// the replay of its own binlog events already keep two cores busy (docs/bench.md, "Measurements
+// behind the code's constants"). It returns false when the capture
 // must lock the target with the source to catch up (trigger capture): that lock would wait for
 // the whole build while holding the source's.
 func (p *Pipeline) StartVerify(ctx context.Context, pace copier.Pace) bool {
@@ -313,7 +305,7 @@ func (p *Pipeline) verify(ctx context.Context, pace copier.Pace) (verify.Result,
 	var res verify.Result
 	err := p.Do(ctx, func(ctx context.Context) (err error) {
 		res, err = verify.Run(ctx, p.cfg.DB, p.q, copier.NewChunker(p.writer, p.q, pace), verifyTarget{p},
-			verify.Config{Logger: p.cfg.Logger, Rows: &p.verified, LockWith: p.capture.LockWith(HeldForVerify), Release: p.cfg.VerifyRelease, HoldDelay: p.cfg.VerifyHoldDelay})
+			verify.Config{Logger: p.cfg.Logger, Rows: &p.verified, LockWith: p.capture.LockWith(HeldForVerify), Release: p.cfg.Faults.Get().VerifyRelease, HoldDelay: p.cfg.Faults.Get().VerifyHold})
 		return err
 	})
 	return res, err

@@ -21,8 +21,7 @@ import (
 // Why notes and a sync rather than triggers that write the row into the InnoDB target directly
 // (pt-online-schema-change's way): a MyISAM change is permanent at once, but a trigger's write to
 // InnoDB belongs to the application's transaction. A ROLLBACK, or a multi-row statement that
-// fails half-way, keeps the MyISAM change and undoes the target's (measured on MariaDB 10.11:
-// BEGIN; INSERT; ROLLBACK leaves the row in the source and not in the target), and an open
+// fails half-way, keeps the MyISAM change and undoes the target's, and an open
 // transaction holds row locks on the target that the copy would wait on while holding the
 // source's lock. A note in a MyISAM log is as permanent as the change it notes, and the
 // application's statement gains one small MyISAM insert, with no InnoDB write or redo flush.
@@ -191,11 +190,10 @@ func (t *triggerCapture) syncOwnLock(ctx context.Context, asked bool) (more bool
 }
 
 // syncMaxNotes bounds the notes one sync of capture's own takes, and so how long it holds the
-// source READ-locked: the application's writes wait meanwhile. Measured on 1M rows under a
-// 16-thread load at half capacity (go run ./bench/cmd/applybench -rows 1000000 -binlog-format OFF
-// -compare-bin OLD): the catch-up before the index build synced the copy's backlog at once, and
-// the application's longest write stall, 184-294 ms over two runs, was that sync; in batches of
-// 2000 notes (about 60 ms each), with syncBreather between them, it was 139 ms.
+// source READ-locked: the application's writes wait meanwhile. A backlog synced at once (the
+// copy's, before the index build) was the application's longest write stall; in batches with
+// syncBreather between them the stall is about one batch (docs/bench.md, "Measurements behind the
+// code's constants").
 const syncMaxNotes = 2000
 
 // syncBreather is the pause between batches of a backlog, in which queued writes get the table.

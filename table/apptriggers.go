@@ -5,6 +5,7 @@ import (
 	"crypto/sha1"
 	"database/sql"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -101,6 +102,20 @@ func (t Trigger) Carryable(schema, table string) string {
 		}
 	}
 	return ""
+}
+
+// TriggerTable is the table the trigger schema.name is on ("" when there is no such trigger).
+func TriggerTable(ctx context.Context, q Querier, schema, name string) (string, error) {
+	var on string
+	err := q.QueryRowContext(ctx, "SELECT EVENT_OBJECT_TABLE FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = ? AND TRIGGER_NAME = ?",
+		schema, name).Scan(&on)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("look up trigger %s: %w", name, err)
+	}
+	return on, nil
 }
 
 // TempTriggerName is the name a trigger carries on the new table between the swap and the moment

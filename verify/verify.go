@@ -88,8 +88,8 @@ var errBehind = errors.New("the target is behind")
 // than minPatience); past that, it lets the source go, waits for the target unlocked (up to
 // behindWait), and compares again. After maxBehind such retries it waits under the lock for up
 // to Config.CatchUp, so a replay that is merely slow cannot keep one chunk from ever being
-// compared. With replay stalled for 600 ms under writers, the longest write gap was 22-24 ms,
-// and 600 ms without the patience (TestVerifyLetsTheSourceGoWhileTheShadowIsBehind).
+// compared (TestVerifyLetsTheSourceGoWhileTheShadowIsBehind holds replay still and measures the
+// application's writes).
 const (
 	minPatience = 20 * time.Millisecond
 	maxBehind   = 3
