@@ -27,12 +27,15 @@ func (m *migrator) prepareGalera(ctx context.Context, ti *table.Info) error {
 			return preflight.Refuse(f.Remedy, "%s: [%s] %s", ti.QuotedName(), f.Check, f.Message)
 		}
 	}
+	rowID := !m.opts.KeepKeyless && table.RowIDSupported(m.version)
 	if _, ok := ti.CopyKey(); !ok {
-		return refuseKeyless(ti)
+		if err := refuseKeyless(ti, rowID); err != nil {
+			return err
+		}
 	}
 	// Unique secondary indexes too: replay and the copy keep the shadow equal to the source with
 	// them in place (shadow/order.go, "unique secondary indexes").
-	if m.ddl, err = ti.Shadow(table.ShadowName(ti.Name), false, !m.opts.KeepKeyless && table.RowIDSupported(m.version)); err != nil {
+	if m.ddl, err = ti.Shadow(table.ShadowName(ti.Name), false, rowID); err != nil {
 		return preflight.Refuse("", "%v", err)
 	}
 	if m.galeraMaxChunk, err = galeraChunkLimit(ctx, m.db, ti); err != nil {
@@ -47,16 +50,22 @@ func (m *migrator) prepareGalera(ctx context.Context, ti *table.Info) error {
 // at all: its rows are addressed by content and written with plain INSERT (shadow/order.go, rule
 // 5), so with the index in the shadow from the start the copy or replay stops with a duplicate-key
 // error at the first row whose value another row held a moment before (shadow/order.go, "unique
-// secondary indexes").
-func refuseKeyless(ti *table.Info) error {
+// secondary indexes"). One without any unique index converts when the InnoDB table gets the row
+// id: the shadow is written only by enginemig, under LOCK TABLES whose writes replicate at each
+// statement's commit, and no total-order statement touches it during the copy. Without the row id
+// (--keep-keyless) the cluster would apply every row event on it by a table scan.
+func refuseKeyless(ti *table.Info, rowID bool) error {
 	for _, ix := range ti.Indexes {
 		if ix.Unique {
 			return preflight.Refuse("give the table a primary key, or convert it before the node joins a cluster",
 				"%s has no primary key and its unique index `%s` addresses no row (a NULLable, prefix or generated column): on a Galera node the shadow has every index from the start, and a table without a key is written there with plain INSERTs, which that index stops with a duplicate-key error as soon as a row takes a value another row just gave up", ti.QuotedName(), ix.Name)
 		}
 	}
-	return preflight.Refuse("convert the table before the node joins a cluster, or give it a primary key",
-		"%s has no primary or unique key: the conversion of such a table is not built or tested for a Galera node yet", ti.QuotedName())
+	if rowID {
+		return nil
+	}
+	return preflight.Refuse("drop --keep-keyless so the InnoDB table gets the row id, or give the table a primary key",
+		"%s has no primary or unique key and gets no row id (--keep-keyless, or a server without invisible columns): on a Galera node every node would apply each of its row changes by a table scan", ti.QuotedName())
 }
 
 // replayBatchRows is the most rows one replay batch can write: 2000 changes (binlog.Replayer),

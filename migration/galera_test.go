@@ -30,6 +30,7 @@ func TestGalera(t *testing.T) {
 	t.Run("apply", func(t *testing.T) { galeraApply(t, c, true) })
 	t.Run("apply without secondary indexes", func(t *testing.T) { galeraApply(t, c, false) })
 	t.Run("apply with a unique secondary index", func(t *testing.T) { galeraUnique(t, c) })
+	t.Run("apply to a table without a key", func(t *testing.T) { galeraKeyless(t, c) })
 	t.Run("rollback", func(t *testing.T) { galeraRollback(t, c) })
 	t.Run("blocked cut-over", func(t *testing.T) { galeraBlockedCutover(t, c) })
 	t.Run("flow control pauses the copy", func(t *testing.T) { galeraFlowControl(t, c) })
