@@ -214,6 +214,16 @@ func writeGalera(b *strings.Builder, p *Plan) {
 	}
 }
 
+// LoadGalera reads the cluster's state and settings as seen from the node db is connected to; nil
+// when it is not a Galera node.
+func LoadGalera(ctx context.Context, db *sql.DB) (*Galera, error) {
+	srv, err := LoadServer(ctx, db)
+	if err != nil || !srv.VarOn("wsrep_on") {
+		return nil, err
+	}
+	return loadGalera(ctx, db, srv, nil)
+}
+
 // CheckGalera runs the Galera checks for one table as apply's preflight does: the cluster's state
 // and settings, and the table's rows on every node (read through open). It returns nothing on a
 // server that is not a Galera node.

@@ -22,23 +22,20 @@ import (
 // (the one that held its rows), with every change made anywhere in the cluster since. The
 // capture reads them from this node's binlog, where the write sets applied from the other nodes
 // must be, and the swap back is the gated one (cutover.Swap.Gate).
-func prepareGalera(ctx context.Context, db *sql.DB, opts *Options, st *state.State, version string) error {
+func prepareGalera(ctx context.Context, db *sql.DB, opts *Options, st *state.State) error {
 	if st.CaptureMode() != shadow.Binlog {
 		return preflight.Refuse("keep the InnoDB table", "on a Galera node a rollback replays this node's binlog, and the conversion recorded %s capture", st.Capture)
 	}
-	var size int64
-	var status, state, name string
-	if err := db.QueryRowContext(ctx, "SHOW GLOBAL STATUS LIKE 'wsrep_cluster_status'").Scan(&name, &status); err != nil {
-		return fmt.Errorf("read wsrep_cluster_status: %w", err)
+	g, err := plan.LoadGalera(ctx, db)
+	switch {
+	case err != nil:
+		return fmt.Errorf("read the cluster's state: %w", err)
+	case g == nil:
+		return errors.New("read the cluster's state: wsrep_on is no longer ON on this node")
+	case g.Status != "Primary" || g.State != "Synced":
+		return preflight.Refuse("roll back once the node is Synced in the Primary component", "this node is %s in a %s component of %d node(s)", g.State, g.Status, g.Size)
 	}
-	db.QueryRowContext(ctx, "SHOW GLOBAL STATUS LIKE 'wsrep_local_state_comment'").Scan(&name, &state)
-	db.QueryRowContext(ctx, "SHOW GLOBAL STATUS LIKE 'wsrep_cluster_size'").Scan(&name, &size)
-	if status != "Primary" || state != "Synced" {
-		return preflight.Refuse("roll back once the node is Synced in the Primary component", "this node is %s in a %s component of %d node(s)", state, status, size)
-	}
-	var logReplicated sql.NullString
-	db.QueryRowContext(ctx, "SELECT @@GLOBAL.log_slave_updates").Scan(&logReplicated)
-	if !plan.BinlogsWriteSets(dbconn.MariaDB(version), logReplicated.String) {
+	if !g.BinlogsWriteSets {
 		return preflight.Refuse("set log_slave_updates=ON (log_replica_updates) in the configuration of this node and restart it, or keep the InnoDB table; changes the other nodes made before that are not in its binlog, so roll back only conversions made after",
 			"log_slave_updates is OFF: this node's binlog lacks the writes made on the other nodes, which a rollback must carry into the MyISAM table")
 	}
@@ -54,7 +51,7 @@ func prepareGalera(ctx context.Context, db *sql.DB, opts *Options, st *state.Sta
 		return preflight.Refuse("rename the table, or keep it InnoDB", "the table's name %q leaves no name for the swap-back's gate that sorts before it (or the gate's name would be over 64 characters)", opts.Table)
 	}
 	opts.Cutover.Galera = true
-	opts.Logger.Info("Galera node: rolling back with the gated swap; the application must write through this node again afterwards", "cluster_size", size)
+	opts.Logger.Info("Galera node: rolling back with the gated swap; the application must write through this node again afterwards", "cluster_size", g.Size)
 	return nil
 }
 

@@ -88,7 +88,7 @@ func rollback(ctx context.Context, db *sql.DB, opts Options, swapping *atomic.Bo
 		return nil, err
 	}
 	if dbconn.GaleraNode(ctx, db) {
-		if err := prepareGalera(ctx, db, &opts, st, version); err != nil {
+		if err := prepareGalera(ctx, db, &opts, st); err != nil {
 			return nil, err
 		}
 	}
