@@ -13,6 +13,7 @@ import (
 
 	"github.com/enginemig/enginemig/dbconn"
 	"github.com/enginemig/enginemig/lockwait"
+	"github.com/enginemig/enginemig/table"
 	"github.com/go-sql-driver/mysql"
 )
 
@@ -182,8 +183,7 @@ func Run(ctx context.Context, db *sql.DB, sw Swap, target Target, cfg Config, re
 			// its kept name. Retried, because failing here leaves it under the sentry name.
 			var rerr error
 			for i := 0; i < 5; i++ {
-				if _, rerr = db.ExecContext(context.WithoutCancel(ctx), fmt.Sprintf("RENAME TABLE %s TO %s",
-					dbconn.QualifiedName(sw.Schema, sw.Sentry), dbconn.QualifiedName(sw.Schema, sw.Aside))); rerr == nil {
+				if _, rerr = db.ExecContext(context.WithoutCancel(ctx), table.RenameTable(sw.Schema, sw.Sentry, sw.Aside)); rerr == nil {
 					return res, nil
 				}
 				time.Sleep(200 * time.Millisecond)
@@ -344,7 +344,6 @@ func plainWord(s string) bool {
 // renameBehindLock queues the rename behind the lock connA holds, then drops the sentry and
 // unlocks, which lets the rename through. It reports whether the sentry was dropped.
 func renameBehindLock(ctx context.Context, db *sql.DB, connA *sql.Conn, idA int64, probe *queueProbe, sw Swap, cfg Config, unlock func()) (bool, error) {
-	from, to, sentry := dbconn.QualifiedName(sw.Schema, sw.From), dbconn.QualifiedName(sw.Schema, sw.To), dbconn.QualifiedName(sw.Schema, sw.Sentry)
 	connB, err := db.Conn(ctx)
 	if err != nil {
 		return false, err
@@ -356,7 +355,7 @@ func renameBehindLock(ctx context.Context, db *sql.DB, connA *sql.Conn, idA int6
 	}
 	renameDone := make(chan error, 1)
 	go func() {
-		_, err := connB.ExecContext(context.WithoutCancel(ctx), fmt.Sprintf("RENAME TABLE %s TO %s, %s TO %s", from, sentry, to, from))
+		_, err := connB.ExecContext(context.WithoutCancel(ctx), table.RenameTables(sw.Schema, [2]string{sw.From, sw.Sentry}, [2]string{sw.To, sw.From}))
 		renameDone <- err
 	}()
 	// The rename must be queued behind our lock before the sentry goes: its exclusive metadata
@@ -370,7 +369,7 @@ func renameBehindLock(ctx context.Context, db *sql.DB, connA *sql.Conn, idA int6
 	if cfg.OnRenameQueued != nil {
 		cfg.OnRenameQueued(idA)
 	}
-	if _, err := connA.ExecContext(ctx, "DROP TABLE "+sentry); err != nil {
+	if _, err := connA.ExecContext(ctx, table.DropTable(sw.Schema, sw.Sentry)); err != nil {
 		killQuery(db, idB)
 		<-renameDone
 		return false, fmt.Errorf("drop sentry under lock: %w", err)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/enginemig/enginemig/dbconn"
 	"github.com/enginemig/enginemig/lockwait"
+	"github.com/enginemig/enginemig/table"
 )
 
 // ErrRenamedLate marks a Galera swap whose rename got the table only after the cut-over's lock
@@ -87,11 +88,10 @@ func renameQueued(ctx context.Context, db *sql.DB, idA int64, probe *queueProbe,
 	if err := connB.QueryRowContext(ctx, "SELECT CONNECTION_ID()").Scan(&idB); err != nil {
 		return err
 	}
-	q := func(n string) string { return dbconn.QualifiedName(sw.Schema, n) }
 	// Two channels: waitUntilBlocked consumes the one it watches.
 	renameDone, watched := make(chan error, 1), make(chan error, 1)
 	go func() {
-		_, err := connB.ExecContext(context.WithoutCancel(ctx), fmt.Sprintf("RENAME TABLE %s TO %s, %s TO %s", q(sw.From), q(sw.Aside), q(sw.To), q(sw.From)))
+		_, err := connB.ExecContext(context.WithoutCancel(ctx), table.RenameTables(sw.Schema, [2]string{sw.From, sw.Aside}, [2]string{sw.To, sw.From}))
 		watched <- err
 		renameDone <- err
 	}()

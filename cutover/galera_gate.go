@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/enginemig/enginemig/dbconn"
 	"github.com/enginemig/enginemig/lockwait"
+	"github.com/enginemig/enginemig/table"
 )
 
 // gateQueueWait bounds how long the gate waits for the rename to reach it. Until the rename is
@@ -44,14 +44,13 @@ const gateQueueWait = 30 * time.Second
 // not reach the gate within gateQueueWait or step 4 fails, the gate opens anyway and the swap
 // is reported with ErrRenamedLate, because changes committed in between may be missing from To.
 func attemptGaleraGate(ctx context.Context, db *sql.DB, sw Swap, target Target, cfg Config, rec Recorder) (time.Duration, string, error) {
-	q := func(n string) string { return dbconn.QualifiedName(sw.Schema, n) }
 	// No DDL in total order now: the rename would wait behind it (past gateQueueWait for a long
 	// one). Replicated events waiting to be applied are no reason to wait: none can need the gate.
 	if err := noDDL(ctx, db, "before the gate"); err != nil {
 		return 0, "", err
 	}
 	// A DDL in total order, sent while enginemig holds nothing.
-	if _, err := db.ExecContext(ctx, "CREATE TABLE IF NOT EXISTS "+q(sw.Gate)+" (id INT PRIMARY KEY) ENGINE=InnoDB COMMENT='"+GateComment+"'"); err != nil {
+	if _, err := db.ExecContext(ctx, table.CreateGate(sw.Schema, sw.Gate, GateComment)); err != nil {
 		return 0, "", fmt.Errorf("create the gate %s: %w", sw.Gate, err)
 	}
 	connA, err := db.Conn(ctx)
@@ -66,13 +65,13 @@ func attemptGaleraGate(ctx context.Context, db *sql.DB, sw Swap, target Target, 
 	if _, err := connA.ExecContext(ctx, fmt.Sprintf("SET SESSION wait_timeout = %d", idleLimit)); err != nil {
 		return 0, "", err
 	}
-	if _, err := connA.ExecContext(ctx, "HANDLER "+q(sw.Gate)+" OPEN AS enginemig_gate"); err != nil {
+	if _, err := connA.ExecContext(ctx, table.HoldGate(sw.Schema, sw.Gate)); err != nil {
 		return 0, "", fmt.Errorf("hold the gate %s: %w", sw.Gate, err)
 	}
 	gateOpen := true
 	release := func() {
 		if gateOpen {
-			if _, err := connA.ExecContext(context.WithoutCancel(ctx), "HANDLER enginemig_gate CLOSE"); err != nil {
+			if _, err := connA.ExecContext(context.WithoutCancel(ctx), table.ReleaseGate); err != nil {
 				cfg.Logger.Warn("cut-over: closing the gate failed; closing the connection releases it", "error", err)
 				connA.Raw(func(any) error { return driver.ErrBadConn })
 				connA.Close()
@@ -112,7 +111,6 @@ func attemptGaleraGate(ctx context.Context, db *sql.DB, sw Swap, target Target, 
 // renameAtGate sends the rename (step 3), catches up once it waits at the gate (step 4) and
 // opens the gate (step 5).
 func renameAtGate(ctx context.Context, db *sql.DB, sw Swap, cfg Config, pos string, catchUp func() (string, error), release func()) (time.Duration, string, error) {
-	q := func(n string) string { return dbconn.QualifiedName(sw.Schema, n) }
 	connB, err := db.Conn(ctx)
 	if err != nil {
 		return 0, pos, err
@@ -124,8 +122,8 @@ func renameAtGate(ctx context.Context, db *sql.DB, sw Swap, cfg Config, pos stri
 	}
 	done := make(chan error, 1)
 	go func() {
-		_, err := connB.ExecContext(context.WithoutCancel(ctx), fmt.Sprintf("RENAME TABLE %s TO %s, %s TO %s, %s TO %s",
-			q(sw.Gate), q(sw.Gone), q(sw.From), q(sw.Aside), q(sw.To), q(sw.From)))
+		_, err := connB.ExecContext(context.WithoutCancel(ctx), table.RenameTables(sw.Schema,
+			[2]string{sw.Gate, sw.Gone}, [2]string{sw.From, sw.Aside}, [2]string{sw.To, sw.From}))
 		done <- err
 	}()
 	sent := time.Now()
@@ -164,7 +162,7 @@ func renameAtGate(ctx context.Context, db *sql.DB, sw Swap, cfg Config, pos stri
 	if err := <-done; err != nil {
 		return held, pos, fmt.Errorf("rename: %w", err)
 	}
-	if _, err := db.ExecContext(context.WithoutCancel(ctx), "DROP TABLE IF EXISTS "+q(sw.Gone)); err != nil {
+	if _, err := db.ExecContext(context.WithoutCancel(ctx), table.DropTableIfExists(sw.Schema, sw.Gone)); err != nil {
 		cfg.Logger.Warn("swapped; dropping the gate failed", "table", sw.Gone, "error", err)
 	}
 	if late != nil {
@@ -187,7 +185,7 @@ func waitAtGate(ctx context.Context, db *sql.DB, id int64, done <-chan error, li
 		if s, err := lockwait.Sessions(ctx, db, []int64{id}); err == nil && len(s) == 1 && strings.Contains(strings.ToLower(s[0].State), "metadata lock") {
 			return true, false, nil
 		}
-		time.Sleep(time.Millisecond)
+		time.Sleep(2 * time.Millisecond) // as waitUntilBlocked polls: a process-list read each time
 	}
 	return false, false, nil
 }
@@ -198,7 +196,7 @@ const GateComment = "enginemig swap-back gate"
 // dropGates removes the gate after the last attempt (a DDL in total order, with nothing held).
 func dropGates(ctx context.Context, db *sql.DB, sw Swap, log *slog.Logger) {
 	for _, n := range []string{sw.Gate, sw.Gone} {
-		if _, err := db.ExecContext(ctx, "DROP TABLE IF EXISTS "+dbconn.QualifiedName(sw.Schema, n)); err != nil {
+		if _, err := db.ExecContext(ctx, table.DropTableIfExists(sw.Schema, n)); err != nil {
 			log.Warn("could not drop the swap-back gate; `enginemig cleanup` drops it", "table", n, "error", err)
 		}
 	}
@@ -214,7 +212,7 @@ func DropLeftGates(ctx context.Context, db *sql.DB, schema string, names ...stri
 		if err != nil || comment != GateComment {
 			continue
 		}
-		if _, err := db.ExecContext(ctx, "DROP TABLE "+dbconn.QualifiedName(schema, n)); err != nil {
+		if _, err := db.ExecContext(ctx, table.DropTable(schema, n)); err != nil {
 			return dropped, fmt.Errorf("drop %s: %w", n, err)
 		}
 		dropped = append(dropped, n)

@@ -19,8 +19,16 @@ func DropTableIfExists(schema, name string) string {
 }
 
 // RenameTable renames schema.from to schema.to.
-func RenameTable(schema, from, to string) string {
-	return fmt.Sprintf("RENAME TABLE %s TO %s", dbconn.QualifiedName(schema, from), dbconn.QualifiedName(schema, to))
+func RenameTable(schema, from, to string) string { return RenameTables(schema, [2]string{from, to}) }
+
+// RenameTables renames each pair's first table of schema to its second in one statement, which
+// takes every table's metadata lock before it renames any (the cut-overs' atomic swaps).
+func RenameTables(schema string, pairs ...[2]string) string {
+	parts := make([]string, len(pairs))
+	for i, p := range pairs {
+		parts[i] = dbconn.QualifiedName(schema, p[0]) + " TO " + dbconn.QualifiedName(schema, p[1])
+	}
+	return "RENAME TABLE " + strings.Join(parts, ", ")
 }
 
 // DropIndexes drops the named indexes of schema.name in one ALTER.

@@ -13,6 +13,8 @@ func TestRunDDL(t *testing.T) {
 		{DropTable("d", "_t_new"), "DROP TABLE `d`.`_t_new`"},
 		{DropTableIfExists("d", "_t_new"), "DROP TABLE IF EXISTS `d`.`_t_new`"},
 		{RenameTable("d", "t_emswap", "_t_old"), "RENAME TABLE `d`.`t_emswap` TO `d`.`_t_old`"},
+		{RenameTables("d", [2]string{"#t_gate", "#t_gone"}, [2]string{"t", "_t_new"}, [2]string{"_t_old", "t"}),
+			"RENAME TABLE `d`.`#t_gate` TO `d`.`#t_gone`, `d`.`t` TO `d`.`_t_new`, `d`.`_t_old` TO `d`.`t`"},
 		{DropIndexes("d", "_t_new", []string{"u", "b`q"}), "ALTER TABLE `d`.`_t_new` DROP INDEX `u`, DROP INDEX `b``q`"},
 		{DropTrigger("d", "tr"), "DROP TRIGGER `d`.`tr`"},
 		{DropTable("we`ird", "na`me"), "DROP TABLE `we``ird`.`na``me`"},

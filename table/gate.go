@@ -1,6 +1,10 @@
 package table
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/enginemig/enginemig/dbconn"
+)
 
 // GateName is the empty table a Galera swap-back renames along with the tables it swaps, so that
 // the rename asks for the gate's metadata lock before any other (see cutover.Swap.Gate). GoneName
@@ -29,3 +33,17 @@ func GateSortsFirst(name string) bool {
 	}
 	return true
 }
+
+// CreateGate creates the gate: an empty InnoDB table marked by comment, which no write needs.
+func CreateGate(schema, gate, comment string) string {
+	return "CREATE TABLE IF NOT EXISTS " + dbconn.QualifiedName(schema, gate) + " (id INT PRIMARY KEY) ENGINE=InnoDB COMMENT=" + dbconn.QuoteString(comment)
+}
+
+// HoldGate opens a handler on the gate: an explicit shared metadata lock that a DDL in total order
+// waits for instead of aborting the session that holds it. ReleaseGate closes it.
+func HoldGate(schema, gate string) string {
+	return "HANDLER " + dbconn.QualifiedName(schema, gate) + " OPEN AS enginemig_gate"
+}
+
+// ReleaseGate closes the handler HoldGate opened.
+const ReleaseGate = "HANDLER enginemig_gate CLOSE"

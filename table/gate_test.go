@@ -12,3 +12,14 @@ func TestGateSortsFirst(t *testing.T) {
 		t.Error("a gate name over 64 characters accepted")
 	}
 }
+
+func TestGateStatements(t *testing.T) {
+	for _, c := range []struct{ got, want string }{
+		{CreateGate("d", "#t_gate", "enginemig swap-back gate"), "CREATE TABLE IF NOT EXISTS `d`.`#t_gate` (id INT PRIMARY KEY) ENGINE=InnoDB COMMENT='enginemig swap-back gate'"},
+		{HoldGate("d", "#t_gate"), "HANDLER `d`.`#t_gate` OPEN AS enginemig_gate"},
+	} {
+		if c.got != c.want {
+			t.Errorf("got  %s\nwant %s", c.got, c.want)
+		}
+	}
+}
