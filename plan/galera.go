@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -99,6 +100,11 @@ func loadGalera(ctx context.Context, q Querier, s *ServerInfo, nodes []string) (
 		}
 	}
 	g.Self = selfAddress(g.Nodes, vars["wsrep_node_incoming_address"], vars["port"])
+	// wsrep_incoming_addresses lists the nodes in an order that differs between nodes and over
+	// time; the report lists this node first, then the others as the cluster gave them.
+	if i := slices.Index(g.Nodes, g.Self); i > 0 {
+		g.Nodes = slices.Insert(slices.Delete(g.Nodes, i, i+1), 0, g.Self)
+	}
 	return g, nil
 }
 
