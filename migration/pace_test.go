@@ -119,13 +119,18 @@ func TestCopyBacksOffWhileTheApplicationIsSlowed(t *testing.T) {
 	}
 	t.Logf("level %d when the lock was taken, backed off after %s, down to %d; %d rows copied while it was held", first, backedOff.Round(time.Millisecond), lowest, rowsAtUnlock-rowsAtLock)
 
-	highest := 0
+	// The copy has recovered when its pace climbs back to level 3 or when it finishes; the pace
+	// reported by the stages after it (index build, verification) is theirs, not the copy's.
+	highest, copyOver := 0, false
 	for time.Since(unlocked) < 8*time.Second && highest < 3 {
 		level, _, stage, ok := paceOf(opts.ControlSocket)
-		if !ok && stage != state.StageCopy.String() {
-			break // the copy is over: it resumed
+		if stage != state.StageCopy.String() { // a later stage, or the run is over and its socket gone
+			copyOver = true
+			break
 		}
-		highest = max(highest, level)
+		if ok {
+			highest = max(highest, level)
+		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	select {
@@ -136,8 +141,8 @@ func TestCopyBacksOffWhileTheApplicationIsSlowed(t *testing.T) {
 	case <-time.After(2 * time.Minute):
 		t.Fatal("apply did not finish after the lock was gone")
 	}
-	if highest < 3 && highest != 0 {
-		t.Errorf("after the lock the pace came back only to level %d within 8 s", highest)
+	if highest < 3 && !copyOver {
+		t.Errorf("after the lock the copy's pace came back only to level %d within 8 s and the copy had not finished", highest)
 	}
 	if n := appErrs.Load(); n != 0 {
 		t.Errorf("%d application statements failed", n)
