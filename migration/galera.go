@@ -7,6 +7,7 @@ import (
 
 	"github.com/enginemig/enginemig/plan"
 	"github.com/enginemig/enginemig/preflight"
+	"github.com/enginemig/enginemig/shadow"
 	"github.com/enginemig/enginemig/table"
 )
 
@@ -21,6 +22,9 @@ func (m *migrator) prepareGalera(ctx context.Context, ti *table.Info) error {
 	findings, err := plan.CheckGalera(ctx, m.db, ti.Schema, ti.Name, nil, plan.OpenWithAccount(m.opts.Conn))
 	if err != nil {
 		return fmt.Errorf("galera checks: %w", err)
+	}
+	if m.capture == shadow.Triggers {
+		findings = append(findings, plan.GaleraTriggerCapture(ti)...)
 	}
 	for _, f := range findings {
 		if f.Severity == plan.Blocker {

@@ -8,16 +8,17 @@ import (
 )
 
 func init() {
-	registerServer("galera", Blocker, "the server is a Galera cluster node (wsrep_on=ON): apply converts there with binlog capture and its Galera cut-over only", checkGalera)
+	registerServer("galera", Info, "the server is a Galera cluster node (wsrep_on=ON): how apply converts there", checkGalera)
 	registerServer("galera-cluster", Blocker, "on a Galera node: the cluster's state and the settings a conversion depends on (OSU method, write-set limits, flow control, PXC strict mode, MyISAM replication)", checkGaleraCluster)
 	registerTable("galera-rows", Blocker, "on a Galera node: which nodes hold the table's MyISAM rows (Galera does not replicate them), so where apply must run", checkGaleraRows)
+	registerTable("galera-capture", Blocker, "on a Galera node with trigger capture: tables whose rows it cannot keep equal there (no usable key, a unique secondary index)", checkGaleraCapture)
 }
 
-// checkGalera says how apply converts on a Galera node, and refuses what is not safe there yet.
-// Galera runs DDL in total-order isolation (TOI): a DDL waits until no session holds a lock on its
-// tables, and it cannot be killed, so the usual cut-over (the sentry's DROP behind its own LOCK
-// TABLES) can wedge a node. On a Galera node apply uses its Galera cut-over (docs/how-it-works.md,
-// "The cut-over on Galera"), which needs binlog capture; trigger capture there is untested.
+// checkGalera says how apply converts on a Galera node. Galera runs DDL in total-order isolation
+// (TOI): a DDL waits until no session holds a lock on its tables, and it cannot be killed, so the
+// usual cut-over (the sentry's DROP behind its own LOCK TABLES) can wedge a node. On a Galera node
+// apply uses its Galera cut-over (docs/how-it-works.md, "The cut-over on Galera"), with either
+// capture: trigger capture's syncs there hold only MyISAM tables while others write the shadow.
 func checkGalera(s *ServerInfo) []Finding {
 	if !s.VarOn("wsrep_on") {
 		return nil
@@ -26,13 +27,43 @@ func checkGalera(s *ServerInfo) []Finding {
 	if cluster == "" {
 		cluster = "unnamed"
 	}
-	if mode, _, err := ChooseCapture(s, s.WantCapture); err != nil || mode != CaptureBinlog {
-		return []Finding{newFinding("galera", Blocker,
-			fmt.Sprintf("this server is a node of Galera cluster %q: on a Galera node apply converts only with binlog capture (its cut-over is built and tested for it), and this run would capture with triggers", cluster),
-			"enable the binary log on this node (log_bin, binlog_format=ROW, binlog_row_image=FULL; needs a restart) and use --capture auto or binlog; do not convert with a plain ALTER TABLE ... ENGINE=InnoDB: it converts only the rows each node holds (MyISAM rows are not replicated)")}
+	capture := "binlog capture"
+	if mode, _, err := ChooseCapture(s, s.WantCapture); err == nil && mode == CaptureTriggers {
+		capture = "trigger capture (its syncs lock only the MyISAM table and its change log; another session writes the shadow, and a sync whose writes wait gives its lock up)"
 	}
 	return []Finding{newFinding("galera", Info,
-		fmt.Sprintf("this server is a node of Galera cluster %q (wsrep_OSU_method=%s): apply builds the shadow with all its indexes (no index build in TOI after the copy) and swaps with the Galera cut-over, which never runs DDL behind a lock of its own; the application must write the table on the node apply runs on (writes to the MyISAM table on other nodes stay there and are moved aside by the swap)", cluster, orDash(s.Var("wsrep_osu_method"))), "")}
+		fmt.Sprintf("this server is a node of Galera cluster %q (wsrep_OSU_method=%s): apply captures with %s, builds the shadow with all its indexes (no index build in TOI after the copy) and swaps with the Galera cut-over, which never runs DDL behind a lock of its own; the application must write the table on the node apply runs on (writes to the MyISAM table on other nodes stay there and are moved aside by the swap)", cluster, orDash(s.Var("wsrep_osu_method")), capture), "")}
+}
+
+// checkGaleraCapture refuses, with trigger capture on a Galera node, the tables it cannot keep
+// equal there. The shadow has every index from the start (migration/galera.go): trigger capture's
+// copy writes INSERT IGNORE (shadow/order.go, rule 3), which keeps an out-of-date row holding a
+// unique value instead of the chunk's; and a table without a usable key is synced in groups under
+// a lock on the shadow, which a Galera node must not hold while it commits.
+func checkGaleraCapture(in *TableInput) []Finding {
+	if in.Server.Galera == nil || len(in.Info.Columns) == 0 {
+		return nil
+	}
+	if mode, _, err := ChooseCapture(in.Server, in.Server.WantCapture); err != nil || mode != CaptureTriggers {
+		return nil
+	}
+	return GaleraTriggerCapture(in.Info)
+}
+
+// GaleraTriggerCapture is checkGaleraCapture's verdict on a table apply captures with triggers on
+// a Galera node.
+func GaleraTriggerCapture(ti *table.Info) []Finding {
+	const remedy = "enable the binary log on this node (log_bin, binlog_format=ROW, binlog_row_image=FULL; needs a restart) and convert with --capture binlog"
+	key, ok := ti.CopyKey()
+	if !ok {
+		return []Finding{newFinding("galera-capture", Blocker, "the table has no usable key: on a Galera node trigger capture cannot keep a table without one equal (its syncs would lock the shadow while they commit through the cluster)", remedy)}
+	}
+	for _, ix := range ti.Indexes {
+		if ix.Unique && ix.Name != key.Name {
+			return []Finding{newFinding("galera-capture", Blocker, fmt.Sprintf("unique index `%s`: on a Galera node the shadow has it from the start, and trigger capture's copy (INSERT IGNORE) would keep an out-of-date row holding a unique value rather than the copied one", ix.Name), remedy)}
+		}
+	}
+	return nil
 }
 
 // checkGaleraCluster reports the cluster's state and the settings that make a conversion on it

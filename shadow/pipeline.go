@@ -44,6 +44,9 @@ type Config struct {
 	// Filled says the target already holds the source's rows as of Start, so nothing will be
 	// copied (a rollback's kept original): a keyless table's changes then all apply (rule 5).
 	Filled bool
+	// Galera says the server is a Galera node: no session of trigger capture then holds a lock
+	// on a table that commits through the cluster (triggercapture_galera.go).
+	Galera bool
 	// Faults are test seams (nil outside tests): replay held back, verification's release.
 	Faults *faults.Faults
 	Logger *slog.Logger
@@ -305,7 +308,7 @@ func (p *Pipeline) verify(ctx context.Context, pace copier.Pace) (verify.Result,
 	var res verify.Result
 	err := p.Do(ctx, func(ctx context.Context) (err error) {
 		res, err = verify.Run(ctx, p.cfg.DB, p.q, copier.NewChunker(p.writer, p.q, pace), verifyTarget{p},
-			verify.Config{Logger: p.cfg.Logger, Rows: &p.verified, LockWith: p.capture.LockWith(HeldForVerify), Release: p.cfg.Faults.Get().VerifyRelease, HoldDelay: p.cfg.Faults.Get().VerifyHold})
+			verify.Config{Logger: p.cfg.Logger, Rows: &p.verified, LockWith: p.capture.LockWith(HeldForVerify), TargetApart: p.cfg.Galera && p.cfg.Mode == Triggers, Release: p.cfg.Faults.Get().VerifyRelease, HoldDelay: p.cfg.Faults.Get().VerifyHold})
 		return err
 	})
 	return res, err

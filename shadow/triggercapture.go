@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -53,6 +54,21 @@ type triggerCapture struct {
 	// handedOut: outside a lock, see whether there is anything to sync from the ids the log has
 	// handed out (table.CaptureSQL.NotesHandedOut), not by reading the log (MariaDB).
 	handedOut bool
+	// galera: on a Galera node a sync's locked session holds no table that commits through the
+	// cluster (triggercapture_galera.go); pending are the writes of a sync that stopped waiting
+	// for them.
+	galera  bool
+	pendMu  sync.Mutex
+	pending chan error
+	// onLocked is faults.Faults.SyncLocked (tests only).
+	onLocked func()
+}
+
+// locked calls the test seam onLocked, if any.
+func (t *triggerCapture) locked() {
+	if t.onLocked != nil {
+		t.onLocked()
+	}
 }
 
 // noted reads how far the notes go outside any lock: the highest id handed out where the server
@@ -100,7 +116,10 @@ func (t *triggerCapture) Run(ctx context.Context) error {
 			switch {
 			case ctx.Err() != nil:
 				return nil
-			case dbconn.IsLockConflict(err):
+			case errors.Is(err, errWritesPending):
+				t.behind.Store(true)
+				t.log.Info("trigger capture: a sync's writes waited (behind a DDL in total order?); its lock let go, the next sync takes its notes", "error", err)
+			case retryLater(err):
 				t.behind.Store(true)
 				t.log.Debug("trigger capture: sync waited for the table; retrying", "error", err)
 			case err != nil:
@@ -128,13 +147,15 @@ func sleep(ctx context.Context, d time.Duration) bool {
 // WaitFor syncs every note written before the call, in q's locks (held) or, with HeldNone, in
 // its own, retrying while a transaction keeps it waiting.
 func (t *triggerCapture) WaitFor(ctx context.Context, q dbconn.Execer, held Held) (Position, error) {
-	switch held {
-	case HeldForVerify:
+	switch {
+	case held == HeldForVerify && t.galera:
+		return "", t.syncVerify(ctx, q)
+	case held == HeldForVerify:
 		// No order needed: q's lock on the target keeps every chunk's write out, and
 		// verification comes after the copy.
 		_, err := t.syncLocked(ctx, q, 0)
 		return "", err
-	case HeldForSwap:
+	case held == HeldForSwap:
 		return "", t.syncForSwap(ctx, q)
 	}
 	target, err := t.noted(ctx, t.db)
@@ -143,7 +164,7 @@ func (t *triggerCapture) WaitFor(ctx context.Context, q dbconn.Execer, held Held
 	}
 	for t.notes.Load() < target {
 		pause := syncBreather
-		if _, err := t.syncOwnLock(ctx, true); dbconn.IsLockConflict(err) {
+		if _, err := t.syncOwnLock(ctx, true); retryLater(err) {
 			pause = t.every
 		} else if err != nil {
 			return "", err
@@ -166,6 +187,12 @@ func (t *triggerCapture) syncOwnLock(ctx context.Context, asked bool) (more bool
 	if last, err := t.noted(ctx, t.db); err != nil || last <= t.notes.Load() {
 		return false, err
 	}
+	if err := t.waitPending(ctx); err != nil {
+		return false, err
+	}
+	if t.galera {
+		return t.syncGalera(ctx)
+	}
 	conn, err := t.db.Conn(ctx)
 	if err != nil {
 		return false, err
@@ -179,6 +206,7 @@ func (t *triggerCapture) syncOwnLock(ctx context.Context, asked bool) (more bool
 		if _, err := conn.ExecContext(ctx, t.c.Lock()); err != nil {
 			return fmt.Errorf("trigger capture: %w", err)
 		}
+		t.locked()
 		var err error
 		more, err = t.syncLocked(ctx, conn, syncMaxNotes)
 		if _, uerr := conn.ExecContext(context.WithoutCancel(ctx), "UNLOCK TABLES"); err == nil {
@@ -199,7 +227,8 @@ const syncMaxNotes = 2000
 // syncBreather is the pause between batches of a backlog, in which queued writes get the table.
 const syncBreather = 20 * time.Millisecond
 
-// Hold keeps periodic syncs off until Release, waiting for one in flight to end: an index build
+// Hold keeps periodic syncs off until Release, waiting for one in flight (and for the writes of
+// one that stopped waiting for them) to end: an index build
 // on the target, whose metadata lock a sync's LOCK TABLES ... WRITE would queue behind while
 // holding the source, and a cut-over attempt, whose LOCK TABLES a sync waiting for the source
 // would hold up. WaitFor's own syncs (asked for) still run.
@@ -207,44 +236,26 @@ func (t *triggerCapture) Hold() {
 	t.paused.Add(1)
 	t.inflight.Lock()
 	t.inflight.Unlock() //lint:ignore SA2001 the lock only waits for the sync in flight, if any, to end
+	t.waitPending(context.Background())
 }
 
 // Release ends one Hold.
 func (t *triggerCapture) Release() { t.paused.Add(-1) }
 
-// syncForSwap is the sync under the cut-over's lock. q holds the source, the sentry and the log
-// (READ), but not the target, so q reads the noted keys and their current rows, and another
-// session deletes those keys from the target and writes the rows (table.CaptureSQL.SyncForSwap).
-// Deleting every noted key first, by its exact bytes, and then writing the rows also handles a
-// key that changed only in case or accents. q's results are bytes as stored and times in UTC,
-// like the row sessions that write them.
+// syncForSwap is the sync under the cut-over's lock. q holds the source and the log (READ), but
+// not the target, so q reads the noted keys and their current rows, and another session writes
+// them (syncNoted), within ctx (the catch-up's budget): past it, the attempt fails and lets its
+// lock go, and the writes are pending for the next sync. The notes stay: the log goes with the
+// swap.
 func (t *triggerCapture) syncForSwap(ctx context.Context, q dbconn.Execer) error {
+	if err := t.waitPending(ctx); err != nil {
+		return err
+	}
 	var last int64
 	if err := q.QueryRowContext(ctx, t.c.LastNote()).Scan(&last); err != nil || last == 0 {
 		return err
 	}
-	if _, err := q.ExecContext(ctx, "SET SESSION character_set_results = binary, time_zone = '+00:00'"); err != nil {
-		return err
-	}
-	keys, read := t.c.SyncForSwap()
-	noted, err := scanAll(ctx, q, keys, len(t.q.KeyPositions()), last)
-	if err != nil {
-		return fmt.Errorf("trigger capture: read the noted keys: %w", err)
-	}
-	rows, err := scanAll(ctx, q, read, t.q.Columns(), last)
-	if err != nil {
-		return fmt.Errorf("trigger capture: read the noted rows: %w", err)
-	}
-	if err := t.writeBatches(ctx, noted, len(t.q.KeyPositions()), t.q.DeleteKeys); err != nil {
-		return fmt.Errorf("trigger capture: delete the noted keys: %w", err)
-	}
-	write := func(n int) string { return t.q.WriteRows(n, table.Replace) }
-	if err := t.writeBatches(ctx, rows, t.q.Columns(), write); err != nil {
-		return fmt.Errorf("trigger capture: write the noted rows: %w", err)
-	}
-	t.synced.Add(1)
-	t.notes.Store(last)
-	return nil
+	return t.syncNoted(ctx, q, last)
 }
 
 // scanAll reads every row of a query, width values each, flattened. It prepares the query when
@@ -290,7 +301,12 @@ func (t *triggerCapture) writeBatches(ctx context.Context, flat []any, width int
 			return err
 		}
 		n := min(len(flat)/width, syncBatch)
-		if _, err := t.writer.ExecContext(context.WithoutCancel(ctx), stmt(n), flat[:n*width]...); err != nil {
+		// Each batch is one autocommit statement that deletes or writes whole rows: rerun, it
+		// does the same again, so a batch the cluster aborted runs again.
+		if err := dbconn.RetryClusterAborts(ctx, func() error {
+			_, err := t.writer.ExecContext(context.WithoutCancel(ctx), stmt(n), flat[:n*width]...)
+			return err
+		}); err != nil {
 			return err
 		}
 		flat = flat[n*width:]
@@ -347,7 +363,12 @@ func (t *triggerCapture) syncLocked(ctx context.Context, q dbconn.Execer, limit 
 
 // LockWith is what verification (the target and the log, to sync under its lock) and the
 // cut-over (the log, see syncForSwap) lock with the source.
+// On a Galera node verification locks only the log with the source, and its sync has other
+// sessions write the target (triggercapture_galera.go).
 func (t *triggerCapture) LockWith(held Held) []string {
+	if held == HeldForVerify && t.galera {
+		return []string{t.c.Log() + " WRITE"}
+	}
 	if held == HeldForSwap {
 		return t.c.SwapLockWith()
 	}

@@ -116,6 +116,17 @@ func (c *CaptureSQL) Lock() string {
 	return "LOCK TABLES " + c.q.src + " READ, " + strings.Join(c.LockWith(), ", ")
 }
 
+// LockSource is what a session holds for a sync that reads the notes and rows and has another
+// session write them (on a Galera node): the source read-locked and the log, both MyISAM. No table
+// that commits through the cluster is in it, so nothing the session holds can be what a DDL in
+// total-order isolation waits for while the writes wait behind that DDL.
+func (c *CaptureSQL) LockSource() string {
+	return "LOCK TABLES " + c.q.src + " READ, " + c.log + " WRITE"
+}
+
+// ForgetNotes deletes the notes up to the id given, once their keys are synced.
+func (c *CaptureSQL) ForgetNotes() string { return "DELETE FROM " + c.log + " WHERE `_emcap_id` <= ?" }
+
 // LockWith is the target's and the log's part of a LOCK TABLES list (verification adds it to
 // its own, and syncs under its lock).
 func (c *CaptureSQL) LockWith() []string { return []string{c.q.dst + " WRITE", c.log + " WRITE"} }
@@ -159,7 +170,7 @@ func (c *CaptureSQL) Sync() [3]string {
 		"DELETE " + c.q.dst + " FROM " + c.q.dst + " JOIN (" + noted + ") `_emcap_l` ON " + strings.Join(on, " AND "),
 		c.q.verb(Replace) + c.q.dst + " (" + c.q.colList + ") SELECT " + c.q.colList + " FROM " + c.q.src + " " + c.q.forceKey +
 			" WHERE (" + c.q.keyList + ") IN (" + noted + ")",
-		"DELETE FROM " + c.log + " WHERE `_emcap_id` <= ?",
+		c.ForgetNotes(),
 	}
 }
 

@@ -41,6 +41,10 @@ type Config struct {
 	// capture: the target and its change log). The target is then checksummed in the same
 	// session, after the source: no other session can read a table this one holds WRITE-locked.
 	LockWith []string
+	// TargetApart says the target is not among LockWith (trigger capture on a Galera node locks
+	// only the log with the source, and writes the target through other sessions): it is then
+	// checksummed in a session of its own, still while the source is locked.
+	TargetApart bool
 	// Release says when the source's lock is let go before the target is compared (see compare).
 	Release Release
 	// HoldDelay is a fault-injection point for tests: a pause after the source is released early,
@@ -355,7 +359,11 @@ func (v *verifier) compareInSession(ctx context.Context, conn *sql.Conn, r table
 	if src.err != nil {
 		return c, src.err
 	}
-	dst := v.checksum(ctx, conn, r, true)
+	var dstQ dbconn.Querier = conn
+	if v.cfg.TargetApart {
+		dstQ = v.db
+	}
+	dst := v.checksum(ctx, dstQ, r, true)
 	c.rows, c.same, c.sumTime = src.n, src.equal(dst), src.took+dst.took
 	return c, dst.err
 }

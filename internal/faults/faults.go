@@ -42,6 +42,10 @@ type Faults struct {
 	// the copy and replay then run against unique secondary indexes (shadow/order.go, "unique
 	// secondary indexes").
 	AllIndexesUpFront bool
+	// SyncLocked is called by each sync trigger capture runs on its own, while its session holds
+	// the source locked and before the sync writes the target: a DDL in total-order isolation sent
+	// then is ordered while the lock is held.
+	SyncLocked func()
 }
 
 // Get is f, or none for a nil f.

@@ -1,0 +1,161 @@
+package migration
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/enginemig/enginemig/dbconn"
+	"github.com/enginemig/enginemig/internal/ackload"
+	"github.com/enginemig/enginemig/outcome"
+	"github.com/enginemig/enginemig/sandbox/sandboxtest"
+	"github.com/enginemig/enginemig/state"
+)
+
+// galeraTriggerCapture: apply with trigger capture on node 1 under writers, on a table with
+// triggers of its own. During the copy, statements in total-order isolation on the source
+// (a trigger created and dropped again) and on the shadow (OPTIMIZE) are ordered while syncs run:
+// a sync that committed to the shadow with the source locked would wedge the node on the first,
+// and the second aborts the syncs' writes (error 1213), which must run again. Afterwards every
+// node has the same InnoDB table, every acknowledged write is in it, the table's own triggers
+// fired for each row written and are on the InnoDB table, and the cluster has 3 synced nodes.
+func galeraTriggerCapture(t *testing.T, c *sandboxtest.Cluster) {
+	schema, _ := sandboxtest.FreshDatabase(t, c.Nodes[0])
+	db := openControl(t, c.Nodes[0])
+	db.SetMaxOpenConns(30)
+	l, err := ackload.Create(context.Background(), db, schema, "t", ackload.Config{Writers: 3, RowsPerWriter: 2000, Pause: 300 * time.Microsecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := func(n string) string { return dbconn.QualifiedName(schema, n) }
+	// The table's own triggers set a column of their own (ackload's writes leave it alone). They
+	// write no other table: a write to the MyISAM table that also wrote InnoDB would be replicated
+	// whole, and the other nodes, whose MyISAM table lacks the row, would leave the cluster.
+	sandboxtest.MustExec(t, db,
+		"ALTER TABLE "+q("t")+" ADD COLUMN tag BIGINT NULL",
+		"CREATE TABLE "+q("seeded")+" (id BIGINT PRIMARY KEY) ENGINE=MyISAM",
+		"INSERT INTO "+q("seeded")+" SELECT id FROM "+q("t"),
+		"CREATE TRIGGER "+q("t_bi")+" BEFORE INSERT ON "+q("t")+" FOR EACH ROW SET NEW.tag = NEW.id * 2",
+		"CREATE TRIGGER "+q("t_bu")+" BEFORE UPDATE ON "+q("t")+" FOR EACH ROW SET NEW.tag = NEW.id * 2")
+	stop := l.Start()
+	defer stop()
+	time.Sleep(200 * time.Millisecond)
+	opts := testOptions(c.Nodes[0], schema, "t")
+	opts.Capture = "triggers"
+	// Once, while a sync holds the source locked: a CREATE TRIGGER on the source, ordered in
+	// total order then, which waits for that lock.
+	var armed atomic.Bool
+	ddlDone := make(chan error, 1)
+	opts.seams.SyncLocked = func() {
+		if !armed.CompareAndSwap(true, false) {
+			return
+		}
+		go func() {
+			begin := time.Now()
+			_, err := db.Exec("CREATE TRIGGER " + q("t_probe") + " BEFORE DELETE ON " + q("t") + " FOR EACH ROW SET @enginemig_test_probe = 1")
+			t.Logf("CREATE TRIGGER on t sent while a sync held t: took %s", time.Since(begin).Round(time.Millisecond))
+			ddlDone <- err
+		}()
+		time.Sleep(100 * time.Millisecond)
+	}
+	opts.Hook = func(_ context.Context, at Point, _ *state.State) error {
+		if at != After(state.StageCopy) {
+			return nil
+		}
+		armed.Store(true)
+		select {
+		case err := <-ddlDone:
+			if err != nil {
+				return err
+			}
+		case <-time.After(20 * time.Second):
+			return errors.New("no sync of the capture's own came within 20 s")
+		}
+		if _, err := db.Exec("DROP TRIGGER " + q("t_probe")); err != nil {
+			return err
+		}
+		// OPTIMIZE rebuilds the shadow in total order: syncs' writes it aborts run again.
+		for i := 0; i < 5; i++ {
+			if _, err := db.Exec("OPTIMIZE TABLE " + q("_t_new")); err != nil {
+				return err
+			}
+			time.Sleep(30 * time.Millisecond)
+		}
+		return nil
+	}
+	res, err := runBounded(t, db, opts, c)
+	if err != nil {
+		for i, n := range c.Nodes {
+			t.Logf("node %d:\n%s", i+1, n.ErrorLogTail(15))
+		}
+		t.Fatalf("apply with trigger capture: code %d, %v", outcome.CodeOf(err), err)
+	}
+	t.Logf("apply: %d rows copied in %s, %d changes captured, cut-over %d attempt(s), lock held %s, total %s", res.RowsCopied, res.CopyTime.Round(time.Millisecond),
+		res.CaptureChanges, res.Cutover.Attempts, res.Cutover.LockHeld.Round(time.Millisecond), res.TotalTime.Round(time.Millisecond))
+	checkAckedGalera(t, db, l, stop, schema)
+	galeraSame(t, c, schema, "t")
+	galeraFired(t, db, schema)
+	for _, n := range []string{"t_emchg", "_t_new"} {
+		if tableExists(t, db, schema, n) {
+			t.Errorf("%s left behind", n)
+		}
+	}
+	var capture int
+	db.QueryRow("SELECT COUNT(*) FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = ? AND TRIGGER_NAME LIKE '\\_emcap\\_%'", schema).Scan(&capture)
+	if capture != 0 {
+		t.Errorf("%d capture trigger(s) left behind", capture)
+	}
+}
+
+// checkAckedGalera is checkAcked for a table a DDL in total-order isolation touched while the
+// application wrote it: the cluster aborts statements that hold the table's locks then (error
+// 1213, nothing of them stays), which an application runs again. Any other error fails the test.
+func checkAckedGalera(t *testing.T, db *sql.DB, l *ackload.Load, stop func(), schema string) {
+	t.Helper()
+	time.Sleep(200 * time.Millisecond)
+	stop()
+	st := l.Stats()
+	aborted := 0
+	for _, p := range l.Problems(1 << 20) {
+		if !strings.Contains(p, "Error 1213") {
+			t.Errorf("application problem: %s", p)
+		}
+		aborted++
+	}
+	checked, diffs, err := l.Check(context.Background(), db, schema, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(diffs) > 0 {
+		t.Fatalf("lost or wrong writes:\n%s", strings.Join(diffs, "\n"))
+	}
+	t.Logf("%d writes and %d reads acknowledged, %d aborted by the cluster (1213), %d rows identical", st.Acked, st.Reads, aborted, checked)
+}
+
+// galeraFired checks the table's own triggers are on it and fired on every row written since they
+// were created (each inserted row, and each one updated, has its tag), and nowhere else.
+func galeraFired(t *testing.T, db *sql.DB, schema string) {
+	t.Helper()
+	q := func(n string) string { return dbconn.QualifiedName(schema, n) }
+	var untagged, wrong, tagged int
+	if err := db.QueryRow("SELECT COUNT(*) FROM " + q("t") + " WHERE tag IS NULL AND id NOT IN (SELECT id FROM " + q("seeded") + ")").Scan(&untagged); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.QueryRow("SELECT COUNT(*) FROM " + q("t") + " WHERE tag <> id * 2").Scan(&wrong); err != nil {
+		t.Fatal(err)
+	}
+	db.QueryRow("SELECT COUNT(*) FROM " + q("t") + " WHERE tag IS NOT NULL").Scan(&tagged)
+	if untagged > 0 || wrong > 0 || tagged == 0 {
+		t.Errorf("the table's own triggers: %d rows written without their firing, %d with a wrong tag, %d tagged", untagged, wrong, tagged)
+	}
+	var names string
+	db.QueryRow("SELECT COALESCE(GROUP_CONCAT(TRIGGER_NAME ORDER BY TRIGGER_NAME), '') FROM information_schema.TRIGGERS WHERE EVENT_OBJECT_SCHEMA = ? AND EVENT_OBJECT_TABLE = 't'", schema).Scan(&names)
+	if names != "t_bi,t_bu" {
+		t.Errorf("triggers on t after apply: %q, want t_bi,t_bu", names)
+	}
+	t.Logf("the table's own triggers tagged %d rows, every one written since they were created", tagged)
+}

@@ -1,0 +1,181 @@
+package shadow
+
+import (
+	"context"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/enginemig/enginemig/dbconn"
+	"github.com/enginemig/enginemig/table"
+)
+
+// Trigger capture on a Galera node. There a DDL in total-order isolation (TOI) on a table, once
+// ordered, waits for every session holding the table with LOCK TABLES (the cluster's brute-force
+// abort spares explicit locks), and every later commit of the node waits for that DDL. A sync that
+// committed its writes to the target while its session held LOCK TABLES on the source would
+// therefore wedge the node as soon as a DDL on the source (the application's, another node's, a
+// trigger's CREATE) was ordered meanwhile: the sync's commit would wait for the DDL, the DDL for
+// the sync's lock. So on a Galera node a sync's locked session holds only MyISAM tables (the
+// source READ, the log), which commit nothing through the cluster, and reads the noted keys and
+// rows; another session writes them (as under the cut-over's lock, syncForSwap), and the locked
+// session waits for those writes at most syncWriteWait (the cut-over: its catch-up budget). A
+// sync whose writes did not end in time lets its lock go and keeps its notes; its writes become
+// pending, and every later sync, and Hold, waits for them first, so they cannot land after newer
+// rows without a note left to bring those back. Verification locks the log, not the target, with
+// the source (LockWith): its sync is such a sync, and the target is checksummed in a session of
+// its own (verify.Config.TargetApart).
+
+// syncWriteWait bounds how long a sync's locked session waits for its writes on a Galera node
+// (the application's writes to the source wait meanwhile).
+const syncWriteWait = syncLockWait * time.Second
+
+// errWritesPending: a sync's writes did not end within its wait; they go on, and its notes stay.
+var errWritesPending = errors.New("trigger capture: the sync's writes did not end in time; its notes stay for the next sync")
+
+// retryLater says a sync did nothing lasting and can run again later: it waited for a lock, or
+// for its writes.
+func retryLater(err error) bool {
+	return dbconn.IsLockConflict(err) || errors.Is(err, errWritesPending)
+}
+
+// syncGalera is syncOwnLock on a Galera node (see above).
+func (t *triggerCapture) syncGalera(ctx context.Context) (more bool, err error) {
+	conn, err := t.db.Conn(ctx)
+	if err != nil {
+		return false, err
+	}
+	defer conn.Close()
+	defer conn.Raw(func(any) error { return driver.ErrBadConn }) // a session that held LOCK TABLES and a short lock wait
+	if _, err := conn.ExecContext(ctx, fmt.Sprintf("SET SESSION lock_wait_timeout = %d", syncLockWait)); err != nil {
+		return false, err
+	}
+	err = t.order.Exclusive(func() error {
+		if _, err := conn.ExecContext(ctx, t.c.LockSource()); err != nil {
+			return fmt.Errorf("trigger capture: %w", err)
+		}
+		t.locked()
+		var err error
+		more, err = t.syncRead(ctx, conn)
+		if _, uerr := conn.ExecContext(context.WithoutCancel(ctx), "UNLOCK TABLES"); err == nil {
+			err = uerr
+		}
+		return err
+	})
+	return more, err
+}
+
+// syncRead syncs the oldest syncMaxNotes notes with q holding the source and the log: it reads
+// the noted keys and rows, has the writer write them (waiting at most syncWriteWait), and then
+// forgets the notes.
+func (t *triggerCapture) syncRead(ctx context.Context, q dbconn.Execer) (more bool, err error) {
+	var first, last int64
+	if err := q.QueryRowContext(ctx, t.c.NoteRange()).Scan(&first, &last); err != nil {
+		return false, err
+	}
+	if last == 0 {
+		return false, t.allSynced(ctx, q)
+	}
+	if last-first >= syncMaxNotes {
+		last, more = first+syncMaxNotes-1, true
+	}
+	wctx, cancel := context.WithTimeout(ctx, syncWriteWait)
+	defer cancel()
+	if err := t.syncNoted(wctx, q, last); err != nil {
+		return false, err
+	}
+	if _, err := q.ExecContext(ctx, t.c.ForgetNotes(), last); err != nil {
+		return false, fmt.Errorf("trigger capture: forget the synced notes: %w", err)
+	}
+	return more, nil
+}
+
+// syncNoted reads, in q, the keys noted up to last and their current rows, and has the writer
+// delete those keys from the target and write the rows, waiting for that while ctx lasts.
+// Deleting every noted key first, by its exact bytes, and then writing the rows also handles a key
+// that changed only in case or accents. q's results are bytes as stored and times in UTC, like the
+// row sessions that write them.
+func (t *triggerCapture) syncNoted(ctx context.Context, q dbconn.Execer, last int64) error {
+	if _, err := q.ExecContext(ctx, "SET SESSION character_set_results = binary, time_zone = '+00:00'"); err != nil {
+		return err
+	}
+	keys, read := t.c.SyncForSwap()
+	noted, err := scanAll(ctx, q, keys, len(t.q.KeyPositions()), last)
+	if err != nil {
+		return fmt.Errorf("trigger capture: read the noted keys: %w", err)
+	}
+	rows, err := scanAll(ctx, q, read, t.q.Columns(), last)
+	if err != nil {
+		return fmt.Errorf("trigger capture: read the noted rows: %w", err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		// The writes outlive ctx (they may not be cut off in the middle of a batch), and later
+		// syncs wait for them (pending).
+		wctx := context.WithoutCancel(ctx)
+		if err := t.writeBatches(wctx, noted, len(t.q.KeyPositions()), t.q.DeleteKeys); err != nil {
+			done <- fmt.Errorf("trigger capture: delete the noted keys: %w", err)
+			return
+		}
+		write := func(n int) string { return t.q.WriteRows(n, table.Replace) }
+		if err := t.writeBatches(wctx, rows, t.q.Columns(), write); err != nil {
+			done <- fmt.Errorf("trigger capture: write the noted rows: %w", err)
+			return
+		}
+		done <- nil
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			return err
+		}
+	case <-ctx.Done():
+		t.pendMu.Lock()
+		t.pending = done
+		t.pendMu.Unlock()
+		return fmt.Errorf("%w (%v)", errWritesPending, ctx.Err())
+	}
+	t.synced.Add(1)
+	t.notes.Store(last)
+	return nil
+}
+
+// waitPending waits for the writes of a sync that stopped waiting for them. Whether they failed
+// does not matter: their notes stayed.
+func (t *triggerCapture) waitPending(ctx context.Context) error {
+	t.pendMu.Lock()
+	p := t.pending
+	t.pendMu.Unlock()
+	if p == nil {
+		return nil
+	}
+	select {
+	case err := <-p:
+		if err != nil {
+			t.log.Debug("trigger capture: the writes of an earlier sync failed; its notes stayed", "error", err)
+		}
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	t.pendMu.Lock()
+	if t.pending == p {
+		t.pending = nil
+	}
+	t.pendMu.Unlock()
+	return nil
+}
+
+// syncVerify syncs every note with q holding the source and the log (a verification chunk's lock).
+func (t *triggerCapture) syncVerify(ctx context.Context, q dbconn.Execer) error {
+	if err := t.waitPending(ctx); err != nil {
+		return err
+	}
+	for more := true; more; {
+		var err error
+		if more, err = t.syncRead(ctx, q); err != nil {
+			return err
+		}
+	}
+	return nil
+}
