@@ -33,6 +33,7 @@ func TestGalera(t *testing.T) {
 	t.Run("apply with trigger capture", func(t *testing.T) { galeraTriggerCapture(t, c) })
 	t.Run("apply to a table without a key", func(t *testing.T) { galeraKeyless(t, c) })
 	t.Run("rollback", func(t *testing.T) { galeraRollback(t, c) })
+	t.Run("rollback of a table with triggers", func(t *testing.T) { galeraRollbackTriggers(t, c) })
 	t.Run("blocked cut-over", func(t *testing.T) { galeraBlockedCutover(t, c) })
 	t.Run("flow control pauses the copy", func(t *testing.T) { galeraFlowControl(t, c) })
 	t.Run("write-set row limit", func(t *testing.T) { galeraWriteSetLimit(t, c) })

@@ -4,14 +4,17 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/enginemig/enginemig/cutover"
 	"github.com/enginemig/enginemig/dbconn"
 	"github.com/enginemig/enginemig/internal/ackload"
 	"github.com/enginemig/enginemig/outcome"
+	"github.com/enginemig/enginemig/rollback"
 	"github.com/enginemig/enginemig/sandbox/sandboxtest"
 	"github.com/enginemig/enginemig/state"
 )
@@ -32,15 +35,7 @@ func galeraTriggerCapture(t *testing.T, c *sandboxtest.Cluster) {
 		t.Fatal(err)
 	}
 	q := func(n string) string { return dbconn.QualifiedName(schema, n) }
-	// The table's own triggers set a column of their own (ackload's writes leave it alone). They
-	// write no other table: a write to the MyISAM table that also wrote InnoDB would be replicated
-	// whole, and the other nodes, whose MyISAM table lacks the row, would leave the cluster.
-	sandboxtest.MustExec(t, db,
-		"ALTER TABLE "+q("t")+" ADD COLUMN tag BIGINT NULL",
-		"CREATE TABLE "+q("seeded")+" (id BIGINT PRIMARY KEY) ENGINE=MyISAM",
-		"INSERT INTO "+q("seeded")+" SELECT id FROM "+q("t"),
-		"CREATE TRIGGER "+q("t_bi")+" BEFORE INSERT ON "+q("t")+" FOR EACH ROW SET NEW.tag = NEW.id * 2",
-		"CREATE TRIGGER "+q("t_bu")+" BEFORE UPDATE ON "+q("t")+" FOR EACH ROW SET NEW.tag = NEW.id * 2")
+	galeraTagTriggers(t, db, schema)
 	stop := l.Start()
 	defer stop()
 	time.Sleep(200 * time.Millisecond)
@@ -158,4 +153,72 @@ func galeraFired(t *testing.T, db *sql.DB, schema string) {
 		t.Errorf("triggers on t after apply: %q, want t_bi,t_bu", names)
 	}
 	t.Logf("the table's own triggers tagged %d rows, every one written since they were created", tagged)
+}
+
+// galeraTagTriggers gives t triggers of its own that set a column of their own (ackload's writes
+// leave it alone). They write no other table: a write to the MyISAM table that also wrote InnoDB
+// would be replicated whole, and the other nodes, whose MyISAM table lacks the row, would leave
+// the cluster. seeded keeps the ids the triggers have not seen written.
+func galeraTagTriggers(t *testing.T, db *sql.DB, schema string) {
+	t.Helper()
+	q := func(n string) string { return dbconn.QualifiedName(schema, n) }
+	sandboxtest.MustExec(t, db,
+		"ALTER TABLE "+q("t")+" ADD COLUMN tag BIGINT NULL",
+		"CREATE TABLE "+q("seeded")+" (id BIGINT PRIMARY KEY) ENGINE=MyISAM",
+		"INSERT INTO "+q("seeded")+" SELECT id FROM "+q("t"),
+		"CREATE TRIGGER "+q("t_bi")+" BEFORE INSERT ON "+q("t")+" FOR EACH ROW SET NEW.tag = NEW.id * 2",
+		"CREATE TRIGGER "+q("t_bu")+" BEFORE UPDATE ON "+q("t")+" FOR EACH ROW SET NEW.tag = NEW.id * 2")
+}
+
+// galeraRollbackTriggers: apply (binlog capture) of a table with triggers of its own under
+// writers on node 1, rows inserted on node 2 into the InnoDB table, then rollback under the
+// writers: the triggers go back with the gated swap. Node 1's MyISAM t then holds every
+// acknowledged write and node 2's rows, each written row with its trigger's tag, the triggers
+// are on it under their own names with no stand-in left, and the cluster has 3 synced nodes.
+func galeraRollbackTriggers(t *testing.T, c *sandboxtest.Cluster) {
+	schema, _ := sandboxtest.FreshDatabase(t, c.Nodes[0])
+	db := openControl(t, c.Nodes[0])
+	db.SetMaxOpenConns(30)
+	const others = 900_000_000
+	l, err := ackload.Create(context.Background(), db, schema, "t", ackload.Config{Writers: 3, RowsPerWriter: 1000, Pause: 300 * time.Microsecond, OthersFrom: others})
+	if err != nil {
+		t.Fatal(err)
+	}
+	galeraTagTriggers(t, db, schema)
+	stop := l.Start()
+	defer stop()
+	opts := testOptions(c.Nodes[0], schema, "t")
+	if _, err := runBounded(t, db, opts, c); err != nil {
+		t.Fatalf("apply: %v", err)
+	}
+	db2 := openControl(t, c.Nodes[1])
+	for end := time.Now().Add(10 * time.Second); engineOf(t, db2, schema, "t") != "InnoDB"; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatal("node 2: t is not InnoDB 10 s after apply")
+		}
+	}
+	for i := 0; i < 20; i++ {
+		sandboxtest.MustExec(t, db2, fmt.Sprintf("INSERT INTO `%s`.t (id, v) VALUES (%d, %d)", schema, others+i, i))
+	}
+	ropts := rollback.Options{Conn: opts.Conn, Schema: schema, Table: "t", StateSchema: opts.StateSchema, Logger: opts.Logger, Cutover: cutover.DefaultConfig()}
+	res, err := rollbackBounded(t, db, ropts, c)
+	if err != nil {
+		t.Fatalf("rollback: %v", err)
+	}
+	t.Logf("rollback: %d changes replayed, %d attempt(s), rename held at the gate %s, total %s", res.CaptureChanges, res.Cutover.Attempts,
+		res.Cutover.LockHeld.Round(time.Millisecond), res.TotalTime.Round(time.Millisecond))
+	time.Sleep(200 * time.Millisecond)
+	stop()
+	checkRolledBackOnGalera(t, c, db, l, schema)
+	var fromNode2 int
+	db.QueryRow(fmt.Sprintf("SELECT COUNT(*) FROM `%s`.t WHERE id >= %d AND tag = id * 2", schema, others)).Scan(&fromNode2)
+	if fromNode2 != 20 {
+		t.Errorf("node 1's MyISAM t has %d of the 20 rows written on node 2 (with their tags)", fromNode2)
+	}
+	galeraFired(t, db, schema)
+	var standIns int
+	db.QueryRow("SELECT COUNT(*) FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = ? AND TRIGGER_NAME LIKE '\\_emtrg\\_%'", schema).Scan(&standIns)
+	if standIns != 0 {
+		t.Errorf("%d stand-in trigger(s) left", standIns)
+	}
 }

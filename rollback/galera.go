@@ -7,7 +7,6 @@ import (
 	"fmt"
 
 	"github.com/enginemig/enginemig/cutover"
-	"github.com/enginemig/enginemig/dbconn"
 	"github.com/enginemig/enginemig/outcome"
 	"github.com/enginemig/enginemig/plan"
 	"github.com/enginemig/enginemig/preflight"
@@ -21,10 +20,12 @@ import (
 // InnoDB table is written on every node; rolling back means the MyISAM original, on this node
 // (the one that held its rows), with every change made anywhere in the cluster since. The
 // capture reads them from this node's binlog, where the write sets applied from the other nodes
-// must be, and the swap back is the gated one (cutover.Swap.Gate).
+// must be, and the swap back is the gated one (cutover.Swap.Gate). The table's own triggers go back
+// as everywhere (carry): every step of it is a DDL sent while enginemig holds no lock.
 func prepareGalera(ctx context.Context, db *sql.DB, opts *Options, st *state.State) error {
 	if st.CaptureMode() != shadow.Binlog {
-		return preflight.Refuse("keep the InnoDB table", "on a Galera node a rollback replays this node's binlog, and the conversion recorded %s capture", st.Capture)
+		return preflight.Refuse("keep the InnoDB table; to keep a rollback possible on a Galera node, convert with binlog capture (log_bin=ON, binlog_format=ROW, binlog_row_image=FULL)",
+			"the conversion recorded %s capture, which cannot roll back losslessly on a Galera node: after the swap the InnoDB table is written on every node, a capture trigger on it fires only for this node's own writes (the other nodes' arrive as write sets, which fire no trigger), and there is no binlog position of the cut-over to replay the cluster's writes from", st.Capture)
 	}
 	g, err := plan.LoadGalera(ctx, db)
 	switch {
@@ -38,14 +39,6 @@ func prepareGalera(ctx context.Context, db *sql.DB, opts *Options, st *state.Sta
 	if !g.BinlogsWriteSets {
 		return preflight.Refuse("set log_slave_updates=ON (log_replica_updates) in the configuration of this node and restart it, or keep the InnoDB table; changes the other nodes made before that are not in its binlog, so roll back only conversions made after",
 			"log_slave_updates is OFF: this node's binlog lacks the writes made on the other nodes, which a rollback must carry into the MyISAM table")
-	}
-	trs, err := table.LoadTriggers(ctx, db, opts.Schema, opts.Table)
-	if err != nil {
-		return err
-	}
-	if len(trs) > 0 {
-		return preflight.Refuse("keep the InnoDB table, or drop its triggers for the rollback and create them again after",
-			"%s has triggers: carrying them back is not built for a Galera node yet", dbconn.QualifiedName(opts.Schema, opts.Table))
 	}
 	if !table.GateSortsFirst(opts.Table) {
 		return preflight.Refuse("rename the table, or keep it InnoDB", "the table's name %q leaves no name for the swap-back's gate that sorts before it (or the gate's name would be over 64 characters)", opts.Table)
