@@ -86,7 +86,7 @@ func galeraApply(t *testing.T, c *sandboxtest.Cluster, keys bool) {
 		// A DDL in total-order isolation on the shadow (OPTIMIZE rebuilds it) brute-force aborts
 		// the replay's open transaction on it (error 1213): replay must run that batch again.
 		opts.Hook = func(_ context.Context, at Point, _ *state.State) error {
-			if at == Before(state.StageVerify) {
+			if at == After(state.StageCopy) { // a hook point (HookPoints) while replay runs
 				for i := 0; i < 10; i++ {
 					if _, err := db.Exec("OPTIMIZE TABLE `" + schema + "`._t_new"); err != nil {
 						return err
