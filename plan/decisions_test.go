@@ -51,6 +51,8 @@ func TestTableDecisions(t *testing.T) {
 	uniqueNotNull := &table.Info{Schema: "s", Name: "t", Columns: []table.Column{intCol("a")},
 		Indexes: []table.Index{{Name: "a", Unique: true, Type: "BTREE", Columns: []table.IndexColumn{{Name: "a"}}}}}
 	withPK := &table.Info{Schema: "s", Name: "t", Columns: []table.Column{withAuto}, Indexes: []table.Index{pk}}
+	withUnique := &table.Info{Schema: "s", Name: "t", Columns: []table.Column{withAuto, intCol("u")}, Indexes: []table.Index{pk,
+		{Name: "u", Unique: true, Type: "BTREE", Columns: []table.IndexColumn{{Name: "u"}}}}}
 	for _, tc := range []struct {
 		name  string
 		check func(*TableInput) []Finding
@@ -75,6 +77,11 @@ func TestTableDecisions(t *testing.T) {
 		{"the added row id satisfies sql_require_primary_key", checkRequirePK, TableInput{Info: noKey, Server: server("8.0.36", map[string]string{"sql_require_primary_key": "ON"})}, ""},
 		{"generated invisible primary key warns", checkRequirePK, TableInput{Info: uniqueNotNull, Server: server("8.0.36", map[string]string{"sql_generate_invisible_primary_key": "ON"})}, "require-pk-setting:warning"},
 		{"a primary key satisfies every setting", checkRequirePK, TableInput{Info: withPK, Server: server("8.0.36", map[string]string{"sql_require_primary_key": "ON", "sql_generate_invisible_primary_key": "ON"})}, ""},
+		{"galera, trigger capture, primary key only", checkGaleraCapture, TableInput{Info: withPK, Server: galera(wantCapture(server("10.11.6-MariaDB", nil), "triggers"))}, ""},
+		{"galera, trigger capture, unique secondary index", checkGaleraCapture, TableInput{Info: withUnique, Server: galera(wantCapture(server("10.11.6-MariaDB", nil), "triggers"))}, "galera-capture:blocker"},
+		{"galera, trigger capture, no usable key", checkGaleraCapture, TableInput{Info: keylessIndexed, Server: galera(wantCapture(server("10.11.6-MariaDB", nil), "triggers"))}, "galera-capture:blocker"},
+		{"galera, binlog capture, unique secondary index", checkGaleraCapture, TableInput{Info: withUnique, Server: galera(wantCapture(server("10.11.6-MariaDB", map[string]string{"log_bin": "ON", "binlog_format": "ROW", "binlog_row_image": "FULL"}), "binlog"))}, ""},
+		{"not galera, trigger capture, unique secondary index", checkGaleraCapture, TableInput{Info: withUnique, Server: wantCapture(server("10.11.6-MariaDB", nil), "triggers")}, ""},
 		{"autoinc reuse before MariaDB 10.2.4", checkAutoincReuse, TableInput{Info: withPK, Server: server("10.1.48-MariaDB", nil)}, "autoinc-reuse:warning"},
 		{"no autoinc reuse on MariaDB 10.2.4", checkAutoincReuse, TableInput{Info: withPK, Server: server("10.2.4-MariaDB", nil)}, ""},
 		{"autoinc reuse on MySQL 5.7", checkAutoincReuse, TableInput{Info: withPK, Server: server("5.7.44", nil)}, "autoinc-reuse:warning"},
@@ -129,7 +136,7 @@ func TestServerDecisions(t *testing.T) {
 		{"gtid consistency on", checkGTIDConsistency, server("8.0.36", map[string]string{"enforce_gtid_consistency": "ON"}), "gtid-consistency:warning"},
 		{"gtid consistency warn", checkGTIDConsistency, server("8.0.36", map[string]string{"enforce_gtid_consistency": "WARN"}), "gtid-consistency:warning"},
 		{"gtid consistency off", checkGTIDConsistency, server("8.0.36", map[string]string{"enforce_gtid_consistency": "OFF"}), ""},
-		{"galera node", checkGalera, server("10.11.6-MariaDB", map[string]string{"wsrep_on": "ON", "wsrep_cluster_name": "c1"}), "galera:blocker"},
+		{"galera node, trigger capture", checkGalera, server("10.11.6-MariaDB", map[string]string{"wsrep_on": "ON", "wsrep_cluster_name": "c1"}), "galera:info"},
 		{"galera provider loaded, wsrep off", checkGalera, server("10.11.6-MariaDB", map[string]string{"wsrep_on": "OFF"}), ""},
 		{"no galera (MySQL)", checkGalera, server("8.0.36", nil), ""},
 		{"MariaDB has no gtid consistency", checkGTIDConsistency, server("10.11.6-MariaDB", nil), ""},
@@ -286,5 +293,11 @@ func TestParallelCopyFollowsTheAutoIncrementColumn(t *testing.T) {
 
 func maxHold(s *ServerInfo, d time.Duration) *ServerInfo {
 	s.MaxHold = d
+	return s
+}
+
+// galera makes s a Galera node as plan reads one.
+func galera(s *ServerInfo) *ServerInfo {
+	s.Galera = &Galera{Size: 3, Status: "Primary", State: "Synced"}
 	return s
 }
