@@ -100,7 +100,7 @@ func (s *Scratch) create(ctx context.Context, info *table.Info, key table.Index,
 	}
 	in := *info
 	in.Schema = s.Schema
-	ddl, err := in.Shadow(s.InnoDB, table.DeferNone, false)
+	ddl, err := in.Shadow(s.InnoDB, false, false)
 	if err != nil {
 		return fmt.Errorf("InnoDB scratch DDL: %w", err)
 	}

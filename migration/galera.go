@@ -35,7 +35,7 @@ func (m *migrator) prepareGalera(ctx context.Context, ti *table.Info) error {
 	}
 	// Unique secondary indexes too: replay and the copy keep the shadow equal to the source with
 	// them in place (shadow/order.go, "unique secondary indexes").
-	if m.ddl, err = ti.Shadow(table.ShadowName(ti.Name), table.DeferNone, rowID); err != nil {
+	if m.ddl, err = ti.Shadow(table.ShadowName(ti.Name), false, rowID); err != nil {
 		return preflight.Refuse("", "%v", err)
 	}
 	if m.galeraMaxChunk, err = galeraChunkLimit(ctx, m.db, ti); err != nil {

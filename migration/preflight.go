@@ -64,7 +64,7 @@ func (m *migrator) preflight(ctx context.Context) error {
 	if err := m.loadTriggers(ctx); err != nil {
 		return err
 	}
-	if m.ddl, err = m.shadowDDL(table.DeferSecondary); err != nil {
+	if m.ddl, err = ti.Shadow(table.ShadowName(ti.Name), !m.opts.seams.AllIndexesUpFront, !m.opts.KeepKeyless && table.RowIDSupported(m.version)); err != nil {
 		return outcome.New(outcome.Refused, err, "")
 	}
 	if dbconn.GaleraNode(ctx, m.db) {

@@ -110,22 +110,18 @@ func (m *migrator) closeAll() {
 // recorded it as done).
 func (m *migrator) endSettled(context.Context) (*Result, error) { return m.settledDone, nil }
 
-// openShadow starts the pacing, creates the shadow (indexesWithCopy: which indexes it has depends
-// on how busy the application is), opens the pipeline that keeps it equal to the source, and
-// starts the progress reports; the run closes them when it ends.
+// openShadow creates the shadow, opens the pipeline that keeps it equal to the source, and starts
+// the pacing and the progress reports; the run closes them when it ends.
 func (m *migrator) openShadow(ctx context.Context) error {
+	if err := m.openPipeline(ctx); err != nil {
+		return err
+	}
+	m.onExit(func() { m.pipe.Close() })
 	stopPace, err := m.startPace(ctx)
 	if err != nil {
 		return err
 	}
 	m.onExit(stopPace)
-	if err := m.indexesWithCopy(); err != nil {
-		return err
-	}
-	if err := m.openPipeline(ctx); err != nil {
-		return err
-	}
-	m.onExit(func() { m.pipe.Close() })
 	m.onExit(m.rec.track(ctx, m.pipe, m.opts, m.start))
 	return nil
 }

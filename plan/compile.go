@@ -75,7 +75,7 @@ func compileSession(ctx context.Context, q Querier) (binlogged bool, err error) 
 func testCompile(ctx context.Context, q Querier, info *table.Info, trs []table.Trigger, rowID bool) (*CompileResult, error) {
 	res := &CompileResult{}
 	scratch := scratchName(info.Schema, info.Name)
-	ddl, err := info.Shadow(scratch, table.DeferNone, rowID)
+	ddl, err := info.Shadow(scratch, false, rowID)
 	if err != nil {
 		res.Skipped = err.Error()
 		return res, nil

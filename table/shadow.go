@@ -35,26 +35,11 @@ var (
 	partEngRe   = regexp.MustCompile(`ENGINE\s*=\s*(MyISAM|Aria|MRG_MyISAM)`)
 )
 
-// Defer says which secondary indexes the shadow gets after the copy instead of at its creation.
-type Defer int
-
-const (
-	// DeferNone: every index from the start.
-	DeferNone Defer = iota
-	// DeferSecondary: every deferrable secondary index after the copy (ShadowDDL.Deferred's why).
-	DeferSecondary
-	// DeferUnique: only the unique ones after the copy. The plain ones are maintained by the copy
-	// itself, chunk by chunk: more work in all, but in pieces that can rest, where a build after
-	// the copy is one statement that cannot.
-	DeferUnique
-)
-
-// Shadow derives the DDL of the shadow table named name from the source's SHOW CREATE TABLE, its
-// deferrable indexes left for after the copy as deferIndexes says; with rowID (for a table that
-// CanAddRowID) the shadow gets RowIDColumn as its primary key.
+// Shadow derives the DDL of the shadow table named name from the source's SHOW CREATE TABLE; with
+// rowID (for a table that CanAddRowID) the shadow gets RowIDColumn as its primary key.
 // SHOW CREATE TABLE prints one column or index per line, two spaces in, and the table options on
 // the line that closes the parenthesis; the rewrite relies only on that layout.
-func (t *Info) Shadow(name string, deferIndexes Defer, rowID bool) (ShadowDDL, error) {
+func (t *Info) Shadow(name string, deferIndexes, rowID bool) (ShadowDDL, error) {
 	var d ShadowDDL
 	lines := strings.Split(t.CreateSQL, "\n")
 	if len(lines) < 3 || !strings.HasPrefix(lines[0], "CREATE TABLE") {
@@ -74,8 +59,7 @@ func (t *Info) Shadow(name string, deferIndexes Defer, rowID bool) (ShadowDDL, e
 	var body []string
 	for _, raw := range lines[1:closeAt] {
 		line := strings.TrimSuffix(strings.TrimSpace(raw), ",")
-		if deferIndexes == DeferSecondary && t.deferrable(line, key, hasKey) ||
-			deferIndexes == DeferUnique && strings.HasPrefix(line, "UNIQUE KEY ") && t.deferrable(line, key, hasKey) {
+		if deferIndexes && t.deferrable(line, key, hasKey) {
 			d.Deferred = append(d.Deferred, line)
 			continue
 		}

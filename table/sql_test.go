@@ -140,11 +140,11 @@ func TestRowID(t *testing.T) {
 	ti := &Info{Schema: "db", Name: "t", Columns: []Column{{Name: "a", DataType: "int"}},
 		CreateSQL: "CREATE TABLE `t` (\n  `a` int(11) NOT NULL,\n  KEY `a` (`a`)\n) ENGINE=MyISAM DEFAULT CHARSET=latin1",
 		Indexes:   []Index{{Name: "a", Type: "BTREE", Columns: []IndexColumn{{Name: "a"}}}}}
-	d, err := ti.Shadow("_t_new", DeferSecondary, true)
+	d, err := ti.Shadow("_t_new", true, true)
 	if err != nil || !d.RowID || !strings.Contains(d.Create, "`_enginemig_rowid` bigint(20) unsigned NOT NULL AUTO_INCREMENT INVISIBLE,\n  PRIMARY KEY (`_enginemig_rowid`)") {
 		t.Fatalf("%v\n%s", err, d.Create)
 	}
-	if d, _ := ti.Shadow("_t_new", DeferSecondary, false); d.RowID || strings.Contains(d.Create, RowIDColumn) {
+	if d, _ := ti.Shadow("_t_new", true, false); d.RowID || strings.Contains(d.Create, RowIDColumn) {
 		t.Fatalf("rowID false added it:\n%s", d.Create)
 	}
 	converted := &Info{Schema: "db", Name: "t", Columns: []Column{{Name: "a", DataType: "int"},

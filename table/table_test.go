@@ -36,21 +36,12 @@ func TestLoadAndShadowKeepsDefinitionButDefersIndexes(t *testing.T) {
 	if n := len(ti.CopyColumns()); n != 4 {
 		t.Fatalf("copy columns %d, want 4 (generated skipped)", n)
 	}
-	d, err := ti.Shadow(ShadowName(ti.Name), DeferSecondary, false)
+	d, err := ti.Shadow(ShadowName(ti.Name), true, false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(d.Deferred) != 2 {
 		t.Fatalf("deferred %v", d.Deferred)
-	}
-	// DeferUnique leaves only the unique index for after the copy; the plain one is created with
-	// the table.
-	if u, err := ti.Shadow(ShadowName(ti.Name), DeferUnique, false); err != nil || len(u.Deferred) != 1 ||
-		!strings.HasPrefix(u.Deferred[0], "UNIQUE KEY `ub`") || !strings.Contains(u.Create, "KEY `k a`") {
-		t.Fatalf("DeferUnique: %v, deferred %v\n%s", err, u.Deferred, u.Create)
-	}
-	if n, err := ti.Shadow(ShadowName(ti.Name), DeferNone, false); err != nil || len(n.Deferred) != 0 {
-		t.Fatalf("DeferNone: %v, deferred %v", err, n.Deferred)
 	}
 	if _, err := db.Exec(d.Create); err != nil {
 		t.Fatalf("create shadow: %v\n%s", err, d.Create)
@@ -104,7 +95,7 @@ func TestShadowOfPartitionedTable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := ti.Shadow("_p_new", DeferSecondary, false)
+	d, err := ti.Shadow("_p_new", true, false)
 	if err != nil {
 		t.Fatal(err)
 	}
