@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
+	"github.com/enginemig/enginemig/table"
 )
 
 // Step is one thread count's measurement on one table.
@@ -326,7 +327,7 @@ func killReports(db *sql.DB, reporters []*client, wg *sync.WaitGroup) {
 		}
 		for _, c := range reporters {
 			// Error 1094 (unknown thread) or a query that just finished are both fine here.
-			if _, err := db.ExecContext(ctx, fmt.Sprintf("KILL QUERY %d", c.id)); err != nil && errors.Is(err, context.DeadlineExceeded) {
+			if _, err := db.ExecContext(ctx, table.KillQuery(c.id)); err != nil && errors.Is(err, context.DeadlineExceeded) {
 				return
 			}
 		}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/enginemig/enginemig/outcome"
+	"github.com/enginemig/enginemig/table"
 )
 
 // How a run watches what it waits on. A statement of enginemig waiting for a lock is noticed by
@@ -241,7 +242,7 @@ func lockName(s Session) string {
 func killQuery(db *sql.DB, id int64) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	db.ExecContext(ctx, fmt.Sprintf("KILL QUERY %d", id))
+	db.ExecContext(ctx, table.KillQuery(id))
 }
 
 // Begin records a deliberate wait, logs it, and returns the function that ends it. Its What may

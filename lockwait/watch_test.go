@@ -1,35 +1,15 @@
 package lockwait
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/enginemig/enginemig/dbconn"
 	"github.com/enginemig/enginemig/sandbox/sandboxtest"
 )
-
-// syncBuffer collects log lines written from several goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // A statement of the run that names none of its tables (a state-table write) and waits for a
 // backup's global read lock is this run's wait too, and reported.
@@ -43,7 +23,7 @@ func TestWaitForTheGlobalReadLockIsReported(t *testing.T) {
 	defer db.Close()
 	sandboxtest.MustExec(t, db, "CREATE DATABASE IF NOT EXISTS _enginemig_test",
 		"CREATE TABLE IF NOT EXISTS _enginemig_test.habits_global (id INT PRIMARY KEY) ENGINE=InnoDB")
-	logs := &syncBuffer{}
+	logs := &sandboxtest.SyncBuffer{}
 	w := NewWatcher(WatchConfig{DB: db, Own: conn.IsOwn(), Tables: []Table{{Schema: "habits", Name: "t"}}, Abort: func(error) {},
 		Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	app, err := srv.Open("")

@@ -19,6 +19,7 @@ func TestRunDDL(t *testing.T) {
 		{DropTrigger("d", "tr"), "DROP TRIGGER `d`.`tr`"},
 		{DropTable("we`ird", "na`me"), "DROP TABLE `we``ird`.`na``me`"},
 		{KillConnection(42), "KILL 42"},
+		{KillQuery(42), "KILL QUERY 42"},
 	} {
 		if c.got != c.want {
 			t.Errorf("got %s, want %s", c.got, c.want)

@@ -21,17 +21,19 @@ type signals struct {
 // The governor's bounds. The application is out of room when its read (the median of the last
 // probeWindow) takes more than twice its usual time plus probeSlack, or when, averaged over the
 // last few measurements, more than twice its usual sessions plus runningSlack are running. Its
-// throughput only says whether there is an application at all: an application that runs as fast
-// as it can loses some throughput to any other work and to other jobs on the machine, so its rate
-// swings without saying whom it waits for, while one that serves requests as they come keeps its
-// rate until it queues, which the read's latency and the running sessions show first.
+// throughput only says whether there is an application at all, or one that stalled: an
+// application that runs as fast as it can loses some throughput to any other work and to other
+// jobs on the machine, with more of its sessions running while it does, so a lower rate does not
+// say whom it waits for (docs/how-it-works.md, "The copy"), while one that serves requests as
+// they come keeps its rate until it queues, which the read's latency and the running sessions
+// show first.
 const (
 	probeSlack   = time.Millisecond
 	probeWindow  = 5
 	runningSlack = 4
 	smoothing    = 0.3 // weight of a new measurement in the averages
 	calmSteps    = 5   // calm measurements before the next level up
-	settleSteps  = 3   // measurements after a back-off before another: let it take effect
+	settleSteps  = 2   // measurements after a back-off before another: let it take effect
 	relearnSteps = 30  // measurements at level 0 before the baselines follow the application
 )
 
@@ -54,8 +56,7 @@ type governor struct {
 }
 
 // newGovernor starts from the measurements taken before the copy: their mean rate and Threads_running
-// and their median probe. An idle application gets the top level, a busy one the middle (one
-// worker resting as long as each chunk held the source).
+// and their median probe. An idle application gets the top level, a busy one gentleBusy.
 func newGovernor(learn []signals, idle idleness) governor {
 	g := governor{idle: idle, level: gentleTop}
 	var probes []time.Duration
@@ -68,7 +69,7 @@ func newGovernor(learn []signals, idle idleness) governor {
 	g.base.probe = median(probes)
 	g.avg = g.base
 	if !idle.of(g.base) {
-		g.level = 3
+		g.level = gentleBusy
 	}
 	return g
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"os"
@@ -148,33 +147,16 @@ func buildBinary(t *testing.T) string {
 // proc is a running enginemig.
 type proc struct {
 	cmd  *exec.Cmd
-	out  *syncBuffer
+	out  *sandboxtest.SyncBuffer
 	done chan struct{}
 	code int
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func (e *faultEnv) start(t *testing.T, args ...string) *proc {
 	t.Helper()
 	full := append([]string{args[0]}, e.conn...)
 	full = append(full, args[1:]...)
-	p := &proc{cmd: exec.Command(e.bin, full...), out: &syncBuffer{}, done: make(chan struct{})}
+	p := &proc{cmd: exec.Command(e.bin, full...), out: &sandboxtest.SyncBuffer{}, done: make(chan struct{})}
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
