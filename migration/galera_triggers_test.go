@@ -20,10 +20,11 @@ import (
 )
 
 // galeraTriggerCapture: apply with trigger capture on node 1 under writers, on a table with
-// triggers of its own. During the copy, statements in total-order isolation on the source
-// (a trigger created and dropped again) and on the shadow (OPTIMIZE) are ordered while syncs run:
-// a sync that committed to the shadow with the source locked would wedge the node on the first,
-// and the second aborts the syncs' writes (error 1213), which must run again. Afterwards every
+// triggers of its own. After the copy, statements in total-order isolation on the source
+// (a trigger created and dropped again) and on the shadow (OPTIMIZE) are ordered while a sync
+// holds the source: a sync that committed to the shadow with the source locked would wedge the
+// node on the first; the second makes the sync's writes wait for it (or aborts them: error 1213,
+// and they run again). Afterwards every
 // node has the same InnoDB table, every acknowledged write is in it, the table's own triggers
 // fired for each row written and are on the InnoDB table, and the cluster has 3 synced nodes.
 func galeraTriggerCapture(t *testing.T, c *sandboxtest.Cluster) {
@@ -41,44 +42,47 @@ func galeraTriggerCapture(t *testing.T, c *sandboxtest.Cluster) {
 	time.Sleep(200 * time.Millisecond)
 	opts := testOptions(c.Nodes[0], schema, "t")
 	opts.Capture = "triggers"
-	// Once, while a sync holds the source locked: a CREATE TRIGGER on the source, ordered in
-	// total order then, which waits for that lock.
-	var armed atomic.Bool
+	// While a sync holds the source locked, once each: a CREATE TRIGGER on the source, ordered in
+	// total order then, which waits for that lock; and an OPTIMIZE of the shadow, in total order
+	// while the sync's writes run, which fail certification (error 1213) and must run again.
+	ddls := []string{
+		"CREATE TRIGGER " + q("t_probe") + " BEFORE DELETE ON " + q("t") + " FOR EACH ROW SET @enginemig_test_probe = 1",
+		"OPTIMIZE TABLE " + q("_t_new"),
+	}
+	var armed atomic.Int32 // 1 + the index of the DDL to send, 0: none
 	ddlDone := make(chan error, 1)
 	opts.seams.SyncLocked = func() {
-		if !armed.CompareAndSwap(true, false) {
+		n := armed.Swap(0)
+		if n == 0 {
 			return
 		}
 		go func() {
 			begin := time.Now()
-			_, err := db.Exec("CREATE TRIGGER " + q("t_probe") + " BEFORE DELETE ON " + q("t") + " FOR EACH ROW SET @enginemig_test_probe = 1")
-			t.Logf("CREATE TRIGGER on t sent while a sync held t: took %s", time.Since(begin).Round(time.Millisecond))
+			_, err := db.Exec(ddls[n-1])
+			t.Logf("%.20s... sent while a sync held t: took %s", ddls[n-1], time.Since(begin).Round(time.Millisecond))
 			ddlDone <- err
 		}()
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(30 * time.Millisecond)
 	}
 	opts.Hook = func(_ context.Context, at Point, _ *state.State) error {
 		if at != After(state.StageCopy) {
 			return nil
 		}
-		armed.Store(true)
-		select {
-		case err := <-ddlDone:
-			if err != nil {
-				return err
+		for i := range ddls {
+			armed.Store(int32(i + 1))
+			select {
+			case err := <-ddlDone:
+				if err != nil {
+					return err
+				}
+			case <-time.After(20 * time.Second):
+				return errors.New("no sync of the capture's own came within 20 s")
 			}
-		case <-time.After(20 * time.Second):
-			return errors.New("no sync of the capture's own came within 20 s")
-		}
-		if _, err := db.Exec("DROP TRIGGER " + q("t_probe")); err != nil {
-			return err
-		}
-		// OPTIMIZE rebuilds the shadow in total order: syncs' writes it aborts run again.
-		for i := 0; i < 5; i++ {
-			if _, err := db.Exec("OPTIMIZE TABLE " + q("_t_new")); err != nil {
-				return err
+			if i == 0 {
+				if _, err := db.Exec("DROP TRIGGER " + q("t_probe")); err != nil {
+					return err
+				}
 			}
-			time.Sleep(30 * time.Millisecond)
 		}
 		return nil
 	}
