@@ -37,6 +37,13 @@ func galeraTriggerCapture(t *testing.T, c *sandboxtest.Cluster) {
 	}
 	q := func(n string) string { return dbconn.QualifiedName(schema, n) }
 	galeraTagTriggers(t, db, schema)
+	// A TIMESTAMP column, and sessions outside UTC: a sync reads rows in UTC, and verification
+	// compares the source in the session that synced with the shadow in another.
+	var zone string
+	db.QueryRow("SELECT @@GLOBAL.time_zone").Scan(&zone)
+	sandboxtest.MustExec(t, db, "ALTER TABLE "+q("t")+" ADD COLUMN ts TIMESTAMP NOT NULL DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP",
+		"SET GLOBAL time_zone = '+05:00'")
+	defer db.Exec("SET GLOBAL time_zone = " + dbconn.QuoteString(zone))
 	stop := l.Start()
 	defer stop()
 	time.Sleep(200 * time.Millisecond)

@@ -2,6 +2,7 @@ package shadow
 
 import (
 	"context"
+	"database/sql"
 	"database/sql/driver"
 	"errors"
 	"fmt"
@@ -97,17 +98,9 @@ func (t *triggerCapture) syncRead(ctx context.Context, q dbconn.Execer) (more bo
 // that changed only in case or accents. q's results are bytes as stored and times in UTC, like the
 // row sessions that write them.
 func (t *triggerCapture) syncNoted(ctx context.Context, q dbconn.Execer, last int64) error {
-	if _, err := q.ExecContext(ctx, "SET SESSION character_set_results = binary, time_zone = '+00:00'"); err != nil {
+	noted, rows, err := t.readNoted(ctx, q, last)
+	if err != nil {
 		return err
-	}
-	keys, read := t.c.SyncForSwap()
-	noted, err := scanAll(ctx, q, keys, len(t.q.KeyPositions()), last)
-	if err != nil {
-		return fmt.Errorf("trigger capture: read the noted keys: %w", err)
-	}
-	rows, err := scanAll(ctx, q, read, t.q.Columns(), last)
-	if err != nil {
-		return fmt.Errorf("trigger capture: read the noted rows: %w", err)
 	}
 	done := make(chan error, 1)
 	go func() {
@@ -178,4 +171,34 @@ func (t *triggerCapture) syncVerify(ctx context.Context, q dbconn.Execer) error 
 		}
 	}
 	return nil
+}
+
+// readNoted reads, in q, the keys noted up to last and their current rows, as bytes and times in
+// UTC; q's session gets its own settings back afterwards (verification checksums in it next).
+func (t *triggerCapture) readNoted(ctx context.Context, q dbconn.Execer, last int64) (noted, rows []any, err error) {
+	var cs sql.NullString
+	var tz string
+	if err := q.QueryRowContext(ctx, "SELECT @@SESSION.character_set_results, @@SESSION.time_zone").Scan(&cs, &tz); err != nil {
+		return nil, nil, err
+	}
+	if _, err := q.ExecContext(ctx, "SET SESSION character_set_results = binary, time_zone = '+00:00'"); err != nil {
+		return nil, nil, err
+	}
+	defer func() {
+		back := "NULL"
+		if cs.Valid {
+			back = dbconn.QuoteString(cs.String)
+		}
+		if _, rerr := q.ExecContext(context.WithoutCancel(ctx), "SET SESSION character_set_results = "+back+", time_zone = "+dbconn.QuoteString(tz)); err == nil {
+			err = rerr
+		}
+	}()
+	keys, read := t.c.SyncForSwap()
+	if noted, err = scanAll(ctx, q, keys, len(t.q.KeyPositions()), last); err != nil {
+		return nil, nil, fmt.Errorf("trigger capture: read the noted keys: %w", err)
+	}
+	if rows, err = scanAll(ctx, q, read, t.q.Columns(), last); err != nil {
+		return nil, nil, fmt.Errorf("trigger capture: read the noted rows: %w", err)
+	}
+	return noted, rows, nil
 }
