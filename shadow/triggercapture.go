@@ -191,8 +191,16 @@ func (t *triggerCapture) syncOwnLock(ctx context.Context, asked bool) (more bool
 		return false, err
 	}
 	if t.galera {
-		return t.syncGalera(ctx)
+		// Only the source and the log, and other sessions write the target (triggercapture_galera.go).
+		return t.syncUnder(ctx, t.c.LockSource(), t.syncRead)
 	}
+	return t.syncUnder(ctx, t.c.Lock(), func(ctx context.Context, q dbconn.Execer) (bool, error) {
+		return t.syncLocked(ctx, q, syncMaxNotes)
+	})
+}
+
+// syncUnder runs sync in a session of its own holding lock, in the chunks' order (Exclusive).
+func (t *triggerCapture) syncUnder(ctx context.Context, lock string, sync func(context.Context, dbconn.Execer) (bool, error)) (more bool, err error) {
 	conn, err := t.db.Conn(ctx)
 	if err != nil {
 		return false, err
@@ -203,12 +211,12 @@ func (t *triggerCapture) syncOwnLock(ctx context.Context, asked bool) (more bool
 		return false, err
 	}
 	err = t.order.Exclusive(func() error {
-		if _, err := conn.ExecContext(ctx, t.c.Lock()); err != nil {
+		if _, err := conn.ExecContext(ctx, lock); err != nil {
 			return fmt.Errorf("trigger capture: %w", err)
 		}
 		t.locked()
 		var err error
-		more, err = t.syncLocked(ctx, conn, syncMaxNotes)
+		more, err = sync(ctx, conn)
 		if _, uerr := conn.ExecContext(context.WithoutCancel(ctx), "UNLOCK TABLES"); err == nil {
 			err = uerr
 		}

@@ -3,7 +3,6 @@ package shadow
 import (
 	"context"
 	"database/sql"
-	"database/sql/driver"
 	"errors"
 	"fmt"
 	"time"
@@ -39,32 +38,6 @@ var errWritesPending = errors.New("trigger capture: the sync's writes did not en
 // for its writes.
 func retryLater(err error) bool {
 	return dbconn.IsLockConflict(err) || errors.Is(err, errWritesPending)
-}
-
-// syncGalera is syncOwnLock on a Galera node (see above).
-func (t *triggerCapture) syncGalera(ctx context.Context) (more bool, err error) {
-	conn, err := t.db.Conn(ctx)
-	if err != nil {
-		return false, err
-	}
-	defer conn.Close()
-	defer conn.Raw(func(any) error { return driver.ErrBadConn }) // a session that held LOCK TABLES and a short lock wait
-	if _, err := conn.ExecContext(ctx, fmt.Sprintf("SET SESSION lock_wait_timeout = %d", syncLockWait)); err != nil {
-		return false, err
-	}
-	err = t.order.Exclusive(func() error {
-		if _, err := conn.ExecContext(ctx, t.c.LockSource()); err != nil {
-			return fmt.Errorf("trigger capture: %w", err)
-		}
-		t.locked()
-		var err error
-		more, err = t.syncRead(ctx, conn)
-		if _, uerr := conn.ExecContext(context.WithoutCancel(ctx), "UNLOCK TABLES"); err == nil {
-			err = uerr
-		}
-		return err
-	})
-	return more, err
 }
 
 // syncRead syncs the oldest syncMaxNotes notes with q holding the source and the log: it reads
