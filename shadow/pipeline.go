@@ -308,7 +308,7 @@ func (p *Pipeline) verify(ctx context.Context, pace copier.Pace) (verify.Result,
 	var res verify.Result
 	err := p.Do(ctx, func(ctx context.Context) (err error) {
 		res, err = verify.Run(ctx, p.cfg.DB, p.q, copier.NewChunker(p.writer, p.q, pace), verifyTarget{p},
-			verify.Config{Logger: p.cfg.Logger, Rows: &p.verified, LockWith: p.capture.LockWith(HeldForVerify), TargetApart: p.cfg.Galera && p.cfg.Mode == Triggers, Release: p.cfg.Faults.Get().VerifyRelease, HoldDelay: p.cfg.Faults.Get().VerifyHold})
+			verify.Config{Logger: p.cfg.Logger, Rows: &p.verified, LockWith: p.capture.LockWith(HeldForVerify), TargetApart: p.cfg.Galera && p.cfg.Mode == Triggers, NoRepair: p.cfg.Galera, Release: p.cfg.Faults.Get().VerifyRelease, HoldDelay: p.cfg.Faults.Get().VerifyHold})
 		return err
 	})
 	return res, err

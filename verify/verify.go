@@ -45,6 +45,11 @@ type Config struct {
 	// only the log with the source, and writes the target through other sessions): it is then
 	// checksummed in a session of its own, still while the source is locked.
 	TargetApart bool
+	// NoRepair: a range that differs fails verification at once instead of being recopied. On a
+	// Galera node a recopy writes the InnoDB target while its session holds LOCK TABLES on it,
+	// and a DDL on either table ordered in total order meanwhile would wait for that lock while
+	// the recopy's commit waits for the DDL: a wedged node. Failing leaves the original as it is.
+	NoRepair bool
 	// Release says when the source's lock is let go before the target is compared (see compare).
 	Release Release
 	// HoldDelay is a fault-injection point for tests: a pause after the source is released early,
@@ -200,6 +205,9 @@ func (v *verifier) chunk(ctx context.Context, s copier.Step, release func(took, 
 		}
 		if err != nil || c.same {
 			return c, err
+		}
+		if v.cfg.NoRepair {
+			return c, fmt.Errorf("%w in key range %v..%v (not recopied on a Galera node)", ErrMismatch, r.Lo, r.Hi)
 		}
 		if attempt == maxRepairs {
 			return c, fmt.Errorf("%w in key range %v..%v after %d recopies", ErrMismatch, r.Lo, r.Hi, maxRepairs)

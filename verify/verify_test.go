@@ -170,6 +170,21 @@ func TestVerifyGivesUpOnADifferenceItCannotRepair(t *testing.T) {
 	}
 }
 
+// With NoRepair (a Galera node) a difference ends verification at once with ErrMismatch, and the
+// target is left as it was: nothing writes it under a table lock.
+func TestVerifyWithoutRepairFailsAndWritesNothing(t *testing.T) {
+	p := newPair(t, tableDDL, seed())
+	exec(t, p.control, "UPDATE "+p.target()+" SET c = 'spoilt' WHERE id = 1000")
+	res, err := verifyPair(t, p, verify.Config{NoRepair: true})
+	if !errors.Is(err, verify.ErrMismatch) || res.Repaired != 0 {
+		t.Fatalf("verification returned %v (%+v), want %v with nothing repaired", err, res, verify.ErrMismatch)
+	}
+	var c string
+	if err := p.control.QueryRow("SELECT c FROM " + p.target() + " WHERE id = 1000").Scan(&c); err != nil || c != "spoilt" {
+		t.Fatalf("the target's row holds %q (%v): it was written", c, err)
+	}
+}
+
 // assertRepaired checks that the target now equals the source, compared row by row here, and
 // that verification agrees.
 func assertRepaired(t *testing.T, p pair, cfg verify.Config) {
