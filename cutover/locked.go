@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/enginemig/enginemig/lockwait"
+	"github.com/enginemig/enginemig/table"
 )
 
 // whileLocked is what both swaps do once their lock is granted: tell the test seam, arrange the
@@ -66,7 +67,7 @@ func lockWithDeadline(ctx context.Context, db *sql.DB, conn *sql.Conn, connID in
 func killQuery(db *sql.DB, id int64) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	db.ExecContext(ctx, fmt.Sprintf("KILL QUERY %d", id))
+	db.ExecContext(ctx, table.KillQuery(id))
 }
 
 // waitUntilBlocked polls until connection id (the rename) waits for a lock and has taken the
