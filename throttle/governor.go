@@ -19,16 +19,16 @@ type signals struct {
 }
 
 // The governor's bounds. The application is out of room when its read (the median of the last
-// probeWindow) takes more than twice its usual time plus probeSlack, or when, averaged over the
-// last few measurements, more than twice its usual sessions plus runningSlack are running. Its
-// throughput only says whether there is an application at all, or one that stalled: an
-// application that runs as fast as it can loses some throughput to any other work and to other
-// jobs on the machine, with more of its sessions running while it does, so a lower rate does not
-// say whom it waits for (docs/how-it-works.md, "The copy"), while one that serves requests as
-// they come keeps its rate until it queues, which the read's latency and the running sessions
-// show first.
+// probeWindow) takes more than twice its usual time plus probeSlack, when, averaged over the last
+// few measurements, more than twice its usual sessions plus runningSlack are running, or when its
+// throughput falls below slowRate of its usual while more of its sessions than usual run. An
+// application that serves requests as they come keeps its rate until it queues, and a request it
+// could not start in time is lost, not made up later: a lower rate with sessions queueing is what
+// it lost. A lower rate alone is not a signal: traffic ebbs, and an application that runs as fast
+// as it can loses some throughput to any other work, on a shared machine to other jobs too.
 const (
 	probeSlack   = time.Millisecond
+	slowRate     = 0.85
 	probeWindow  = 5
 	runningSlack = 4
 	smoothing    = 0.3 // weight of a new measurement in the averages
@@ -113,6 +113,9 @@ func (g *governor) pressure() string {
 		return fmt.Sprintf("a primary-key read takes %s (usually %s)", g.avg.probe.Round(10*time.Microsecond), g.base.probe.Round(10*time.Microsecond))
 	case g.avg.running > 2*g.base.running+runningSlack:
 		return fmt.Sprintf("Threads_running %.0f (usually %.0f)", g.avg.running, g.base.running)
+	case g.avg.rate < slowRate*g.base.rate && g.avg.running > g.base.running+1:
+		return fmt.Sprintf("the application's throughput fell to %.0f statements/s (usually %.0f) with %.1f sessions running (usually %.1f)",
+			g.avg.rate, g.base.rate, g.avg.running, g.base.running)
 	}
 	return ""
 }
