@@ -57,7 +57,7 @@ type Pace struct {
 
 // Room is how much of the server the application leaves the copy and verification.
 type Room interface {
-	// RestRatio is the pause after a chunk, in multiples of the chunk's whole work (Walk).
+	// RestRatio is the pause after a chunk, in multiples of the time it held the source.
 	RestRatio() float64
 	// Workers is how many chunks may be in flight, at most limit.
 	Workers(limit int) int
@@ -168,25 +168,24 @@ func (c *Chunker) took(s Step, took time.Duration) {
 	c.size.Store(int64(max(min(ideal, size*2, c.pace.MaxChunk), size/2, minChunk)))
 }
 
-// restFor is how long to pause, without a Room, after a chunk that held the source for held:
-// RestRatio times held, and nothing unless the last target saw other clients waiting.
+// restFor is how long to pause after a chunk that held the source for held, so the application
+// gets the table back: RestRatio times held, 0 unless the last target saw other clients waiting;
+// with a Room, what it says.
 func (c *Chunker) restFor(held time.Duration) time.Duration {
+	if c.pace.Room != nil {
+		// A chunk that waited for the table (writers queued ahead of its read lock) "held" it
+		// for the wait too; the rest is for the lock the chunk meant to take, twice its target
+		// at most.
+		held = min(held, 2*time.Duration(c.chunkTime.Load()))
+		return time.Duration(float64(held) * c.pace.Room.RestRatio())
+	}
 	c.mu.Lock()
 	contended := c.contended
 	c.mu.Unlock()
-	if c.pace.Room != nil || !contended || c.pace.RestRatio <= 0 {
+	if !contended || c.pace.RestRatio <= 0 {
 		return 0
 	}
 	return time.Duration(float64(held) * c.pace.RestRatio)
-}
-
-// roomRest is how long to pause, with a Room, after step s whose visit took work in all: the
-// Room's ratio times the work. A visit that waited for the table (writers queued ahead of its
-// read lock) counts at most four times the lock it meant to take, since its wait cost the server
-// nothing.
-func (c *Chunker) roomRest(s Step, work time.Duration) time.Duration {
-	work = min(work, 4*max(s.Target, time.Duration(c.chunkTime.Load())))
-	return time.Duration(float64(work) * c.pace.Room.RestRatio())
 }
 
 // SetChunkTime changes the contended lock-time target while running (live control).

@@ -17,11 +17,7 @@ import (
 //     then its range (next), read by index only;
 //  2. is visited: the visit works on the range and, once its work has let go of the source, calls
 //     release with what that work took (took sizes the chunks that follow) and how long it held
-//     the source. The rest owed (restFor): with a Room, its ratio times the whole visit, counted
-//     from the visit's return, since what the application loses to the chunk is all of its work
-//     (the read under the lock, the write into the target, a checksum), not only the lock; without
-//     one, Pace.RestRatio times the hold, counted from the moment the visit returns, and nothing
-//     unless other clients were waiting;
+//     the source (restFor: the rest owed, nothing unless other clients were waiting);
 //  3. from release on, the next step is planned beside what is left of the visit and the rest,
 //     so the source is never held for the planning and the next chunk can begin as soon as the
 //     rest ends. A range found before its chunk begins is still a contiguous range, whatever rows
@@ -44,7 +40,7 @@ func (s Step) Last() bool { return s.Hi == nil }
 // Visit works on one step. Once the step's work no longer holds the source it calls release
 // with the time that sizes the following chunks and the time the source was held; a step that
 // runs beside others calls it at once, with zeros (it sizes the walk later, with took). Visit
-// returns the moment a rest without a Room is counted from (zero: its return).
+// returns the moment the rest is counted from (zero: its return).
 type Visit func(ctx context.Context, s Step, release func(took, held time.Duration)) (restFrom time.Time, err error)
 
 // Walk walks the key from the row after lo (nil: from the start) to the end of the table, one
@@ -66,7 +62,6 @@ func (c *Chunker) Walk(ctx context.Context, lo []any, visit Visit) error {
 				next <- planned{p, err}
 			}(s.Hi)
 		}
-		began := time.Now()
 		from, verr := visit(ctx, s, release)
 		if verr != nil {
 			if next != nil {
@@ -79,9 +74,6 @@ func (c *Chunker) Walk(ctx context.Context, lo []any, visit Visit) error {
 		}
 		if next == nil {
 			return fmt.Errorf("the step after %v was never planned: its visit did not release the source", s.Lo)
-		}
-		if c.pace.Room != nil {
-			rest, from = c.roomRest(s, time.Since(began)), time.Time{}
 		}
 		if from.IsZero() {
 			from = time.Now()

@@ -22,12 +22,10 @@ import (
 //     INSERT and UPDATE statements per second (enginemig's own writes are REPLACE and DELETE).
 //
 // From them it keeps a level between 0 and gentleTop: the top (two copy workers, no rest, and
-// verification beside the index build) only while the application leaves room, one worker below
-// it, resting after each chunk a share of the chunk's whole work that doubles a level down, to
-// sixteen times the work at level 0 (the copy then has about a sixteenth of one core). Any signal
-// out of bounds drops two levels at once, so a slowdown is answered within two or three
-// measurements; levels come back one at a time after half a second of calm. A server whose
-// application is idle gets the top.
+// verification beside the index build) only while the application leaves room, one worker and
+// rests growing to eight times each chunk's lock below it. Any signal out of bounds drops two
+// levels at once, so a slowdown is answered within two or three measurements; levels come back
+// one at a time after half a second of calm. A server whose application is idle gets the top.
 // The explicit limits of Throttler (Threads_running, replica lag, pause) still stop the copy
 // outright; Gentle only sets the pace while they allow it.
 type Gentle struct {
@@ -56,15 +54,11 @@ type GentleConfig struct {
 	Logger     *slog.Logger // level changes at Debug, back-offs at Info; nil discards
 }
 
-// gentleTop is the level of full speed; restRatios are the rests (times a chunk's work) of the
-// levels below it. Level gentleTop-1 rests nothing but copies one chunk at a time. A busy
-// application's copy starts at gentleBusy, a fifth of the time resting.
-var restRatios = []float64{16, 8, 4, 2, 1, 0.5, 0.25, 0.125, 0}
+// gentleTop is the level of full speed; restRatios are the rests (times a chunk's lock) of the
+// levels below it. Level gentleTop-1 rests nothing but copies one chunk at a time.
+var restRatios = []float64{8, 4, 2, 1, 0.5, 0.25, 0}
 
-const (
-	gentleTop  = 9
-	gentleBusy = 6
-)
+const gentleTop = 7
 
 // NewGentle prepares the pacing; Start begins the measurements on db.
 func NewGentle(db *sql.DB, cfg GentleConfig) *Gentle {
@@ -166,8 +160,8 @@ func (g *Gentle) Stop() {
 	}
 }
 
-// RestRatio is how long the copy or verification pauses after a chunk, in multiples of the
-// chunk's whole work.
+// RestRatio is how long the copy or verification pauses after a chunk, in multiples of the time
+// the chunk held the source.
 func (g *Gentle) RestRatio() float64 {
 	g.mu.Lock()
 	defer g.mu.Unlock()

@@ -19,21 +19,19 @@ type signals struct {
 }
 
 // The governor's bounds. The application is out of room when its read (the median of the last
-// probeWindow) takes more than twice its usual time plus probeSlack, when, averaged over the last
-// few measurements, more than twice its usual sessions plus runningSlack are running, or when its
-// throughput falls below slowRate of its usual while more of its sessions than usual run. An
-// application that serves requests as they come keeps its rate until it queues, and a request it
-// could not start in time is lost, not made up later: a lower rate with sessions queueing is what
-// it lost. A lower rate alone is not a signal: traffic ebbs, and an application that runs as fast
-// as it can loses some throughput to any other work, on a shared machine to other jobs too.
+// probeWindow) takes more than twice its usual time plus probeSlack, or when, averaged over the
+// last few measurements, more than twice its usual sessions plus runningSlack are running. Its
+// throughput only says whether there is an application at all: an application that runs as fast
+// as it can loses some throughput to any other work and to other jobs on the machine, so its rate
+// swings without saying whom it waits for, while one that serves requests as they come keeps its
+// rate until it queues, which the read's latency and the running sessions show first.
 const (
 	probeSlack   = time.Millisecond
-	slowRate     = 0.85
 	probeWindow  = 5
 	runningSlack = 4
 	smoothing    = 0.3 // weight of a new measurement in the averages
 	calmSteps    = 5   // calm measurements before the next level up
-	settleSteps  = 2   // measurements after a back-off before another: let it take effect
+	settleSteps  = 3   // measurements after a back-off before another: let it take effect
 	relearnSteps = 30  // measurements at level 0 before the baselines follow the application
 )
 
@@ -56,7 +54,8 @@ type governor struct {
 }
 
 // newGovernor starts from the measurements taken before the copy: their mean rate and Threads_running
-// and their median probe. An idle application gets the top level, a busy one gentleBusy.
+// and their median probe. An idle application gets the top level, a busy one the middle (one
+// worker resting as long as each chunk held the source).
 func newGovernor(learn []signals, idle idleness) governor {
 	g := governor{idle: idle, level: gentleTop}
 	var probes []time.Duration
@@ -69,7 +68,7 @@ func newGovernor(learn []signals, idle idleness) governor {
 	g.base.probe = median(probes)
 	g.avg = g.base
 	if !idle.of(g.base) {
-		g.level = gentleBusy
+		g.level = 3
 	}
 	return g
 }
@@ -113,9 +112,6 @@ func (g *governor) pressure() string {
 		return fmt.Sprintf("a primary-key read takes %s (usually %s)", g.avg.probe.Round(10*time.Microsecond), g.base.probe.Round(10*time.Microsecond))
 	case g.avg.running > 2*g.base.running+runningSlack:
 		return fmt.Sprintf("Threads_running %.0f (usually %.0f)", g.avg.running, g.base.running)
-	case g.avg.rate < slowRate*g.base.rate && g.avg.running > g.base.running+1:
-		return fmt.Sprintf("the application's throughput fell to %.0f statements/s (usually %.0f) with %.1f sessions running (usually %.1f)",
-			g.avg.rate, g.base.rate, g.avg.running, g.base.running)
 	}
 	return ""
 }

@@ -22,7 +22,6 @@ func TestGovernorBacksOffAndRecovers(t *testing.T) {
 	}{
 		{"latency", busy(5000, 8*time.Millisecond, 3)},
 		{"threads running", busy(5000, time.Millisecond, 20)},
-		{"throughput with sessions queueing", busy(3900, time.Millisecond, 5)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := newGovernor([]signals{calm, calm, calm}, testIdle)
@@ -35,8 +34,8 @@ func TestGovernorBacksOffAndRecovers(t *testing.T) {
 			for i := 0; i < 10; i++ {
 				g.step(tc.bad)
 			}
-			if g.level > gentleTop-6 {
-				t.Fatalf("slowed application: level %d after a second (10 measurements), want %d or less", g.level, gentleTop-6)
+			if g.level > 3 {
+				t.Fatalf("slowed application: level %d after a second (10 measurements), want 3 or less", g.level)
 			}
 			for i := 0; i < 10; i++ {
 				g.step(tc.bad)
@@ -79,21 +78,6 @@ func TestGovernorIdleAndArrival(t *testing.T) {
 	}
 }
 
-// Traffic that ebbs is not a slowdown: fewer statements with no more sessions running than usual.
-func TestGovernorEbbingTrafficIsNoSlowdown(t *testing.T) {
-	calm := busy(5000, time.Millisecond, 3)
-	g := newGovernor([]signals{calm, calm, calm}, testIdle)
-	for i := 0; i < 40; i++ {
-		g.step(calm)
-	}
-	for i := 0; i < 20; i++ {
-		g.step(busy(3500, time.Millisecond, 3))
-	}
-	if g.level != gentleTop {
-		t.Errorf("ebbing traffic: level %d, want %d (%s)", g.level, gentleTop, g.why)
-	}
-}
-
 // An application stuck behind a lock runs few statements but keeps its sessions running: that is
 // a slowdown to back off from, not an idle server.
 func TestGovernorStuckApplicationIsNotIdle(t *testing.T) {
@@ -113,7 +97,7 @@ func TestGovernorStuckApplicationIsNotIdle(t *testing.T) {
 // A busy application starts in the middle, not at full speed.
 func TestGovernorStartsGentleUnderLoad(t *testing.T) {
 	s := busy(5000, time.Millisecond, 3)
-	if g := newGovernor([]signals{s, s, s}, testIdle); g.level != gentleBusy {
-		t.Errorf("under load: level %d, want %d", g.level, gentleBusy)
+	if g := newGovernor([]signals{s, s, s}, testIdle); g.level != 3 {
+		t.Errorf("under load: level %d, want 3", g.level)
 	}
 }

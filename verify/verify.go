@@ -134,8 +134,7 @@ func Run(ctx context.Context, db *sql.DB, q *table.SQL, chunks *copier.Chunker, 
 			return time.Time{}, err
 		}
 		res.add(c, v.cfg.Rows)
-		// A fixed pace's rest runs from the unlock: a target checksummed after it was part of the
-		// rest. With a Room the rest follows the whole visit (copier.Walk).
+		// The rest runs from the unlock: a target checksummed after it was part of the rest.
 		return c.unlocked, nil
 	})
 	if err != nil && err != visitErr {
