@@ -125,12 +125,22 @@ func checkAckedGalera(t *testing.T, db *sql.DB, l *ackload.Load, stop func(), sc
 	time.Sleep(200 * time.Millisecond)
 	stop()
 	st := l.Stats()
-	aborted := 0
+	// A statement the cluster aborts (1213) for a DDL on t may still have changed the MyISAM t,
+	// which cannot roll back: the writer counts its rows as uncertain, and a later statement
+	// that meets such a row (a duplicate key, 1062) is the same abort's fallout, not a problem.
+	aborted, fallout := 0, 0
 	for _, p := range l.Problems(1 << 20) {
-		if !strings.Contains(p, "Error 1213") {
+		switch {
+		case strings.Contains(p, "Error 1213"):
+			aborted++
+		case strings.Contains(p, "Error 1062"):
+			fallout++
+		default:
 			t.Errorf("application problem: %s", p)
 		}
-		aborted++
+	}
+	if fallout > 0 && aborted == 0 {
+		t.Errorf("%d duplicate-key errors with no statement aborted by the cluster before them", fallout)
 	}
 	checked, diffs, err := l.Check(context.Background(), db, schema, "t")
 	if err != nil {
@@ -139,7 +149,7 @@ func checkAckedGalera(t *testing.T, db *sql.DB, l *ackload.Load, stop func(), sc
 	if len(diffs) > 0 {
 		t.Fatalf("lost or wrong writes:\n%s", strings.Join(diffs, "\n"))
 	}
-	t.Logf("%d writes and %d reads acknowledged, %d aborted by the cluster (1213), %d rows identical", st.Acked, st.Reads, aborted, checked)
+	t.Logf("%d writes and %d reads acknowledged, %d aborted by the cluster (1213), %d duplicate keys after them, %d rows identical", st.Acked, st.Reads, aborted, fallout, checked)
 }
 
 // galeraFired checks the table's own triggers are on it and fired on every row written since they

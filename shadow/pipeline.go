@@ -117,9 +117,10 @@ func Open(ctx context.Context, cfg Config) (p *Pipeline, err error) {
 	default:
 		p.order.groups = true
 	}
+	opened := p // p is nil once an error is returned
 	defer func() {
 		if err != nil {
-			p.closePools()
+			opened.closePools()
 		}
 	}()
 	if p.reader, err = dbconn.OpenRowReader(ctx, cfg.Conn, "", 2); err != nil {
