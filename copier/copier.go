@@ -48,7 +48,13 @@ type Config struct {
 	// OvertakeDelay is a fault-injection point for tests: parallel chunks with odd numbers wait
 	// this long before they begin, so that the next chunk overtakes them and finishes first.
 	OvertakeDelay time.Duration
-	Logger        *slog.Logger // may be nil
+	// WriteApart: a keyless table's chunks are written after their session lets the source go,
+	// not under its lock (a Galera node: keyless.go).
+	WriteApart bool
+	// ChunkLocked is a test seam: called by each keyless chunk while its session holds the
+	// source locked, before the chunk's rows are written.
+	ChunkLocked func()
+	Logger      *slog.Logger // may be nil
 }
 
 // StagePolicy chooses the server-side chunks that go through the stage table.
@@ -194,6 +200,9 @@ type chunkCopy struct {
 // REPLACE ... SELECT otherwise. It calls released once the source is let go, with the time it was
 // held, unless reading it failed.
 func (c *Copier) copyChunk(ctx context.Context, r table.Range, contended bool, released func(held time.Duration)) (chunkCopy, error) {
+	if c.q.Keyless() && c.mark != nil && c.mark.Marking() && c.cfg.WriteApart {
+		return c.copyMarkedApart(ctx, r, released)
+	}
 	if c.q.Keyless() && c.mark != nil && c.mark.Marking() {
 		ch, err := c.copyMarked(ctx, r)
 		if err == nil {

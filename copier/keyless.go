@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/enginemig/enginemig/dbconn"
 	"github.com/enginemig/enginemig/table"
 )
 
@@ -15,7 +16,8 @@ import (
 // the replay, never both: a chunk is read in a session that holds the source READ-locked (no
 // write can run meanwhile, nor hide as a concurrent insert), Mark reads there the capture's
 // position that the read stands for, and the returned copied records the range as copied at it
-// once the chunk is written (still inside the chunk's Order).
+// once the chunk is written (still inside the chunk's Order, which may outlast the lock:
+// copyMarkedApart).
 type Marker interface {
 	// Marking: chunks must be marked (trigger capture's syncs need no positions).
 	Marking() bool
@@ -55,6 +57,7 @@ func (c *Copier) copyMarked(ctx context.Context, r table.Range) (ch chunkCopy, e
 	if err != nil {
 		return ch, fmt.Errorf("mark the capture's position: %w", err)
 	}
+	c.chunkLocked()
 	query, args := c.q.CopyRange(r, c.cfg.Mode)
 	res, err := conn.ExecContext(ctx, query, args...)
 	if err != nil {
@@ -63,4 +66,77 @@ func (c *Copier) copyMarked(ctx context.Context, r table.Range) (ch chunkCopy, e
 	ch.rows, _ = res.RowsAffected()
 	copied(r)
 	return ch, nil
+}
+
+// chunkLocked calls the test seam Config.ChunkLocked, if any.
+func (c *Copier) chunkLocked() {
+	if c.cfg.ChunkLocked != nil {
+		c.cfg.ChunkLocked()
+	}
+}
+
+// copyMarkedApart copies r of a keyless table on a Galera node. There a DDL in total-order
+// isolation waits for every session holding its table with LOCK TABLES, and every commit of the
+// node ordered after it waits for it: a chunk that wrote the target while its session held the
+// source (or the target) locked would wedge the node as soon as such a DDL was ordered meanwhile.
+// So the chunk's session holds only the source (READ; MyISAM, nothing of it commits through the
+// cluster) while it marks the capture's position and reads the rows into its stage (a temporary
+// MyISAM table, which the cluster does not see), lets the source go, and then writes the stage
+// into the target. Its caller holds the chunk's Order throughout, so no replayed change reaches
+// the range between the read and the write, and the range is recorded as copied only once its
+// rows are in (shadow/order.go, rules 1 and 5). The write is one statement the cluster may abort
+// (a DDL on the target took its table): it is run again whole.
+func (c *Copier) copyMarkedApart(ctx context.Context, r table.Range, released func(held time.Duration)) (ch chunkCopy, err error) {
+	if c.mark == nil {
+		return ch, errors.New("a table without a unique key needs a capture that marks chunks (binlog capture)")
+	}
+	conn := c.stageConn(ctx)
+	if conn == nil {
+		return ch, errors.New("on a Galera node a table without a key is copied through a temporary table: grant the account CREATE TEMPORARY TABLES on the table's schema")
+	}
+	copied, held, err := c.readMarked(ctx, conn, r)
+	ch.held = held
+	if err != nil {
+		return ch, err
+	}
+	released(held)
+	var res sql.Result
+	err = dbconn.RetryClusterAborts(ctx, func() (err error) {
+		res, err = conn.ExecContext(ctx, c.q.StageDrain(c.cfg.Mode))
+		return err
+	})
+	if err != nil {
+		return ch, fmt.Errorf("write a keyless chunk from the stage: %w", err)
+	}
+	ch.rows, _ = res.RowsAffected()
+	if _, err := conn.ExecContext(ctx, c.q.StageClear()); err != nil {
+		return ch, fmt.Errorf("empty the stage: %w", err)
+	}
+	c.staged.Add(1)
+	copied(r)
+	return ch, nil
+}
+
+// readMarked reads r's rows into the stage on conn while conn holds the source READ-locked, with
+// the capture's position marked there, and unlocks. held is how long the source was locked.
+func (c *Copier) readMarked(ctx context.Context, conn *sql.Conn, r table.Range) (copied func(r table.Range), held time.Duration, err error) {
+	start := time.Now()
+	if _, err := conn.ExecContext(ctx, "LOCK TABLES "+c.q.Source()+" READ"); err != nil {
+		return nil, 0, fmt.Errorf("lock for a keyless chunk: %w", err)
+	}
+	defer func() {
+		if _, uerr := conn.ExecContext(context.WithoutCancel(ctx), "UNLOCK TABLES"); uerr != nil && err == nil {
+			err = fmt.Errorf("unlock after a keyless chunk: %w", uerr)
+		}
+		held = time.Since(start)
+	}()
+	if copied, err = c.mark.Mark(ctx, conn); err != nil {
+		return nil, 0, fmt.Errorf("mark the capture's position: %w", err)
+	}
+	c.chunkLocked()
+	query, args := c.q.StageFill(r)
+	if _, err := conn.ExecContext(ctx, query, args...); err != nil {
+		return nil, 0, fmt.Errorf("read a keyless chunk into the stage: %w", err)
+	}
+	return copied, 0, nil
 }

@@ -59,6 +59,12 @@ func galeraLoad(t *testing.T, c *sandboxtest.Cluster, keys bool) (string, *sql.D
 // runBounded runs apply and fails the test, instead of hanging, should it wedge the node.
 func runBounded(t *testing.T, db *sql.DB, opts Options, c *sandboxtest.Cluster) (*Result, error) {
 	t.Helper()
+	return runWithin(t, db, opts, c, 3*time.Minute)
+}
+
+// runWithin is runBounded with a limit of its own.
+func runWithin(t *testing.T, db *sql.DB, opts Options, c *sandboxtest.Cluster, limit time.Duration) (*Result, error) {
+	t.Helper()
 	type ended struct {
 		res *Result
 		err error
@@ -68,9 +74,12 @@ func runBounded(t *testing.T, db *sql.DB, opts Options, c *sandboxtest.Cluster) 
 	select {
 	case e := <-done:
 		return e.res, e.err
-	case <-time.After(3 * time.Minute):
+	case <-time.After(limit):
+		for i, n := range c.Nodes {
+			t.Logf("node %d:\n%s", i+1, n.ErrorLogTail(10))
+		}
 		c.Stop() // a wedged node would hold the test's own clean-up too
-		t.Fatal("apply on a Galera node did not return within 3 minutes (a wedged cut-over?)")
+		t.Fatalf("apply on a Galera node did not return within %s (a wedged node?)", limit)
 		return nil, nil
 	}
 }

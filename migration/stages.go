@@ -185,7 +185,7 @@ func (m *migrator) copyRows(ctx context.Context) error {
 	start := time.Now()
 	cfg := copier.Config{Pace: copier.Pace{ChunkTime: m.opts.ChunkTime, IdleChunkTime: m.opts.seams.IdleChunkTime, Room: m.room(), MaxChunk: m.galeraMaxChunk}, ClientSide: m.opts.ClientSide,
 		Stage: m.opts.seams.Stage, Workers: m.copyWorkers(ctx), AlwaysParallel: m.opts.seams.AlwaysParallel,
-		OvertakeDelay: m.opts.seams.OvertakeDelay}
+		OvertakeDelay: m.opts.seams.OvertakeDelay, WriteApart: m.opts.Cutover.Galera, ChunkLocked: m.opts.seams.ChunkLocked}
 	if err := m.pipe.Copy(ctx, resumeAfter, m.copyWaiter(thr), cfg); err != nil {
 		return m.coded(err)
 	}

@@ -42,7 +42,12 @@ import (
 //     once, in a chunk's read or in the replay: each chunk is read while the source is
 //     READ-locked, with the binlog position read in the same locked session (copier.Marker), and
 //     a change is written only if its row's chunk was read at a position before the change's
-//     event (marks.go); every other change is in a chunk already read, or will be. Trigger
+//     event (marks.go); every other change is in a chunk already read, or will be. A range is
+//     marked only once its rows are written, and the chunk holds the order from before its lock
+//     until then (rule 1), whether it writes them under the lock or, on a Galera node, after
+//     letting the source go (copier.Config.WriteApart: the rows wait in the session's stage
+//     meanwhile): either way no replayed change to the range is decided or written between the
+//     read and the write. Trigger
 //     capture has no positions but needs none: a note names a group of rows sharing a chunk-key
 //     value, and a sync rewrites the whole group from the source (idempotent), only for groups
 //     the copy has written (up to its watermark; syncUpTo), leaving the rest to the copy. Rules

@@ -46,6 +46,9 @@ type Faults struct {
 	// the source locked and before the sync writes the target: a DDL in total-order isolation sent
 	// then is ordered while the lock is held.
 	SyncLocked func()
+	// ChunkLocked is copier.Config's: called by each chunk of a keyless table while its session
+	// holds the source locked, before the chunk's rows are written.
+	ChunkLocked func()
 }
 
 // Get is f, or none for a nil f.
