@@ -8,6 +8,7 @@ import (
 	"database/sql/driver"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/enginemig/enginemig/cutover"
@@ -49,8 +50,8 @@ func (c *Carrier) Unchanged(ctx context.Context) error {
 		return err
 	}
 	if !table.SameTriggers(now, c.Triggers) {
-		return fmt.Errorf("the triggers of %s changed during the migration (%d at the start, %d now): that is DDL on the table",
-			dbconn.QualifiedName(c.Schema, c.Live), len(c.Triggers), len(now))
+		return fmt.Errorf("the triggers of %s changed during the migration (%d at the start, %d now: %s): that is DDL on the table",
+			dbconn.QualifiedName(c.Schema, c.Live), len(c.Triggers), len(now), triggerList(now))
 	}
 	return nil
 }
@@ -200,6 +201,15 @@ func (c *Carrier) CheckUnchanged(ctx context.Context) error {
 		return fmt.Errorf("%w: %w", cutover.ErrAbort, err)
 	}
 	return nil
+}
+
+// triggerList names trs for a message.
+func triggerList(trs []table.Trigger) string {
+	names := make([]string, len(trs))
+	for i, tr := range trs {
+		names[i] = tr.Name
+	}
+	return orNone(strings.Join(names, ", "))
 }
 
 func orNone(s string) string {

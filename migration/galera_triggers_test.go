@@ -49,13 +49,19 @@ func galeraTriggerCapture(t *testing.T, c *sandboxtest.Cluster) {
 	time.Sleep(200 * time.Millisecond)
 	opts := testOptions(c.Nodes[0], schema, "t")
 	opts.Capture = "triggers"
-	// While a sync holds the source locked: an OPTIMIZE of the shadow, in total order while the
-	// sync's writes run, which fail certification (error 1213) and must run again, and which
-	// wedged the node when the sync held the shadow too. A CREATE TRIGGER on the source sent the
-	// same way was taken out for now: it made the cut-over see a trigger count that had changed
-	// although the test dropped that trigger again (2 of 7 runs), cause not yet found.
+	// While a sync holds the source locked, once each: a CREATE TRIGGER on the source, ordered in
+	// total order then, which waits for that lock (and is dropped again once it returned; the
+	// cut-over must then find the table's triggers as they were at the start); and an OPTIMIZE of
+	// the shadow, in total order while the sync's writes run, which fail certification (error
+	// 1213) and must run again, and which wedged the node when the sync held the shadow too.
 	ddls := []string{
+		"CREATE TRIGGER " + q("t_probe") + " BEFORE DELETE ON " + q("t") + " FOR EACH ROW SET @enginemig_test_probe = 1",
 		"OPTIMIZE TABLE " + q("_t_new"),
+	}
+	probes := func() int {
+		var n int
+		db.QueryRow("SELECT COUNT(*) FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = ? AND TRIGGER_NAME = 't_probe'", schema).Scan(&n)
+		return n
 	}
 	var armed atomic.Int32 // 1 + the index of the DDL to send, 0: none
 	ddlDone := make(chan error, 1)
@@ -86,11 +92,20 @@ func galeraTriggerCapture(t *testing.T, c *sandboxtest.Cluster) {
 			case <-time.After(20 * time.Second):
 				return errors.New("no sync of the capture's own came within 20 s")
 			}
+			if i == 0 {
+				if _, err := db.Exec("DROP TRIGGER " + q("t_probe")); err != nil {
+					return err
+				}
+				if n := probes(); n != 0 {
+					return fmt.Errorf("t_probe still on node 1 after its DROP returned (%d)", n)
+				}
+			}
 		}
 		return nil
 	}
 	res, err := runBounded(t, db, opts, c)
 	if err != nil {
+		t.Logf("t_probe on node 1 now: %d", probes())
 		for i, n := range c.Nodes {
 			t.Logf("node %d:\n%s", i+1, n.ErrorLogTail(15))
 		}
