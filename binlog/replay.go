@@ -8,14 +8,17 @@ import (
 	"time"
 )
 
-// Batch limits: a batch is applied in one transaction, so larger batches mean fewer commits;
-// the delay bounds how long a change waits to be applied when the stream is quiet.
-// A batch also ends when the stream is idle for batchIdleGap: waiting the whole maxBatchDelay
-// for events that are not coming would add that delay to every catch-up (cut-over, verify).
+// Batch limits: a batch is applied in one transaction, so larger batches mean fewer commits,
+// statements and round trips for the server the application needs. While someone waits for
+// replay (a verification chunk, a catch-up, the cut-over) a batch ends when the stream has been
+// idle for batchIdleGap or maxBatchDelay after its first event: waiting longer for events that are
+// not coming would add that delay to every catch-up. While nobody waits, a batch keeps collecting
+// for patientBatchDelay; a WaitFor call cuts it short.
 const (
-	maxBatchChanges = 2000
-	maxBatchDelay   = 20 * time.Millisecond
-	batchIdleGap    = time.Millisecond
+	maxBatchChanges   = 2000
+	maxBatchDelay     = 20 * time.Millisecond
+	batchIdleGap      = time.Millisecond
+	patientBatchDelay = 100 * time.Millisecond
 )
 
 // Replayer reads the stream batch by batch for whoever applies the batches (package shadow, which
@@ -32,12 +35,15 @@ type Replayer struct {
 	ops      atomic.Int64
 	behind   atomic.Bool
 	pending  atomic.Int64 // unix nanoseconds of the oldest event read but not applied; 0: none
+	// hurry wakes a patient batch when WaitFor starts waiting (mu guards waiters).
+	hurry    chan struct{}
+	patience time.Duration // patientBatchDelay; tests set their own
 }
 
 // NewReplayer replays stream, starting from the stream's current position.
 func NewReplayer(stream *Stream) *Replayer {
 	p := stream.Position()
-	return &Replayer{stream: stream, applied: p, resumeAt: p}
+	return &Replayer{stream: stream, applied: p, resumeAt: p, hurry: make(chan struct{}, 1), patience: patientBatchDelay}
 }
 
 // Batch is the changes read together, and where the stream stands after them.
@@ -72,48 +78,109 @@ func eventTime(header, arrived time.Time) time.Time {
 	return header
 }
 
-// collect blocks for one event, then takes whatever else arrives within maxBatchDelay. It
-// returns the position after the batch and the last group boundary within it (zero if none).
+// collect blocks for one event, then takes what else arrives while the batch may grow (see the
+// batch limits). It returns the position after the batch and the last group boundary within it
+// (zero if none).
 func (r *Replayer) collect(ctx context.Context) ([]Change, Position, Position, error) {
 	item, err := r.stream.Next(ctx)
 	if err != nil {
 		return nil, Position{}, Position{}, err
 	}
 	r.pending.Store(eventTime(item.Time, time.Now()).UnixNano())
-	batch := item.Changes
-	pos := item.Pos
-	var boundary Position
-	if item.Boundary {
-		boundary = item.Pos
+	b := collected{changes: item.Changes}
+	b.add(item)
+	select { // a hurry from a wait that may have ended since: waited says whether one goes on
+	case <-r.hurry:
+	default:
 	}
+	if !r.waited() {
+		if err := r.collectPatiently(ctx, &b); err != nil {
+			return nil, Position{}, Position{}, err
+		}
+	}
+	if err := r.collectPromptly(ctx, &b); err != nil {
+		return nil, Position{}, Position{}, err
+	}
+	return b.changes, b.pos, b.boundary, nil
+}
+
+// collected is a batch being read.
+type collected struct {
+	changes       []Change
+	pos, boundary Position
+}
+
+func (b *collected) add(item Item) {
+	b.pos = item.Pos
+	if item.Boundary {
+		b.boundary = item.Pos
+	}
+}
+
+// collectPatiently adds events for up to patientBatchDelay while nobody waits for replay. It
+// returns early, leaving the rest to collectPromptly, when WaitFor starts waiting.
+func (r *Replayer) collectPatiently(ctx context.Context, b *collected) error {
+	waitCtx, cancel := context.WithTimeout(ctx, r.patience)
+	defer cancel()
+	go func() {
+		select {
+		case <-r.hurry:
+			cancel()
+		case <-waitCtx.Done():
+		}
+	}()
+	for len(b.changes) < maxBatchChanges {
+		item, err := r.stream.Next(waitCtx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+				return nil
+			}
+			return err
+		}
+		b.changes = append(b.changes, item.Changes...)
+		b.add(item)
+	}
+	r.behind.Store(true) // full: more events were waiting
+	return nil
+}
+
+// collectPromptly adds events until the stream is idle for batchIdleGap or maxBatchDelay has
+// passed: someone waits for this batch.
+func (r *Replayer) collectPromptly(ctx context.Context, b *collected) error {
 	deadline := time.Now().Add(maxBatchDelay)
-	for len(batch) < maxBatchChanges {
+	for len(b.changes) < maxBatchChanges {
 		wait := time.Until(deadline)
 		if wait <= 0 {
 			r.behind.Store(true)
-			break
+			return nil
 		}
-		wait = min(wait, batchIdleGap)
-		waitCtx, cancel := context.WithTimeout(ctx, wait)
+		waitCtx, cancel := context.WithTimeout(ctx, min(wait, batchIdleGap))
 		item, err := r.stream.Next(waitCtx)
 		cancel()
 		if err != nil {
 			if ctx.Err() != nil {
-				return nil, Position{}, Position{}, ctx.Err()
+				return ctx.Err()
 			}
 			if errors.Is(err, context.DeadlineExceeded) {
 				r.behind.Store(false) // drained: nothing else was waiting
-				break
+				return nil
 			}
-			return nil, Position{}, Position{}, err
+			return err
 		}
-		batch = append(batch, item.Changes...)
-		pos = item.Pos
-		if item.Boundary {
-			boundary = item.Pos
-		}
+		b.changes = append(b.changes, item.Changes...)
+		b.add(item)
 	}
-	return batch, pos, boundary, nil
+	return nil
+}
+
+// waited reports whether a WaitFor call is waiting.
+func (r *Replayer) waited() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.waiters) > 0
 }
 
 func (r *Replayer) setApplied(p, boundary Position) {
@@ -179,6 +246,10 @@ func (r *Replayer) WaitFor(ctx context.Context, p Position) error {
 		w := make(chan struct{})
 		r.waiters = append(r.waiters, w)
 		r.mu.Unlock()
+		select {
+		case r.hurry <- struct{}{}:
+		default:
+		}
 		select {
 		case <-w:
 		case <-ctx.Done():

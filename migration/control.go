@@ -38,6 +38,26 @@ type controller struct {
 
 	cutAttempts atomic.Int64 // cut-over attempts so far
 	cutLockHeld atomic.Int64 // nanoseconds the successful attempt held the table locked
+
+	// The server's capture position as status last read it. Status is polled (a dashboard, a
+	// script, applybench several times a second) and each read is a query on the server the
+	// application needs; once a second is enough for how far the capture trails.
+	posMu sync.Mutex
+	pos   shadow.Position
+	posAt time.Time
+}
+
+// serverPosition is the server's capture position, read at most once a second.
+func (c *controller) serverPosition(m *migrator, st state.State) shadow.Position {
+	c.posMu.Lock()
+	defer c.posMu.Unlock()
+	if time.Since(c.posAt) < time.Second {
+		return c.pos
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	c.pos, c.posAt = state.ServerPosition(ctx, m.db, st), time.Now()
+	return c.pos
 }
 
 func newController(log *slog.Logger, abort context.CancelCauseFunc) *controller {
@@ -170,9 +190,7 @@ func (c *controller) recorded(m *migrator) control.Status {
 		if a := pr.Capture.Position; a != "" {
 			st.CaptureResume = a
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		server = state.ServerPosition(ctx, m.db, st)
-		cancel()
+		server = c.serverPosition(m, st)
 	}
 	out := state.StatusOf(st, server, time.Now())
 	out.Elapsed = time.Since(m.start)

@@ -7,7 +7,6 @@ import (
 
 	"github.com/enginemig/enginemig/plan"
 	"github.com/enginemig/enginemig/preflight"
-	"github.com/enginemig/enginemig/shadow"
 	"github.com/enginemig/enginemig/table"
 )
 
@@ -19,12 +18,9 @@ import (
 // starts, it costs nothing of that; the copy then maintains the indexes row by row.
 func (m *migrator) prepareGalera(ctx context.Context, ti *table.Info) error {
 	m.opts.Cutover.Galera = true
-	findings, err := plan.CheckGalera(ctx, m.db, ti.Schema, ti.Name, nil, plan.OpenWithAccount(m.opts.Conn))
+	findings, err := plan.CheckGalera(ctx, m.db, ti, string(m.capture), nil, plan.OpenWithAccount(m.opts.Conn))
 	if err != nil {
 		return fmt.Errorf("galera checks: %w", err)
-	}
-	if m.capture == shadow.Triggers {
-		findings = append(findings, plan.GaleraTriggerCapture(ti)...)
 	}
 	for _, f := range findings {
 		if f.Severity == plan.Blocker {

@@ -47,12 +47,12 @@ func checkGaleraCapture(in *TableInput) []Finding {
 	if mode, _, err := ChooseCapture(in.Server, in.Server.WantCapture); err != nil || mode != CaptureTriggers {
 		return nil
 	}
-	return GaleraTriggerCapture(in.Info)
+	return galeraTriggerCapture(in.Info)
 }
 
-// GaleraTriggerCapture is checkGaleraCapture's verdict on a table apply captures with triggers on
+// galeraTriggerCapture is checkGaleraCapture's verdict on a table apply captures with triggers on
 // a Galera node.
-func GaleraTriggerCapture(ti *table.Info) []Finding {
+func galeraTriggerCapture(ti *table.Info) []Finding {
 	const remedy = "enable the binary log on this node (log_bin, binlog_format=ROW, binlog_row_image=FULL; needs a restart) and convert with --capture binlog"
 	key, ok := ti.CopyKey()
 	if !ok {

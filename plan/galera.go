@@ -231,9 +231,10 @@ func LoadGalera(ctx context.Context, db *sql.DB) (*Galera, error) {
 }
 
 // CheckGalera runs the Galera checks for one table as apply's preflight does: the cluster's state
-// and settings, and the table's rows on every node (read through open). It returns nothing on a
+// and settings, the table's rows on every node (read through open), and whether the capture apply
+// chose (capture: "binlog" or "triggers") can keep the table equal there. It returns nothing on a
 // server that is not a Galera node.
-func CheckGalera(ctx context.Context, db *sql.DB, schema, name string, nodes []string, open NodeOpener) ([]Finding, error) {
+func CheckGalera(ctx context.Context, db *sql.DB, ti *table.Info, capture string, nodes []string, open NodeOpener) ([]Finding, error) {
 	srv, err := LoadServer(ctx, db)
 	if err != nil {
 		return nil, err
@@ -244,7 +245,8 @@ func CheckGalera(ctx context.Context, db *sql.DB, schema, name string, nodes []s
 	if srv.Galera, err = loadGalera(ctx, db, srv, nodes); err != nil {
 		return nil, err
 	}
-	srv.Galera.countRows(ctx, db, open, []candidate{{schema: schema, name: name}})
-	in := &TableInput{Info: &table.Info{Schema: schema, Name: name}, Server: srv}
-	return append(checkGaleraCluster(srv), checkGaleraRows(in)...), nil
+	srv.WantCapture = capture
+	srv.Galera.countRows(ctx, db, open, []candidate{{schema: ti.Schema, name: ti.Name}})
+	in := &TableInput{Info: ti, Server: srv}
+	return append(append(checkGaleraCluster(srv), checkGaleraRows(in)...), checkGaleraCapture(in)...), nil
 }

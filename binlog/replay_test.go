@@ -1,0 +1,93 @@
+package binlog
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/enginemig/enginemig/dbconn"
+	"github.com/enginemig/enginemig/sandbox"
+	"github.com/enginemig/enginemig/sandbox/sandboxtest"
+	"github.com/enginemig/enginemig/table"
+)
+
+// While nobody waits for replay, a batch keeps collecting across gaps in the stream (fewer,
+// larger transactions on the server the application needs); a WaitFor call ends it at once. The
+// patience is set to an hour here, so a WaitFor that did not cut the batch short would not return
+// before the test's deadline, and writes 5 ms apart would each be a batch of their own if the
+// batch ended at the first idle gap.
+func TestPatientBatchEndsWhenSomeoneWaits(t *testing.T) {
+	f, err := sandboxtest.Flavour()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := sandboxtest.ForFlavour(t, f, sandbox.Options{})
+	schema, db := sandboxtest.FreshDatabase(t, s)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var version string
+	if err := db.QueryRow("SELECT VERSION()").Scan(&version); err != nil {
+		t.Fatal(err)
+	}
+	sandboxtest.MustExec(t, db, "CREATE TABLE t (id INT PRIMARY KEY, v INT) ENGINE=MyISAM")
+	info, err := table.Load(ctx, db, schema, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	start, err := CurrentPosition(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn := dbconn.Config{Host: "127.0.0.1", Port: s.Port, User: "root", SSLMode: dbconn.SSLDisabled}
+	st, err := OpenStream(ctx, StreamConfig{Conn: conn, Flavor: Flavor(version), ServerID: 4243, Table: info}, start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	r := NewReplayer(st)
+	r.patience = time.Hour
+
+	batches := make(chan int, 100)
+	go func() {
+		for {
+			b, err := r.Next(ctx)
+			if err != nil {
+				close(batches)
+				return
+			}
+			if len(b.Changes) > 0 {
+				batches <- len(b.Changes)
+			}
+			r.Done(b, len(b.Changes))
+		}
+	}()
+	const rows = 10
+	for i := range rows {
+		sandboxtest.MustExec(t, db, fmt.Sprintf("INSERT INTO t VALUES (%d, 0)", i))
+		time.Sleep(5 * time.Millisecond)
+	}
+	end, err := CurrentPosition(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.WaitFor(ctx, end); err != nil {
+		t.Fatalf("WaitFor did not end the patient batch: %v", err)
+	}
+	var sizes []int
+	for n := 0; n < rows; {
+		select {
+		case size, ok := <-batches:
+			if !ok {
+				t.Fatalf("replay stopped after batches %v", sizes)
+			}
+			sizes = append(sizes, size)
+			n += size
+		case <-ctx.Done():
+			t.Fatalf("batches %v: fewer than %d changes", sizes, rows)
+		}
+	}
+	if len(sizes) != 1 {
+		t.Fatalf("%d inserts 5 ms apart came in batches %v; want one patient batch", rows, sizes)
+	}
+}
