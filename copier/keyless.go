@@ -75,11 +75,11 @@ func (c *Copier) chunkLocked() {
 	}
 }
 
-// copyMarkedApart copies r of a keyless table on a Galera node. There a DDL in total-order
-// isolation waits for every session holding its table with LOCK TABLES, and every commit of the
-// node ordered after it waits for it: a chunk that wrote the target while its session held the
-// source (or the target) locked would wedge the node as soon as such a DDL was ordered meanwhile.
-// So the chunk's session holds only the source (READ; MyISAM, nothing of it commits through the
+// copyMarkedApart copies r of a keyless table on a Galera node. There every commit of the node
+// ordered after a DDL in total-order isolation waits for that DDL, and the DDL waits for sessions
+// holding tables with LOCK TABLES: a chunk that wrote the target while its session held the source
+// and the target locked wedged the node when a DDL was ordered meanwhile (even one on another
+// table; docs/how-it-works.md, "On a Galera cluster"). So the chunk's session holds only the source (READ; MyISAM, nothing of it commits through the
 // cluster) while it marks the capture's position and reads the rows into its stage (a temporary
 // MyISAM table, which the cluster does not see), lets the source go, and then writes the stage
 // into the target. Its caller holds the chunk's Order throughout, so no replayed change reaches
@@ -95,7 +95,7 @@ func (c *Copier) copyMarkedApart(ctx context.Context, r table.Range, released fu
 		return ch, errors.New("on a Galera node a table without a key is copied through a temporary table: grant the account CREATE TEMPORARY TABLES on the table's schema")
 	}
 	copied, held, err := c.readMarked(ctx, conn, r)
-	ch.held = held
+	ch.held, ch.staged = held, true
 	if err != nil {
 		return ch, err
 	}
