@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/enginemig/enginemig/dbconn"
 	"github.com/enginemig/enginemig/table"
 )
 
@@ -11,7 +12,7 @@ func init() {
 	registerServer("galera", Info, "the server is a Galera cluster node (wsrep_on=ON): how apply converts there", checkGalera)
 	registerServer("galera-cluster", Blocker, "on a Galera node: the cluster's state and the settings a conversion depends on (OSU method, write-set limits, flow control, PXC strict mode, MyISAM replication)", checkGaleraCluster)
 	registerTable("galera-rows", Blocker, "on a Galera node: which nodes hold the table's MyISAM rows (Galera does not replicate them), so where apply must run", checkGaleraRows)
-	registerTable("galera-capture", Blocker, "on a Galera node with trigger capture: tables whose rows it cannot keep equal there (no usable key, a unique secondary index)", checkGaleraCapture)
+	registerTable("galera-capture", Blocker, "on a Galera node: with trigger capture, tables whose rows it cannot keep equal there (no usable key, a unique secondary index); with binlog capture, a table without a usable key when the account cannot create the temporary table its copy chunks go through", checkGaleraCapture)
 }
 
 // checkGalera says how apply converts on a Galera node. Galera runs DDL in total-order isolation
@@ -39,15 +40,35 @@ func checkGalera(s *ServerInfo) []Finding {
 // equal there. The shadow has every index from the start (migration/galera.go): trigger capture's
 // copy writes INSERT IGNORE (shadow/order.go, rule 3), which keeps an out-of-date row holding a
 // unique value instead of the chunk's; and a table without a usable key is synced in groups under
-// a lock on the shadow, which a Galera node must not hold while it commits.
+// a lock on the shadow, which a Galera node must not hold while it commits. With binlog capture it
+// refuses a table without a usable key whose copy cannot go through a temporary table
+// (galeraKeylessStage).
 func checkGaleraCapture(in *TableInput) []Finding {
 	if in.Server.Galera == nil || len(in.Info.Columns) == 0 {
 		return nil
 	}
-	if mode, _, err := ChooseCapture(in.Server, in.Server.WantCapture); err != nil || mode != CaptureTriggers {
+	mode, _, err := ChooseCapture(in.Server, in.Server.WantCapture)
+	switch {
+	case err != nil:
+		return nil
+	case mode == CaptureTriggers:
+		return galeraTriggerCapture(in.Info)
+	}
+	return galeraKeylessStage(in)
+}
+
+// galeraKeylessStage blocks a table without a usable key on a Galera node when the account cannot
+// create a temporary table: each of its copy chunks is read into one under the source's lock and
+// written to the shadow after the lock is let go (copier.Config.WriteApart); written under the
+// lock, a DDL ordered meanwhile wedges the node.
+func galeraKeylessStage(in *TableInput) []Finding {
+	g, schema := in.Server.Grants, in.Info.Schema
+	if _, ok := in.Info.CopyKey(); ok || g == nil || g.Has("CREATE TEMPORARY TABLES", schema, "") {
 		return nil
 	}
-	return galeraTriggerCapture(in.Info)
+	return []Finding{newFinding("galera-capture", Blocker,
+		fmt.Sprintf("the table has no usable key and account %s lacks CREATE TEMPORARY TABLES on %s: on a Galera node each copy chunk of such a table is read into a temporary table under the table's lock and written to the shadow after it (a chunk writing under the lock wedges the node when a DDL is ordered meanwhile)", in.Server.User, dbconn.QuoteIdent(schema)),
+		fmt.Sprintf("GRANT CREATE TEMPORARY TABLES ON %s.* TO <enginemig account>", dbconn.QuoteIdent(schema)))}
 }
 
 // galeraTriggerCapture is checkGaleraCapture's verdict on a table apply captures with triggers on

@@ -81,6 +81,9 @@ func TestTableDecisions(t *testing.T) {
 		{"galera, trigger capture, unique secondary index", checkGaleraCapture, TableInput{Info: withUnique, Server: galera(wantCapture(server("10.11.6-MariaDB", nil), "triggers"))}, "galera-capture:blocker"},
 		{"galera, trigger capture, no usable key", checkGaleraCapture, TableInput{Info: keylessIndexed, Server: galera(wantCapture(server("10.11.6-MariaDB", nil), "triggers"))}, "galera-capture:blocker"},
 		{"galera, binlog capture, unique secondary index", checkGaleraCapture, TableInput{Info: withUnique, Server: galera(wantCapture(server("10.11.6-MariaDB", map[string]string{"log_bin": "ON", "binlog_format": "ROW", "binlog_row_image": "FULL"}), "binlog"))}, ""},
+		{"galera, binlog capture, no usable key, temporary tables granted", checkGaleraCapture, TableInput{Info: keylessIndexed, Server: grants(galera(wantCapture(binlogServer(), "binlog")), "GRANT ALL PRIVILEGES ON `s`.* TO `em`@`%`")}, ""},
+		{"galera, binlog capture, no usable key, no temporary tables", checkGaleraCapture, TableInput{Info: keylessIndexed, Server: grants(galera(wantCapture(binlogServer(), "binlog")), "GRANT SELECT, INSERT, UPDATE, DELETE, CREATE, DROP, ALTER, INDEX, LOCK TABLES ON `s`.* TO `em`@`%`")}, "galera-capture:blocker"},
+		{"galera, binlog capture, primary key, no temporary tables", checkGaleraCapture, TableInput{Info: withPK, Server: grants(galera(wantCapture(binlogServer(), "binlog")), "GRANT SELECT, INSERT, UPDATE, DELETE, CREATE, DROP, ALTER, INDEX, LOCK TABLES ON `s`.* TO `em`@`%`")}, ""},
 		{"not galera, trigger capture, unique secondary index", checkGaleraCapture, TableInput{Info: withUnique, Server: wantCapture(server("10.11.6-MariaDB", nil), "triggers")}, ""},
 		{"autoinc reuse before MariaDB 10.2.4", checkAutoincReuse, TableInput{Info: withPK, Server: server("10.1.48-MariaDB", nil)}, "autoinc-reuse:warning"},
 		{"no autoinc reuse on MariaDB 10.2.4", checkAutoincReuse, TableInput{Info: withPK, Server: server("10.2.4-MariaDB", nil)}, ""},
@@ -293,6 +296,17 @@ func TestParallelCopyFollowsTheAutoIncrementColumn(t *testing.T) {
 
 func maxHold(s *ServerInfo, d time.Duration) *ServerInfo {
 	s.MaxHold = d
+	return s
+}
+
+// binlogServer is a MariaDB 10.11 server with a ROW binlog.
+func binlogServer() *ServerInfo {
+	return server("10.11.6-MariaDB", map[string]string{"log_bin": "ON", "binlog_format": "ROW", "binlog_row_image": "FULL"})
+}
+
+// grants gives s's account the privileges of lines (SHOW GRANTS output).
+func grants(s *ServerInfo, lines ...string) *ServerInfo {
+	s.User, s.Grants = "em@%", ParseGrants(lines)
 	return s
 }
 
