@@ -42,6 +42,7 @@ func main() {
 	flag.BoolVar(&loadOnly, "load-only", false, "skip the idle runs")
 	flag.BoolVar(&keyless, "keyless", false, "seed the table without a unique key: id keeps a non-unique index the load's statements use (no AUTO_INCREMENT; gh-ost and pt-online-schema-change refuse such tables)")
 	flag.BoolVar(&noAutoInc, "no-autoinc", false, "seed the table without AUTO_INCREMENT on its key (copy chunks can then run in parallel: copier/parallel.go)")
+	flag.DurationVar(&holdCutover, "hold-cutover", 0, "postpone enginemig's cut-over for this long after verification: the application's throughput with only change capture running (stage \"postponed\")")
 	flag.BoolVar(&costOnly, "capture-cost", false, "only measure what trigger capture adds to a single-row UPDATE, then exit")
 	flag.Parse()
 	if keyless && (withPTOSC || ghostBin != "") {
@@ -117,6 +118,7 @@ type applyResult struct {
 
 var extraApplyArgs, serverArgs, binlogFormat string
 var withPTOSC, costOnly, noAutoInc, loadOnly, keyless bool
+var holdCutover time.Duration
 
 // serverPid is the sandbox server's process; idleWork is each build's CPU (server and
 // enginemig) for the idle conversion, which the loaded runs print beside the load's.
@@ -137,12 +139,24 @@ func runApply(ctx context.Context, bin string, port int, table string) (applyRes
 	args := []string{"apply", "--host", "127.0.0.1", "--port", strconv.Itoa(port), "--user", "root",
 		"--ssl-mode", "DISABLED", "--database", "game", "--table", table, "--output", "json", "--no-progress",
 		"--control-socket", socket}
+	var watch stageWatch
+	if holdCutover > 0 {
+		hold := filepath.Join(dir, "postpone")
+		if err := os.WriteFile(hold, nil, 0o600); err != nil {
+			return applyResult{}, err
+		}
+		args = append(args, "--postpone-cutover-file", hold)
+		watch.onStage = func(stage string) {
+			if stage == "postponed" {
+				time.AfterFunc(holdCutover, func() { os.Remove(hold) })
+			}
+		}
+	}
 	args = append(args, strings.Fields(extraApplyArgs)...)
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), "HOME=/nonexistent")
 	cmd.Stderr = os.Stderr
 	watchCtx, stopWatch := context.WithCancel(ctx)
-	var watch stageWatch
 	watched := make(chan struct{})
 	go func() { defer close(watched); watch.poll(watchCtx, socket) }()
 	start := time.Now()

@@ -26,10 +26,12 @@ type stageMark struct {
 type stageWatch struct {
 	mu    sync.Mutex
 	marks []stageMark
+	// onStage, when set, is called once as each stage is first seen.
+	onStage func(stage string)
 }
 
 func (w *stageWatch) poll(ctx context.Context, socket string) {
-	tick := time.NewTicker(25 * time.Millisecond)
+	tick := time.NewTicker(25 * time.Millisecond) // status is cheap: the server is asked once a second at most
 	defer tick.Stop()
 	for ctx.Err() == nil {
 		out, err := control.Send(ctx, socket, "status")
@@ -53,6 +55,9 @@ func (w *stageWatch) mark(at time.Time, stage string) {
 	defer w.mu.Unlock()
 	if n := len(w.marks); n == 0 || w.marks[n-1].stage != stage {
 		w.marks = append(w.marks, stageMark{at, stage})
+		if w.onStage != nil {
+			w.onStage(stage)
+		}
 	}
 }
 
