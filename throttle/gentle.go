@@ -18,8 +18,9 @@ import (
 //     (it queues behind the copy's table lock and for a core like the application's reads do);
 //   - the sessions it keeps running: Threads_running, which counts sessions waiting for a lock or
 //     for a core;
-//   - its throughput, which says whether there is an application at all: the server's SELECT,
-//     INSERT and UPDATE statements per second (enginemig's own writes are REPLACE and DELETE).
+//   - its throughput: the server's SELECT, INSERT and UPDATE statements per second (enginemig's own
+//     writes are REPLACE, DELETE and INSERT ... SELECT), which is what the application loses, and
+//     says whether there is an application at all.
 //
 // From them it keeps a level between 0 and gentleTop: the top (two copy workers, no rest, and
 // verification beside the index build) only while the application leaves room, one worker and

@@ -18,14 +18,16 @@ type signals struct {
 	running    float64       // Threads_running
 }
 
-// The governor's bounds. The application is out of room when its read (the median of the last
-// probeWindow) takes more than twice its usual time plus probeSlack, or when, averaged over the
-// last few measurements, more than twice its usual sessions plus runningSlack are running. Its
-// throughput only says whether there is an application at all: an application that runs as fast
-// as it can loses some throughput to any other work and to other jobs on the machine, so its rate
-// swings without saying whom it waits for, while one that serves requests as they come keeps its
-// rate until it queues, which the read's latency and the running sessions show first.
+// The governor's bounds. The application is out of room when its throughput, averaged over the
+// last few measurements, falls under minShare of its usual; when its read (the median of the last
+// probeWindow) takes more than twice its usual time plus probeSlack; or when, averaged the same
+// way, more than twice its usual sessions plus runningSlack are running. The throughput is what
+// the application loses, so it is the bound that holds it to minShare; an application with little
+// slack in its latency loses it before its read doubles. An application that runs as fast as it
+// can loses some throughput to any other work, so under it the copy mostly stays at level 0 until
+// the baselines follow (follow).
 const (
+	minShare     = 0.9
 	probeSlack   = time.Millisecond
 	probeWindow  = 5
 	runningSlack = 4
@@ -108,6 +110,8 @@ func (g *governor) pressure() string {
 	case g.stalled():
 		return fmt.Sprintf("the application stalled: %.0f statements/s (usually %.0f) with %.0f sessions running (usually %.0f)",
 			g.avg.rate, g.base.rate, g.avg.running, g.base.running)
+	case g.avg.rate < minShare*g.base.rate:
+		return fmt.Sprintf("the application's throughput fell to %.0f statements/s (usually %.0f)", g.avg.rate, g.base.rate)
 	case g.avg.probe > 2*g.base.probe+probeSlack:
 		return fmt.Sprintf("a primary-key read takes %s (usually %s)", g.avg.probe.Round(10*time.Microsecond), g.base.probe.Round(10*time.Microsecond))
 	case g.avg.running > 2*g.base.running+runningSlack:

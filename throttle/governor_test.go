@@ -22,6 +22,7 @@ func TestGovernorBacksOffAndRecovers(t *testing.T) {
 	}{
 		{"latency", busy(5000, 8*time.Millisecond, 3)},
 		{"threads running", busy(5000, time.Millisecond, 20)},
+		{"throughput", busy(4200, time.Millisecond, 3)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := newGovernor([]signals{calm, calm, calm}, testIdle)
