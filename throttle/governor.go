@@ -142,14 +142,17 @@ func median(ds []time.Duration) time.Duration {
 
 // follow lets the baselines follow the application: at level 0 for a while the copy is mostly out
 // of the way, so what is measured is the application's own (a busier hour than when the copy
-// began). Not while it runs under half its usual rate: a stalled application is not the new normal.
+// began). The usual rate only rises: at level 0 the copy still takes a share, and a rate that
+// followed it down would be a bound that no longer holds the application to minShare. So an
+// application whose demand falls for good keeps the copy near level 0 until it comes back.
+// Not while it runs under half its usual rate: a stalled application is not the new normal.
 func (g *governor) follow() {
 	if g.level > 0 || g.avg.rate < 0.5*g.base.rate {
 		g.low = 0
 		return
 	}
 	if g.low++; g.low >= relearnSteps {
-		g.base.rate += 0.2 * (g.avg.rate - g.base.rate)
+		g.base.rate += 0.2 * max(0, g.avg.rate-g.base.rate)
 		g.base.probe += time.Duration(0.2 * float64(g.avg.probe-g.base.probe))
 		g.base.running += 0.2 * (g.avg.running - g.base.running)
 	}

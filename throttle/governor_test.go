@@ -102,3 +102,17 @@ func TestGovernorStartsGentleUnderLoad(t *testing.T) {
 		t.Errorf("under load: level %d, want 3", g.level)
 	}
 }
+
+// At level 0 the baselines follow the application, but its usual rate only up: an application
+// that keeps losing a tenth of its throughput to the copy keeps the copy at level 0 however long
+// that lasts.
+func TestGovernorUsualRateOnlyRises(t *testing.T) {
+	calm := busy(5000, time.Millisecond, 3)
+	g := newGovernor([]signals{calm, calm, calm}, testIdle)
+	for i := 0; i < 300; i++ {
+		g.step(busy(4200, time.Millisecond, 3))
+	}
+	if g.level != 0 || g.base.rate != 5000 {
+		t.Fatalf("after 30 s at 84%% of its rate: level %d, usual rate %.0f; want 0 and 5000", g.level, g.base.rate)
+	}
+}
