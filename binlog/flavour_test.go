@@ -42,16 +42,7 @@ func TestStreamDecodesOnEveryFlavour(t *testing.T) {
 			if err != nil || end.Compare(start) <= 0 {
 				t.Fatalf("position did not advance: %s -> %s (%v)", start, end, err)
 			}
-			info, err := table.Load(ctx, db, schema, "t")
-			if err != nil {
-				t.Fatal(err)
-			}
-			conn := dbconn.Config{Host: "127.0.0.1", Port: s.Port, User: "root", SSLMode: dbconn.SSLDisabled}
-			st, err := OpenStream(ctx, StreamConfig{Conn: conn, Flavor: Flavor(version), ServerID: 4242, Table: info}, start)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer st.Close()
+			st := openTestStream(ctx, t, s, db, schema, version, start)
 			var got []string
 			for st.Position().Compare(end) < 0 {
 				it, err := st.Next(ctx)

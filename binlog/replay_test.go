@@ -2,6 +2,7 @@ package binlog
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"testing"
 	"time"
@@ -13,7 +14,8 @@ import (
 )
 
 // While nobody waits for replay, a batch keeps collecting across gaps in the stream (fewer,
-// larger transactions on the server the application needs); a WaitFor call ends it at once. The
+// larger transactions on the server the application needs); a WaitFor call ends it at once, and
+// batches stay prompt for a while after it. The
 // patience is set to an hour here, so a WaitFor that did not cut the batch short would not return
 // before the test's deadline, and writes 5 ms apart would each be a batch of their own if the
 // batch ended at the first idle gap.
@@ -31,20 +33,11 @@ func TestPatientBatchEndsWhenSomeoneWaits(t *testing.T) {
 		t.Fatal(err)
 	}
 	sandboxtest.MustExec(t, db, "CREATE TABLE t (id INT PRIMARY KEY, v INT) ENGINE=MyISAM")
-	info, err := table.Load(ctx, db, schema, "t")
-	if err != nil {
-		t.Fatal(err)
-	}
 	start, err := CurrentPosition(ctx, db)
 	if err != nil {
 		t.Fatal(err)
 	}
-	conn := dbconn.Config{Host: "127.0.0.1", Port: s.Port, User: "root", SSLMode: dbconn.SSLDisabled}
-	st, err := OpenStream(ctx, StreamConfig{Conn: conn, Flavor: Flavor(version), ServerID: 4243, Table: info}, start)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := openTestStream(ctx, t, s, db, schema, version, start)
 	r := NewReplayer(st)
 	r.patience = time.Hour
 
@@ -62,6 +55,22 @@ func TestPatientBatchEndsWhenSomeoneWaits(t *testing.T) {
 			r.Done(b, len(b.Changes))
 		}
 	}()
+	// receive takes batches until they hold n changes; a batch that never comes fails the test.
+	receive := func(n int) (sizes []int) {
+		for got := 0; got < n; {
+			select {
+			case size, ok := <-batches:
+				if !ok {
+					t.Fatalf("replay stopped after batches %v", sizes)
+				}
+				sizes = append(sizes, size)
+				got += size
+			case <-time.After(10 * time.Second):
+				t.Fatalf("batches %v: fewer than %d changes (a patient batch nobody ended?)", sizes, n)
+			}
+		}
+		return sizes
+	}
 	const rows = 10
 	for i := range rows {
 		sandboxtest.MustExec(t, db, fmt.Sprintf("INSERT INTO t VALUES (%d, 0)", i))
@@ -74,20 +83,35 @@ func TestPatientBatchEndsWhenSomeoneWaits(t *testing.T) {
 	if err := r.WaitFor(ctx, end); err != nil {
 		t.Fatalf("WaitFor did not end the patient batch: %v", err)
 	}
-	var sizes []int
-	for n := 0; n < rows; {
-		select {
-		case size, ok := <-batches:
-			if !ok {
-				t.Fatalf("replay stopped after batches %v", sizes)
-			}
-			sizes = append(sizes, size)
-			n += size
-		case <-ctx.Done():
-			t.Fatalf("batches %v: fewer than %d changes", sizes, rows)
-		}
-	}
+	sizes := receive(rows)
 	if len(sizes) != 1 {
 		t.Fatalf("%d inserts 5 ms apart came in batches %v; want one patient batch", rows, sizes)
 	}
+
+	// Right after a wait, batches are prompt again: the next inserts come in several batches.
+	for i := range rows {
+		sandboxtest.MustExec(t, db, fmt.Sprintf("INSERT INTO t VALUES (%d, 0)", rows+i))
+		time.Sleep(5 * time.Millisecond)
+	}
+	sizes = receive(rows)
+	if len(sizes) < 2 {
+		t.Fatalf("%d inserts 5 ms apart right after a wait came in batches %v; want prompt batches", rows, sizes)
+	}
+}
+
+// openTestStream streams table t of schema from start, as a replica of s running version; the
+// stream closes with the test.
+func openTestStream(ctx context.Context, t *testing.T, s *sandbox.Server, db *sql.DB, schema, version string, start Position) *Stream {
+	t.Helper()
+	info, err := table.Load(ctx, db, schema, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn := dbconn.Config{Host: "127.0.0.1", Port: s.Port, User: "root", SSLMode: dbconn.SSLDisabled}
+	st, err := OpenStream(ctx, StreamConfig{Conn: conn, Flavor: Flavor(version), ServerID: 4242, Table: info}, start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.Close)
+	return st
 }
