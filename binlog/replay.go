@@ -13,16 +13,12 @@ import (
 // replay (a verification chunk, a catch-up, the cut-over) a batch ends when the stream has been
 // idle for batchIdleGap or maxBatchDelay after its first event: waiting longer for events that are
 // not coming would add that delay to every catch-up. While nobody waits, a batch keeps collecting
-// for patientBatchDelay; a WaitFor call cuts it short. Batches stay prompt for waitMemory after a
-// WaitFor call: verification waits for every chunk while it holds the source read-locked, and a
-// patient batch collected between two chunks would be applied under the next one's lock, while
-// the application's writers wait.
+// for patientBatchDelay; a WaitFor call cuts it short.
 const (
 	maxBatchChanges   = 2000
 	maxBatchDelay     = 20 * time.Millisecond
 	batchIdleGap      = time.Millisecond
 	patientBatchDelay = 100 * time.Millisecond
-	waitMemory        = time.Second
 )
 
 // Replayer reads the stream batch by batch for whoever applies the batches (package shadow, which
@@ -39,7 +35,6 @@ type Replayer struct {
 	ops      atomic.Int64
 	behind   atomic.Bool
 	pending  atomic.Int64 // unix nanoseconds of the oldest event read but not applied; 0: none
-	lastWait atomic.Int64 // unix nanoseconds of the last WaitFor call; 0: none
 	// hurry wakes a patient batch when WaitFor starts waiting (mu guards waiters).
 	hurry    chan struct{}
 	patience time.Duration // patientBatchDelay; tests set their own
@@ -181,11 +176,8 @@ func (r *Replayer) collectPromptly(ctx context.Context, b *collected) error {
 	return nil
 }
 
-// waited reports whether a WaitFor call is waiting or was made within waitMemory.
+// waited reports whether a WaitFor call is waiting.
 func (r *Replayer) waited() bool {
-	if last := r.lastWait.Load(); last != 0 && time.Since(time.Unix(0, last)) < waitMemory {
-		return true
-	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return len(r.waiters) > 0
@@ -245,7 +237,6 @@ func (r *Replayer) Stats() Stats {
 
 // WaitFor blocks until every change up to p is applied, or ctx ends.
 func (r *Replayer) WaitFor(ctx context.Context, p Position) error {
-	r.lastWait.Store(time.Now().UnixNano())
 	for {
 		r.mu.Lock()
 		if r.applied.Compare(p) >= 0 {
