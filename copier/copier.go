@@ -200,10 +200,10 @@ type chunkCopy struct {
 // REPLACE ... SELECT otherwise. It calls released once the source is let go, with the time it was
 // held, unless reading it failed.
 func (c *Copier) copyChunk(ctx context.Context, r table.Range, contended bool, released func(held time.Duration)) (chunkCopy, error) {
-	if c.q.Keyless() && c.mark != nil && c.mark.Marking() && c.cfg.WriteApart {
-		return c.copyMarkedApart(ctx, r, released)
-	}
 	if c.q.Keyless() && c.mark != nil && c.mark.Marking() {
+		if c.cfg.WriteApart {
+			return c.copyMarkedApart(ctx, r, released)
+		}
 		ch, err := c.copyMarked(ctx, r)
 		if err == nil {
 			released(ch.held)

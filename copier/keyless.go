@@ -35,31 +35,14 @@ func keylessConfig(cfg Config) Config {
 // (Marker). The statement count per chunk (lock, mark, copy, unlock) costs a few round trips of
 // lock time more than a keyed chunk.
 func (c *Copier) copyMarked(ctx context.Context, r table.Range) (ch chunkCopy, err error) {
-	if c.mark == nil {
-		return ch, errors.New("a table without a unique key needs a capture that marks chunks (binlog capture)")
-	}
 	conn, err := c.writer.Conn(ctx)
 	if err != nil {
 		return ch, err
 	}
 	defer conn.Close()
-	start := time.Now()
-	if _, err := conn.ExecContext(ctx, "LOCK TABLES "+c.q.Source()+" READ, "+c.q.Target()+" WRITE"); err != nil {
-		return ch, fmt.Errorf("lock for a keyless chunk: %w", err)
-	}
-	defer func() {
-		if _, uerr := conn.ExecContext(context.WithoutCancel(ctx), "UNLOCK TABLES"); uerr != nil && err == nil {
-			err = fmt.Errorf("unlock after a keyless chunk: %w", uerr)
-		}
-		ch.held = time.Since(start)
-	}()
-	copied, err := c.mark.Mark(ctx, conn)
-	if err != nil {
-		return ch, fmt.Errorf("mark the capture's position: %w", err)
-	}
-	c.chunkLocked()
 	query, args := c.q.CopyRange(r, c.cfg.Mode)
-	res, err := conn.ExecContext(ctx, query, args...)
+	copied, res, held, err := c.underMark(ctx, conn, c.q.Source()+" READ, "+c.q.Target()+" WRITE", query, args)
+	ch.held = held
 	if err != nil {
 		return ch, err
 	}
@@ -68,33 +51,51 @@ func (c *Copier) copyMarked(ctx context.Context, r table.Range) (ch chunkCopy, e
 	return ch, nil
 }
 
-// chunkLocked calls the test seam Config.ChunkLocked, if any.
-func (c *Copier) chunkLocked() {
+// underMark runs query on conn while conn holds lock (LOCK TABLES lock), with the capture's
+// position marked there first, and unlocks. held is how long the tables were locked; copied
+// records the chunk's range as copied at the mark.
+func (c *Copier) underMark(ctx context.Context, conn *sql.Conn, lock, query string, args []any) (copied func(table.Range), res sql.Result, held time.Duration, err error) {
+	start := time.Now()
+	if _, err := conn.ExecContext(ctx, "LOCK TABLES "+lock); err != nil {
+		return nil, nil, 0, fmt.Errorf("lock for a keyless chunk: %w", err)
+	}
+	defer func() {
+		if _, uerr := conn.ExecContext(context.WithoutCancel(ctx), "UNLOCK TABLES"); uerr != nil && err == nil {
+			err = fmt.Errorf("unlock after a keyless chunk: %w", uerr)
+		}
+		held = time.Since(start)
+	}()
+	if copied, err = c.mark.Mark(ctx, conn); err != nil {
+		return nil, nil, 0, fmt.Errorf("mark the capture's position: %w", err)
+	}
 	if c.cfg.ChunkLocked != nil {
 		c.cfg.ChunkLocked()
 	}
+	if res, err = conn.ExecContext(ctx, query, args...); err != nil {
+		return nil, nil, 0, fmt.Errorf("keyless chunk: %w", err)
+	}
+	return copied, res, 0, nil
 }
 
 // copyMarkedApart copies r of a keyless table on a Galera node. There every commit of the node
 // ordered after a DDL in total-order isolation waits for that DDL, and the DDL waits for sessions
 // holding tables with LOCK TABLES: a chunk that wrote the target while its session held the source
 // and the target locked wedged the node when a DDL was ordered meanwhile (even one on another
-// table; docs/how-it-works.md, "On a Galera cluster"). So the chunk's session holds only the source (READ; MyISAM, nothing of it commits through the
-// cluster) while it marks the capture's position and reads the rows into its stage (a temporary
-// MyISAM table, which the cluster does not see), lets the source go, and then writes the stage
-// into the target. Its caller holds the chunk's Order throughout, so no replayed change reaches
-// the range between the read and the write, and the range is recorded as copied only once its
-// rows are in (shadow/order.go, rules 1 and 5). The write is one statement the cluster may abort
-// (a DDL on the target took its table): it is run again whole.
+// table; docs/how-it-works.md, "On a Galera cluster"). So the chunk's session holds only the
+// source (READ; MyISAM, nothing of it commits through the cluster) while it marks the capture's
+// position and reads the rows into its stage (a temporary MyISAM table, which the cluster does not
+// see), lets the source go, and then writes the stage into the target. Its caller holds the
+// chunk's Order throughout, so no replayed change reaches the range between the read and the
+// write, and the range is recorded as copied only once its rows are in (shadow/order.go, rules 1
+// and 5). The write is one statement the cluster may abort (a DDL on the target took its table):
+// it is run again whole.
 func (c *Copier) copyMarkedApart(ctx context.Context, r table.Range, released func(held time.Duration)) (ch chunkCopy, err error) {
-	if c.mark == nil {
-		return ch, errors.New("a table without a unique key needs a capture that marks chunks (binlog capture)")
-	}
 	conn := c.stageConn(ctx)
 	if conn == nil {
 		return ch, errors.New("on a Galera node a table without a key is copied through a temporary table: grant the account CREATE TEMPORARY TABLES on the table's schema")
 	}
-	copied, held, err := c.readMarked(ctx, conn, r)
+	query, args := c.q.StageFill(r)
+	copied, _, held, err := c.underMark(ctx, conn, c.q.Source()+" READ", query, args)
 	ch.held, ch.staged = held, true
 	if err != nil {
 		return ch, err
@@ -115,28 +116,4 @@ func (c *Copier) copyMarkedApart(ctx context.Context, r table.Range, released fu
 	c.staged.Add(1)
 	copied(r)
 	return ch, nil
-}
-
-// readMarked reads r's rows into the stage on conn while conn holds the source READ-locked, with
-// the capture's position marked there, and unlocks. held is how long the source was locked.
-func (c *Copier) readMarked(ctx context.Context, conn *sql.Conn, r table.Range) (copied func(r table.Range), held time.Duration, err error) {
-	start := time.Now()
-	if _, err := conn.ExecContext(ctx, "LOCK TABLES "+c.q.Source()+" READ"); err != nil {
-		return nil, 0, fmt.Errorf("lock for a keyless chunk: %w", err)
-	}
-	defer func() {
-		if _, uerr := conn.ExecContext(context.WithoutCancel(ctx), "UNLOCK TABLES"); uerr != nil && err == nil {
-			err = fmt.Errorf("unlock after a keyless chunk: %w", uerr)
-		}
-		held = time.Since(start)
-	}()
-	if copied, err = c.mark.Mark(ctx, conn); err != nil {
-		return nil, 0, fmt.Errorf("mark the capture's position: %w", err)
-	}
-	c.chunkLocked()
-	query, args := c.q.StageFill(r)
-	if _, err := conn.ExecContext(ctx, query, args...); err != nil {
-		return nil, 0, fmt.Errorf("read a keyless chunk into the stage: %w", err)
-	}
-	return copied, 0, nil
 }
