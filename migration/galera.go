@@ -11,14 +11,15 @@ import (
 )
 
 // prepareGalera sets a migration up for a Galera node: plan's Galera checks for the table (the
-// cluster's state and settings, and that no other node holds rows of it), the Galera cut-over,
+// cluster's state and settings, on server as preflight read it, and that no other node holds
+// rows of it), the Galera cut-over,
 // and a shadow created with every index. A secondary index built after the copy would be an ALTER
 // in total-order isolation: every node's writes would wait for the build, and it aborts the
 // replay's transactions on the shadow (error 1213). Built on the empty shadow, before capture
 // starts, it costs nothing of that; the copy then maintains the indexes row by row.
-func (m *migrator) prepareGalera(ctx context.Context, ti *table.Info) error {
+func (m *migrator) prepareGalera(ctx context.Context, ti *table.Info, server *plan.ServerInfo) error {
 	m.opts.Cutover.Galera = true
-	findings, err := plan.CheckGalera(ctx, m.db, ti, string(m.capture), nil, plan.OpenWithAccount(m.opts.Conn))
+	findings, err := plan.CheckGalera(ctx, m.db, server, ti, string(m.capture), nil, plan.OpenWithAccount(m.opts.Conn))
 	if err != nil {
 		return fmt.Errorf("galera checks: %w", err)
 	}

@@ -58,7 +58,8 @@ func (m *migrator) preflight(ctx context.Context) error {
 			return err
 		}
 	}
-	if err := preflight.PlanBlockers(ctx, m.db, ti, m.capture, m.opts.MaxHold, m.log); err != nil {
+	server, err := preflight.PlanBlockers(ctx, m.db, ti, m.capture, m.opts.MaxHold, m.log)
+	if err != nil {
 		return err
 	}
 	if err := m.loadTriggers(ctx); err != nil {
@@ -68,7 +69,7 @@ func (m *migrator) preflight(ctx context.Context) error {
 		return outcome.New(outcome.Refused, err, "")
 	}
 	if dbconn.GaleraNode(ctx, m.db) {
-		if err := m.prepareGalera(ctx, ti); err != nil {
+		if err := m.prepareGalera(ctx, ti, server); err != nil {
 			return err
 		}
 	}

@@ -232,21 +232,26 @@ func LoadGalera(ctx context.Context, db *sql.DB) (*Galera, error) {
 
 // CheckGalera runs the Galera checks for one table as apply's preflight does: the cluster's state
 // and settings, the table's rows on every node (read through open), and whether the capture apply
-// chose (capture: "binlog" or "triggers") can keep the table equal there. It returns nothing on a
-// server that is not a Galera node.
-func CheckGalera(ctx context.Context, db *sql.DB, ti *table.Info, capture string, nodes []string, open NodeOpener) ([]Finding, error) {
-	srv, err := LoadServer(ctx, db)
-	if err != nil {
-		return nil, err
+// chose (capture: "binlog" or "triggers") can keep the table equal there. server is the server as
+// CheckServer read it (its variables, status and grants; nil: read them now); the cluster's own
+// state is read afresh. It returns nothing on a server that is not a Galera node.
+func CheckGalera(ctx context.Context, db *sql.DB, server *ServerInfo, ti *table.Info, capture string, nodes []string, open NodeOpener) ([]Finding, error) {
+	if server == nil {
+		var err error
+		if server, err = LoadServer(ctx, db); err != nil {
+			return nil, err
+		}
 	}
-	if !srv.VarOn("wsrep_on") {
+	if !server.VarOn("wsrep_on") {
 		return nil, nil
 	}
-	if srv.Galera, err = loadGalera(ctx, db, srv, nodes); err != nil {
+	srv := *server // its Galera part and capture are this check's
+	var err error
+	if srv.Galera, err = loadGalera(ctx, db, &srv, nodes); err != nil {
 		return nil, err
 	}
 	srv.WantCapture = capture
 	srv.Galera.countRows(ctx, db, open, []candidate{{schema: ti.Schema, name: ti.Name}})
-	in := &TableInput{Info: ti, Server: srv}
-	return append(append(checkGaleraCluster(srv), checkGaleraRows(in)...), checkGaleraCapture(in)...), nil
+	in := &TableInput{Info: ti, Server: &srv}
+	return append(append(checkGaleraCluster(&srv), checkGaleraRows(in)...), checkGaleraCapture(in)...), nil
 }

@@ -396,13 +396,14 @@ func CheckTable(ctx context.Context, db *sql.DB, schema, name, capture string, m
 	return fs, nil
 }
 
-// CheckServer runs the server-level checks (binlog, configuration, global privileges). The
-// capacity checks that need all planned tables' totals are left to Inspect.
-func CheckServer(ctx context.Context, db *sql.DB, capture string) ([]Finding, error) {
+// CheckServer runs the server-level checks (binlog, configuration, global privileges) and
+// returns them with the server as it read it (for CheckGalera). The capacity checks that need
+// all planned tables' totals are left to Inspect.
+func CheckServer(ctx context.Context, db *sql.DB, capture string) (*ServerInfo, []Finding, error) {
 	srv, err := LoadServer(ctx, db)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	srv.WantCapture = capture
-	return runServerChecks(srv), nil
+	return srv, runServerChecks(srv), nil
 }

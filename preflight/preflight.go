@@ -66,15 +66,16 @@ func CheckTable(ctx context.Context, db *sql.DB, ti *table.Info) error {
 }
 
 // PlanBlockers runs plan's server and table checks (the same ones `enginemig plan` reports) and
-// refuses when any is a blocker. Warnings are logged: the DBA has seen them in the plan.
-func PlanBlockers(ctx context.Context, db *sql.DB, ti *table.Info, capture shadow.Mode, maxHold time.Duration, log *slog.Logger) error {
-	server, err := plan.CheckServer(ctx, db, string(capture))
+// refuses when any is a blocker. Warnings are logged: the DBA has seen them in the plan. It
+// returns the server as the checks read it.
+func PlanBlockers(ctx context.Context, db *sql.DB, ti *table.Info, capture shadow.Mode, maxHold time.Duration, log *slog.Logger) (*plan.ServerInfo, error) {
+	srv, server, err := plan.CheckServer(ctx, db, string(capture))
 	if err != nil {
-		return fmt.Errorf("server checks: %w", err)
+		return nil, fmt.Errorf("server checks: %w", err)
 	}
 	findings, err := plan.CheckTable(ctx, db, ti.Schema, ti.Name, string(capture), maxHold)
 	if err != nil {
-		return fmt.Errorf("table checks: %w", err)
+		return nil, fmt.Errorf("table checks: %w", err)
 	}
 	all := append(server, findings...)
 	for _, f := range all {
@@ -90,9 +91,9 @@ func PlanBlockers(ctx context.Context, db *sql.DB, ti *table.Info, capture shado
 				remedies = append(remedies, f.Remedy)
 			}
 		}
-		return Refuse(strings.Join(remedies, "; "), "%s has %d blocker(s): %s", ti.QuotedName(), len(b), strings.Join(msgs, "; "))
+		return nil, Refuse(strings.Join(remedies, "; "), "%s has %d blocker(s): %s", ti.QuotedName(), len(b), strings.Join(msgs, "; "))
 	}
-	return nil
+	return srv, nil
 }
 
 // LoadTable reads the table, mapping "not found" to a usage error.
