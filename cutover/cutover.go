@@ -42,8 +42,12 @@ type Config struct {
 	// runner's status and metrics.
 	Observer Observer
 	// OnRenameQueued is a fault-injection point for tests: called with the lock-holding
-	// connection's id once the rename waits behind the lock.
+	// connection's id once the rename waits behind the lock (in the gated swap back: the
+	// gate-holding connection's, once the rename waits at the gate).
 	OnRenameQueued func(lockConnID int64)
+	// GateWait bounds how long the gated swap back waits for its rename to reach the gate
+	// (0: gateQueueWait); tests shorten it, and with it the gate session's idle limit.
+	GateWait time.Duration
 	// Galera swaps without a sentry, in a way that cannot wedge a Galera node (attemptGalera).
 	Galera bool
 	// OnLocked is a fault-injection point for tests: called once the tables are locked, before

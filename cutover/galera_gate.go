@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -11,12 +12,17 @@ import (
 
 	"github.com/enginemig/enginemig/lockwait"
 	"github.com/enginemig/enginemig/table"
+	"github.com/go-sql-driver/mysql"
 )
 
 // gateQueueWait bounds how long the gate waits for the rename to reach it. Until the rename is
 // ordered and every write set before it is applied here, the gate holds up nothing but the
 // rename; a rename ordered behind a long transaction waits for it on every node anyway.
 const gateQueueWait = 30 * time.Second
+
+// lostRenameWait bounds how long a rename whose answer was lost is given to end on the server
+// before the tables are read to learn whether it went through.
+const lostRenameWait = gateQueueWait
 
 // attemptGaleraGate is one attempt of the swap back on a Galera node (a rollback). There the
 // converted table From is InnoDB and written on every node: a LOCK TABLES of From on this node
@@ -41,8 +47,10 @@ const gateQueueWait = 30 * time.Second
 // While the rename waits at the gate (steps 4-5) every commit of this node waits behind it, so
 // step 4 is bounded by CatchUp. Before step 3 a failure changes nothing and the attempt is
 // retried. After it, the rename cannot be withdrawn (the other nodes have run it): if it does
-// not reach the gate within gateQueueWait or step 4 fails, the gate opens anyway and the swap
+// not reach the gate within Config.GateWait or step 4 fails, the gate opens anyway and the swap
 // is reported with ErrRenamedLate, because changes committed in between may be missing from To.
+// So is a rename whose answer was lost with its connection and which the tables show went
+// through.
 func attemptGaleraGate(ctx context.Context, db *sql.DB, sw Swap, target Target, cfg Config, rec Recorder) (time.Duration, string, error) {
 	// No DDL in total order now: the rename would wait behind it (past gateQueueWait for a long
 	// one). Replicated events waiting to be applied are no reason to wait: none can need the gate.
@@ -59,9 +67,14 @@ func attemptGaleraGate(ctx context.Context, db *sql.DB, sw Swap, target Target, 
 	}
 	defer connA.Close()
 	defer connA.Raw(func(any) error { return driver.ErrBadConn }) // never back to the pool with a handler open
+	var idA int64
+	if err := connA.QueryRowContext(ctx, "SELECT CONNECTION_ID()").Scan(&idA); err != nil {
+		return 0, "", err
+	}
 	// Should enginemig lose the server without the server seeing the connection close, the server
-	// drops A's idle session after this, and the rename, if it waits at the gate, goes on.
-	idleLimit := int((gateQueueWait + cfg.CatchUp).Seconds()) + 2
+	// drops A's idle session after this, and the rename, if it waits at the gate, goes on. A is
+	// idle for two catch-ups and the rename's way to the gate at most.
+	idleLimit := int((cfg.gateWait() + 2*cfg.CatchUp).Seconds()) + 2
 	if _, err := connA.ExecContext(ctx, fmt.Sprintf("SET SESSION wait_timeout = %d", idleLimit)); err != nil {
 		return 0, "", err
 	}
@@ -105,12 +118,20 @@ func attemptGaleraGate(ctx context.Context, db *sql.DB, sw Swap, target Target, 
 	if cfg.OnLocked != nil {
 		cfg.OnLocked()
 	}
-	return renameAtGate(ctx, db, sw, cfg, pos, catchUp, release)
+	return renameAtGate(ctx, db, sw, cfg, idA, pos, catchUp, release)
+}
+
+// gateWait is GateWait, or gateQueueWait when it is not set.
+func (cfg Config) gateWait() time.Duration {
+	if cfg.GateWait > 0 {
+		return cfg.GateWait
+	}
+	return gateQueueWait
 }
 
 // renameAtGate sends the rename (step 3), catches up once it waits at the gate (step 4) and
-// opens the gate (step 5).
-func renameAtGate(ctx context.Context, db *sql.DB, sw Swap, cfg Config, pos string, catchUp func() (string, error), release func()) (time.Duration, string, error) {
+// opens the gate (step 5). idA is the gate's session.
+func renameAtGate(ctx context.Context, db *sql.DB, sw Swap, cfg Config, idA int64, pos string, catchUp func() (string, error), release func()) (time.Duration, string, error) {
 	connB, err := db.Conn(ctx)
 	if err != nil {
 		return 0, pos, err
@@ -127,9 +148,9 @@ func renameAtGate(ctx context.Context, db *sql.DB, sw Swap, cfg Config, pos stri
 		done <- err
 	}()
 	sent := time.Now()
-	atGate, ended, err := waitAtGate(ctx, db, idB, done, gateQueueWait)
-	if ended && err != nil { // refused before it was ordered: nothing renamed anywhere
-		return 0, pos, fmt.Errorf("rename: %w", err)
+	atGate, ended, err := waitAtGate(ctx, db, idB, done, cfg.gateWait())
+	if ended && err != nil { // refused before it was ordered (nothing renamed anywhere), or its answer lost
+		return 0, pos, renameFailed(ctx, db, sw, idB, pos, err, fmt.Errorf("%w: the rename's answer was lost", ErrRenamedLate))
 	}
 	if ended {
 		done <- nil
@@ -140,35 +161,77 @@ func renameAtGate(ctx context.Context, db *sql.DB, sw Swap, cfg Config, pos stri
 		late = fmt.Errorf("%w: the rename went through while the gate was held (the gate did not hold it)", ErrRenamedLate)
 	case atGate:
 		if cfg.OnRenameQueued != nil {
-			cfg.OnRenameQueued(idB)
+			cfg.OnRenameQueued(idA)
 		}
-		var cerr error
-		if pos, cerr = catchUp(); cerr != nil {
+		if at, cerr := catchUp(); cerr != nil { // pos stays the last position To reached
 			late = fmt.Errorf("%w: %s did not catch up within %s while the rename waited at the gate (%v)", ErrRenamedLate, sw.To, cfg.CatchUp, cerr)
+		} else {
+			pos = at
 		}
 	default:
-		late = fmt.Errorf("%w: the rename did not reach the gate within %s", ErrRenamedLate, gateQueueWait)
+		late = fmt.Errorf("%w: the rename did not reach the gate within %s", ErrRenamedLate, cfg.gateWait())
 	}
 	select {
 	case err := <-done: // the gate let it through early (A's session killed?): the catch-up may have come too late
 		done <- err
-		if err == nil && late == nil {
-			late = fmt.Errorf("%w: the rename went through before the gate was opened (was the gate's session killed?)", ErrRenamedLate)
+		if err == nil && atGate {
+			const early = "the rename went through before the gate was opened (was the gate's session killed?)"
+			if late == nil {
+				late = fmt.Errorf("%w: %s", ErrRenamedLate, early)
+			} else {
+				late = fmt.Errorf("%w; %s", late, early)
+			}
 		}
 	default:
 	}
 	release()
 	held := time.Since(sent)
 	if err := <-done; err != nil {
-		return held, pos, fmt.Errorf("rename: %w", err)
+		if late == nil {
+			late = fmt.Errorf("%w: the rename's answer was lost", ErrRenamedLate)
+		}
+		return held, pos, renameFailed(ctx, db, sw, idB, pos, err, late)
 	}
 	if _, err := db.ExecContext(context.WithoutCancel(ctx), table.DropTableIfExists(sw.Schema, sw.Gone)); err != nil {
 		cfg.Logger.Warn("swapped; dropping the gate failed", "table", sw.Gone, "error", err)
 	}
 	if late != nil {
-		return held, pos, &SwappedError{Err: fmt.Errorf("%w: changes to %s committed after %s may be missing from %s; %s has them all", late, sw.From, pos, sw.From, sw.Aside)}
+		return held, pos, lateSwap(sw, pos, late)
 	}
 	return held, pos, nil
+}
+
+// lateSwap is the error of a swap whose rename went through without the gate's last catch-up:
+// To, now From, may lack changes committed on the node before the rename; Aside has every one.
+func lateSwap(sw Swap, pos string, late error) error {
+	return &SwappedError{Err: fmt.Errorf("%w: %s (the table swapped in) may lack changes committed before the rename that came after %s; %s (the table swapped out) has every change up to the rename, %s every change since", late, sw.From, orStart(pos), sw.Aside, sw.From)}
+}
+
+func orStart(pos string) string {
+	if pos == "" {
+		return "the last catch-up"
+	}
+	return pos
+}
+
+// renameFailed is the error of a rename that returned err. One the server refused changed nothing
+// (a RENAME is atomic); one whose answer was lost with its connection may have gone through all
+// the same, which the tables tell once its session is gone.
+func renameFailed(ctx context.Context, db *sql.DB, sw Swap, idB int64, pos string, err, late error) error {
+	if _, refused := errors.AsType[*mysql.MySQLError](err); !refused {
+		ctx := context.WithoutCancel(ctx)
+		for end := time.Now().Add(lostRenameWait); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+			var n int
+			if db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = ?", idB).Scan(&n) == nil && n == 0 {
+				break
+			}
+		}
+		var n int
+		if db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?", sw.Schema, sw.Aside).Scan(&n) == nil && n == 1 {
+			return lateSwap(sw, pos, fmt.Errorf("%w (%v)", late, err))
+		}
+	}
+	return fmt.Errorf("rename: %w", err)
 }
 
 // waitAtGate polls until connection id (the rename) waits for a metadata lock: the gate's, asked

@@ -10,6 +10,7 @@ import (
 
 	"github.com/enginemig/enginemig/cutover"
 	"github.com/enginemig/enginemig/dbconn"
+	"github.com/enginemig/enginemig/internal/ackload"
 	"github.com/enginemig/enginemig/outcome"
 	"github.com/enginemig/enginemig/rollback"
 	"github.com/enginemig/enginemig/sandbox/sandboxtest"
@@ -125,13 +126,16 @@ func galeraChunkDDL(t *testing.T, db *sql.DB, schema string, opts *Options) *chu
 	t.Helper()
 	q := func(n string) string { return dbconn.QualifiedName(schema, n) }
 	sandboxtest.MustExec(t, db, "CREATE TABLE "+q("other")+" (id INT PRIMARY KEY, v INT) ENGINE=InnoDB", "INSERT INTO "+q("other")+" VALUES (1, 1), (2, 2)")
-	d := &chunkDDL{stmts: []string{
-		"OPTIMIZE TABLE " + q("other"),
-		"CREATE TRIGGER " + q("other_bi") + " BEFORE INSERT ON " + q("other") + " FOR EACH ROW SET NEW.v = NEW.v + 1",
-		"DROP TRIGGER " + q("other_bi"),
-		"OPTIMIZE TABLE " + q("_t_new"),
-	}}
-	d.done = make(chan ddlDone, len(d.stmts))
+	return armChunkDDL(db, opts,
+		"OPTIMIZE TABLE "+q("other"),
+		"CREATE TRIGGER "+q("other_bi")+" BEFORE INSERT ON "+q("other")+" FOR EACH ROW SET NEW.v = NEW.v + 1",
+		"DROP TRIGGER "+q("other_bi"),
+		"OPTIMIZE TABLE "+q("_t_new"))
+}
+
+// armChunkDDL arms opts with stmts, each sent while a copy chunk holds the source locked.
+func armChunkDDL(db *sql.DB, opts *Options, stmts ...string) *chunkDDL {
+	d := &chunkDDL{stmts: stmts, done: make(chan ddlDone, len(stmts))}
 	opts.seams.ChunkLocked = func() {
 		i := int(d.sent.Load())
 		if i >= len(d.stmts) || !d.busy.CompareAndSwap(false, true) {
@@ -149,8 +153,9 @@ func galeraChunkDDL(t *testing.T, db *sql.DB, schema string, opts *Options) *chu
 	return d
 }
 
-// check fails unless every statement was sent during the copy and ended without an error.
-func (d *chunkDDL) check(t *testing.T) {
+// check fails unless every statement was sent during the copy and ended without an error, and
+// returns the longest a statement took.
+func (d *chunkDDL) check(t *testing.T) (longest time.Duration) {
 	t.Helper()
 	if n := int(d.sent.Load()); n < len(d.stmts) {
 		t.Errorf("only %d of the %d DDL statements were sent while a copy chunk held the source: too few chunks", n, len(d.stmts))
@@ -163,9 +168,68 @@ func (d *chunkDDL) check(t *testing.T) {
 			} else {
 				t.Logf("%.40s... sent while a chunk held the source: took %s", e.stmt, e.took.Round(time.Millisecond))
 			}
+			longest = max(longest, e.took)
 		case <-time.After(10 * time.Second):
 			t.Errorf("a DDL sent while a chunk held the source did not end within 10 s after apply")
-			return
+			return longest
 		}
 	}
+	return longest
+}
+
+// galeraKeylessDDLOnT: the application's DDL on t itself, ordered in total order while a copy
+// chunk of a keyless t holds it (LOCK TABLES t READ), under writers. The DDL waits for the chunk's
+// read, not longer, and nothing of the node waits for enginemig. OPTIMIZE TABLE t (a rebuild, which
+// the binlog capture treats as a change of the table) stops the apply cleanly: exit 6, the
+// shadow gone on every node, the original in place. ANALYZE TABLE t (statistics only) lets the
+// next apply go on, and the conversion holds every acknowledged write of both runs.
+func galeraKeylessDDLOnT(t *testing.T, c *sandboxtest.Cluster) {
+	schema, _ := sandboxtest.FreshDatabase(t, c.Nodes[0])
+	db := openControl(t, c.Nodes[0])
+	db.SetMaxOpenConns(30)
+	l, err := ackload.Create(context.Background(), db, schema, "t", ackload.Config{Writers: 2, RowsPerWriter: 1000, Pause: 300 * time.Microsecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	qt := dbconn.QualifiedName(schema, "t")
+	sandboxtest.MustExec(t, db, "ALTER TABLE "+qt+" DROP PRIMARY KEY, ADD KEY id (id)") // a keyless table, walked by id
+	stop := l.Start()
+	defer stop()
+	opts := testOptions(c.Nodes[0], schema, "t")
+	opts.ChunkTime = 2 * time.Millisecond // many chunks
+
+	d := armChunkDDL(db, &opts, "OPTIMIZE TABLE "+qt)
+	_, err = runWithin(t, db, opts, c, time.Minute)
+	took := d.check(t)
+	if outcome.CodeOf(err) != outcome.FailedSafe || !strings.Contains(err.Error(), "changed by DDL") {
+		t.Fatalf("apply with OPTIMIZE TABLE t sent while a chunk held t: code %d, %v; want exit 6, the table changed", outcome.CodeOf(err), err)
+	}
+	if took > 5*time.Second {
+		t.Errorf("OPTIMIZE TABLE t took %s while a chunk held t", took)
+	}
+	for i, n := range c.Nodes {
+		ndb := openControl(t, n)
+		for end := time.Now().Add(5 * time.Second); tableExists(t, ndb, schema, "_t_new"); time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(end) {
+				t.Errorf("node %d: the shadow is left after the failed apply", i+1)
+				break
+			}
+		}
+	}
+	if e := engineOf(t, db, schema, "t"); e != "MyISAM" {
+		t.Fatalf("t is %s after the failed apply", e)
+	}
+
+	d = armChunkDDL(db, &opts, "ANALYZE TABLE "+qt)
+	res, err := runWithin(t, db, opts, c, time.Minute)
+	took = d.check(t)
+	if err != nil {
+		t.Fatalf("apply with ANALYZE TABLE t sent while a chunk held t: %v", err)
+	}
+	if took > 5*time.Second {
+		t.Errorf("ANALYZE TABLE t took %s while a chunk held t", took)
+	}
+	t.Logf("apply: %d rows copied, %d changes replayed, verify %+v", res.RowsCopied, res.CaptureChanges, res.Verify)
+	checkAckedGalera(t, db, l, stop, schema)
+	galeraSame(t, c, schema, "t")
 }

@@ -1,0 +1,288 @@
+package migration
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/enginemig/enginemig/cutover"
+	"github.com/enginemig/enginemig/dbconn"
+	"github.com/enginemig/enginemig/internal/ackload"
+	"github.com/enginemig/enginemig/internal/faults"
+	"github.com/enginemig/enginemig/outcome"
+	"github.com/enginemig/enginemig/rollback"
+	"github.com/enginemig/enginemig/sandbox/sandboxtest"
+	"github.com/enginemig/enginemig/table"
+)
+
+// galeraConverted converts a small t on node 1 under writers, and returns it converted on every
+// node with the writers still running, and the apply's options.
+func galeraConverted(t *testing.T, c *sandboxtest.Cluster) (string, *sql.DB, *ackload.Load, func(), Options) {
+	t.Helper()
+	schema, _ := sandboxtest.FreshDatabase(t, c.Nodes[0])
+	db := openControl(t, c.Nodes[0])
+	l, err := ackload.Create(context.Background(), db, schema, "t", ackload.Config{Writers: 2, RowsPerWriter: 300, Pause: 300 * time.Microsecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := l.Start()
+	t.Cleanup(stop)
+	opts := testOptions(c.Nodes[0], schema, "t")
+	if _, err := runBounded(t, db, opts, c); err != nil {
+		t.Fatalf("apply: %v", err)
+	}
+	for i, n := range c.Nodes[1:] {
+		ndb := openControl(t, n)
+		for end := time.Now().Add(10 * time.Second); engineOf(t, ndb, schema, "t") != "InnoDB"; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(end) {
+				t.Fatalf("node %d: t is not InnoDB 10 s after apply", i+2)
+			}
+		}
+	}
+	return schema, db, l, stop, opts
+}
+
+// lateRollbackOptions: the application stops writing just before the rename is sent (the
+// OnLocked seam), so that the InnoDB table set aside must hold every acknowledged write; two
+// attempts at most, so that a swap not reported as done fails fast.
+func lateRollbackOptions(opts Options, stop func()) rollback.Options {
+	ropts := rollback.Options{Conn: opts.Conn, Schema: opts.Schema, Table: "t", StateSchema: opts.StateSchema, Logger: opts.Logger, Cutover: cutover.DefaultConfig()}
+	ropts.Faults = &faults.Faults{ReplayDelay: 20 * time.Millisecond}
+	ropts.Cutover.Attempts, ropts.Cutover.Backoff = 2, 50*time.Millisecond
+	var once sync.Once
+	ropts.Cutover.OnLocked = func() { once.Do(stop) }
+	return ropts
+}
+
+// galeraRollbackLate: the gate's session is killed while the rename waits at it, so the rename
+// goes through before the last catch-up (cutover.ErrRenamedLate). The rollback must say so with
+// exit code 7 and where every change is: the InnoDB table set aside (_t_new) holds every
+// acknowledged write, and the MyISAM t the ones made after. The cluster keeps 3 synced nodes,
+// serves writes on t at once, and no session is left waiting or gate left behind.
+func galeraRollbackLate(t *testing.T, c *sandboxtest.Cluster) {
+	schema, db, l, stop, opts := galeraConverted(t, c)
+	ropts := lateRollbackOptions(opts, stop)
+	killed := false
+	ropts.Cutover.OnRenameQueued = func(gate int64) {
+		if _, err := db.Exec(fmt.Sprintf("KILL %d", gate)); err != nil {
+			t.Errorf("kill the gate's session %d: %v", gate, err)
+		}
+		killed = true
+	}
+	_, err := rollbackBounded(t, db, ropts, c)
+	if !killed {
+		t.Fatalf("the rename never waited at the gate: %v", err)
+	}
+	checkLateSwap(t, c, db, l, schema, err)
+}
+
+// checkLateSwap checks what a swap back reported late (err) left: see galeraRollbackLate.
+func checkLateSwap(t *testing.T, c *sandboxtest.Cluster, db *sql.DB, l *ackload.Load, schema string, err error) {
+	t.Helper()
+	t.Logf("rollback: %v", err)
+	if swapped := (*cutover.SwappedError)(nil); outcome.CodeOf(err) != outcome.NeedsAttention || !errors.Is(err, cutover.ErrRenamedLate) || !errors.As(err, &swapped) {
+		t.Fatalf("a swap back renamed late: code %d, %v; want code %d with cutover.ErrRenamedLate in a SwappedError", outcome.CodeOf(err), err, outcome.NeedsAttention)
+	}
+	for _, want := range []string{"t (the table swapped in) may lack changes", "_t_new (the table swapped out) has every change up to the rename", "the MyISAM table is live; compare it with _t_new"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the message does not say %q", want)
+		}
+	}
+	for _, p := range l.Problems(1000) {
+		if !strings.Contains(p, "1213") {
+			t.Errorf("the application saw: %s", p)
+		}
+	}
+	checked, diffs, cerr := l.Check(context.Background(), db, schema, table.ShadowName("t"))
+	if cerr != nil {
+		t.Fatal(cerr)
+	}
+	if len(diffs) > 0 {
+		t.Fatalf("_t_new lacks acknowledged writes:\n%s", strings.Join(diffs, "\n"))
+	}
+	_, missing, _ := l.Check(context.Background(), db, schema, "t")
+	t.Logf("_t_new has all %d acknowledged rows; the MyISAM t differs in %d row(s) (10 at most counted)", checked, len(missing))
+	// t serves writes at once, and they reach nowhere but node 1's MyISAM table.
+	begin := time.Now()
+	sandboxtest.MustExec(t, db, "INSERT INTO `"+schema+"`.t (id, v) VALUES (999999999, 1)")
+	if took := time.Since(begin); took > time.Second {
+		t.Errorf("a write on t after the late swap took %s", took)
+	}
+	for i, n := range c.Nodes {
+		ndb := openControl(t, n)
+		if err := sandboxtest.WaitSynced(context.Background(), ndb, len(c.Nodes)); err != nil {
+			t.Errorf("node %d after the late swap: %v", i+1, err)
+		}
+		if e, a := engineOf(t, ndb, schema, "t"), engineOf(t, ndb, schema, "_t_new"); e != "MyISAM" || a != "InnoDB" {
+			t.Errorf("node %d: t is %s, _t_new %s", i+1, e, a)
+		}
+		if w := waitingSessions(t, ndb); len(w) > 0 {
+			t.Errorf("node %d: sessions left waiting: %v", i+1, w)
+		}
+		var gates int
+		ndb.QueryRow("SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME LIKE '#%'", schema).Scan(&gates)
+		if gates > 0 {
+			t.Errorf("node %d: the swap-back's gate is left behind", i+1)
+		}
+	}
+	var v int
+	if err := db.QueryRow("SELECT v FROM `" + schema + "`.t WHERE id = 999999999").Scan(&v); err != nil || v != 1 {
+		t.Errorf("the write after the late swap: %d, %v", v, err)
+	}
+}
+
+// galeraGateIdle: enginemig loses node 1 while the rename waits at the gate, without the server
+// seeing a connection close (a proxy that stops forwarding). The server drops the gate's idle
+// session after its wait_timeout (GateWait + 2 CatchUp + 2 s, here 4 s) and the rename goes on,
+// so nothing waits longer than that. Once the network is back, the rollback learns from the
+// tables that the rename went through, and reports the late swap (code 7).
+func galeraGateIdle(t *testing.T, c *sandboxtest.Cluster) {
+	schema, db, l, stop, opts := galeraConverted(t, c)
+	proxy := startStallProxy(t, fmt.Sprintf("127.0.0.1:%d", c.Nodes[0].Port))
+	cfg := connConfig(c.Nodes[0])
+	cfg.Port = proxy.port()
+	viaProxy, err := dbconn.Open(context.Background(), cfg, "", 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { viaProxy.Close() })
+	ropts := lateRollbackOptions(opts, stop)
+	ropts.Cutover.GateWait = time.Second
+	idleLimit := 4 * time.Second // GateWait + 2 CatchUp + 2 s
+	stalled := make(chan time.Time, 1)
+	ropts.Cutover.OnRenameQueued = func(int64) {
+		proxy.stall()
+		stalled <- time.Now()
+	}
+	type ended struct{ err error }
+	done := make(chan ended, 1)
+	go func() { _, err := rollback.Run(context.Background(), viaProxy, ropts); done <- ended{err} }()
+	var at time.Time
+	select {
+	case at = <-stalled:
+	case e := <-done:
+		t.Fatalf("the rollback ended before its rename waited at the gate: %v", e.err)
+	case <-time.After(2 * time.Minute):
+		c.Stop()
+		t.Fatal("the rename did not reach the gate within 2 minutes")
+	}
+	// The server, not enginemig, ends the wait: the rename must go through on node 1 within the
+	// gate session's idle limit.
+	limit := idleLimit + 2*time.Second
+	for engineOf(t, db, schema, "t") != "MyISAM" {
+		if time.Since(at) > limit {
+			t.Errorf("the rename still waits %s after enginemig lost the server (the gate's session idle limit is %s)", limit, idleLimit)
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Logf("the rename went through %s after enginemig lost the server", time.Since(at).Round(10*time.Millisecond))
+	proxy.cut()
+	var e ended
+	select {
+	case e = <-done:
+	case <-time.After(time.Minute):
+		c.Stop()
+		t.Fatal("the rollback did not return within a minute of the network coming back")
+	}
+	checkLateSwap(t, c, db, l, schema, e.err)
+}
+
+// stallProxy forwards TCP connections to a server until stall; from then on it forwards nothing
+// and closes nothing, as a network that lost the server would. cut closes every connection it
+// carried and forwards new ones again.
+type stallProxy struct {
+	ln      net.Listener
+	target  string
+	mu      sync.Mutex
+	stalled bool
+	wake    chan struct{}
+	conns   []net.Conn
+}
+
+func startStallProxy(t *testing.T, target string) *stallProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &stallProxy{ln: ln, target: target, wake: make(chan struct{})}
+	t.Cleanup(func() { ln.Close(); p.cut() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go p.pipe(c)
+		}
+	}()
+	return p
+}
+
+func (p *stallProxy) port() int { return p.ln.Addr().(*net.TCPAddr).Port }
+
+func (p *stallProxy) pipe(c net.Conn) {
+	s, err := net.Dial("tcp", p.target)
+	if err != nil {
+		c.Close()
+		return
+	}
+	p.mu.Lock()
+	p.conns = append(p.conns, c, s)
+	p.mu.Unlock()
+	go p.forward(s, c)
+	p.forward(c, s)
+}
+
+// forward copies src to dst, and a close too; once stalled it forwards nothing, a close neither,
+// until cut.
+func (p *stallProxy) forward(dst, src net.Conn) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		p.mu.Lock()
+		stalled, wake := p.stalled, p.wake
+		p.mu.Unlock()
+		if stalled {
+			<-wake
+			return
+		}
+		if n > 0 {
+			if _, err := dst.Write(buf[:n]); err != nil {
+				src.Close()
+				return
+			}
+		}
+		if err != nil {
+			dst.Close()
+			src.Close()
+			return
+		}
+	}
+}
+
+func (p *stallProxy) stall() {
+	p.mu.Lock()
+	p.stalled = true
+	p.mu.Unlock()
+}
+
+func (p *stallProxy) cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
+	if p.stalled {
+		close(p.wake)
+		p.wake, p.stalled = make(chan struct{}), false
+	}
+}
