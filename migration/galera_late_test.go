@@ -64,9 +64,10 @@ func lateRollbackOptions(opts Options, stop func()) rollback.Options {
 // goes through before the last catch-up (cutover.ErrRenamedLate). The rollback must say so with
 // exit code 7 and where every change is: the InnoDB table set aside (_t_new) holds every
 // acknowledged write, and the MyISAM t the ones made after. The cluster keeps 3 synced nodes,
-// serves writes on t at once, and no session is left waiting or gate left behind.
+// serves writes on t at once, no session is left waiting or gate left behind, and the
+// conversion is recorded as rolled back.
 func galeraRollbackLate(t *testing.T, c *sandboxtest.Cluster) {
-	schema, db, l, stop, opts := galeraConverted(t, c)
+	_, db, l, stop, opts := galeraConverted(t, c)
 	ropts := lateRollbackOptions(opts, stop)
 	killed := false
 	ropts.Cutover.OnRenameQueued = func(gate int64) {
@@ -79,12 +80,13 @@ func galeraRollbackLate(t *testing.T, c *sandboxtest.Cluster) {
 	if !killed {
 		t.Fatalf("the rename never waited at the gate: %v", err)
 	}
-	checkLateSwap(t, c, db, l, schema, err)
+	checkLateSwap(t, c, db, l, ropts, err)
 }
 
 // checkLateSwap checks what a swap back reported late (err) left: see galeraRollbackLate.
-func checkLateSwap(t *testing.T, c *sandboxtest.Cluster, db *sql.DB, l *ackload.Load, schema string, err error) {
+func checkLateSwap(t *testing.T, c *sandboxtest.Cluster, db *sql.DB, l *ackload.Load, ropts rollback.Options, err error) {
 	t.Helper()
+	schema := ropts.Schema
 	t.Logf("rollback: %v", err)
 	if swapped := (*cutover.SwappedError)(nil); outcome.CodeOf(err) != outcome.NeedsAttention || !errors.Is(err, cutover.ErrRenamedLate) || !errors.As(err, &swapped) {
 		t.Fatalf("a swap back renamed late: code %d, %v; want code %d with cutover.ErrRenamedLate in a SwappedError", outcome.CodeOf(err), err, outcome.NeedsAttention)
@@ -134,6 +136,11 @@ func checkLateSwap(t *testing.T, c *sandboxtest.Cluster, db *sql.DB, l *ackload.
 	var v int
 	if err := db.QueryRow("SELECT v FROM `" + schema + "`.t WHERE id = 999999999").Scan(&v); err != nil || v != 1 {
 		t.Errorf("the write after the late swap: %d, %v", v, err)
+	}
+	// The conversion is recorded as rolled back: the same rollback again has nothing to do.
+	ropts.Cutover.OnLocked, ropts.Cutover.OnRenameQueued = nil, nil
+	if _, err := rollback.Run(context.Background(), db, ropts); outcome.CodeOf(err) != outcome.Refused || !strings.Contains(err.Error(), "already rolled back") {
+		t.Errorf("the same rollback after the late swap: code %d, %v; want a refusal, already rolled back", outcome.CodeOf(err), err)
 	}
 }
 
@@ -191,7 +198,7 @@ func galeraGateIdle(t *testing.T, c *sandboxtest.Cluster) {
 		c.Stop()
 		t.Fatal("the rollback did not return within a minute of the network coming back")
 	}
-	checkLateSwap(t, c, db, l, schema, e.err)
+	checkLateSwap(t, c, db, l, ropts, e.err)
 }
 
 // stallProxy forwards TCP connections to a server until stall; from then on it forwards nothing

@@ -150,16 +150,24 @@ func swapBack(ctx context.Context, db *sql.DB, opts Options, st *state.State, cu
 	galeraGate(opts, &sw)
 	swapping.Store(true)
 	cut, err := cutover.Run(ctx, db, sw, pipe, opts.Cutover, rollbackHook{carrier, oldName})
-	if err != nil {
+	late := errors.As(err, new(*cutover.SwappedError)) // swapped, but To may lack the last changes
+	if err != nil && !late {
 		return nil, swapBackFailed(err, sw)
 	}
 	pipe.StopAfterSwap()
 	carrier.AfterCreate = opts.Faults.AfterTrigger()
-	if err := carrier.Finish(context.WithoutCancel(ctx)); errors.Is(err, faults.ErrCrash) {
-		return nil, err
-	} else if err != nil {
-		return nil, outcome.New(outcome.NeedsAttention, fmt.Errorf("swapped back, but carrying the triggers stopped: %w", err),
-			"every trigger still fires through its stand-in; run the same rollback again to finish")
+	if cerr := carrier.Finish(context.WithoutCancel(ctx)); errors.Is(cerr, faults.ErrCrash) {
+		return nil, cerr
+	} else if cerr != nil {
+		const remedy = "every trigger still fires through its stand-in; run the same rollback again to finish"
+		if late {
+			return nil, swapBackFailed(fmt.Errorf("%w; carrying the triggers stopped too (%v: %s)", err, cerr, remedy), sw)
+		}
+		return nil, outcome.New(outcome.NeedsAttention, fmt.Errorf("swapped back, but carrying the triggers stopped: %w", cerr), remedy)
+	}
+	if late {
+		recordRolledBack(ctx, db, opts, st, fmt.Sprintf("rolled back late; InnoDB table kept as %s: %v", innoName, err))
+		return nil, swapBackFailed(err, sw)
 	}
 	at := "rolled back"
 	if cut.Position != "" {
