@@ -119,18 +119,19 @@ func TestCopyBacksOffWhileTheApplicationIsSlowed(t *testing.T) {
 	if rowsAtLock < 0 {
 		t.Fatal("apply never reported its pace while the lock was held: it did not back off and ran on past the copy")
 	}
-	if first > 0 && (backedOff == 0 || backedOff > time.Second) || lowest > 1 {
-		t.Fatalf("while the application waited for the lock the pace went from level %d down to %d (first back-off after %s), want a back-off within a second and level 1 or less",
+	if first > 0 && (backedOff == 0 || backedOff > time.Second) || lowest > 3 {
+		t.Fatalf("while the application waited for the lock the pace went from level %d down to %d (first back-off after %s), want a back-off within a second and level 3 or less (rests of four times a chunk's lock or more)",
 			first, lowest, backedOff)
 	}
 	t.Logf("level %d when the lock was taken, backed off after %s, down to %d; %d rows copied while it was held", first, backedOff.Round(time.Millisecond), lowest, rowsAtUnlock-rowsAtLock)
 
-	// The copy has recovered when its pace climbs back to level 3, or when it copies at least
+	// The copy has recovered when its pace climbs back to level 5 (a busy application's start:
+	// resting as long as each chunk held the table), or when it copies at least
 	// half as fast again as while the lock was held (it may finish before the pace is seen at 3);
 	// the pace reported by the stages after it (index build, verification) is theirs, not the
 	// copy's.
 	highest, rowsAfter, copyEnd := 0, rowsAtUnlock, time.Time{}
-	for time.Since(unlocked) < 8*time.Second && highest < 3 {
+	for time.Since(unlocked) < 8*time.Second && highest < 5 {
 		level, copied, stage, ok := paceOf(opts.ControlSocket)
 		if stage != state.StageCopy.String() { // a later stage, or the run is over and its socket gone
 			rowsAfter, copyEnd = rows, time.Now()
@@ -151,7 +152,7 @@ func TestCopyBacksOffWhileTheApplicationIsSlowed(t *testing.T) {
 	case <-time.After(2 * time.Minute):
 		t.Fatal("apply did not finish after the lock was gone")
 	}
-	if highest < 3 && afterRate < 1.5*duringRate {
+	if highest < 5 && afterRate < 1.5*duringRate {
 		t.Errorf("after the lock the copy's pace came back only to level %d within 8 s, copying %.0f rows/s against %.0f while the lock was held", highest, afterRate, duringRate)
 	}
 	if n := appErrs.Load(); n != 0 {

@@ -24,7 +24,7 @@ import (
 //
 // From them it keeps a level between 0 and gentleTop: the top (two copy workers, no rest, and
 // verification beside the index build) only while the application leaves room, one worker and
-// rests growing to eight times each chunk's lock below it. Any signal out of bounds drops two
+// rests growing to 32 times each chunk's lock below it. Any signal out of bounds drops two
 // levels at once, so a slowdown is answered within two or three measurements; levels come back
 // one at a time after half a second of calm. A server whose application is idle gets the top.
 // The explicit limits of Throttler (Threads_running, replica lag, pause) still stop the copy
@@ -56,10 +56,16 @@ type GentleConfig struct {
 }
 
 // gentleTop is the level of full speed; restRatios are the rests (times a chunk's lock) of the
-// levels below it. Level gentleTop-1 rests nothing but copies one chunk at a time.
-var restRatios = []float64{8, 4, 2, 1, 0.5, 0.25, 0}
+// levels below it. Level gentleTop-1 rests nothing but copies one chunk at a time. A busy
+// application's copy starts at busyStart, resting as long as each chunk held the source; the
+// levels under 8 are for an application near its capacity, which loses throughput to a copy
+// resting eight times its locks (its requests have little slack left for a stall or a core).
+var restRatios = []float64{32, 16, 8, 4, 2, 1, 0.5, 0.25, 0}
 
-const gentleTop = 7
+const (
+	gentleTop = 9
+	busyStart = 5
+)
 
 // NewGentle prepares the pacing; Start begins the measurements on db.
 func NewGentle(db *sql.DB, cfg GentleConfig) *Gentle {

@@ -70,7 +70,7 @@ func newGovernor(learn []signals, idle idleness) governor {
 	g.base.probe = median(probes)
 	g.avg = g.base
 	if !idle.of(g.base) {
-		g.level = 3
+		g.level = busyStart
 	}
 	return g
 }

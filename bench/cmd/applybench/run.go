@@ -190,9 +190,13 @@ func runLoaded(ctx context.Context, l load, port int, rate float64, window time.
 	if native > 0 {
 		ratio = fmt.Sprintf(" (%.1fx native's)", took.Seconds()/native.Seconds())
 	}
-	fmt.Printf("  %s: conversion %.2fs%s; application %.0f%% of its target rate over the conversion, worst second %.0f%%; p99 request %s before, %s during; longest write stall %s; failed requests %d; baseline %.0f%% of target; %s\n",
+	fmt.Printf("  %s: conversion %.2fs%s; application %.0f%% of its target rate over the conversion, worst second %.0f%%; p99 request %s before, %s during; longest write stall %s; failed requests %d; baseline %.0f%% of target, so the application kept %.0f%% of what it served before; %s\n",
 		b.name, took.Seconds(), ratio, 100*all.mean, 100*all.worst, base.p99.Round(100*time.Microsecond), during.p99.Round(100*time.Microsecond),
-		during.maxWriteGap.Round(time.Millisecond), during.errors+base.errors, 100*base.rps/rate, loadAvg())
+		during.maxWriteGap.Round(time.Millisecond), during.errors+base.errors, 100*base.rps/rate, 100*all.mean*rate/base.rps, loadAvg())
+	if base.rps < saturated*rate {
+		fmt.Printf("  %s: VOID: the load reached only %.0f%% of its target before the conversion; the server was saturated, and the shares above measure that, not the conversion\n",
+			b.name, 100*base.rps/rate)
+	}
 	if len(ar.stages) > 0 {
 		fmt.Printf("  %s: per stage: %s\n", b.name, formatShares(per))
 	}
@@ -223,6 +227,10 @@ func loadAvg() string {
 	}
 	return "load average " + strings.Join(f[:3], " ")
 }
+
+// saturated: a baseline under this share of the target rate means the server could not serve
+// the load before any tool ran, and a level measured so is void.
+const saturated = 0.95
 
 // capacityWindows: the capacity is the median of this many windows. One window's figure moved by
 // a quarter between levels of one run on a quiet machine (docs/bench.md), and a level set from a
