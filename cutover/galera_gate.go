@@ -172,15 +172,17 @@ func renameAtGate(ctx context.Context, db *sql.DB, sw Swap, cfg Config, idA int6
 		late = fmt.Errorf("%w: the rename did not reach the gate within %s", ErrRenamedLate, cfg.gateWait())
 	}
 	select {
-	case err := <-done: // the gate let it through early (A's session killed?): the catch-up may have come too late
+	case err := <-done: // the gate let it through early (A's session killed?)
 		done <- err
-		if err == nil && atGate {
-			const early = "the rename went through before the gate was opened (was the gate's session killed?)"
-			if late == nil {
-				late = fmt.Errorf("%w: %s", ErrRenamedLate, early)
-			} else {
-				late = fmt.Errorf("%w; %s", late, early)
-			}
+		const early = "the rename went through before the gate was opened (was the gate's session killed?)"
+		switch {
+		case err != nil || !atGate:
+		case late != nil:
+			late = fmt.Errorf("%w; %s", late, early)
+		default:
+			// The catch-up read the binlog after the rename was ordered, and To took every change
+			// up to there while it still had its name: nothing is missing.
+			cfg.Logger.Warn("cut-over: "+early+"; "+sw.To+" had caught up with every change before it", "position", pos)
 		}
 	default:
 	}

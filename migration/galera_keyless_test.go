@@ -201,6 +201,7 @@ func galeraKeylessDDLOnT(t *testing.T, c *sandboxtest.Cluster) {
 	d := armChunkDDL(db, &opts, "OPTIMIZE TABLE "+qt)
 	_, err = runWithin(t, db, opts, c, time.Minute)
 	took := d.check(t)
+	t.Logf("apply: %v", err)
 	if outcome.CodeOf(err) != outcome.FailedSafe || !strings.Contains(err.Error(), "changed by DDL") {
 		t.Fatalf("apply with OPTIMIZE TABLE t sent while a chunk held t: code %d, %v; want exit 6, the table changed", outcome.CodeOf(err), err)
 	}

@@ -61,26 +61,68 @@ func lateRollbackOptions(opts Options, stop func()) rollback.Options {
 }
 
 // galeraRollbackLate: the gate's session is killed while the rename waits at it, so the rename
-// goes through before the last catch-up (cutover.ErrRenamedLate). The rollback must say so with
-// exit code 7 and where every change is: the InnoDB table set aside (_t_new) holds every
-// acknowledged write, and the MyISAM t the ones made after. The cluster keeps 3 synced nodes,
-// serves writes on t at once, no session is left waiting or gate left behind, and the
-// conversion is recorded as rolled back.
+// goes through before the catch-up at the gate (the test waits for it). With the application
+// writing the MyISAM t at once, the catch-up cannot finish (that write is not To's to take), and
+// the rollback must report the late swap (cutover.ErrRenamedLate) with exit code 7 and where
+// every change is: the InnoDB table set aside (_t_new) holds every acknowledged write, the
+// MyISAM t the one made after. The cluster keeps 3 synced nodes, serves writes on t at once, no
+// session is left waiting or gate left behind, and the conversion is recorded as rolled back.
+// With replay done and nothing written after the rename, the catch-up at the gate finds To
+// complete: the same kill is then a rollback that lost nothing, and reported as done.
 func galeraRollbackLate(t *testing.T, c *sandboxtest.Cluster) {
-	_, db, l, stop, opts := galeraConverted(t, c)
-	ropts := lateRollbackOptions(opts, stop)
-	killed := false
-	ropts.Cutover.OnRenameQueued = func(gate int64) {
-		if _, err := db.Exec(fmt.Sprintf("KILL %d", gate)); err != nil {
-			t.Errorf("kill the gate's session %d: %v", gate, err)
+	for _, settled := range []bool{false, true} {
+		schema, db, l, stop, opts := galeraConverted(t, c)
+		ropts := lateRollbackOptions(opts, stop)
+		if settled {
+			ropts.Cutover.OnLocked = func() {
+				stop()
+				for end := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+					if _, diffs, err := l.Check(context.Background(), db, schema, table.OldName("t")); err == nil && len(diffs) == 0 {
+						return // replay has applied every acknowledged write to _t_old
+					} else if time.Now().After(end) {
+						t.Errorf("_t_old did not catch up within 10 s: %v %v", err, diffs)
+						return
+					}
+				}
+			}
 		}
-		killed = true
+		killed := false
+		ropts.Cutover.OnRenameQueued = func(gate int64) {
+			if _, err := db.Exec(fmt.Sprintf("KILL %d", gate)); err != nil {
+				t.Errorf("kill the gate's session %d: %v", gate, err)
+			}
+			killed = true
+			for end := time.Now().Add(10 * time.Second); engineOf(t, db, schema, "t") != "MyISAM"; time.Sleep(5 * time.Millisecond) {
+				if time.Now().After(end) {
+					t.Errorf("the rename did not go through within 10 s of the gate's session killed")
+					return
+				}
+			}
+			if !settled {
+				sandboxtest.MustExec(t, db, "INSERT INTO `"+schema+"`.t (id, v) VALUES (999999998, 2)")
+			}
+		}
+		res, err := rollbackBounded(t, db, ropts, c)
+		if !killed {
+			t.Fatalf("the rename never waited at the gate: %v", err)
+		}
+		if settled {
+			if err != nil {
+				t.Fatalf("a rollback whose gate was killed after To caught up: %v", err)
+			}
+			t.Logf("rollback with the gate killed after replay caught up: %d changes replayed", res.CaptureChanges)
+			checkRolledBackOnGalera(t, c, db, l, schema)
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), "the rename went through before the gate was opened (was the gate's session killed?)") {
+			t.Errorf("the message does not say the rename went through before the gate was opened: %v", err)
+		}
+		checkLateSwap(t, c, db, l, ropts, err)
+		var v int
+		if err := db.QueryRow("SELECT v FROM `" + schema + "`.t WHERE id = 999999998").Scan(&v); err != nil || v != 2 {
+			t.Errorf("the write made right after the rename: %d, %v", v, err)
+		}
 	}
-	_, err := rollbackBounded(t, db, ropts, c)
-	if !killed {
-		t.Fatalf("the rename never waited at the gate: %v", err)
-	}
-	checkLateSwap(t, c, db, l, ropts, err)
 }
 
 // checkLateSwap checks what a swap back reported late (err) left: see galeraRollbackLate.
@@ -163,9 +205,12 @@ func galeraGateIdle(t *testing.T, c *sandboxtest.Cluster) {
 	ropts.Cutover.GateWait = time.Second
 	idleLimit := 4 * time.Second // GateWait + 2 CatchUp + 2 s
 	stalled := make(chan time.Time, 1)
+	var once sync.Once
 	ropts.Cutover.OnRenameQueued = func(int64) {
-		proxy.stall()
-		stalled <- time.Now()
+		once.Do(func() {
+			proxy.stall()
+			stalled <- time.Now()
+		})
 	}
 	type ended struct{ err error }
 	done := make(chan ended, 1)
