@@ -2,6 +2,7 @@ package migration
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"io"
 	"net/http"
@@ -32,6 +33,7 @@ func TestControlSocketReleasesPostponedCutover(t *testing.T) {
 	go func() { _, err := Run(context.Background(), db, opts); done <- err }()
 
 	waitForStage(t, opts.ControlSocket, state.StagePostponed)
+	statusReadsServerAtMostOnceASecond(t, db, opts.ControlSocket)
 	if _, err := control.Send(context.Background(), opts.ControlSocket, "release-cutover"); err != nil {
 		t.Fatal(err)
 	}
@@ -72,6 +74,43 @@ func TestControlSocketAbortLeavesOriginal(t *testing.T) {
 }
 
 // waitForStage polls the control socket's status until the migration reaches stage.
+// statusReadsServerAtMostOnceASecond polls status 40 times in half a second, as a dashboard or
+// applybench may, and checks the server was asked for its binlog position no more than twice
+// beyond what the migration asks on its own in the same time.
+func statusReadsServerAtMostOnceASecond(t *testing.T, db *sql.DB, socket string) {
+	t.Helper()
+	positionReads := func() int64 {
+		var sum int64
+		rows, err := db.Query("SHOW GLOBAL STATUS WHERE Variable_name IN ('Com_show_master_status', 'Com_show_binlog_status', 'Com_show_binary_log_status')")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var name string
+			var n int64
+			if err := rows.Scan(&name, &n); err != nil {
+				t.Fatal(err)
+			}
+			sum += n
+		}
+		return sum
+	}
+	before := positionReads()
+	time.Sleep(500 * time.Millisecond)
+	quiet := positionReads()
+	for range 40 {
+		if _, err := control.Send(context.Background(), socket, "status"); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(12 * time.Millisecond)
+	}
+	polled := positionReads()
+	if own, extra := quiet-before, polled-quiet-(quiet-before); extra > 2 {
+		t.Errorf("40 status polls in half a second read the server's position %d times beyond the migration's own %d", extra, own)
+	}
+}
+
 func waitForStage(t *testing.T, socket string, stage state.Stage) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
