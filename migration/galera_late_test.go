@@ -158,23 +158,7 @@ func checkLateSwap(t *testing.T, c *sandboxtest.Cluster, db *sql.DB, l *ackload.
 	if took := time.Since(begin); took > time.Second {
 		t.Errorf("a write on t after the late swap took %s", took)
 	}
-	for i, n := range c.Nodes {
-		ndb := openControl(t, n)
-		if err := sandboxtest.WaitSynced(context.Background(), ndb, len(c.Nodes)); err != nil {
-			t.Errorf("node %d after the late swap: %v", i+1, err)
-		}
-		if e, a := engineOf(t, ndb, schema, "t"), engineOf(t, ndb, schema, "_t_new"); e != "MyISAM" || a != "InnoDB" {
-			t.Errorf("node %d: t is %s, _t_new %s", i+1, e, a)
-		}
-		if w := waitingSessions(t, ndb); len(w) > 0 {
-			t.Errorf("node %d: sessions left waiting: %v", i+1, w)
-		}
-		var gates int
-		ndb.QueryRow("SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME LIKE '#%'", schema).Scan(&gates)
-		if gates > 0 {
-			t.Errorf("node %d: the swap-back's gate is left behind", i+1)
-		}
-	}
+	checkSwappedBack(t, c, schema, "the late swap")
 	var v int
 	if err := db.QueryRow("SELECT v FROM `" + schema + "`.t WHERE id = 999999999").Scan(&v); err != nil || v != 1 {
 		t.Errorf("the write after the late swap: %d, %v", v, err)

@@ -175,16 +175,22 @@ func checkRolledBackOnGalera(t *testing.T, c *sandboxtest.Cluster, db *sql.DB, l
 	if st.Stale > 0 {
 		t.Errorf("%d stale reads", st.Stale)
 	}
+	checkSwappedBack(t, c, schema, "the rollback")
+}
+
+// checkSwappedBack checks every node after a swap back on a Galera node (after what): synced, t
+// the MyISAM original and _t_new the InnoDB table, no session left waiting, no gate left.
+func checkSwappedBack(t *testing.T, c *sandboxtest.Cluster, schema, after string) {
+	t.Helper()
 	for i, n := range c.Nodes {
 		ndb := openControl(t, n)
 		if err := sandboxtest.WaitSynced(context.Background(), ndb, len(c.Nodes)); err != nil {
-			t.Errorf("node %d after the rollback: %v", i+1, err)
+			t.Errorf("node %d after %s: %v", i+1, after, err)
 		}
 		var rows int
 		ndb.QueryRow("SELECT COUNT(*) FROM `" + schema + "`.t").Scan(&rows)
-		t.Logf("node %d: t %s (%d rows), _t_new %s", i+1, engineOf(t, ndb, schema, "t"), rows, engineOf(t, ndb, schema, "_t_new"))
-		if engineOf(t, ndb, schema, "t") != "MyISAM" || engineOf(t, ndb, schema, "_t_new") != "InnoDB" {
-			t.Errorf("node %d: t is %s, _t_new %s", i+1, engineOf(t, ndb, schema, "t"), engineOf(t, ndb, schema, "_t_new"))
+		if e, a := engineOf(t, ndb, schema, "t"), engineOf(t, ndb, schema, "_t_new"); e != "MyISAM" || a != "InnoDB" {
+			t.Errorf("node %d: t is %s (%d rows), _t_new %s", i+1, e, rows, a)
 		}
 		if w := waitingSessions(t, ndb); len(w) > 0 {
 			t.Errorf("node %d: sessions left waiting: %v", i+1, w)
