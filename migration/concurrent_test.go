@@ -226,7 +226,14 @@ func TestConcurrentWritersDuringCopyAndCutover(t *testing.T) {
 	} {
 		t.Run(v.name, func(t *testing.T) {
 			logs := &logLines{}
-			concurrentWriters(t, srv, func(o *Options) {
+			// Writers flat out keep the automatic pace at its deepest rest (32 times each chunk's
+			// lock) throughout, and the paced variant then takes minutes; writers that pause
+			// 1 ms leave it room to move between levels, which is what the variant is for.
+			var pause time.Duration
+			if v.paced {
+				pause = time.Millisecond
+			}
+			concurrentWriters(t, srv, pause, func(o *Options) {
 				o.ClientSide, o.seams.Stage, o.seams.VerifyRelease, o.Logger = v.clientSide, v.stage, v.release, logs.logger()
 				o.FixedPace = !v.paced
 				if v.parallel {
@@ -260,20 +267,21 @@ func TestConcurrentWritersDuringCopyAndCutover(t *testing.T) {
 
 // concurrentWriters runs the central claim on srv, with opts adjusted by set. It returns the
 // writers, still owning their rows, and the database.
-func concurrentWriters(t *testing.T, srv *sandbox.Server, set func(*Options)) (string, *sql.DB, []*writer) {
+func concurrentWriters(t *testing.T, srv *sandbox.Server, pause time.Duration, set func(*Options)) (string, *sql.DB, []*writer) {
 	seed := func(t *testing.T, db *sql.DB, schema string) []*writer {
 		return seedAllTypes(t, db, schema, 25000, 4, 42) // a few hundred 2 ms chunks
 	}
-	return concurrentWritersOn(t, srv, seed, allTypesColumns, set)
+	return concurrentWritersOn(t, srv, seed, allTypesColumns, pause, set)
 }
 
-// concurrentWritersOn is concurrentWriters on the tables seed creates, compared over cols.
-func concurrentWritersOn(t *testing.T, srv *sandbox.Server, seed func(*testing.T, *sql.DB, string) []*writer, cols []string, set func(*Options)) (string, *sql.DB, []*writer) {
+// concurrentWritersOn is concurrentWriters on the tables seed creates, compared over cols. Each
+// writer pauses for pause after each statement (0: flat out).
+func concurrentWritersOn(t *testing.T, srv *sandbox.Server, seed func(*testing.T, *sql.DB, string) []*writer, cols []string, pause time.Duration, set func(*Options)) (string, *sql.DB, []*writer) {
 	schema, _ := sandboxtest.FreshDatabase(t, srv)
 	db := openControl(t, srv)
 	ws := seed(t, db, schema)
 
-	stop := runWriters(ws, 0)
+	stop := runWriters(ws, pause)
 	opts := testOptions(srv, schema, "t")
 	opts.ChunkTime = 2 * time.Millisecond // many small chunks: more interleaving with the writers
 	set(&opts)

@@ -35,7 +35,7 @@ func TestTriggerCaptureConcurrentWritersAndRollback(t *testing.T) {
 	for _, format := range noRowBinlog {
 		t.Run("binlog-"+strings.ToLower(format), func(t *testing.T) {
 			s := sandboxtest.ForTest(t, sandbox.Options{BinlogFormat: format})
-			schema, db, ws := concurrentWriters(t, s, func(o *Options) {
+			schema, db, ws := concurrentWriters(t, s, 0, func(o *Options) {
 				o.ClientSide = format == "STATEMENT"
 				if format == "OFF" { // parallel chunks against the syncs (rule 3), every other one overtaken
 					o.CopyWorkers, o.seams.AlwaysParallel, o.seams.OvertakeDelay = 2, true, 30*time.Millisecond

@@ -94,7 +94,7 @@ func TestUniqueIndexUpFrontUnderWriters(t *testing.T) {
 				return seedUnique(t, db, schema, 5000, 4, 17)
 			}
 			var shadow string
-			concurrentWritersOn(t, srv, seed, uniqueColumns, func(o *Options) {
+			concurrentWritersOn(t, srv, seed, uniqueColumns, 0, func(o *Options) {
 				o.seams.AllIndexesUpFront = true
 				o.Hook = func(ctx context.Context, at Point, st *state.State) error {
 					if at == Before(state.StageCopy) {
