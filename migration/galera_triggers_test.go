@@ -136,9 +136,12 @@ func checkAckedGalera(t *testing.T, db *sql.DB, l *ackload.Load, stop func(), sc
 	time.Sleep(200 * time.Millisecond)
 	stop()
 	st := l.Stats()
-	// A statement the cluster aborts (1213) for a DDL on t may still have changed the MyISAM t,
-	// which cannot roll back: the writer counts its rows as uncertain, and a later statement
-	// that meets such a row (a duplicate key, 1062) is the same abort's fallout, not a problem.
+	// A statement the cluster aborts for a DDL on t may still have changed the MyISAM t, which
+	// cannot roll back. The writer sees 1213 and counts its rows as uncertain, and a later
+	// statement that meets such a row (a duplicate key, 1062) is the abort's fallout. Or, under
+	// wsrep_retry_autocommit (1 by default), the server runs the aborted statement again itself,
+	// and the writer sees only the retry's 1062 on the row the first run left: no 1213 before it.
+	// Either is the documented effect of a DDL on t during this conversion, not a problem.
 	aborted, fallout := 0, 0
 	for _, p := range l.Problems(1 << 20) {
 		switch {
@@ -146,12 +149,10 @@ func checkAckedGalera(t *testing.T, db *sql.DB, l *ackload.Load, stop func(), sc
 			aborted++
 		case strings.Contains(p, "Error 1062"):
 			fallout++
+			t.Logf("fallout of an abort: %s", p)
 		default:
 			t.Errorf("application problem: %s", p)
 		}
-	}
-	if fallout > 0 && aborted == 0 {
-		t.Errorf("%d duplicate-key errors with no statement aborted by the cluster before them", fallout)
 	}
 	checked, diffs, err := l.Check(context.Background(), db, schema, "t")
 	if err != nil {
@@ -160,7 +161,7 @@ func checkAckedGalera(t *testing.T, db *sql.DB, l *ackload.Load, stop func(), sc
 	if len(diffs) > 0 {
 		t.Fatalf("lost or wrong writes:\n%s", strings.Join(diffs, "\n"))
 	}
-	t.Logf("%d writes and %d reads acknowledged, %d aborted by the cluster (1213), %d duplicate keys after them, %d rows identical", st.Acked, st.Reads, aborted, fallout, checked)
+	t.Logf("%d writes and %d reads acknowledged, %d aborted by the cluster (1213), %d duplicate keys (their fallout), %d rows identical", st.Acked, st.Reads, aborted, fallout, checked)
 }
 
 // galeraFired checks the table's own triggers are on it and fired on every row written since they
