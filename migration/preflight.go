@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/enginemig/enginemig/dbconn"
 	"github.com/enginemig/enginemig/outcome"
 	"github.com/enginemig/enginemig/preflight"
 	"github.com/enginemig/enginemig/state"
@@ -68,7 +67,7 @@ func (m *migrator) preflight(ctx context.Context) error {
 	if m.ddl, err = ti.Shadow(table.ShadowName(ti.Name), !m.opts.seams.AllIndexesUpFront, !m.opts.KeepKeyless && table.RowIDSupported(m.version)); err != nil {
 		return outcome.New(outcome.Refused, err, "")
 	}
-	if dbconn.GaleraNode(ctx, m.db) {
+	if server.VarOn("wsrep_on") {
 		if err := m.prepareGalera(ctx, ti, server); err != nil {
 			return err
 		}

@@ -69,7 +69,7 @@ func CheckTable(ctx context.Context, db *sql.DB, ti *table.Info) error {
 // refuses when any is a blocker. Warnings are logged: the DBA has seen them in the plan. It
 // returns the server as the checks read it.
 func PlanBlockers(ctx context.Context, db *sql.DB, ti *table.Info, capture shadow.Mode, maxHold time.Duration, log *slog.Logger) (*plan.ServerInfo, error) {
-	srv, server, err := plan.CheckServer(ctx, db, string(capture))
+	srv, serverFindings, err := plan.CheckServer(ctx, db, string(capture))
 	if err != nil {
 		return nil, fmt.Errorf("server checks: %w", err)
 	}
@@ -77,7 +77,7 @@ func PlanBlockers(ctx context.Context, db *sql.DB, ti *table.Info, capture shado
 	if err != nil {
 		return nil, fmt.Errorf("table checks: %w", err)
 	}
-	all := append(server, findings...)
+	all := append(serverFindings, findings...)
 	for _, f := range all {
 		if f.Severity == plan.Warning {
 			log.Warn(f.Message, "check", f.Check)

@@ -58,12 +58,13 @@ type GentleConfig struct {
 // gentleTop is the level of full speed; restRatios are the rests (times a chunk's lock) of the
 // levels below it. Level gentleTop-1 rests nothing but copies one chunk at a time. A busy
 // application's copy starts at busyStart, resting as long as each chunk held the source; the
-// levels under 8 are for an application near its capacity, which loses throughput to a copy
-// resting eight times its locks (its requests have little slack left for a stall or a core).
-var restRatios = []float64{32, 16, 8, 4, 2, 1, 0.5, 0.25, 0}
+// rests longer than eight times a chunk's lock are for an application near its capacity, which
+// loses throughput to a copy resting eight times its locks (its requests have little slack left
+// for a stall or a core).
+var restRatios = [...]float64{32, 16, 8, 4, 2, 1, 0.5, 0.25, 0}
 
 const (
-	gentleTop = 9
+	gentleTop = len(restRatios)
 	busyStart = 5
 )
 
