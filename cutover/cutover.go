@@ -92,6 +92,10 @@ type Target interface {
 	WaitFor(ctx context.Context, conn *sql.Conn) (string, error)
 }
 
+// failer is a Target that can fail for good (a capture that stopped): its Failure is then not
+// nil, and the cut-over ends instead of retrying what cannot succeed.
+type failer interface{ Failure() error }
+
 // Recorder runs under the lock, once To has caught up and before the rename: it durably notes
 // the swap's position (should the process die right after the rename, the next run still knows
 // where a rollback must replay from) and may prepare To (its triggers). An error wrapping ErrAbort
@@ -204,6 +208,9 @@ func Run(ctx context.Context, db *sql.DB, sw Swap, target Target, cfg Config, re
 		if swapped := (*SwappedError)(nil); errors.As(err, &swapped) {
 			return res, err
 		}
+		if f, ok := target.(failer); ok && f.Failure() != nil {
+			return res, fmt.Errorf("%s can no longer be kept current: %w", sw.To, f.Failure())
+		}
 		lastErr = err
 		cfg.Logger.Warn("cut-over attempt failed; original table left in place", "attempt", res.Attempts, "error", err, "next_in", backoff, "gives_up_in", lim.left().Round(time.Second))
 		retry.failed(res.Attempts, err, backoff)
@@ -279,10 +286,13 @@ func attempt(ctx context.Context, db *sql.DB, sw Swap, target Target, cfg Config
 	sentryDropped := false
 	defer func() {
 		if !sentryDropped {
-			dropSentry(context.WithoutCancel(ctx), db, sw.Schema, sw.Sentry)
+			dropSentry(context.WithoutCancel(ctx), db, sw.Schema, sw.Sentry, lockSessionLimit(cfg)+time.Second)
 		}
 	}()
 	connA.ExecContext(ctx, "SET SESSION lock_wait_timeout = 1")
+	if err := boundLockSession(ctx, connA, cfg); err != nil {
+		return 0, "", err
+	}
 
 	lock := fmt.Sprintf("LOCK TABLES %s WRITE, %s WRITE", from, aside)
 	for _, l := range sw.LockWith {
@@ -426,10 +436,27 @@ func waitForLongQueries(ctx context.Context, db *sql.DB, sw Swap, cfg Config, li
 // longQueryLogEvery spaces the log lines of a wait for long queries (it is polled every 500 ms).
 const longQueryLogEvery = 5 * time.Second
 
-// dropSentry removes the sentry, but only when it is recognisably ours.
-func dropSentry(ctx context.Context, db *sql.DB, schema, name string) {
-	if IsSentry(ctx, db, schema, name) {
-		db.ExecContext(ctx, "DROP TABLE IF EXISTS "+dbconn.QualifiedName(schema, name))
+// dropSentry removes the sentry a failed attempt leaves, but only when it is recognisably ours and
+// no rename of it is pending: a rename whose answer was lost with the network may still wait
+// behind the lock's session (until the server ends that session, boundLockSession), and must then
+// fail on the sentry, not go through unwatched. Tried until wait has passed: a pooled connection
+// may be one the network took.
+func dropSentry(ctx context.Context, db *sql.DB, schema, name string, wait time.Duration) {
+	for end := time.Now().Add(wait); ; time.Sleep(100 * time.Millisecond) {
+		var pending int
+		err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.PROCESSLIST
+			WHERE COMMAND <> 'Sleep' AND INFO LIKE 'RENAME TABLE%' AND INSTR(INFO, ?) > 0`, dbconn.QualifiedName(schema, name)).Scan(&pending)
+		if err == nil && pending == 0 {
+			if !IsSentry(ctx, db, schema, name) {
+				return
+			}
+			if _, err := db.ExecContext(ctx, "DROP TABLE IF EXISTS "+dbconn.QualifiedName(schema, name)); err == nil {
+				return
+			}
+		}
+		if time.Now().After(end) {
+			return
+		}
 	}
 }
 

@@ -54,6 +54,9 @@ func attemptGalera(ctx context.Context, db *sql.DB, sw Swap, target Target, cfg 
 		return 0, "", err
 	}
 	connA.ExecContext(ctx, "SET SESSION lock_wait_timeout = 1")
+	if err := boundLockSession(ctx, connA, cfg); err != nil {
+		return 0, "", err
+	}
 	lock := "LOCK TABLES " + dbconn.QualifiedName(sw.Schema, sw.From) + " WRITE"
 	for _, l := range sw.LockWith {
 		lock += ", " + l
@@ -69,6 +72,11 @@ func attemptGalera(ctx context.Context, db *sql.DB, sw Swap, target Target, cfg 
 	}
 	if err := idle(ctx, db, sw, "under the lock"); err != nil {
 		return 0, pos, err
+	}
+	// With A's session gone (its idle limit, boundLockSession) the rename would go through
+	// without the lock, and writes made since would be in the original only.
+	if _, err := connA.ExecContext(ctx, "DO 0"); err != nil {
+		return 0, pos, fmt.Errorf("the lock's session before the rename: %w", err)
 	}
 	if err := renameQueued(ctx, db, idA, probe, sw, cfg, unlock); err != nil {
 		return 0, pos, err
@@ -101,6 +109,13 @@ func renameQueued(ctx context.Context, db *sql.DB, idA int64, probe *queueProbe,
 	}
 	unlock()
 	err = <-renameDone
+	if err != nil && renamedAnyway(ctx, db, sw, idB, err) {
+		if queued == nil { // it went first once the lock was let go: nothing is missing
+			cfg.Logger.Warn("cut-over: the rename's answer was lost; the tables show it went through", "error", err)
+			return nil
+		}
+		err = nil // reported below as late
+	}
 	switch {
 	case err != nil:
 		// RENAME is atomic: nothing was renamed, the original is in place.

@@ -216,24 +216,31 @@ func orStart(pos string) string {
 	return pos
 }
 
-// renameFailed is the error of a rename that returned err. One the server refused changed nothing
-// (a RENAME is atomic); one whose answer was lost with its connection may have gone through all
-// the same, which the tables tell once its session is gone.
+// renameFailed is the error of a rename that returned err: a late swap when it went through all
+// the same (renamedAnyway), else the rename's own error.
 func renameFailed(ctx context.Context, db *sql.DB, sw Swap, idB int64, pos string, err, late error) error {
-	if _, refused := errors.AsType[*mysql.MySQLError](err); !refused {
-		ctx := context.WithoutCancel(ctx)
-		for end := time.Now().Add(lostRenameWait); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
-			var n int
-			if db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = ?", idB).Scan(&n) == nil && n == 0 {
-				break
-			}
-		}
-		var n int
-		if db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?", sw.Schema, sw.Aside).Scan(&n) == nil && n == 1 {
-			return lateSwap(sw, pos, fmt.Errorf("%w (%v)", late, err))
-		}
+	if renamedAnyway(ctx, db, sw, idB, err) {
+		return lateSwap(sw, pos, fmt.Errorf("%w (%v)", late, err))
 	}
 	return fmt.Errorf("rename: %w", err)
+}
+
+// renamedAnyway reports whether a rename that returned err went through. One the server refused
+// changed nothing (a RENAME is atomic); one whose answer was lost with its connection may have
+// gone through all the same, which the tables tell once its session (idB) is gone.
+func renamedAnyway(ctx context.Context, db *sql.DB, sw Swap, idB int64, err error) bool {
+	if _, refused := errors.AsType[*mysql.MySQLError](err); refused {
+		return false
+	}
+	ctx = context.WithoutCancel(ctx)
+	for end := time.Now().Add(lostRenameWait); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		var n int
+		if db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = ?", idB).Scan(&n) == nil && n == 0 {
+			break
+		}
+	}
+	var n int
+	return db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?", sw.Schema, sw.Aside).Scan(&n) == nil && n == 1
 }
 
 // waitAtGate polls until connection id (the rename) waits for a metadata lock: the gate's, asked

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -230,95 +229,23 @@ func galeraGateIdle(t *testing.T, c *sandboxtest.Cluster) {
 	checkLateSwap(t, c, db, l, ropts, e.err)
 }
 
-// stallProxy forwards TCP connections to a server until stall; from then on it forwards nothing
-// and closes nothing, as a network that lost the server would. cut closes every connection it
-// carried and forwards new ones again.
-type stallProxy struct {
-	ln      net.Listener
-	target  string
-	mu      sync.Mutex
-	stalled bool
-	wake    chan struct{}
-	conns   []net.Conn
-}
-
-func startStallProxy(t *testing.T, target string) *stallProxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+// galeraApplyLost: enginemig loses the server (a network that drops everything and closes
+// nothing) once its rename waits in total order behind the cut-over's lock, where every commit of
+// the node waits behind the rename. The server ends the lock's session within its idle limit, the
+// rename goes first, and the node serves writes again; once the network is back, apply learns
+// from the tables that the rename went through and reports the swap done.
+func galeraApplyLost(t *testing.T, c *sandboxtest.Cluster) {
+	schema, db, l, stop := galeraLoad(t, c, true)
+	defer stop()
+	opts := testOptions(c.Nodes[0], schema, "t")
+	opts.Cutover = cutover.DefaultConfig()
+	lost := loseServerAt(t, c.Nodes[0], &opts, func(cfg *cutover.Config, f func()) { cfg.OnRenameQueued = func(int64) { f() } })
+	if err := lost.run(t, opts); err != nil {
+		t.Fatalf("apply whose queued rename's answer was lost: %v", err)
 	}
-	p := &stallProxy{ln: ln, target: target, wake: make(chan struct{})}
-	t.Cleanup(func() { ln.Close(); p.cut() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go p.pipe(c)
-		}
-	}()
-	return p
-}
-
-func (p *stallProxy) port() int { return p.ln.Addr().(*net.TCPAddr).Port }
-
-func (p *stallProxy) pipe(c net.Conn) {
-	s, err := net.Dial("tcp", p.target)
-	if err != nil {
-		c.Close()
-		return
+	if w := waitingSessions(t, db); len(w) > 0 {
+		t.Errorf("sessions left waiting: %v", w)
 	}
-	p.mu.Lock()
-	p.conns = append(p.conns, c, s)
-	p.mu.Unlock()
-	go p.forward(s, c)
-	p.forward(c, s)
-}
-
-// forward copies src to dst, and a close too; once stalled it forwards nothing, a close neither,
-// until cut.
-func (p *stallProxy) forward(dst, src net.Conn) {
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := src.Read(buf)
-		p.mu.Lock()
-		stalled, wake := p.stalled, p.wake
-		p.mu.Unlock()
-		if stalled {
-			<-wake
-			return
-		}
-		if n > 0 {
-			if _, err := dst.Write(buf[:n]); err != nil {
-				src.Close()
-				return
-			}
-		}
-		if err != nil {
-			dst.Close()
-			src.Close()
-			return
-		}
-	}
-}
-
-func (p *stallProxy) stall() {
-	p.mu.Lock()
-	p.stalled = true
-	p.mu.Unlock()
-}
-
-func (p *stallProxy) cut() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, c := range p.conns {
-		c.Close()
-	}
-	p.conns = nil
-	if p.stalled {
-		close(p.wake)
-		p.wake, p.stalled = make(chan struct{}), false
-	}
+	checkAcked(t, db, l, stop, schema)
+	galeraSame(t, c, schema, "t")
 }

@@ -38,6 +38,7 @@ func TestGalera(t *testing.T) {
 	t.Run("rollback whose rename goes through late", func(t *testing.T) { galeraRollbackLate(t, c) })
 	t.Run("rollback that loses the server at the gate", func(t *testing.T) { galeraGateIdle(t, c) })
 	t.Run("blocked cut-over", func(t *testing.T) { galeraBlockedCutover(t, c) })
+	t.Run("apply that loses the server while its rename waits", func(t *testing.T) { galeraApplyLost(t, c) })
 	t.Run("flow control pauses the copy", func(t *testing.T) { galeraFlowControl(t, c) })
 	t.Run("write-set row limit", func(t *testing.T) { galeraWriteSetLimit(t, c) })
 	t.Run("a transaction the cluster aborts runs again", func(t *testing.T) { galeraRetry(t, c) })

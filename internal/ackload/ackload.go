@@ -202,7 +202,7 @@ func (w *writer) exec(ids []int64, q string, args ...any) bool {
 	done()
 	if err != nil {
 		w.mu.Lock()
-		w.errs = append(w.errs, fmt.Sprintf("%s: %v", strings.Fields(q)[0], err))
+		w.errs = append(w.errs, fmt.Sprintf("%s at %s: %v", strings.Fields(q)[0], time.Now().Format("15:04:05.000"), err))
 		w.mu.Unlock()
 		for _, id := range ids {
 			w.forget(id)
@@ -284,7 +284,7 @@ func (w *writer) read(id int64, ok bool) {
 	w.reads.Add(1)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		w.mu.Lock()
-		w.errs = append(w.errs, fmt.Sprintf("SELECT: %v", err))
+		w.errs = append(w.errs, fmt.Sprintf("SELECT at %s: %v", time.Now().Format("15:04:05.000"), err))
 		w.mu.Unlock()
 		time.Sleep(20 * time.Millisecond)
 		return
