@@ -390,7 +390,12 @@ func renameBehindLock(ctx context.Context, db *sql.DB, connA *sql.Conn, idA int6
 	}
 	unlock()
 	if err := <-renameDone; err != nil {
-		// Nothing was renamed (RENAME is atomic); the sentry is gone, the original in place.
+		// The sentry is gone, so only the rename can have made a table of its name.
+		if renamedAnyway(ctx, db, sw.Schema, sw.Sentry, idB, err) {
+			cfg.Logger.Warn("cut-over: the rename's answer was lost; the tables show it went through", "error", err)
+			return true, nil
+		}
+		// Nothing was renamed (RENAME is atomic); the original is in place.
 		return true, fmt.Errorf("rename: %w", err)
 	}
 	return true, nil

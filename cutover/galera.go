@@ -109,7 +109,7 @@ func renameQueued(ctx context.Context, db *sql.DB, idA int64, probe *queueProbe,
 	}
 	unlock()
 	err = <-renameDone
-	if err != nil && renamedAnyway(ctx, db, sw, idB, err) {
+	if err != nil && renamedAnyway(ctx, db, sw.Schema, sw.Aside, idB, err) {
 		if queued == nil { // it went first once the lock was let go: nothing is missing
 			cfg.Logger.Warn("cut-over: the rename's answer was lost; the tables show it went through", "error", err)
 			return nil

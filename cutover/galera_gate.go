@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -12,17 +11,12 @@ import (
 
 	"github.com/enginemig/enginemig/lockwait"
 	"github.com/enginemig/enginemig/table"
-	"github.com/go-sql-driver/mysql"
 )
 
 // gateQueueWait bounds how long the gate waits for the rename to reach it. Until the rename is
 // ordered and every write set before it is applied here, the gate holds up nothing but the
 // rename; a rename ordered behind a long transaction waits for it on every node anyway.
 const gateQueueWait = 30 * time.Second
-
-// lostRenameWait bounds how long a rename whose answer was lost is given to end on the server
-// before the tables are read to learn whether it went through.
-const lostRenameWait = gateQueueWait
 
 // attemptGaleraGate is one attempt of the swap back on a Galera node (a rollback). There the
 // converted table From is InnoDB and written on every node: a LOCK TABLES of From on this node
@@ -219,28 +213,10 @@ func orStart(pos string) string {
 // renameFailed is the error of a rename that returned err: a late swap when it went through all
 // the same (renamedAnyway), else the rename's own error.
 func renameFailed(ctx context.Context, db *sql.DB, sw Swap, idB int64, pos string, err, late error) error {
-	if renamedAnyway(ctx, db, sw, idB, err) {
+	if renamedAnyway(ctx, db, sw.Schema, sw.Aside, idB, err) {
 		return lateSwap(sw, pos, fmt.Errorf("%w (%v)", late, err))
 	}
 	return fmt.Errorf("rename: %w", err)
-}
-
-// renamedAnyway reports whether a rename that returned err went through. One the server refused
-// changed nothing (a RENAME is atomic); one whose answer was lost with its connection may have
-// gone through all the same, which the tables tell once its session (idB) is gone.
-func renamedAnyway(ctx context.Context, db *sql.DB, sw Swap, idB int64, err error) bool {
-	if _, refused := errors.AsType[*mysql.MySQLError](err); refused {
-		return false
-	}
-	ctx = context.WithoutCancel(ctx)
-	for end := time.Now().Add(lostRenameWait); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
-		var n int
-		if db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = ?", idB).Scan(&n) == nil && n == 0 {
-			break
-		}
-	}
-	var n int
-	return db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?", sw.Schema, sw.Aside).Scan(&n) == nil && n == 1
 }
 
 // waitAtGate polls until connection id (the rename) waits for a metadata lock: the gate's, asked

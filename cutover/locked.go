@@ -15,6 +15,7 @@ import (
 
 	"github.com/enginemig/enginemig/lockwait"
 	"github.com/enginemig/enginemig/table"
+	"github.com/go-sql-driver/mysql"
 )
 
 // lockSessionSlack is the lock session's idle allowance beyond its longest planned idle wait.
@@ -128,4 +129,27 @@ func waitUntilBlocked(ctx context.Context, db *sql.DB, id int64, probe *queuePro
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
+}
+
+// lostRenameWait bounds how long a rename whose answer was lost is given to end on the server
+// before the tables are read to learn whether it went through.
+const lostRenameWait = gateQueueWait
+
+// renamedAnyway reports whether a rename that returned err went through, by whether name (a
+// table only the rename creates) exists. One the server refused changed nothing (a RENAME is
+// atomic); one whose answer was lost with its connection may have gone through all the same,
+// which the tables tell once its session (idB) has ended its statement.
+func renamedAnyway(ctx context.Context, db *sql.DB, schema, name string, idB int64, err error) bool {
+	if _, refused := errors.AsType[*mysql.MySQLError](err); refused {
+		return false
+	}
+	ctx = context.WithoutCancel(ctx)
+	for end := time.Now().Add(lostRenameWait); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		var n int
+		if db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = ? AND COMMAND <> 'Sleep'", idB).Scan(&n) == nil && n == 0 {
+			break
+		}
+	}
+	var n int
+	return db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?", schema, name).Scan(&n) == nil && n == 1
 }

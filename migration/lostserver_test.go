@@ -18,29 +18,39 @@ const lockIdleLimit = 6 * time.Second
 
 // Should enginemig lose the server while its cut-over holds the table (a network that drops
 // everything and closes nothing), the server ends the lock's session by itself within its idle
-// limit and the application's writes go on. Once the network is back, apply swaps (in the same
-// run or the next), and no acknowledged write is lost.
+// limit and the application's writes go on: once the table is locked, and once the rename waits
+// behind the lock (the sentry, not yet dropped, then fails it). Once the network is back, apply
+// swaps (in the same run or the next), and no acknowledged write is lost.
 func TestCutoverLockEndsWhenTheServerIsLost(t *testing.T) {
-	schema, db, l, stop := blockedLoad(t)
-	defer stop()
-	opts := testOptions(srv, schema, "t")
-	opts.Cutover = cutover.DefaultConfig()
-	lost := loseServerAt(t, srv, &opts, func(c *cutover.Config, f func()) { c.OnLocked = f })
-	err := lost.run(t, opts)
-	if err != nil {
-		t.Logf("apply after the network came back: %v", err)
-		if engineOf(t, db, schema, "t") != "MyISAM" {
-			t.Fatalf("apply failed (%v) and t is %s", err, engineOf(t, db, schema, "t"))
-		}
-		opts.Conn = connConfig(srv)
-		if _, err := Run(context.Background(), db, opts); err != nil {
-			t.Fatalf("the same apply again: %v", err)
-		}
+	for _, at := range []struct {
+		name string
+		set  func(*cutover.Config, func())
+	}{
+		{"once locked", func(c *cutover.Config, f func()) { c.OnLocked = f }},
+		{"once the rename waits", func(c *cutover.Config, f func()) { c.OnRenameQueued = func(int64) { f() } }},
+	} {
+		t.Run(at.name, func(t *testing.T) {
+			schema, db, l, stop := blockedLoad(t)
+			defer stop()
+			opts := testOptions(srv, schema, "t")
+			opts.Cutover = cutover.DefaultConfig()
+			lost := loseServerAt(t, srv, &opts, at.set)
+			if err := lost.run(t, opts); err != nil {
+				t.Logf("apply after the network came back: %v", err)
+				if engineOf(t, db, schema, "t") != "MyISAM" {
+					t.Fatalf("apply failed (%v) and t is %s", err, engineOf(t, db, schema, "t"))
+				}
+				opts.Conn = connConfig(srv)
+				if _, err := Run(context.Background(), db, opts); err != nil {
+					t.Fatalf("the same apply again: %v", err)
+				}
+			}
+			if engineOf(t, db, schema, "t") != "InnoDB" {
+				t.Fatalf("t is %s after apply", engineOf(t, db, schema, "t"))
+			}
+			checkAcked(t, db, l, stop, schema)
+		})
 	}
-	if engineOf(t, db, schema, "t") != "InnoDB" {
-		t.Fatalf("t is %s after apply", engineOf(t, db, schema, "t"))
-	}
-	checkAcked(t, db, l, stop, schema)
 }
 
 // lostServer is an apply whose connections go through a proxy that stalls at a cut-over seam.
