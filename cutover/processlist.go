@@ -119,6 +119,23 @@ func older(s session, limit time.Duration) bool {
 	return s.age >= limit
 }
 
+// tableLockWaiters counts connections whose statement on the table has waited at least age for
+// the table's own lock (MyISAM's table-level lock, not a metadata lock): another session holds the
+// table with LOCK TABLES or a long statement.
+func tableLockWaiters(ctx context.Context, db *sql.DB, schema, name string, age time.Duration) (int, error) {
+	sessions, err := processList(ctx, db)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, s := range sessions {
+		if strings.EqualFold(s.state, "Waiting for table level lock") && mentions(s, schema, name) && older(s, age) {
+			n++
+		}
+	}
+	return n, nil
+}
+
 func mentions(s session, schema, name string) bool {
 	text := strings.ToLower(s.text)
 	return strings.Contains(text, strings.ToLower(name)) && (strings.EqualFold(s.db, schema) || strings.Contains(text, strings.ToLower(schema)))

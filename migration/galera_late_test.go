@@ -33,7 +33,7 @@ func galeraConverted(t *testing.T, c *sandboxtest.Cluster) (string, *sql.DB, *ac
 	stop := l.Start()
 	t.Cleanup(stop)
 	opts := testOptions(c.Nodes[0], schema, "t")
-	if _, err := runBounded(t, db, opts, c); err != nil {
+	if _, err := runBounded(t, opts, c); err != nil {
 		t.Fatalf("apply: %v", err)
 	}
 	for i, n := range c.Nodes[1:] {

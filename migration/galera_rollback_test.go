@@ -60,7 +60,7 @@ func galeraRollback(t *testing.T, c *sandboxtest.Cluster) {
 	stop := l.Start()
 	defer stop()
 	opts := testOptions(c.Nodes[0], schema, "t")
-	if _, err := runBounded(t, db, opts, c); err != nil {
+	if _, err := runBounded(t, opts, c); err != nil {
 		t.Fatalf("apply: %v", err)
 	}
 	for i, p := range pools[1:] {

@@ -60,20 +60,26 @@ func galeraLoad(t *testing.T, c *sandboxtest.Cluster, keys bool) (string, *sql.D
 	return schema, db, l, l.Start()
 }
 
-// runBounded runs apply and fails the test, instead of hanging, should it wedge the node.
-func runBounded(t *testing.T, db *sql.DB, opts Options, c *sandboxtest.Cluster) (*Result, error) {
+// runBounded runs apply and fails the test, instead of hanging, should it wedge the node. Apply
+// gets connections of its own, as in production, not the application load's pool.
+func runBounded(t *testing.T, opts Options, c *sandboxtest.Cluster) (*Result, error) {
 	t.Helper()
-	return runWithin(t, db, opts, c, 3*time.Minute)
+	return runWithin(t, opts, c, 3*time.Minute)
 }
 
 // runWithin is runBounded with a limit of its own.
-func runWithin(t *testing.T, db *sql.DB, opts Options, c *sandboxtest.Cluster, limit time.Duration) (*Result, error) {
+func runWithin(t *testing.T, opts Options, c *sandboxtest.Cluster, limit time.Duration) (*Result, error) {
 	t.Helper()
 	type ended struct {
 		res *Result
 		err error
 	}
 	done := make(chan ended, 1)
+	db, err := dbconn.Open(context.Background(), opts.Conn, "", 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
 	go func() { res, err := Run(context.Background(), db, opts); done <- ended{res, err} }()
 	select {
 	case e := <-done:
@@ -109,7 +115,7 @@ func galeraApply(t *testing.T, c *sandboxtest.Cluster, keys bool) {
 			return nil
 		}
 	}
-	res, err := runBounded(t, db, opts, c)
+	res, err := runBounded(t, opts, c)
 	if err != nil {
 		t.Fatalf("apply: %v", err)
 	}
@@ -158,50 +164,93 @@ func galeraSame(t *testing.T, c *sandboxtest.Cluster, schema, name string) {
 	}
 }
 
-// galeraBlockedCutover: a cut-over whose lock is never granted (the application holds LOCK
-// TABLES t READ) gives up within its budget, and the cluster goes on serving writes meanwhile
-// and after: no session of enginemig is left waiting, nothing in total order is stuck.
+// galeraBlockedCutover: a cut-over kept from the table gives up within its budget, and the cluster
+// goes on serving writes meanwhile and after: no session of enginemig is left waiting, nothing in
+// total order is stuck, the application sees no error. Twice: the application holds LOCK TABLES t
+// READ with its other statements queued behind it (the attempts do not ask for the table then,
+// see cutover.noTableLockQueue), and an open transaction of the application has read t (its
+// metadata lock; the writes go on, and the attempts' LOCK TABLES t WRITE is not granted).
 func galeraBlockedCutover(t *testing.T, c *sandboxtest.Cluster) {
 	schema, db, l, stop := galeraLoad(t, c, true)
 	defer stop()
 	opts := testOptions(c.Nodes[0], schema, "t")
 	opts.Cutover = cutover.DefaultConfig()
 	opts.Cutover.Backoff, opts.Cutover.Attempts = 50*time.Millisecond, 3
-	var unlock func()
-	opts.Hook = atCutover(func() { _, unlock = holdTable(t, db, "LOCK TABLES "+dbconn.QualifiedName(schema, "t")+" READ") })
+	qt := dbconn.QualifiedName(schema, "t")
 	probe := startGaleraProbe(t, c, schema)
-	_, err := runBounded(t, db, opts, c)
-	slowest := probe()
-	if outcome.CodeOf(err) != outcome.CutoverPending || !errors.Is(err, cutover.ErrGaveUp) {
+	for _, hold := range []struct {
+		name, says string
+		hold       func() (unlock func())
+	}{
+		{"LOCK TABLES t READ", "wait for its table lock", func() func() {
+			_, unlock := holdTable(t, db, "LOCK TABLES "+qt+" READ")
+			time.Sleep(100 * time.Millisecond) // the application's statements queue behind it
+			return unlock
+		}},
+		{"an open transaction that read t", "lock not granted in time", func() func() {
+			return holdInTransaction(t, db, "SELECT id FROM "+qt+" LIMIT 1")
+		}},
+	} {
+		var unlock func()
+		opts.Hook = atCutover(func() { unlock = hold.hold() })
+		_, err := runBounded(t, opts, c)
+		if outcome.CodeOf(err) != outcome.CutoverPending || !errors.Is(err, cutover.ErrGaveUp) || !strings.Contains(err.Error(), hold.says) {
+			unlock()
+			t.Fatalf("apply while %s: code %d, %v; want code %d, cutover.ErrGaveUp, %q", hold.name, outcome.CodeOf(err), err, outcome.CutoverPending, hold.says)
+		}
+		if w := waitingSessions(t, db); len(w) > 0 {
+			t.Errorf("sessions left waiting after apply gave up (%s): %v", hold.name, w)
+		}
 		unlock()
-		t.Fatalf("apply with its lock never granted: code %d, %v", outcome.CodeOf(err), err)
+		// The application's writes go on at once, on every node.
+		begin := time.Now()
+		sandboxtest.MustExec(t, db, "INSERT INTO "+qt+" (id, v) VALUES (999999999, 1)", "DELETE FROM "+qt+" WHERE id = 999999999")
+		if took := time.Since(begin); took > opts.Cutover.LockWait+opts.Cutover.CatchUp {
+			t.Errorf("a write after the failed cut-over (%s) took %s", hold.name, took)
+		}
+		for i, n := range c.Nodes {
+			if err := sandboxtest.WaitSynced(context.Background(), openControl(t, n), len(c.Nodes)); err != nil {
+				t.Errorf("node %d after the failed cut-over (%s): %v", i+1, hold.name, err)
+			}
+		}
 	}
+	slowest := probe()
 	if slowest > time.Second {
 		t.Errorf("a write on another table of the cluster took %s during the failed attempts", slowest)
 	}
 	t.Logf("slowest write elsewhere in the cluster during the failed attempts: %s", slowest)
-	if w := waitingSessions(t, db); len(w) > 0 {
-		t.Errorf("sessions left waiting after apply gave up: %v", w)
-	}
-	unlock()
-	// The application's writes go on at once, on every node.
-	begin := time.Now()
-	sandboxtest.MustExec(t, db, "INSERT INTO `"+schema+"`.t (id, v) VALUES (999999999, 1)", "DELETE FROM `"+schema+"`.t WHERE id = 999999999")
-	if took := time.Since(begin); took > opts.Cutover.LockWait+opts.Cutover.CatchUp {
-		t.Errorf("a write after the failed cut-over took %s", took)
-	}
-	for i, n := range c.Nodes {
-		if err := sandboxtest.WaitSynced(context.Background(), openControl(t, n), len(c.Nodes)); err != nil {
-			t.Errorf("node %d after the failed cut-over: %v", i+1, err)
-		}
-	}
 	// The same apply again swaps (the shadow was kept current).
 	opts.Hook = nil
-	if _, err := runBounded(t, db, opts, c); err != nil {
+	if _, err := runBounded(t, opts, c); err != nil {
 		t.Fatalf("apply again: %v", err)
 	}
 	checkAcked(t, db, l, stop, schema)
 	galeraSame(t, c, schema, "t")
+}
+
+// holdInTransaction runs query in a transaction of its own session, which keeps the metadata locks
+// it took until the returned function commits it.
+func holdInTransaction(t *testing.T, db *sql.DB, query string) (release func()) {
+	t.Helper()
+	conn, err := db.Conn(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := conn.ExecContext(ctx, "BEGIN"); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := conn.QueryContext(ctx, query)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+	}
+	rows.Close()
+	return func() {
+		conn.ExecContext(ctx, "COMMIT")
+		conn.Close()
+	}
 }
 
 // startGaleraProbe writes a row every 10 ms into an InnoDB table of its own on every node until
@@ -356,7 +405,7 @@ func galeraRowsElsewhere(t *testing.T, c *sandboxtest.Cluster) {
 	sandboxtest.MustExec(t, db1, "CREATE TABLE `"+schema+"`.t (id INT PRIMARY KEY, v INT) ENGINE=MyISAM", "INSERT INTO `"+schema+"`.t VALUES (1, 1)")
 	waitTable(t, db2, schema, "t")
 	sandboxtest.MustExec(t, db2, "INSERT INTO `"+schema+"`.t VALUES (2, 2)")
-	_, err := runBounded(t, db1, testOptions(c.Nodes[0], schema, "t"), c)
+	_, err := runBounded(t, testOptions(c.Nodes[0], schema, "t"), c)
 	if outcome.CodeOf(err) != outcome.Refused || !strings.Contains(err.Error(), "[galera-rows]") || !strings.Contains(err.Error(), "several nodes") {
 		t.Fatalf("apply with rows on two nodes: code %d, %v", outcome.CodeOf(err), err)
 	}

@@ -103,7 +103,7 @@ func galeraTriggerCapture(t *testing.T, c *sandboxtest.Cluster) {
 		}
 		return nil
 	}
-	res, err := runBounded(t, db, opts, c)
+	res, err := runBounded(t, opts, c)
 	if err != nil {
 		t.Logf("t_probe on node 1 now: %d", probes())
 		for i, n := range c.Nodes {
@@ -221,7 +221,7 @@ func galeraRollbackTriggers(t *testing.T, c *sandboxtest.Cluster) {
 	stop := l.Start()
 	defer stop()
 	opts := testOptions(c.Nodes[0], schema, "t")
-	if _, err := runBounded(t, db, opts, c); err != nil {
+	if _, err := runBounded(t, opts, c); err != nil {
 		t.Fatalf("apply: %v", err)
 	}
 	db2 := openControl(t, c.Nodes[1])

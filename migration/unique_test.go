@@ -171,7 +171,7 @@ func galeraUnique(t *testing.T, c *sandboxtest.Cluster) {
 	time.Sleep(100 * time.Millisecond)
 	opts := testOptions(c.Nodes[0], schema, "t")
 	opts.ChunkTime = 2 * time.Millisecond // many small chunks: more interleaving with the writers
-	res, err := runBounded(t, db, opts, c)
+	res, err := runBounded(t, opts, c)
 	time.Sleep(200 * time.Millisecond) // writes to the converted table must land too
 	stop()
 	if err != nil {
