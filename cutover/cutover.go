@@ -448,15 +448,21 @@ const longQueryLogEvery = 5 * time.Second
 // may be one the network took.
 func dropSentry(ctx context.Context, db *sql.DB, schema, name string, wait time.Duration) {
 	for end := time.Now().Add(wait); ; time.Sleep(100 * time.Millisecond) {
+		// Unreadable (MySQL's process list fails while any statement text is not UTF-8): as
+		// before there was this check.
 		var pending int
-		err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.PROCESSLIST
+		db.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.PROCESSLIST
 			WHERE COMMAND <> 'Sleep' AND INFO LIKE 'RENAME TABLE%' AND INSTR(INFO, ?) > 0`, dbconn.QualifiedName(schema, name)).Scan(&pending)
-		if err == nil && pending == 0 {
-			if !IsSentry(ctx, db, schema, name) {
-				return
-			}
-			if _, err := db.ExecContext(ctx, "DROP TABLE IF EXISTS "+dbconn.QualifiedName(schema, name)); err == nil {
-				return
+		if pending == 0 {
+			var comment string
+			err := db.QueryRowContext(ctx, "SELECT TABLE_COMMENT FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?", schema, name).Scan(&comment)
+			switch {
+			case errors.Is(err, sql.ErrNoRows), err == nil && comment != SentryComment:
+				return // gone, or not ours
+			case err == nil:
+				if _, err := db.ExecContext(ctx, "DROP TABLE IF EXISTS "+dbconn.QualifiedName(schema, name)); err == nil {
+					return
+				}
 			}
 		}
 		if time.Now().After(end) {
