@@ -85,7 +85,11 @@ func checkServerPrivileges(s *ServerInfo) []Finding {
 func optionalPrivileges(s *ServerInfo) []Finding {
 	var costs, grants []string
 	if !s.Grants.Has("PROCESS", "", "") {
-		costs = append(costs, "PROCESS: the cut-over cannot see long-running queries on the table, so its lock request may queue behind one and stall the application until it ends")
+		cost := "PROCESS: the cut-over cannot see long-running queries on the table, so its lock request may queue behind one and stall the application until it ends"
+		if s.Galera != nil {
+			cost += ", nor, on this Galera node, the application's statements queued behind someone's lock of the table, one of which the server may then abort (error 1689) when an attempt asks for the table"
+		}
+		costs = append(costs, cost)
 		grants = append(grants, "GRANT PROCESS ON *.* TO <enginemig account>")
 	}
 	if !s.Grants.Has("SELECT", "performance_schema", "") {

@@ -257,9 +257,14 @@ func TestOptionalPrivileges(t *testing.T) {
 		"GRANT REPLICATION SLAVE, BINLOG MONITOR ON *.* TO `em`@`%`"})}
 	got := optionalPrivileges(s)
 	if len(got) != 1 || got[0].Severity != Warning || !strings.Contains(got[0].Message, "PROCESS: the cut-over cannot see long-running queries") ||
-		!strings.Contains(got[0].Remedy, "GRANT SELECT ON performance_schema.*") {
+		!strings.Contains(got[0].Remedy, "GRANT SELECT ON performance_schema.*") || strings.Contains(got[0].Message, "1689") {
 		t.Fatalf("got %+v", got)
 	}
+	s.Galera = &Galera{}
+	if got := optionalPrivileges(s); len(got) != 1 || !strings.Contains(got[0].Message, "on this Galera node, the application's statements queued") {
+		t.Fatalf("on a Galera node: got %+v", got)
+	}
+	s.Galera = nil
 	s.Grants = ParseGrants([]string{"GRANT PROCESS, REPLICATION SLAVE ON *.* TO `em`@`%`", "GRANT SELECT ON `performance_schema`.* TO `em`@`%`"})
 	if got := optionalPrivileges(s); len(got) != 0 {
 		t.Fatalf("all optional grants present, got %+v", got)
