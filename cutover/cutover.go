@@ -289,8 +289,7 @@ func attempt(ctx context.Context, db *sql.DB, sw Swap, target Target, cfg Config
 			dropSentry(context.WithoutCancel(ctx), db, sw.Schema, sw.Sentry, lockSessionLimit(cfg)+time.Second)
 		}
 	}()
-	connA.ExecContext(ctx, "SET SESSION lock_wait_timeout = 1")
-	if err := boundLockSession(ctx, connA, cfg); err != nil {
+	if err := prepareLockSession(ctx, connA, cfg); err != nil {
 		return 0, "", err
 	}
 
@@ -443,7 +442,7 @@ const longQueryLogEvery = 5 * time.Second
 
 // dropSentry removes the sentry a failed attempt leaves, but only when it is recognisably ours and
 // no rename of it is pending: a rename whose answer was lost with the network may still wait
-// behind the lock's session (until the server ends that session, boundLockSession), and must then
+// behind the lock's session (until the server ends that session, prepareLockSession), and must then
 // fail on the sentry, not go through unwatched. Tried until wait has passed: a pooled connection
 // may be one the network took.
 func dropSentry(ctx context.Context, db *sql.DB, schema, name string, wait time.Duration) {
@@ -454,10 +453,9 @@ func dropSentry(ctx context.Context, db *sql.DB, schema, name string, wait time.
 		db.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.PROCESSLIST
 			WHERE COMMAND <> 'Sleep' AND INFO LIKE 'RENAME TABLE%' AND INSTR(INFO, ?) > 0`, dbconn.QualifiedName(schema, name)).Scan(&pending)
 		if pending == 0 {
-			var comment string
-			err := db.QueryRowContext(ctx, "SELECT TABLE_COMMENT FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?", schema, name).Scan(&comment)
+			ours, err := isSentry(ctx, db, schema, name)
 			switch {
-			case errors.Is(err, sql.ErrNoRows), err == nil && comment != SentryComment:
+			case err == nil && !ours:
 				return // gone, or not ours
 			case err == nil:
 				if _, err := db.ExecContext(ctx, "DROP TABLE IF EXISTS "+dbconn.QualifiedName(schema, name)); err == nil {
@@ -473,7 +471,17 @@ func dropSentry(ctx context.Context, db *sql.DB, schema, name string, wait time.
 
 // IsSentry reports whether schema.name is a cut-over sentry left by enginemig.
 func IsSentry(ctx context.Context, db *sql.DB, schema, name string) bool {
+	ours, _ := isSentry(ctx, db, schema, name)
+	return ours
+}
+
+// isSentry is IsSentry telling a table that is not there (false, nil) from a table list it
+// could not read (the error).
+func isSentry(ctx context.Context, db *sql.DB, schema, name string) (bool, error) {
 	var comment string
 	err := db.QueryRowContext(ctx, "SELECT TABLE_COMMENT FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?", schema, name).Scan(&comment)
-	return err == nil && comment == SentryComment
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	return err == nil && comment == SentryComment, err
 }

@@ -56,8 +56,7 @@ func attemptGalera(ctx context.Context, db *sql.DB, sw Swap, target Target, cfg 
 	if err := noTableLockQueue(ctx, db, sw); err != nil {
 		return 0, "", err
 	}
-	connA.ExecContext(ctx, "SET SESSION lock_wait_timeout = 1")
-	if err := boundLockSession(ctx, connA, cfg); err != nil {
+	if err := prepareLockSession(ctx, connA, cfg); err != nil {
 		return 0, "", err
 	}
 	lock := "LOCK TABLES " + dbconn.QualifiedName(sw.Schema, sw.From) + " WRITE"
@@ -76,7 +75,7 @@ func attemptGalera(ctx context.Context, db *sql.DB, sw Swap, target Target, cfg 
 	if err := idle(ctx, db, sw, "under the lock"); err != nil {
 		return 0, pos, err
 	}
-	// With A's session gone (its idle limit, boundLockSession) the rename would go through
+	// With A's session gone (its idle limit, prepareLockSession) the rename would go through
 	// without the lock, and writes made since would be in the original only.
 	if _, err := connA.ExecContext(ctx, "DO 0"); err != nil {
 		return 0, pos, fmt.Errorf("the lock's session before the rename: %w", err)

@@ -21,16 +21,17 @@ import (
 // lockSessionSlack is the lock session's idle allowance beyond its longest planned idle wait.
 const lockSessionSlack = 5 * time.Second
 
-// boundLockSession makes the server end the lock's session by itself should enginemig lose the
-// server without the server seeing the connection close (a network that drops everything, a
-// paused machine): its locks would otherwise hold the table, and on a Galera node every commit
-// queued behind a rename in total order, for wait_timeout (8 hours by default). Between its
-// statements the session waits at most for the Recorder's write and the rename's queue (LockWait).
-// The sentry swap is safe should the limit end the session early (the rename fails on the
-// sentry); the Galera swap checks its session is alive before it sends the rename.
-func boundLockSession(ctx context.Context, conn *sql.Conn, cfg Config) error {
-	if _, err := conn.ExecContext(ctx, fmt.Sprintf("SET SESSION wait_timeout = %d", int(lockSessionLimit(cfg).Seconds()))); err != nil {
-		return fmt.Errorf("bound the lock session's idle time: %w", err)
+// prepareLockSession gives the lock's session a lock wait of 1 s (lockWithDeadline kills it
+// sooner) and an idle limit. The limit makes the server end the session by itself should
+// enginemig lose the server without the server seeing the connection close (a network that
+// drops everything, a paused machine): its locks would otherwise hold the table, and on a Galera
+// node every commit queued behind a rename in total order, for wait_timeout (8 hours by default).
+// Between its statements the session waits at most for the Recorder's write and the rename's
+// queue (LockWait). The sentry swap is safe should the limit end the session early (the rename
+// fails on the sentry); the Galera swap checks its session is alive before it sends the rename.
+func prepareLockSession(ctx context.Context, conn *sql.Conn, cfg Config) error {
+	if _, err := conn.ExecContext(ctx, fmt.Sprintf("SET SESSION lock_wait_timeout = 1, wait_timeout = %d", int(lockSessionLimit(cfg).Seconds()))); err != nil {
+		return fmt.Errorf("set the lock session's waits: %w", err)
 	}
 	return nil
 }

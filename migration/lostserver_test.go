@@ -13,7 +13,7 @@ import (
 	"github.com/enginemig/enginemig/sandbox"
 )
 
-// lockIdleLimit is the lock session's idle limit with cutover.DefaultConfig (boundLockSession).
+// lockIdleLimit is the lock session's idle limit with cutover.DefaultConfig (prepareLockSession).
 const lockIdleLimit = 6 * time.Second
 
 // Should enginemig lose the server while its cut-over holds the table (a network that drops
