@@ -23,12 +23,18 @@ import (
 // longGap is the write gap applybench itemises (the stall goal is 100 ms).
 const longGap = 80 * time.Millisecond
 
+// writeGap is a time without a completed write, ended at end.
+type writeGap struct {
+	d   time.Duration
+	end time.Time
+}
+
 // loadStats is what one measurement of the load saw.
 type loadStats struct {
 	rps         float64 // requests completed per second over the whole measurement
 	errors      int64
 	maxWriteGap time.Duration
-	longGaps    []string
+	longGaps    []writeGap
 	p99         time.Duration // of a request's duration
 	seconds     *pace.Seconds // requests completed per second from the conversion's start
 	missed      int64
@@ -74,7 +80,7 @@ func (l load) run(ctx context.Context, rate float64, d time.Duration, countFrom 
 	var lastWrite atomic.Int64
 	var gapMu sync.Mutex
 	var maxGap time.Duration
-	var long []string
+	var long []writeGap
 	start := time.Now()
 	lastWrite.Store(start.UnixNano())
 	var secs atomic.Pointer[pace.Seconds]
@@ -93,7 +99,7 @@ func (l load) run(ctx context.Context, rate float64, d time.Duration, countFrom 
 		if g := now.Sub(prev); g > longGap {
 			gapMu.Lock()
 			maxGap = max(maxGap, g)
-			long = append(long, fmt.Sprintf("%s ended %s", g.Round(time.Millisecond), now.UTC().Format("15:04:05.000")))
+			long = append(long, writeGap{g, now})
 			gapMu.Unlock()
 		} else if g > 0 {
 			gapMu.Lock()

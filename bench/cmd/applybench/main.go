@@ -43,6 +43,7 @@ func main() {
 	flag.BoolVar(&keyless, "keyless", false, "seed the table without a unique key: id keeps a non-unique index the load's statements use (no AUTO_INCREMENT; gh-ost and pt-online-schema-change refuse such tables)")
 	flag.BoolVar(&noAutoInc, "no-autoinc", false, "seed the table without AUTO_INCREMENT on its key (copy chunks can then run in parallel: copier/parallel.go)")
 	flag.DurationVar(&holdCutover, "hold-cutover", 0, "postpone enginemig's cut-over for this long after verification: the application's throughput with only change capture running (stage \"postponed\")")
+	flag.BoolVar(&withControl, "control", false, "after the tools at each load level, run the load alone for as long as enginemig took: what the application keeps with no conversion at all, the floor the other figures stand on")
 	flag.BoolVar(&costOnly, "capture-cost", false, "only measure what trigger capture adds to a single-row UPDATE, then exit")
 	flag.Parse()
 	if keyless && (withPTOSC || ghostBin != "") {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -14,18 +15,24 @@ import (
 	"github.com/enginemig/enginemig/sandbox"
 )
 
-// build is one tool under test: an enginemig binary, or native ALTER, pt-osc or gh-ost (kind).
-type build struct{ name, path string }
+// build is one tool under test: an enginemig binary, or native ALTER, pt-osc, gh-ost or no
+// conversion (kind); alone is how long the last converts nothing.
+type build struct {
+	name, path string
+	alone      time.Duration
+}
 
 // Kinds of build other than an enginemig binary.
 const (
 	nativeALTER = ""
 	ptOSC       = "pt-online-schema-change"
 	ghOST       = "gh-ost"
+	// noConversion converts nothing: the load runs alone for as long as enginemig took at that level.
+	noConversion = "no conversion"
 )
 
 var compareBin, ghostBin, ghostArgs string
-var skipNative bool
+var skipNative, withControl bool
 
 func run(ctx context.Context, rows, threads int, shares []float64, window time.Duration, idleOnly bool) error {
 	bin := filepath.Join(os.TempDir(), "enginemig-applybench")
@@ -34,9 +41,9 @@ func run(ctx context.Context, rows, threads int, shares []float64, window time.D
 	}
 	// Each build runs on an identical, freshly seeded table in the same run, so a before/after
 	// comparison is not skewed by the machine's mood.
-	builds := []build{{"enginemig", bin}}
+	builds := []build{{name: "enginemig", path: bin}}
 	if compareBin != "" {
-		builds = []build{{"before", compareBin}, {"after", bin}}
+		builds = []build{{name: "before", path: compareBin}, {name: "after", path: bin}}
 	}
 	args := []string{"--key-buffer-size=512M", "--max-binlog-size=1G"}
 	if ghostBin != "" {
@@ -65,10 +72,10 @@ func run(ctx context.Context, rows, threads int, shares []float64, window time.D
 		return captureCost(ctx, db, rows)
 	}
 	if withPTOSC {
-		builds = append(builds, build{"pt-osc", ptOSC})
+		builds = append(builds, build{name: "pt-osc", path: ptOSC})
 	}
 	if ghostBin != "" {
-		builds = append(builds, build{"gh-ost", ghOST})
+		builds = append(builds, build{name: "gh-ost", path: ghOST})
 	}
 	if !loadOnly {
 		if err := runIdle(db, srv.Port, rows, builds); err != nil || idleOnly {
@@ -76,7 +83,7 @@ func run(ctx context.Context, rows, threads int, shares []float64, window time.D
 		}
 	}
 	if !skipNative {
-		builds = append([]build{{"native", nativeALTER}}, builds...)
+		builds = append([]build{{name: "native", path: nativeALTER}}, builds...)
 	}
 	if err := seed(db, "state", rows); err != nil {
 		return err
@@ -95,14 +102,25 @@ func run(ctx context.Context, rows, threads int, shares []float64, window time.D
 		fmt.Printf("\ncapacity: %.0f requests/s unthrottled, the median of %s (%d threads, %d statements a request, %d errors); %s\n",
 			capacity.rps, windows, threads, len(request), capacity.errors, loadAvg())
 		fmt.Printf("load %.0f%% of capacity: %.0f requests/s\n", 100*share, share*capacity.rps)
-		var native time.Duration
-		for _, b := range builds {
+		var native, enginemig time.Duration
+		levelBuilds := slices.Clip(builds)
+		if withControl {
+			levelBuilds = append(levelBuilds, build{name: "control (no conversion)", path: noConversion})
+		}
+		for _, b := range levelBuilds {
+			if b.path == noConversion {
+				b.alone = enginemig
+			}
 			took, err := runLoaded(ctx, l, srv.Port, share*capacity.rps, window, b, native)
 			if err != nil {
 				return err
 			}
-			if b.path == nativeALTER {
+			switch b.path {
+			case nativeALTER:
 				native = took
+			case ptOSC, ghOST, noConversion:
+			default:
+				enginemig = took
 			}
 		}
 	}
@@ -152,6 +170,12 @@ func convert(ctx context.Context, db *sql.DB, b build, port int) (applyResult, e
 		err = runPTOSC(port, "state")
 	case ghOST:
 		err = runGhost(port, "state")
+	case noConversion:
+		select {
+		case <-time.After(b.alone):
+		case <-ctx.Done():
+			err = ctx.Err()
+		}
 	default:
 		return runApply(ctx, b.path, port, "state")
 	}
@@ -201,9 +225,9 @@ func runLoaded(ctx context.Context, l load, port int, rate float64, window time.
 		fmt.Printf("  %s: per stage: %s\n", b.name, formatShares(per))
 	}
 	if len(during.longGaps) > 0 {
-		fmt.Printf("  %s: write stalls over %s: %s\n", b.name, longGap, strings.Join(during.longGaps, ", "))
+		fmt.Printf("  %s: write stalls over %s: %s\n", b.name, longGap, formatGaps(during.longGaps, ar.stages))
 	}
-	if b.path != nativeALTER && b.path != ptOSC && b.path != ghOST {
+	if b.path != nativeALTER && b.path != ptOSC && b.path != ghOST && b.path != noConversion {
 		fmt.Printf("  %s: copy %.2fs, index build %.2fs, verify %.2fs (%d chunks let the source go while the shadow was behind); %d changes replayed (%.0f/s over the conversion), cut-over lock %s, peak RSS %d MiB\n",
 			b.name, ar.copySec, ar.indexSec, ar.verifySec, ar.behindRetries, ar.events, float64(ar.events)/took.Seconds(), ar.lockHeld, ar.maxRSSKiB/1024)
 	}

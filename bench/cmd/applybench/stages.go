@@ -162,3 +162,21 @@ func formatShares(per []stageShare) string {
 	}
 	return b.String()
 }
+
+// formatGaps lists write stalls with when each ended and, for enginemig, the stage it ended in.
+func formatGaps(gaps []writeGap, marks []stageMark) string {
+	out := make([]string, len(gaps))
+	for i, g := range gaps {
+		out[i] = fmt.Sprintf("%s ended %s", g.d.Round(time.Millisecond), g.end.UTC().Format("15:04:05.000"))
+		stage := ""
+		for _, m := range marks {
+			if !m.at.After(g.end) {
+				stage = m.stage
+			}
+		}
+		if stage != "" {
+			out[i] += " (" + stage + ")"
+		}
+	}
+	return strings.Join(out, ", ")
+}
