@@ -43,7 +43,16 @@ func run(ctx context.Context, rows, threads int, shares []float64, window time.D
 	// comparison is not skewed by the machine's mood.
 	builds := []build{{name: "enginemig", path: bin}}
 	if compareBin != "" {
-		builds = []build{{name: "before", path: compareBin}, {name: "after", path: bin}}
+		builds = nil
+		bins := strings.Split(compareBin, ",")
+		for _, b := range bins {
+			name := "before"
+			if len(bins) > 1 {
+				name = filepath.Base(b)
+			}
+			builds = append(builds, build{name: name, path: b})
+		}
+		builds = append(builds, build{name: "after", path: bin})
 	}
 	args := []string{"--key-buffer-size=512M", "--max-binlog-size=1G"}
 	if ghostBin != "" {
@@ -102,27 +111,43 @@ func run(ctx context.Context, rows, threads int, shares []float64, window time.D
 		fmt.Printf("\ncapacity: %.0f requests/s unthrottled, the median of %s (%d threads, %d statements a request, %d errors); %s\n",
 			capacity.rps, windows, threads, len(request), capacity.errors, loadAvg())
 		fmt.Printf("load %.0f%% of capacity: %.0f requests/s\n", 100*share, share*capacity.rps)
-		var native, enginemig time.Duration
-		levelBuilds := slices.Clip(builds)
-		if withControl {
-			levelBuilds = append(levelBuilds, build{name: "control (no conversion)", path: noConversion})
+		if err := runLevel(ctx, l, srv.Port, share*capacity.rps, window, builds); err != nil {
+			return err
 		}
+	}
+	return nil
+}
+
+// runLevel runs every build under the load at rate, repeat times in turn (A, B, A, B: the
+// machine's drift over the level is shared), and with several runs prints each build's medians.
+func runLevel(ctx context.Context, l load, port int, rate float64, window time.Duration, builds []build) error {
+	levelBuilds := slices.Clip(builds)
+	if withControl {
+		levelBuilds = append(levelBuilds, build{name: "control (no conversion)", path: noConversion})
+	}
+	var runs []loaded
+	for r := 0; r < max(repeat, 1); r++ {
+		var native, enginemig time.Duration
 		for _, b := range levelBuilds {
 			if b.path == noConversion {
 				b.alone = enginemig
 			}
-			took, err := runLoaded(ctx, l, srv.Port, share*capacity.rps, window, b, native)
+			res, err := runLoaded(ctx, l, port, rate, window, b, native)
 			if err != nil {
 				return err
 			}
+			runs = append(runs, res)
 			switch b.path {
 			case nativeALTER:
-				native = took
+				native = res.took
 			case ptOSC, ghOST, noConversion:
 			default:
-				enginemig = took
+				enginemig = res.took
 			}
 		}
+	}
+	if repeat > 1 {
+		fmt.Print(summarize(runs, levelBuilds))
 	}
 	return nil
 }
@@ -183,11 +208,11 @@ func convert(ctx context.Context, db *sql.DB, b build, port int) (applyResult, e
 }
 
 // runLoaded runs the load at rate requests/s on a freshly seeded table, measures it for window,
-// then converts the table with b while the load goes on. It returns the conversion's wall time;
-// native is native ALTER's under the same load (0: not measured), for the ratio.
-func runLoaded(ctx context.Context, l load, port int, rate float64, window time.Duration, b build, native time.Duration) (time.Duration, error) {
+// then converts the table with b while the load goes on, and prints what the application kept.
+// native is native ALTER's wall time under the same load (0: not measured), for the ratio.
+func runLoaded(ctx context.Context, l load, port int, rate float64, window time.Duration, b build, native time.Duration) (loaded, error) {
 	if err := seed(l.db, "state", l.rows); err != nil {
-		return 0, err
+		return loaded{}, err
 	}
 	m0, _ := readMachineCPU()
 	base := l.run(ctx, rate, window, nil)
@@ -206,12 +231,12 @@ func runLoaded(ctx context.Context, l load, port int, rate float64, window time.
 	stop()
 	during := <-result
 	if err != nil {
-		return 0, fmt.Errorf("%s under load: %w", b.name, err)
+		return loaded{}, fmt.Errorf("%s under load: %w", b.name, err)
 	}
 	took := t1.Sub(t0)
 	all, per := shares(during.seconds.Counts(), t0, t1, rate, ar.stages)
 	ratio := ""
-	if native > 0 {
+	if native > 0 && b.path != noConversion {
 		ratio = fmt.Sprintf(" (%.1fx native's)", took.Seconds()/native.Seconds())
 	}
 	fmt.Printf("  %s: conversion %.2fs%s; application %.0f%% of its target rate over the conversion, worst second %.0f%%; p99 request %s before, %s during; longest write stall %s; failed requests %d; baseline %.0f%% of target, so the application kept %.0f%% of what it served before; %s\n",
@@ -235,7 +260,8 @@ func runLoaded(ctx context.Context, l load, port int, rate float64, window time.
 		fmt.Printf("  %s: before the conversion the load kept %.2f of %d cores busy; the idle conversion used %.2fs of CPU (server and enginemig)\n",
 			b.name, busy, numCPU(), work.Seconds())
 	}
-	return took, nil
+	return loaded{build: b.name, took: took, mean: all.mean, worst: all.worst, p99: during.p99, stall: during.maxWriteGap,
+		void: base.rps < saturated*rate}, nil
 }
 
 // loadAvg is the machine's load average, printed with every measurement: other jobs on a shared
