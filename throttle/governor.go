@@ -26,9 +26,15 @@ type signals struct {
 // slack in its latency loses it before its read doubles. An application that runs as fast as it
 // can loses some throughput to any other work, so under it the copy mostly stays at level 0 until
 // the baselines follow (follow).
+//
+// probeSlack: a read that meets a chunk waits for the rest of that chunk's lock (up to
+// --chunk-time, 15 ms). With 1 ms of slack the median of five reads crossed the bound as soon as
+// about a third of them met a chunk, and at 25 % load the copy, backing off on that alone, took
+// 46 s (median of three runs) against gh-ost's 36 s while the application lost no throughput;
+// with 4 ms, 30 s, p99 122 against 117 ms (docs/bench.md, "Every tool and the load alone").
 const (
 	minShare     = 0.9
-	probeSlack   = time.Millisecond
+	probeSlack   = 4 * time.Millisecond
 	probeWindow  = 5
 	runningSlack = 4
 	smoothing    = 0.3 // weight of a new measurement in the averages
