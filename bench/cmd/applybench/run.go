@@ -16,7 +16,7 @@ import (
 )
 
 // build is one tool under test: an enginemig binary, or native ALTER, pt-osc, gh-ost or no
-// conversion (kind); alone is how long the last converts nothing.
+// conversion (kind); for no conversion, alone is how long the load runs by itself.
 type build struct {
 	name, path string
 	alone      time.Duration
