@@ -87,12 +87,9 @@ func shares(counts []int64, t0, t1 time.Time, rate float64, marks []stageMark) (
 	perBucket := rate * bucket.Seconds()
 	label := make([]string, n)
 	for i := range label {
-		label[i] = "start"
-		at := t0.Add(time.Duration(i) * bucket)
-		for _, m := range marks {
-			if !m.at.After(at.Add(bucket / 2)) {
-				label[i] = m.stage
-			}
+		label[i] = stageAt(marks, t0.Add(time.Duration(i)*bucket+bucket/2))
+		if label[i] == "" {
+			label[i] = "start"
 		}
 	}
 	all = window(counts, 0, n, perBucket, t0)
@@ -168,15 +165,21 @@ func formatGaps(gaps []writeGap, marks []stageMark) string {
 	out := make([]string, len(gaps))
 	for i, g := range gaps {
 		out[i] = fmt.Sprintf("%s ended %s", g.d.Round(time.Millisecond), g.end.UTC().Format("15:04:05.000"))
-		stage := ""
-		for _, m := range marks {
-			if !m.at.After(g.end) {
-				stage = m.stage
-			}
-		}
-		if stage != "" {
+		if stage := stageAt(marks, g.end); stage != "" {
 			out[i] += " (" + stage + ")"
 		}
 	}
 	return strings.Join(out, ", ")
+}
+
+// stageAt is the stage the conversion was in at t: the last mark at or before it ("" before the
+// first).
+func stageAt(marks []stageMark, t time.Time) string {
+	stage := ""
+	for _, m := range marks {
+		if !m.at.After(t) {
+			stage = m.stage
+		}
+	}
+	return stage
 }
