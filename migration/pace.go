@@ -24,18 +24,7 @@ func (m *migrator) startPace(ctx context.Context) (func(), error) {
 	}
 	probe := q.Probe()
 	g := throttle.NewGentle(m.db, throttle.GentleConfig{Logger: m.log, Probe: func(ctx context.Context) error {
-		var key sql.RawBytes
-		rows, err := m.db.QueryContext(ctx, probe)
-		if err != nil {
-			return err
-		}
-		for rows.Next() {
-			if err := rows.Scan(&key); err != nil {
-				rows.Close()
-				return err
-			}
-		}
-		return errors.Join(rows.Err(), rows.Close())
+		return drain(ctx, m.db, probe)
 	}})
 	if err := g.Start(ctx); err != nil {
 		return nil, outcome.New(outcome.FailedSafe, fmt.Errorf("pacing: %w", err),
@@ -63,4 +52,28 @@ func (m *migrator) roomBeside() bool {
 	}
 	m.log.Info("verifying after the index build: the application needs the server", "pace", g.State().Level)
 	return false
+}
+
+// drain runs query and reads every row it returns, whatever its columns: the probe selects every
+// column of the copy key, one or several.
+func drain(ctx context.Context, db *sql.DB, query string) error {
+	rows, err := db.QueryContext(ctx, query)
+	if err != nil {
+		return err
+	}
+	cols, err := rows.Columns()
+	if err != nil {
+		return errors.Join(err, rows.Close())
+	}
+	vals := make([]sql.RawBytes, len(cols))
+	ptrs := make([]any, len(cols))
+	for i := range vals {
+		ptrs[i] = &vals[i]
+	}
+	for rows.Next() {
+		if err := rows.Scan(ptrs...); err != nil {
+			return errors.Join(err, rows.Close())
+		}
+	}
+	return errors.Join(rows.Err(), rows.Close())
 }

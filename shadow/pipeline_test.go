@@ -3,6 +3,7 @@ package shadow
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"strconv"
@@ -127,21 +128,26 @@ func TestCaptureFailureStopsTheRunningStep(t *testing.T) {
 // the application's writes, meanwhile. So a repair (verifyTarget.Exclusive) waits for Exec.
 func TestRepairWaitsForTheIndexBuild(t *testing.T) {
 	p, _, _ := open(t, 100)
-	built := make(chan time.Time, 1)
+	const build = 500 * time.Millisecond
+	done := make(chan struct{})
+	started := time.Now()
 	go func() {
+		defer close(done)
 		// Stands for a long ALTER TABLE ... ADD INDEX on the target.
-		err := p.Exec(context.Background(), "DO SLEEP(0.5)")
-		if err != nil {
+		if err := p.Exec(context.Background(), fmt.Sprintf("DO SLEEP(%g)", build.Seconds())); err != nil {
 			t.Error(err)
 		}
-		built <- time.Now()
 	}()
 	time.Sleep(100 * time.Millisecond) // let the build start
 	var repaired time.Time
 	if err := (verifyTarget{p}).Exclusive(func() error { repaired = time.Now(); return nil }); err != nil {
 		t.Fatal(err)
 	}
-	if end := <-built; repaired.Before(end) {
-		t.Fatalf("a repair ran %s before the index build ended", end.Sub(repaired))
+	<-done
+	// The build cannot end before its SLEEP has: a repair that waited for it runs at least that
+	// long after the build started. (Comparing with a time the builder takes after its Exec
+	// returns would race the repair for the clock.)
+	if waited := repaired.Sub(started); waited < build {
+		t.Fatalf("a repair ran %s after a %s index build started", waited, build)
 	}
 }
