@@ -69,7 +69,7 @@ func shapeMatrix() []tableShape {
 	return []tableShape{
 		{name: "int_varchar_ci", everyFlavour: true,
 			columns: ", a INT NOT NULL, k VARCHAR(20) COLLATE utf8mb4_general_ci NOT NULL, PRIMARY KEY (a, k)",
-			shape: withPayload(ackload.Shape{Key: []string{"a", "k"}, KeyOf: func(n int64) []any { return []any{n / 7, mixedCase(n)} }})},
+			shape:   withPayload(ackload.Shape{Key: []string{"a", "k"}, KeyOf: func(n int64) []any { return []any{n / 7, mixedCase(n)} }})},
 		{name: "enum_datetime_int", everyFlavour: true,
 			columns: ", e ENUM('red','green','blue') NOT NULL, d DATETIME(6) NOT NULL, i INT NOT NULL, PRIMARY KEY (e, d, i)",
 			shape: withPayload(ackload.Shape{Key: []string{"e", "d", "i"}, KeyOf: func(n int64) []any {
