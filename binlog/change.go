@@ -50,6 +50,7 @@ var ErrPartialJSON = errors.New("a partial JSON update is in the binlog (binlog_
 
 // rowMapper maps binlog row images (all table columns, in the server's order) to copy columns.
 type rowMapper struct {
+	binaryLen []int // n of a BINARY(n) column, else 0
 	// source[i] is the binlog column index of copy column i.
 	source   []int
 	unsigned []bool
@@ -87,9 +88,13 @@ func newRowMapper(ti *table.Info, tm *replication.TableMapEvent) (*rowMapper, er
 			m.source[i] = pos[c.Name]
 		}
 	}
+	m.binaryLen = make([]int, len(cols))
 	for i, c := range cols {
 		m.unsigned[i] = strings.Contains(strings.ToLower(c.ColumnType), "unsigned")
 		m.types[i] = strings.ToLower(c.DataType)
+		if m.types[i] == "binary" {
+			m.binaryLen[i] = int(c.OctetLength)
+		}
 	}
 	return m, nil
 }
@@ -107,9 +112,32 @@ func (m *rowMapper) mapRow(row []any) ([]any, error) {
 		if m.unsigned[i] {
 			v = toUnsigned(v, m.types[i])
 		}
+		if n := m.binaryLen[i]; n > 0 {
+			v = padBinary(v, n)
+		}
 		out[i] = v
 	}
 	return out, nil
+}
+
+// padBinary gives a BINARY(n) value its trailing zero bytes back: a row image stores the value
+// without them (they are the type's padding), and a replayed DELETE or UPDATE whose key lacks them
+// finds no row, so the change would be lost (MySQL 9.7 with binlog_row_metadata=MINIMAL; the shape
+// matrix's BINARY(16) key caught it).
+func padBinary(v any, n int) any {
+	var b []byte
+	switch x := v.(type) {
+	case string:
+		b = []byte(x)
+	case []byte:
+		b = x
+	default:
+		return v
+	}
+	if len(b) >= n {
+		return v
+	}
+	return append(append(make([]byte, 0, n), b...), make([]byte, n-len(b))...)
 }
 
 // toUnsigned reinterprets signed integers from events without signedness metadata (go-mysql
