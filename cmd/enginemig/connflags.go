@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"time"
@@ -84,9 +86,11 @@ func promptPassword() (string, error) {
 		b, err := term.ReadPassword(int(os.Stdin.Fd()))
 		return string(b), err
 	}
+	// Standard input that ends before any character is an empty password, sent as none: an
+	// account without a password (common in staging) given to a script or the Ansible role as "".
 	line, err := bufio.NewReader(os.Stdin).ReadString('\n')
-	if err != nil && line == "" {
-		return "", fmt.Errorf("--ask-password: no password on standard input")
+	if err != nil && !errors.Is(err, io.EOF) {
+		return "", fmt.Errorf("--ask-password: read standard input: %w", err)
 	}
 	return strings.TrimRight(line, "\r\n"), nil
 }

@@ -218,3 +218,31 @@ func TestTLSModes(t *testing.T) {
 		})
 	}
 }
+
+// An account without a password, as staging servers have, given as an empty standard input to
+// --ask-password (what the Ansible role does with enginemig_password: ""): no password is sent
+// and the command connects.
+func TestEmptyPasswordOnStandardInput(t *testing.T) {
+	srv := sandboxtest.ForTest(t, sandbox.Options{})
+	empty := filepath.Join(t.TempDir(), "my.cnf")
+	if err := os.WriteFile(empty, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, input := range []string{"", "\n"} {
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.WriteString(input)
+		w.Close()
+		stdin := os.Stdin
+		os.Stdin = r
+		out, code := runCLI(t, "status", "--defaults-file", empty, "--host", "127.0.0.1", "--port", strconv.Itoa(srv.Port),
+			"--user", "root", "--ssl-mode", "DISABLED", "--ask-password", "--output", "json")
+		os.Stdin = stdin
+		r.Close()
+		if code != outcome.OK {
+			t.Errorf("standard input %q: exit %d\n%s", input, code, out)
+		}
+	}
+}
