@@ -113,7 +113,7 @@ func loadGalera(ctx context.Context, q Querier, s *ServerInfo, nodes []string) (
 func selfAddress(nodes []string, incoming, port string) string {
 	var byPort []string
 	for _, n := range nodes {
-		if n == incoming {
+		if n == incoming && nodeAddress(n) == nil {
 			return n
 		}
 		if _, p, err := net.SplitHostPort(n); err == nil && p == port {
@@ -124,6 +124,17 @@ func selfAddress(nodes []string, incoming, port string) string {
 		return byPort[0]
 	}
 	return ""
+}
+
+// nodeAddress says why a node address the cluster reported cannot be connected to: a node without
+// wsrep_node_incoming_address set reports "AUTO" (every such node alike), which is no address; it
+// must not be taken for this node, nor for another.
+func nodeAddress(addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || host == "" || port == "" {
+		return fmt.Errorf("the cluster reports %q for this node, not a host:port enginemig can connect to (set wsrep_node_incoming_address on each node, or name every node with --node host:port)", addr)
+	}
+	return nil
 }
 
 // NodeOpener connects to another node of the cluster with the credentials plan was given.
@@ -154,7 +165,9 @@ func (g *Galera) countRows(ctx context.Context, q Querier, open NodeOpener, cand
 		var err error
 		if node != g.Self {
 			var db *sql.DB
-			if open == nil {
+			if aerr := nodeAddress(node); aerr != nil {
+				err = aerr
+			} else if open == nil {
 				err = fmt.Errorf("no way to connect to other nodes")
 			} else if db, err = open(ctx, node); err == nil {
 				defer db.Close()
