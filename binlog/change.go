@@ -50,12 +50,13 @@ var ErrPartialJSON = errors.New("a partial JSON update is in the binlog (binlog_
 
 // rowMapper maps binlog row images (all table columns, in the server's order) to copy columns.
 type rowMapper struct {
-	binaryLen []int // n of a BINARY(n) column, else 0
 	// source[i] is the binlog column index of copy column i.
 	source   []int
 	unsigned []bool
 	types    []string
 	nColumns int
+	// binaryLen[i] is n for a BINARY(n) copy column, else 0.
+	binaryLen []int
 }
 
 // newRowMapper resolves columns by name when the event carries names (binlog_row_metadata=FULL),
@@ -122,8 +123,7 @@ func (m *rowMapper) mapRow(row []any) ([]any, error) {
 
 // padBinary gives a BINARY(n) value its trailing zero bytes back: a row image stores the value
 // without them (they are the type's padding), and a replayed DELETE or UPDATE whose key lacks them
-// finds no row, so the change would be lost (MySQL 9.7 with binlog_row_metadata=MINIMAL; the shape
-// matrix's BINARY(16) key caught it).
+// finds no row, so the change would be lost (seen on MySQL 9.7; docs/testing.md, "Table shapes").
 func padBinary(v any, n int) any {
 	var b []byte
 	switch x := v.(type) {

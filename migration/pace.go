@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/enginemig/enginemig/copier"
+	"github.com/enginemig/enginemig/dbconn"
 	"github.com/enginemig/enginemig/outcome"
 	"github.com/enginemig/enginemig/table"
 	"github.com/enginemig/enginemig/throttle"
@@ -65,13 +66,8 @@ func drain(ctx context.Context, db *sql.DB, query string) error {
 	if err != nil {
 		return errors.Join(err, rows.Close())
 	}
-	vals := make([]sql.RawBytes, len(cols))
-	ptrs := make([]any, len(cols))
-	for i := range vals {
-		ptrs[i] = &vals[i]
-	}
 	for rows.Next() {
-		if err := rows.Scan(ptrs...); err != nil {
+		if _, err := dbconn.ScanValues(rows, len(cols)); err != nil {
 			return errors.Join(err, rows.Close())
 		}
 	}

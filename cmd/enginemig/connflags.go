@@ -28,7 +28,7 @@ func connectionFlags() []cli.Flag {
 		&cli.StringFlag{Name: "socket", Aliases: []string{"S"}, Usage: "unix socket path", Category: cat},
 		&cli.StringFlag{Name: "user", Aliases: []string{"u"}, Usage: "user name (default: option file, then $USER)", Category: cat},
 		&cli.StringFlag{Name: "password", Usage: "password; prefer ENGINEMIG_PASSWORD, MYSQL_PWD, an option file or --ask-password: enginemig hides a --password value from the process list once started, but it is visible until then", Category: cat},
-		&cli.BoolFlag{Name: "ask-password", Aliases: []string{"p"}, Usage: "prompt for the password on the terminal", Category: cat},
+		&cli.BoolFlag{Name: "ask-password", Aliases: []string{"p"}, Usage: "prompt for the password on the terminal (without one: read a line of standard input; empty means no password)", Category: cat},
 		&cli.StringFlag{Name: "defaults-file", Usage: "read [client], [mysql] and [enginemig] groups of this option file instead of ~/.my.cnf", Category: cat},
 		&cli.StringFlag{Name: "ssl-mode", Usage: "DISABLED, PREFERRED (default: TLS when the server offers it), REQUIRED, VERIFY_CA or VERIFY_IDENTITY", Category: cat},
 		&cli.StringFlag{Name: "ssl-ca", Usage: "CA certificate file (PEM) to verify the server with", Category: cat},

@@ -115,7 +115,7 @@ func (l *TwinLoad) values(n, v int64) []any {
 
 func (l *TwinLoad) insert(ctx context.Context, db *sql.DB, tbl string, rows [][]any) error {
 	cols := l.columns()
-	one := "(" + strings.TrimSuffix(strings.Repeat("?,", len(cols)), ",") + ")"
+	one := "(" + placeholders(len(cols)) + ")"
 	var args []any
 	for _, r := range rows {
 		args = append(args, r...)
@@ -197,14 +197,14 @@ func (l *TwinLoad) write(ctx context.Context, w int) {
 			}
 		case op < 16: // insert a new row, or (no key) a duplicate of this one
 			if l.shape.keyless() && op == 15 {
-				if l.mirror("INSERT INTO %s ("+quoteList(l.columns())+") VALUES ("+placeholders(len(l.columns()))+")", l.values(n, row.v)...) {
+				if l.mirror(l.insertOne(), l.values(n, row.v)...) {
 					row.copies++
 				}
 				continue
 			}
 			n2 := l.nOf(w, next)
 			next++
-			if l.mirror("INSERT INTO %s ("+quoteList(l.columns())+") VALUES ("+placeholders(len(l.columns()))+")", l.values(n2, 0)...) {
+			if l.mirror(l.insertOne(), l.values(n2, 0)...) {
 				model[n2] = &twinRow{copies: 1}
 				live = append(live, n2)
 			}
@@ -232,6 +232,11 @@ func (l *TwinLoad) write(ctx context.Context, w int) {
 			}
 		}
 	}
+}
+
+// insertOne is the format (for mirror) of a one-row INSERT of every written column.
+func (l *TwinLoad) insertOne() string {
+	return "INSERT INTO %s (" + quoteList(l.columns()) + ") VALUES (" + placeholders(len(l.columns())) + ")"
 }
 
 func placeholders(n int) string { return strings.TrimSuffix(strings.Repeat("?,", n), ",") }
