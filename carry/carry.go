@@ -21,9 +21,10 @@ import (
 // writes fire none. Trigger names are unique per schema and cannot be renamed, and RENAME TABLE
 // takes a table's triggers with it, so the move has two steps (docs/how-it-works.md, "Triggers"):
 //
-//  1. install, under the cut-over lock after the catch-up: guarded stand-ins under temporary names
-//     on the table about to become live (table.Trigger.CreateGuarded). They fire only while the
-//     real trigger is not on the live table, which before the swap it is.
+//  1. install, before the cut-over lock or under it after the catch-up (PrepareSwap says which):
+//     guarded stand-ins under temporary names on the table about to become live
+//     (table.Trigger.CreateGuarded). They fire only while the real trigger is not on the live
+//     table, which before the swap it is.
 //  2. finish, after the swap: per trigger, the real one is dropped from the table that left (no
 //     longer written by the application) and created on the live table just before its stand-in,
 //     which the guard silences at that instant; then the stand-in is dropped.
@@ -61,6 +62,11 @@ func (c *Carrier) Install(ctx context.Context, onTable string) error {
 	if err := c.DropStandIns(ctx, onTable); err != nil {
 		return err
 	}
+	return c.create(ctx, onTable)
+}
+
+// create creates the guarded stand-ins on onTable, in firing order.
+func (c *Carrier) create(ctx context.Context, onTable string) error {
 	for _, tr := range c.Triggers {
 		if err := c.exec(ctx, tr, tr.CreateGuarded(c.Schema, onTable, c.Live)); err != nil {
 			return fmt.Errorf("create the stand-in of trigger %s on %s: %w", tr.Name, onTable, err)
@@ -170,16 +176,47 @@ func (c *Carrier) exec(ctx context.Context, tr table.Trigger, stmt string) error
 // PrepareSwap installs the stand-ins before the lock: a CREATE or DROP TRIGGER takes tens of
 // milliseconds, which under the lock the application would wait for, once per trigger; before the
 // lock they cost the application nothing, and replay's rows skip their guard
-// (dbconn.OwnWriteVar). Creating a trigger fails for good (its definition, a privilege), not
-// because the table is busy: that stops the cut-over instead of retrying.
+// (dbconn.OwnWriteVar). Not when a trigger writes or reads another table: a stand-in on the target
+// makes every write to it open that table too, which the cut-over's LOCK TABLES of the source holds
+// (the server locks the tables of the source's triggers with it), so the catch-up's writes would
+// wait for the lock they are meant to finish under; those stand-ins are created under the lock
+// after the catch-up (UnderLock), and only an earlier attempt's are dropped here. Creating a
+// trigger fails for good (its definition, a privilege), not because the table is busy: that stops
+// the cut-over instead of retrying.
 func (c *Carrier) PrepareSwap(ctx context.Context, onTable string) error {
 	if len(c.Triggers) == 0 {
 		return nil
 	}
-	if err := c.Install(ctx, onTable); err != nil {
+	prepare := c.Install
+	if c.touchTables() {
+		prepare = c.DropStandIns
+	}
+	if err := prepare(ctx, onTable); err != nil {
 		return fmt.Errorf("%w: %w", cutover.ErrAbort, err)
 	}
 	return nil
+}
+
+// UnderLock runs under the cut-over lock once the target has caught up: the triggers must be as
+// they were, and the stand-ins PrepareSwap left for now are created.
+func (c *Carrier) UnderLock(ctx context.Context, onTable string) error {
+	if err := c.CheckUnchanged(ctx); err != nil || !c.touchTables() {
+		return err
+	}
+	if err := c.create(ctx, onTable); err != nil {
+		return fmt.Errorf("%w: %w", cutover.ErrAbort, err)
+	}
+	return nil
+}
+
+// touchTables reports whether a trigger's body may read or write a table (PrepareSwap).
+func (c *Carrier) touchTables() bool {
+	for _, tr := range c.Triggers {
+		if tr.TouchesTables() {
+			return true
+		}
+	}
+	return false
 }
 
 // AbandonSwap removes the stand-ins a failed cut-over attempt installed.

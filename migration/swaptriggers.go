@@ -36,9 +36,9 @@ func (m *migrator) carrier() *carry.Carrier {
 	return &carry.Carrier{DB: m.db, Schema: m.ti.Schema, Live: m.ti.Name, Triggers: m.triggers, Log: m.log}
 }
 
-// swapHook takes part in each cut-over attempt: before the lock it installs the triggers'
-// stand-ins on the shadow; under the lock it checks that the triggers did not change and records
-// the swap position.
+// swapHook takes part in each cut-over attempt: it installs the triggers' stand-ins on the shadow
+// (carry.Carrier.PrepareSwap says whether before the lock or under it); under the lock it checks
+// that the triggers did not change and records the swap position.
 type swapHook struct{ m *migrator }
 
 func (h swapHook) PrepareSwap(ctx context.Context) error {
@@ -50,7 +50,7 @@ func (h swapHook) AbandonSwap(ctx context.Context) {
 }
 
 func (h swapHook) RecordSwap(ctx context.Context, pos string) error {
-	if err := h.m.carrier().CheckUnchanged(ctx); err != nil {
+	if err := h.m.carrier().UnderLock(ctx, table.ShadowName(h.m.ti.Name)); err != nil {
 		return err
 	}
 	return h.m.rec.RecordSwap(ctx, pos)

@@ -11,7 +11,8 @@ import (
 )
 
 // rollbackHook takes part in each attempt of the swap back: the triggers' stand-ins go on the
-// kept original before the lock, and under the lock the triggers must be as they were.
+// kept original (before the lock or under it: carry.Carrier.PrepareSwap), and under the lock the
+// triggers must be as they were.
 type rollbackHook struct {
 	c       *carry.Carrier
 	onTable string
@@ -22,7 +23,7 @@ func (h rollbackHook) PrepareSwap(ctx context.Context) error {
 }
 func (h rollbackHook) AbandonSwap(ctx context.Context) { h.c.AbandonSwap(ctx, h.onTable) }
 func (h rollbackHook) RecordSwap(ctx context.Context, _ string) error {
-	return h.c.CheckUnchanged(ctx)
+	return h.c.UnderLock(ctx, h.onTable)
 }
 
 var triggerDDL = regexp.MustCompile(`(?is)^\s*(/\*.*?\*/\s*)*(CREATE\b.*?\bTRIGGER\b|DROP\s+TRIGGER\b)`)

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 
 	"github.com/enginemig/enginemig/dbconn"
@@ -231,3 +232,12 @@ func FromStandIn(s Trigger) (Trigger, bool) {
 	t.Body = []byte(body[j+len(then) : len(body)-len(end)])
 	return t, true
 }
+
+// tableWords are the words of a statement that reads or writes a table, or calls a routine that
+// may: a body without any of them (SET NEW.x = ..., IF ... THEN SIGNAL ...) touches no table. A
+// stored function called in an expression is not seen.
+var tableWords = regexp.MustCompile(`(?i)\b(INSERT|UPDATE|DELETE|REPLACE|SELECT|CALL|FROM|INTO)\b`)
+
+// TouchesTables reports whether the trigger's body may read or write a table (or call a
+// procedure that may): the server then locks those tables with every lock of the trigger's table.
+func (t Trigger) TouchesTables() bool { return tableWords.Match(t.Body) }

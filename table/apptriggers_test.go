@@ -60,3 +60,23 @@ func TestTriggerFromStandIn(t *testing.T) {
 		t.Fatal("an ordinary trigger is no stand-in")
 	}
 }
+
+// A body that writes, reads or calls something touches tables; one that only sets NEW's values or
+// signals does not (carry.Carrier.PrepareSwap creates the stand-ins of the first kind under the
+// cut-over lock).
+func TestTriggerTouchesTables(t *testing.T) {
+	for body, want := range map[string]bool{
+		"INSERT INTO audit VALUES ('i', NEW.n, NEW.v)":                        true,
+		"BEGIN UPDATE totals SET n = n + 1; END":                              true,
+		"SET NEW.total = (SELECT SUM(x) FROM parts WHERE id = NEW.id)":        true,
+		"delete from log where id = OLD.id":                                   true,
+		"CALL note_change(NEW.id)":                                            true,
+		"SET NEW.updated = NOW()":                                             false,
+		"BEGIN IF NEW.v < 0 THEN SIGNAL SQLSTATE '45000'; END IF; END":        false,
+		"SET NEW.selected_at = NOW(), NEW.inserted = 1, NEW.fromage = 'brie'": false,
+	} {
+		if got := (Trigger{Body: []byte(body)}).TouchesTables(); got != want {
+			t.Errorf("%q: TouchesTables %v, want %v", body, got, want)
+		}
+	}
+}
