@@ -60,8 +60,9 @@ func TestClientSideCopyRestsWhileOthersWait(t *testing.T) {
 	defer stop()
 	const ratio = 30
 	log := &chunkLog{}
+	// MaxChunk: at least 20 chunks whatever this machine copies in 2 ms (a fast one made 7).
 	c := copier.New(p.reader, p.writer, q, log, nil, copier.Config{ClientSide: true,
-		Pace: copier.Pace{ChunkTime: 2 * time.Millisecond, IdleChunkTime: 2 * time.Millisecond, RestRatio: ratio}}, nil)
+		Pace: copier.Pace{ChunkTime: 2 * time.Millisecond, IdleChunkTime: 2 * time.Millisecond, RestRatio: ratio, MaxChunk: rows / 20}}, nil)
 	log.c = c
 	waitedBefore := locksWaited(t, p.control)
 	if err := c.Run(context.Background()); err != nil {
