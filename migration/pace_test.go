@@ -25,7 +25,8 @@ import (
 // ms, about a third of what it serves running flat out on 2 cores: the pace bounds the
 // application's throughput to 90 % of its usual, and a flat-out application loses some to any
 // copy at all, so under one the copy would stay at its gentlest pace.
-func paceApp(ctx context.Context, db *sql.DB, rows int, errs *atomic.Int64) *sync.WaitGroup {
+// done counts the requests served (both statements succeeded).
+func paceApp(ctx context.Context, db *sql.DB, rows int, errs, done *atomic.Int64) *sync.WaitGroup {
 	var wg sync.WaitGroup
 	start := time.Now()
 	for i := 0; i < 12; i++ {
@@ -41,6 +42,8 @@ func paceApp(ctx context.Context, db *sql.DB, rows int, errs *atomic.Int64) *syn
 				}
 				if _, err := db.Exec("UPDATE guilds SET v = v + 1 WHERE id = ?", 1+r.IntN(100)); err != nil {
 					errs.Add(1)
+				} else {
+					done.Add(1)
 				}
 			}
 		}(i)
@@ -75,14 +78,14 @@ func TestCopyBacksOffWhileTheApplicationIsSlowed(t *testing.T) {
 	appDB.SetMaxOpenConns(16)
 	defer appDB.Close()
 	ctx, stopApp := context.WithCancel(context.Background())
-	var appErrs atomic.Int64
-	app := paceApp(ctx, appDB, rows, &appErrs)
+	var appErrs, served atomic.Int64
+	app := paceApp(ctx, appDB, rows, &appErrs, &served)
 	defer func() { stopApp(); app.Wait() }()
 	time.Sleep(500 * time.Millisecond)
+	usual := servedRate(&served, time.Second) // the application's throughput before the copy
 
 	opts := testOptions(srv, schema, "players")
 	opts.ControlSocket = filepath.Join(t.TempDir(), "ctl.sock")
-	opts.FixedPace = false
 	opts.seams.IdleChunkTime = copier.DefaultChunkTime // short chunks throughout, so the copy lasts
 	done := make(chan error, 1)
 	go func() { _, err := Run(context.Background(), db, opts); done <- err }()
@@ -125,25 +128,26 @@ func TestCopyBacksOffWhileTheApplicationIsSlowed(t *testing.T) {
 	}
 	t.Logf("level %d when the lock was taken, backed off after %s, down to %d; %d rows copied while it was held", first, backedOff.Round(time.Millisecond), lowest, rowsAtUnlock-rowsAtLock)
 
-	// The copy has recovered when its pace climbs back to level 5 (a busy application's start:
-	// resting as long as each chunk held the table), or when it copies at least
-	// half as fast again as while the lock was held (it may finish before the pace is seen at 3);
-	// the pace reported by the stages after it (index build, verification) is theirs, not the
-	// copy's.
-	highest, rowsAfter, copyEnd := 0, rowsAtUnlock, time.Time{}
+	// After the lock the copy speeds up again as the application gets its throughput back: the
+	// pace climbs a level each half second of calm, so within 8 s it is back at level 3 (rests of
+	// four times a chunk's lock) or higher, or the copy is over. Whether the application got its
+	// throughput back is its own count of requests served, against the same count before the copy:
+	// on a machine busy with other work it may not, and then the copy rightly stays gentle. The
+	// pace reported by the stages after the copy (index build, verification) is theirs.
+	servedAtUnlock := served.Load()
+	highest, copyOver := 0, false
 	for time.Since(unlocked) < 8*time.Second && highest < 5 {
-		level, copied, stage, ok := paceOf(opts.ControlSocket)
+		level, _, stage, ok := paceOf(opts.ControlSocket)
 		if stage != state.StageCopy.String() { // a later stage, or the run is over and its socket gone
-			rowsAfter, copyEnd = rows, time.Now()
+			copyOver = true
 			break
 		}
 		if ok {
-			highest, rowsAfter, copyEnd = max(highest, level), copied, time.Now()
+			highest = max(highest, level)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	duringRate := float64(rowsAtUnlock-rowsAtLock) / unlocked.Sub(locked).Seconds()
-	afterRate := float64(rowsAfter-rowsAtUnlock) / copyEnd.Sub(unlocked).Seconds()
+	after := float64(served.Load()-servedAtUnlock) / time.Since(unlocked).Seconds()
 	select {
 	case err := <-done:
 		if err != nil {
@@ -152,8 +156,10 @@ func TestCopyBacksOffWhileTheApplicationIsSlowed(t *testing.T) {
 	case <-time.After(2 * time.Minute):
 		t.Fatal("apply did not finish after the lock was gone")
 	}
-	if highest < 5 && afterRate < 1.5*duringRate {
-		t.Errorf("after the lock the copy's pace came back only to level %d within 8 s, copying %.0f rows/s against %.0f while the lock was held", highest, afterRate, duringRate)
+	recovered := after >= minShare*usual
+	t.Logf("after the lock: pace up to level %d (copy over: %v); the application served %.0f requests/s, %.0f before the copy", highest, copyOver, after, usual)
+	if recovered && !copyOver && highest < 3 {
+		t.Errorf("after the lock the application served %.0f requests/s (%.0f before the copy), yet the copy's pace came back only to level %d within 8 s, want 3 or more", after, usual, highest)
 	}
 	if n := appErrs.Load(); n != 0 {
 		t.Errorf("%d application statements failed", n)
@@ -166,4 +172,15 @@ func TestCopyBacksOffWhileTheApplicationIsSlowed(t *testing.T) {
 	if n != rows {
 		t.Errorf("%d rows after the conversion, want %d", n, rows)
 	}
+}
+
+// minShare is the share of its usual throughput at which the application counts as recovered
+// (the pace's own bound, throttle's minShare).
+const minShare = 0.9
+
+// servedRate is how many requests a second the counter rose over d.
+func servedRate(c *atomic.Int64, d time.Duration) float64 {
+	start, t0 := c.Load(), time.Now()
+	time.Sleep(d)
+	return float64(c.Load()-start) / time.Since(t0).Seconds()
 }
