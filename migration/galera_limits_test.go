@@ -98,6 +98,17 @@ func galeraRetry(t *testing.T, c *sandboxtest.Cluster) {
 	w := "`" + schema + "`.w"
 	sandboxtest.MustExec(t, db1, "CREATE TABLE "+w+" (id INT PRIMARY KEY, v INT) ENGINE=InnoDB", "INSERT INTO "+w+" VALUES (1, 0)")
 	waitTable(t, db2, schema, "w")
+	// The row too: node 2's UPDATE of a row not yet applied there changes nothing, replicates
+	// nothing, and the first run commits without a conflict (seen once under load).
+	for end := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		var n int
+		if db2.QueryRow("SELECT COUNT(*) FROM "+w+" WHERE id = 1").Scan(&n); n == 1 {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatal("node 2: the row is not there 10 s after its INSERT on node 1")
+		}
+	}
 	runs := 0
 	var first error
 	err := dbconn.RetryClusterAborts(context.Background(), func() error {

@@ -39,11 +39,11 @@ func openControl(t *testing.T, s *sandbox.Server) *sql.DB {
 	return db
 }
 
-// testOptions keeps the fixed pace: most tests' writers run flat out, which the automatic pace
-// (throttle.Gentle) would answer with its gentlest rests, making them slow for nothing they check.
-// The paced path has its own tests (pace_test.go, the "paced" case of the concurrent writers).
+// testOptions are apply's defaults, as `enginemig apply` runs with no flags (automatic pace,
+// binlog capture where the server allows it, verification, copy workers) on a sandbox schema.
+// A test that needs another setting changes it and says why.
 func testOptions(s *sandbox.Server, schema, tbl string) Options {
-	return Options{Conn: connConfig(s), Schema: schema, Table: tbl, StateSchema: "_enginemig_test", FixedPace: true,
+	return Options{Conn: connConfig(s), Schema: schema, Table: tbl, StateSchema: "_enginemig_test",
 		Logger: slog.New(slog.NewTextHandler(prefixed{os.Stderr, "    migration: "}, nil))}
 }
 

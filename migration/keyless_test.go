@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/enginemig/enginemig/bench/pace"
 	"github.com/enginemig/enginemig/dbconn"
 	"github.com/enginemig/enginemig/rollback"
 	"github.com/enginemig/enginemig/sandbox"
@@ -44,7 +45,9 @@ func (w *keylessWriter) step(ctx context.Context) {
 	switch op := w.r.IntN(12); {
 	case w.noDups:
 		w.writer.step(ctx)
-	case op == 0: // an identical pair
+	// Pairs are made twice as often as copies go or change, so that duplicates stay however long
+	// the conversion runs.
+	case op == 0 || op == 3: // an identical pair
 		w.next++
 		row := append([]any{w.next}, randomRow(w.r)...)
 		ins := "INSERT INTO {T} (id," + rowCols + ") VALUES (?," + rowPlaceholders + "),(?," + rowPlaceholders + ")"
@@ -271,14 +274,14 @@ func seedKeyless(t *testing.T, db *sql.DB, schema, ddl string, rows int, dups bo
 func runKeyless(ws []*keylessWriter) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{}, len(ws))
-	for _, w := range ws {
+	start := time.Now()
+	for i, w := range ws {
 		go func() {
 			defer func() { done <- struct{}{} }()
-			for ctx.Err() == nil {
+			// An application, not a bulk load (appPause).
+			slots := pace.NewSlots(start.Add(time.Duration(i)*appPause/time.Duration(len(ws))), appPause)
+			for slots.Wait(ctx) == nil {
 				w.step(ctx)
-				// A busy application, not a bulk load: one-row replay of a keyless table
-				// applies about 4,000 changes a second here (docs/how-it-works.md).
-				time.Sleep(time.Millisecond)
 			}
 		}()
 	}

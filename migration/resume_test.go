@@ -49,7 +49,7 @@ func resumeAfterCrash(t *testing.T, srv *sandbox.Server, cases []crashCase) {
 			schema, _ := sandboxtest.FreshDatabase(t, srv)
 			db := openControl(t, srv)
 			ws := seedAllTypes(t, db, schema, resumeRows, 3, 11)
-			stop := runWriters(ws, 200*time.Microsecond)
+			stop := runWriters(ws, appPause)
 			logs := &logLines{each: func(line string) {
 				if strings.Contains(line, "differs") || strings.Contains(line, "resuming") {
 					t.Log(line)

@@ -17,7 +17,7 @@ func TestRollbackKeepsWritesMadeAfterCutover(t *testing.T) {
 	schema, _ := sandboxtest.FreshDatabase(t, srv)
 	db := openControl(t, srv)
 	ws := seedAllTypes(t, db, schema, 5000, 3, 7)
-	stop := runWriters(ws, time.Millisecond)
+	stop := runWriters(ws, appPause)
 	opts := testOptions(srv, schema, "t")
 	if _, err := Run(context.Background(), db, opts); err != nil {
 		stop()

@@ -35,7 +35,7 @@ func TestTriggerCaptureConcurrentWritersAndRollback(t *testing.T) {
 	for _, format := range noRowBinlog {
 		t.Run("binlog-"+strings.ToLower(format), func(t *testing.T) {
 			s := sandboxtest.ForTest(t, sandbox.Options{BinlogFormat: format})
-			schema, db, ws := concurrentWriters(t, s, 0, func(o *Options) {
+			schema, db, ws := concurrentWriters(t, s, appPause, func(o *Options) {
 				o.ClientSide = format == "STATEMENT"
 				if format == "OFF" { // parallel chunks against the syncs (rule 3), every other one overtaken
 					o.CopyWorkers, o.seams.AlwaysParallel, o.seams.OvertakeDelay = 2, true, 30*time.Millisecond
@@ -44,7 +44,7 @@ func TestTriggerCaptureConcurrentWritersAndRollback(t *testing.T) {
 			if st := lastState(t, db, schema); st.CaptureMode() != shadow.Triggers {
 				t.Fatalf("auto chose %q capture on a server with binlog %s", st.Capture, format)
 			}
-			stop := runWriters(ws, 0)
+			stop := runWriters(ws, appPause)
 			res, err := rollback.Run(context.Background(), db, rollback.Options{Conn: connConfig(s), Schema: schema, Table: "t",
 				StateSchema: "_enginemig_test", Logger: testOptions(s, schema, "t").Logger})
 			time.Sleep(200 * time.Millisecond)
@@ -286,7 +286,7 @@ func TestTriggerCaptureCutoverHoldsSyncs(t *testing.T) {
 	schema, _ := sandboxtest.FreshDatabase(t, srv)
 	db := openControl(t, srv)
 	ws := seedAllTypes(t, db, schema, 5000, 2, 5)
-	stop := runWriters(ws, time.Millisecond)
+	stop := runWriters(ws, appPause)
 	opts := testOptions(srv, schema, "t")
 	opts.Capture = plan.CaptureTriggers
 	opts.Cutover = cutover.DefaultConfig()

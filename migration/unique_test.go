@@ -124,7 +124,7 @@ func TestUniqueIndexUpFrontResumed(t *testing.T) {
 	schema, _ := sandboxtest.FreshDatabase(t, srv)
 	db := openControl(t, srv)
 	ws := seedUnique(t, db, schema, rows, 3, 29)
-	stop := runWriters(ws, 200*time.Microsecond)
+	stop := runWriters(ws, appPause)
 	defer stop()
 	opts := testOptions(srv, schema, "t")
 	opts.ChunkTime = 2 * time.Millisecond
@@ -166,7 +166,7 @@ func galeraUnique(t *testing.T, c *sandboxtest.Cluster) {
 	schema, _ := sandboxtest.FreshDatabase(t, c.Nodes[0])
 	db := openControl(t, c.Nodes[0])
 	ws := seedUnique(t, db, schema, 3000, 3, 23)
-	stop := runWriters(ws, time.Millisecond)
+	stop := runWriters(ws, appPause)
 	defer stop()
 	time.Sleep(100 * time.Millisecond)
 	opts := testOptions(c.Nodes[0], schema, "t")
@@ -199,7 +199,7 @@ func galeraUnique(t *testing.T, c *sandboxtest.Cluster) {
 
 	// Rollback replays the InnoDB table's changes into the MyISAM original, which has the unique
 	// index, under the same writers.
-	stop = runWriters(ws, time.Millisecond)
+	stop = runWriters(ws, appPause)
 	ropts := rollback.Options{Conn: opts.Conn, Schema: schema, Table: "t", StateSchema: opts.StateSchema, Logger: opts.Logger, Cutover: cutover.DefaultConfig()}
 	rres, err := rollbackBounded(t, db, ropts, c)
 	time.Sleep(200 * time.Millisecond)
