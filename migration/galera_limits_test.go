@@ -102,7 +102,7 @@ func galeraRetry(t *testing.T, c *sandboxtest.Cluster) {
 	// nothing, and the first run commits without a conflict (seen once under load).
 	for end := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		var n int
-		if db2.QueryRow("SELECT COUNT(*) FROM "+w+" WHERE id = 1").Scan(&n); n == 1 {
+		if db2.QueryRow("SELECT COUNT(*) FROM " + w + " WHERE id = 1").Scan(&n); n == 1 {
 			break
 		}
 		if time.Now().After(end) {
