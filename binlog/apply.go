@@ -7,7 +7,7 @@ import (
 	"reflect"
 	"strings"
 
-	"github.com/enginemig/enginemig/table"
+	"github.com/enginemig/enginemig/internal/db/table"
 )
 
 // Applier writes changes to the target table. With a key every operation is idempotent: inserts
@@ -24,7 +24,7 @@ type Applier struct {
 	q  *table.SQL
 }
 
-// NewApplier writes to q's target. db must use a binary-charset session (dbconn/session.go) so
+// NewApplier writes to q's target. db must use a binary-charset session (internal/db/dbconn/session.go) so
 // values replay byte for byte.
 func NewApplier(db *sql.DB, q *table.SQL) *Applier {
 	return &Applier{db: db, q: q}

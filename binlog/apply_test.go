@@ -3,7 +3,7 @@ package binlog
 import (
 	"testing"
 
-	"github.com/enginemig/enginemig/table"
+	"github.com/enginemig/enginemig/internal/db/table"
 )
 
 // Every change handed to the applier is written: an insert as an upsert, an UPDATE that moved its

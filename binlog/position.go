@@ -11,7 +11,7 @@ import (
 	"fmt"
 	"sync/atomic"
 
-	"github.com/enginemig/enginemig/dbconn"
+	"github.com/enginemig/enginemig/internal/db/dbconn"
 	"github.com/go-mysql-org/go-mysql/mysql"
 )
 

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/enginemig/enginemig/sandbox"
-	"github.com/enginemig/enginemig/sandbox/sandboxtest"
+	"github.com/enginemig/enginemig/internal/sandbox"
+	"github.com/enginemig/enginemig/internal/sandbox/sandboxtest"
 )
 
 // A read of the position whose context ends while it runs returns (verification reads it under

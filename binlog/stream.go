@@ -14,8 +14,8 @@ import (
 
 	"github.com/go-mysql-org/go-mysql/replication"
 
-	"github.com/enginemig/enginemig/dbconn"
-	"github.com/enginemig/enginemig/table"
+	"github.com/enginemig/enginemig/internal/db/dbconn"
+	"github.com/enginemig/enginemig/internal/db/table"
 )
 
 // ErrTableChanged means DDL touched the migrated table while it was being migrated.

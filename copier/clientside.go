@@ -8,8 +8,8 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/enginemig/enginemig/dbconn"
-	"github.com/enginemig/enginemig/table"
+	"github.com/enginemig/enginemig/internal/db/dbconn"
+	"github.com/enginemig/enginemig/internal/db/table"
 )
 
 // maxWriteBytes bounds one multi-row write so it stays well under max_allowed_packet.

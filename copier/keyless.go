@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/enginemig/enginemig/dbconn"
-	"github.com/enginemig/enginemig/table"
+	"github.com/enginemig/enginemig/internal/db/dbconn"
+	"github.com/enginemig/enginemig/internal/db/table"
 )
 
 // Marker is the capture's side of a keyless table's copy (shadow/order.go, rule 5). Without a

@@ -4,7 +4,7 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/enginemig/enginemig/table"
+	"github.com/enginemig/enginemig/internal/db/table"
 )
 
 // Parallel chunks finish out of order: Ahead must never call a key of a written chunk ahead (its

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/enginemig/enginemig/copier"
-	"github.com/enginemig/enginemig/dbconn"
-	"github.com/enginemig/enginemig/sandbox/sandboxtest"
+	"github.com/enginemig/enginemig/internal/db/dbconn"
+	"github.com/enginemig/enginemig/internal/sandbox/sandboxtest"
 )
 
 // chunkLog is an Order that records, as each chunk begins, the time and how long the copy had

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/enginemig/enginemig/table"
+	"github.com/enginemig/enginemig/internal/db/table"
 )
 
 // A staged chunk holds the source only while its rows are read into a temporary MyISAM table

@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/enginemig/enginemig/table"
-	"github.com/enginemig/enginemig/throttle"
+	"github.com/enginemig/enginemig/internal/db/table"
+	"github.com/enginemig/enginemig/internal/pace/throttle"
 )
 
 // The one walk over a copy key, shared by the server-side copy, the client-side copy and

@@ -13,9 +13,9 @@ import (
 	"time"
 
 	"github.com/enginemig/enginemig/binlog"
-	"github.com/enginemig/enginemig/lockwait"
-	"github.com/enginemig/enginemig/sandbox"
-	"github.com/enginemig/enginemig/sandbox/sandboxtest"
+	"github.com/enginemig/enginemig/internal/pace/lockwait"
+	"github.com/enginemig/enginemig/internal/sandbox"
+	"github.com/enginemig/enginemig/internal/sandbox/sandboxtest"
 )
 
 var srv *sandbox.Server

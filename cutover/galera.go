@@ -9,9 +9,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/enginemig/enginemig/dbconn"
-	"github.com/enginemig/enginemig/lockwait"
-	"github.com/enginemig/enginemig/table"
+	"github.com/enginemig/enginemig/internal/db/dbconn"
+	"github.com/enginemig/enginemig/internal/db/table"
+	"github.com/enginemig/enginemig/internal/pace/lockwait"
 )
 
 // ErrRenamedLate marks a Galera swap whose rename got the table only after the cut-over's lock

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/enginemig/enginemig/lockwait"
-	"github.com/enginemig/enginemig/table"
+	"github.com/enginemig/enginemig/internal/db/table"
+	"github.com/enginemig/enginemig/internal/pace/lockwait"
 )
 
 // gateQueueWait bounds how long the gate waits for the rename to reach it. Until the rename is

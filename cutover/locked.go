@@ -13,8 +13,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/enginemig/enginemig/lockwait"
-	"github.com/enginemig/enginemig/table"
+	"github.com/enginemig/enginemig/internal/db/table"
+	"github.com/enginemig/enginemig/internal/pace/lockwait"
 	"github.com/go-sql-driver/mysql"
 )
 

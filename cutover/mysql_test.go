@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/enginemig/enginemig/sandbox"
-	"github.com/enginemig/enginemig/sandbox/sandboxtest"
+	"github.com/enginemig/enginemig/internal/sandbox"
+	"github.com/enginemig/enginemig/internal/sandbox/sandboxtest"
 )
 
 // gtidServer is a MySQL server with its defaults (gtid_mode=ON, enforce_gtid_consistency=ON):

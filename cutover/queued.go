@@ -6,7 +6,7 @@ import (
 	"database/sql/driver"
 	"fmt"
 
-	"github.com/enginemig/enginemig/dbconn"
+	"github.com/enginemig/enginemig/internal/db/dbconn"
 )
 
 // queueProbe tells whether the queued RENAME has taken the table being swapped in (Swap.To).

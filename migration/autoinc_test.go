@@ -4,9 +4,9 @@ import (
 	"context"
 	"testing"
 
-	"github.com/enginemig/enginemig/dbconn"
-	"github.com/enginemig/enginemig/sandbox/sandboxtest"
-	"github.com/enginemig/enginemig/state"
+	"github.com/enginemig/enginemig/internal/db/dbconn"
+	"github.com/enginemig/enginemig/internal/sandbox/sandboxtest"
+	"github.com/enginemig/enginemig/migration/state"
 )
 
 // Ids handed out by MyISAM and then deleted must not be reused by the InnoDB table, including ids

@@ -12,12 +12,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/enginemig/enginemig/bench/pace"
 	"github.com/enginemig/enginemig/copier"
-	"github.com/enginemig/enginemig/dbconn"
-	"github.com/enginemig/enginemig/sandbox"
-	"github.com/enginemig/enginemig/sandbox/sandboxtest"
-	"github.com/enginemig/enginemig/verify"
+	"github.com/enginemig/enginemig/internal/bench/pace"
+	"github.com/enginemig/enginemig/internal/db/dbconn"
+	"github.com/enginemig/enginemig/internal/sandbox"
+	"github.com/enginemig/enginemig/internal/sandbox/sandboxtest"
+	"github.com/enginemig/enginemig/shadow/verify"
 )
 
 // allTypesDDL covers the column types whose values must replay exactly. The same definition is

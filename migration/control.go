@@ -9,12 +9,12 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/enginemig/enginemig/control"
 	"github.com/enginemig/enginemig/cutover"
-	"github.com/enginemig/enginemig/lockwait"
+	"github.com/enginemig/enginemig/internal/control"
+	"github.com/enginemig/enginemig/internal/pace/lockwait"
+	"github.com/enginemig/enginemig/internal/pace/throttle"
+	"github.com/enginemig/enginemig/migration/state"
 	"github.com/enginemig/enginemig/shadow"
-	"github.com/enginemig/enginemig/state"
-	"github.com/enginemig/enginemig/throttle"
 )
 
 // errAborted is the cause given when an operator aborts through the control socket.

@@ -13,10 +13,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/enginemig/enginemig/control"
-	"github.com/enginemig/enginemig/outcome"
-	"github.com/enginemig/enginemig/sandbox/sandboxtest"
-	"github.com/enginemig/enginemig/state"
+	"github.com/enginemig/enginemig/internal/control"
+	"github.com/enginemig/enginemig/internal/db/outcome"
+	"github.com/enginemig/enginemig/internal/sandbox/sandboxtest"
+	"github.com/enginemig/enginemig/migration/state"
 )
 
 // A postponed cut-over is released through the control socket; status answers meanwhile.

@@ -5,9 +5,9 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/enginemig/enginemig/dbconn"
-	"github.com/enginemig/enginemig/outcome"
-	"github.com/enginemig/enginemig/state"
+	"github.com/enginemig/enginemig/internal/db/dbconn"
+	"github.com/enginemig/enginemig/internal/db/outcome"
+	"github.com/enginemig/enginemig/migration/state"
 )
 
 // settled is an error whose consequences the stage has already recorded: it is returned as is.

@@ -5,9 +5,9 @@ import (
 	"database/sql"
 	"fmt"
 
+	"github.com/enginemig/enginemig/internal/db/table"
+	"github.com/enginemig/enginemig/migration/preflight"
 	"github.com/enginemig/enginemig/plan"
-	"github.com/enginemig/enginemig/preflight"
-	"github.com/enginemig/enginemig/table"
 )
 
 // prepareGalera sets a migration up for a Galera node: plan's Galera checks for the table (the

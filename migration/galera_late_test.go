@@ -11,13 +11,13 @@ import (
 	"time"
 
 	"github.com/enginemig/enginemig/cutover"
-	"github.com/enginemig/enginemig/dbconn"
-	"github.com/enginemig/enginemig/internal/ackload"
+	"github.com/enginemig/enginemig/internal/db/dbconn"
+	"github.com/enginemig/enginemig/internal/db/outcome"
+	"github.com/enginemig/enginemig/internal/db/table"
 	"github.com/enginemig/enginemig/internal/faults"
-	"github.com/enginemig/enginemig/outcome"
-	"github.com/enginemig/enginemig/rollback"
-	"github.com/enginemig/enginemig/sandbox/sandboxtest"
-	"github.com/enginemig/enginemig/table"
+	"github.com/enginemig/enginemig/internal/sandbox/sandboxtest"
+	"github.com/enginemig/enginemig/internal/testkit/ackload"
+	"github.com/enginemig/enginemig/migration/rollback"
 )
 
 // galeraConverted converts a small t on node 1 under writers, and returns it converted on every

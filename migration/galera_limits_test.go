@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/enginemig/enginemig/dbconn"
-	"github.com/enginemig/enginemig/sandbox/sandboxtest"
-	"github.com/enginemig/enginemig/throttle"
+	"github.com/enginemig/enginemig/internal/db/dbconn"
+	"github.com/enginemig/enginemig/internal/pace/throttle"
+	"github.com/enginemig/enginemig/internal/sandbox/sandboxtest"
 )
 
 // The Galera subtests of the copy's limits: flow control, write-set size, aborted transactions

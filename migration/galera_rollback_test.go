@@ -10,14 +10,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/enginemig/enginemig/cleanup"
 	"github.com/enginemig/enginemig/cutover"
-	"github.com/enginemig/enginemig/internal/ackload"
+	"github.com/enginemig/enginemig/internal/db/outcome"
+	"github.com/enginemig/enginemig/internal/db/table"
 	"github.com/enginemig/enginemig/internal/faults"
-	"github.com/enginemig/enginemig/outcome"
-	"github.com/enginemig/enginemig/rollback"
-	"github.com/enginemig/enginemig/sandbox/sandboxtest"
-	"github.com/enginemig/enginemig/table"
+	"github.com/enginemig/enginemig/internal/sandbox/sandboxtest"
+	"github.com/enginemig/enginemig/internal/testkit/ackload"
+	"github.com/enginemig/enginemig/migration/cleanup"
+	"github.com/enginemig/enginemig/migration/rollback"
 	"github.com/go-sql-driver/mysql"
 )
 

@@ -12,13 +12,13 @@ import (
 	"time"
 
 	"github.com/enginemig/enginemig/cutover"
-	"github.com/enginemig/enginemig/dbconn"
-	"github.com/enginemig/enginemig/internal/ackload"
-	"github.com/enginemig/enginemig/outcome"
+	"github.com/enginemig/enginemig/internal/db/dbconn"
+	"github.com/enginemig/enginemig/internal/db/outcome"
+	"github.com/enginemig/enginemig/internal/sandbox"
+	"github.com/enginemig/enginemig/internal/sandbox/sandboxtest"
+	"github.com/enginemig/enginemig/internal/testkit/ackload"
+	"github.com/enginemig/enginemig/migration/state"
 	"github.com/enginemig/enginemig/plan"
-	"github.com/enginemig/enginemig/sandbox"
-	"github.com/enginemig/enginemig/sandbox/sandboxtest"
-	"github.com/enginemig/enginemig/state"
 )
 
 // TestGalera runs every Galera case on one 3-node cluster (its start is most of the cost).

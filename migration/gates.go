@@ -5,11 +5,11 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/enginemig/enginemig/bench"
-	"github.com/enginemig/enginemig/dbconn"
-	"github.com/enginemig/enginemig/outcome"
-	"github.com/enginemig/enginemig/rollback"
-	"github.com/enginemig/enginemig/table"
+	"github.com/enginemig/enginemig/internal/bench"
+	"github.com/enginemig/enginemig/internal/db/dbconn"
+	"github.com/enginemig/enginemig/internal/db/outcome"
+	"github.com/enginemig/enginemig/internal/db/table"
+	"github.com/enginemig/enginemig/migration/rollback"
 )
 
 // gateFailed wraps a failed gate's side-by-side report in the GateFailed exit code.

@@ -11,12 +11,12 @@ import (
 	"time"
 
 	"github.com/enginemig/enginemig/cutover"
-	"github.com/enginemig/enginemig/dbconn"
-	"github.com/enginemig/enginemig/internal/ackload"
-	"github.com/enginemig/enginemig/outcome"
+	"github.com/enginemig/enginemig/internal/db/dbconn"
+	"github.com/enginemig/enginemig/internal/db/outcome"
+	"github.com/enginemig/enginemig/internal/sandbox/sandboxtest"
+	"github.com/enginemig/enginemig/internal/testkit/ackload"
+	"github.com/enginemig/enginemig/migration/state"
 	"github.com/enginemig/enginemig/plan"
-	"github.com/enginemig/enginemig/sandbox/sandboxtest"
-	"github.com/enginemig/enginemig/state"
 )
 
 // The application habits of MyISAM shops, each kept up through a whole apply while ackload's

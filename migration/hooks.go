@@ -11,8 +11,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/enginemig/enginemig/dbconn"
-	"github.com/enginemig/enginemig/state"
+	"github.com/enginemig/enginemig/internal/db/dbconn"
+	"github.com/enginemig/enginemig/migration/state"
 )
 
 // CommandHook returns a Hook that runs command through /bin/sh at every stage, with the

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/enginemig/enginemig/outcome"
-	"github.com/enginemig/enginemig/sandbox/sandboxtest"
+	"github.com/enginemig/enginemig/internal/db/outcome"
+	"github.com/enginemig/enginemig/internal/sandbox/sandboxtest"
 )
 
 func TestCommandHookSeesStagesAndCanStop(t *testing.T) {

@@ -10,12 +10,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/enginemig/enginemig/bench/pace"
-	"github.com/enginemig/enginemig/dbconn"
-	"github.com/enginemig/enginemig/rollback"
-	"github.com/enginemig/enginemig/sandbox"
-	"github.com/enginemig/enginemig/sandbox/sandboxtest"
-	"github.com/enginemig/enginemig/table"
+	"github.com/enginemig/enginemig/internal/bench/pace"
+	"github.com/enginemig/enginemig/internal/db/dbconn"
+	"github.com/enginemig/enginemig/internal/db/table"
+	"github.com/enginemig/enginemig/internal/sandbox"
+	"github.com/enginemig/enginemig/internal/sandbox/sandboxtest"
+	"github.com/enginemig/enginemig/migration/rollback"
 )
 
 // keylessDDL is allTypesDDL without a unique key: id is indexed but not unique, and the copy walks

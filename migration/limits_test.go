@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/enginemig/enginemig/outcome"
-	"github.com/enginemig/enginemig/sandbox"
-	"github.com/enginemig/enginemig/sandbox/sandboxtest"
+	"github.com/enginemig/enginemig/internal/db/outcome"
+	"github.com/enginemig/enginemig/internal/sandbox"
+	"github.com/enginemig/enginemig/internal/sandbox/sandboxtest"
 )
 
 // When the binlog a resume needs has been purged, apply says so, starts the copy over and still

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/enginemig/enginemig/cutover"
-	"github.com/enginemig/enginemig/dbconn"
-	"github.com/enginemig/enginemig/sandbox"
+	"github.com/enginemig/enginemig/internal/db/dbconn"
+	"github.com/enginemig/enginemig/internal/sandbox"
 )
 
 // lockIdleLimit is the lock session's idle limit with cutover.DefaultConfig (prepareLockSession).

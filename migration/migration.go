@@ -13,19 +13,19 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/enginemig/enginemig/bench"
-	"github.com/enginemig/enginemig/control"
 	"github.com/enginemig/enginemig/copier"
 	"github.com/enginemig/enginemig/cutover"
-	"github.com/enginemig/enginemig/dbconn"
+	"github.com/enginemig/enginemig/internal/bench"
+	"github.com/enginemig/enginemig/internal/control"
+	"github.com/enginemig/enginemig/internal/db/dbconn"
+	"github.com/enginemig/enginemig/internal/db/outcome"
+	"github.com/enginemig/enginemig/internal/db/table"
 	"github.com/enginemig/enginemig/internal/faults"
-	"github.com/enginemig/enginemig/lockwait"
-	"github.com/enginemig/enginemig/outcome"
+	"github.com/enginemig/enginemig/internal/pace/lockwait"
+	"github.com/enginemig/enginemig/internal/pace/throttle"
+	"github.com/enginemig/enginemig/migration/state"
 	"github.com/enginemig/enginemig/shadow"
-	"github.com/enginemig/enginemig/state"
-	"github.com/enginemig/enginemig/table"
-	"github.com/enginemig/enginemig/throttle"
-	"github.com/enginemig/enginemig/verify"
+	"github.com/enginemig/enginemig/shadow/verify"
 )
 
 // DefaultChunkTime is the copy's target duration of one chunk's source read when

@@ -7,10 +7,10 @@ import (
 	"fmt"
 
 	"github.com/enginemig/enginemig/copier"
-	"github.com/enginemig/enginemig/dbconn"
-	"github.com/enginemig/enginemig/outcome"
-	"github.com/enginemig/enginemig/table"
-	"github.com/enginemig/enginemig/throttle"
+	"github.com/enginemig/enginemig/internal/db/dbconn"
+	"github.com/enginemig/enginemig/internal/db/outcome"
+	"github.com/enginemig/enginemig/internal/db/table"
+	"github.com/enginemig/enginemig/internal/pace/throttle"
 )
 
 // startPace starts the automatic pacing (throttle.Gentle) unless Options.FixedPace; it measures

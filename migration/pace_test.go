@@ -12,11 +12,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/enginemig/enginemig/bench/pace"
-	"github.com/enginemig/enginemig/control"
 	"github.com/enginemig/enginemig/copier"
-	"github.com/enginemig/enginemig/sandbox/sandboxtest"
-	"github.com/enginemig/enginemig/state"
+	"github.com/enginemig/enginemig/internal/bench/pace"
+	"github.com/enginemig/enginemig/internal/control"
+	"github.com/enginemig/enginemig/internal/sandbox/sandboxtest"
+	"github.com/enginemig/enginemig/migration/state"
 )
 
 // paceApp is an application on two tables: each request reads a player by key and updates a row

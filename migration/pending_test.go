@@ -10,11 +10,11 @@ import (
 	"time"
 
 	"github.com/enginemig/enginemig/cutover"
-	"github.com/enginemig/enginemig/dbconn"
-	"github.com/enginemig/enginemig/internal/ackload"
-	"github.com/enginemig/enginemig/outcome"
-	"github.com/enginemig/enginemig/sandbox/sandboxtest"
-	"github.com/enginemig/enginemig/state"
+	"github.com/enginemig/enginemig/internal/db/dbconn"
+	"github.com/enginemig/enginemig/internal/db/outcome"
+	"github.com/enginemig/enginemig/internal/sandbox/sandboxtest"
+	"github.com/enginemig/enginemig/internal/testkit/ackload"
+	"github.com/enginemig/enginemig/migration/state"
 )
 
 // blockedLoad seeds t with an application load that checks itself and starts it.

@@ -5,7 +5,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/enginemig/enginemig/state"
+	"github.com/enginemig/enginemig/migration/state"
 )
 
 // Point is a moment hooks and gates attach to: just before or after a stage, or an outcome.

@@ -4,10 +4,10 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/enginemig/enginemig/outcome"
-	"github.com/enginemig/enginemig/preflight"
-	"github.com/enginemig/enginemig/state"
-	"github.com/enginemig/enginemig/table"
+	"github.com/enginemig/enginemig/internal/db/outcome"
+	"github.com/enginemig/enginemig/internal/db/table"
+	"github.com/enginemig/enginemig/migration/preflight"
+	"github.com/enginemig/enginemig/migration/state"
 )
 
 // preflight is the first stage: the checks, the table's advisory lock (held until the run ends),

@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/enginemig/enginemig/dbconn"
-	"github.com/enginemig/enginemig/rollback"
-	"github.com/enginemig/enginemig/sandbox/sandboxtest"
+	"github.com/enginemig/enginemig/internal/db/dbconn"
+	"github.com/enginemig/enginemig/internal/sandbox/sandboxtest"
+	"github.com/enginemig/enginemig/migration/rollback"
 )
 
 // churnSchema is a MyISAM table written by a stored procedure that loops over short INSERT,

@@ -3,7 +3,7 @@ package migration
 import (
 	"time"
 
-	"github.com/enginemig/enginemig/state"
+	"github.com/enginemig/enginemig/migration/state"
 )
 
 // verifyShare is verification's time as a share of the copy's, for the whole-run ETA (measured:

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/enginemig/enginemig/state"
+	"github.com/enginemig/enginemig/migration/state"
 )
 
 // Each stage shows its own progress: verification counts rows compared, not the copy's rows, and

@@ -7,9 +7,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/enginemig/enginemig/lockwait"
+	"github.com/enginemig/enginemig/internal/pace/lockwait"
+	"github.com/enginemig/enginemig/migration/state"
 	"github.com/enginemig/enginemig/shadow"
-	"github.com/enginemig/enginemig/state"
 )
 
 // recorder owns the migration's row in the state table: every write to it goes through update,

@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/enginemig/enginemig/control"
-	"github.com/enginemig/enginemig/sandbox"
-	"github.com/enginemig/enginemig/sandbox/sandboxtest"
+	"github.com/enginemig/enginemig/internal/control"
+	"github.com/enginemig/enginemig/internal/sandbox"
+	"github.com/enginemig/enginemig/internal/sandbox/sandboxtest"
 )
 
 // With a watched replica whose SQL thread is stopped, the copy must pause (lag grows past the

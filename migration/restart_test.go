@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/enginemig/enginemig/sandbox"
-	"github.com/enginemig/enginemig/sandbox/sandboxtest"
-	"github.com/enginemig/enginemig/state"
+	"github.com/enginemig/enginemig/internal/sandbox"
+	"github.com/enginemig/enginemig/internal/sandbox/sandboxtest"
+	"github.com/enginemig/enginemig/migration/state"
 )
 
 // A server restart in the middle of the copy: apply reconnects, resumes from its recorded

@@ -6,12 +6,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/enginemig/enginemig/carry"
 	"github.com/enginemig/enginemig/cutover"
+	"github.com/enginemig/enginemig/internal/db/table"
 	"github.com/enginemig/enginemig/internal/faults"
+	"github.com/enginemig/enginemig/migration/carry"
+	"github.com/enginemig/enginemig/migration/state"
 	"github.com/enginemig/enginemig/shadow"
-	"github.com/enginemig/enginemig/state"
-	"github.com/enginemig/enginemig/table"
 )
 
 // settleInterrupted decides what to do with an interrupted migration: resume it (returns it),

@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/enginemig/enginemig/outcome"
-	"github.com/enginemig/enginemig/rollback"
-	"github.com/enginemig/enginemig/sandbox/sandboxtest"
+	"github.com/enginemig/enginemig/internal/db/outcome"
+	"github.com/enginemig/enginemig/internal/sandbox/sandboxtest"
+	"github.com/enginemig/enginemig/migration/rollback"
 )
 
 // Convert under load, keep writing to the InnoDB table, roll back while writers still run: the

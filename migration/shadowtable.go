@@ -4,8 +4,8 @@ import (
 	"context"
 	"database/sql"
 
+	"github.com/enginemig/enginemig/internal/db/table"
 	"github.com/enginemig/enginemig/shadow"
-	"github.com/enginemig/enginemig/table"
 )
 
 // applyCapture is where an apply's capture runs: from the table into its shadow. What the

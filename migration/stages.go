@@ -9,13 +9,13 @@ import (
 
 	"github.com/enginemig/enginemig/copier"
 	"github.com/enginemig/enginemig/cutover"
-	"github.com/enginemig/enginemig/dbconn"
-	"github.com/enginemig/enginemig/lockwait"
-	"github.com/enginemig/enginemig/outcome"
+	"github.com/enginemig/enginemig/internal/db/dbconn"
+	"github.com/enginemig/enginemig/internal/db/outcome"
+	"github.com/enginemig/enginemig/internal/db/table"
+	"github.com/enginemig/enginemig/internal/pace/lockwait"
+	"github.com/enginemig/enginemig/migration/state"
 	"github.com/enginemig/enginemig/plan"
 	"github.com/enginemig/enginemig/shadow"
-	"github.com/enginemig/enginemig/state"
-	"github.com/enginemig/enginemig/table"
 )
 
 // stage is one row of the runner's table. A recorded stage (stage set) is written to the state

@@ -4,9 +4,9 @@ import (
 	"context"
 	"testing"
 
-	"github.com/enginemig/enginemig/sandbox/sandboxtest"
+	"github.com/enginemig/enginemig/internal/sandbox/sandboxtest"
+	"github.com/enginemig/enginemig/migration/state"
 	"github.com/enginemig/enginemig/shadow"
-	"github.com/enginemig/enginemig/state"
 )
 
 // A state table written by an earlier version (no triggers column) is read as it is, and

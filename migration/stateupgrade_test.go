@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/enginemig/enginemig/rollback"
-	"github.com/enginemig/enginemig/sandbox/sandboxtest"
-	"github.com/enginemig/enginemig/state"
+	"github.com/enginemig/enginemig/internal/sandbox/sandboxtest"
+	"github.com/enginemig/enginemig/migration/rollback"
+	"github.com/enginemig/enginemig/migration/state"
 )
 
 // toPreviousLayout turns the state table back into the layout the previous version wrote: binlog

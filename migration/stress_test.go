@@ -11,10 +11,10 @@ import (
 	"time"
 
 	"github.com/enginemig/enginemig/copier"
-	"github.com/enginemig/enginemig/internal/ackload"
-	"github.com/enginemig/enginemig/rollback"
-	"github.com/enginemig/enginemig/sandbox/sandboxtest"
-	"github.com/enginemig/enginemig/verify"
+	"github.com/enginemig/enginemig/internal/sandbox/sandboxtest"
+	"github.com/enginemig/enginemig/internal/testkit/ackload"
+	"github.com/enginemig/enginemig/migration/rollback"
+	"github.com/enginemig/enginemig/shadow/verify"
 )
 
 // TestStressNothingLost is the seeded, reproducible proof that nothing is lost: many writers with

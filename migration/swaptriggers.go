@@ -5,11 +5,11 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/enginemig/enginemig/carry"
-	"github.com/enginemig/enginemig/outcome"
-	"github.com/enginemig/enginemig/preflight"
-	"github.com/enginemig/enginemig/state"
-	"github.com/enginemig/enginemig/table"
+	"github.com/enginemig/enginemig/internal/db/outcome"
+	"github.com/enginemig/enginemig/internal/db/table"
+	"github.com/enginemig/enginemig/migration/carry"
+	"github.com/enginemig/enginemig/migration/preflight"
+	"github.com/enginemig/enginemig/migration/state"
 )
 
 // loadTriggers reads the triggers to carry: those of the table now, or, when resuming, those the

@@ -6,9 +6,9 @@ import (
 	"fmt"
 
 	"github.com/enginemig/enginemig/copier"
-	"github.com/enginemig/enginemig/dbconn"
-	"github.com/enginemig/enginemig/state"
-	"github.com/enginemig/enginemig/throttle"
+	"github.com/enginemig/enginemig/internal/db/dbconn"
+	"github.com/enginemig/enginemig/internal/pace/throttle"
+	"github.com/enginemig/enginemig/migration/state"
 )
 
 // startThrottle is the shared throttle when there is one, else a throttle of this migration's own.

@@ -12,16 +12,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/enginemig/enginemig/cleanup"
 	"github.com/enginemig/enginemig/cutover"
-	"github.com/enginemig/enginemig/dbconn"
-	"github.com/enginemig/enginemig/outcome"
+	"github.com/enginemig/enginemig/internal/db/dbconn"
+	"github.com/enginemig/enginemig/internal/db/outcome"
+	"github.com/enginemig/enginemig/internal/sandbox"
+	"github.com/enginemig/enginemig/internal/sandbox/sandboxtest"
+	"github.com/enginemig/enginemig/migration/cleanup"
+	"github.com/enginemig/enginemig/migration/rollback"
+	"github.com/enginemig/enginemig/migration/state"
 	"github.com/enginemig/enginemig/plan"
-	"github.com/enginemig/enginemig/rollback"
-	"github.com/enginemig/enginemig/sandbox"
-	"github.com/enginemig/enginemig/sandbox/sandboxtest"
 	"github.com/enginemig/enginemig/shadow"
-	"github.com/enginemig/enginemig/state"
 )
 
 // Servers without a usable ROW binlog, where --capture auto chooses triggers: one with the binlog

@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/enginemig/enginemig/dbconn"
-	"github.com/enginemig/enginemig/sandbox/sandboxtest"
-	"github.com/enginemig/enginemig/state"
+	"github.com/enginemig/enginemig/internal/db/dbconn"
+	"github.com/enginemig/enginemig/internal/sandbox/sandboxtest"
+	"github.com/enginemig/enginemig/migration/state"
 )
 
 // Rows changed behind enginemig's back in the shadow (no binlog event for the source) must be

@@ -5,10 +5,10 @@ import (
 	"database/sql"
 	"time"
 
-	"github.com/enginemig/enginemig/lockwait"
-	"github.com/enginemig/enginemig/state"
-	"github.com/enginemig/enginemig/table"
-	"github.com/enginemig/enginemig/throttle"
+	"github.com/enginemig/enginemig/internal/db/table"
+	"github.com/enginemig/enginemig/internal/pace/lockwait"
+	"github.com/enginemig/enginemig/internal/pace/throttle"
+	"github.com/enginemig/enginemig/migration/state"
 )
 
 // watchConfig is what a run on opts' table watches (lockwait.Watcher): its statements on the

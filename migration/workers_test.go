@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/enginemig/enginemig/sandbox/sandboxtest"
+	"github.com/enginemig/enginemig/internal/sandbox/sandboxtest"
 )
 
 // The copy runs two chunks at once only where InnoDB lets them run side by side (copyWorkers):

@@ -15,7 +15,7 @@ const (
 
 // CaptureCostPerWrite is what trigger capture adds to each application write on the table while
 // its triggers exist: one MyISAM insert of the key into the change log per changed row (two for
-// an UPDATE that changes the key). Measured with `go run ./bench/cmd/applybench -rows 200000
+// an UPDATE that changes the key). Measured with `go run ./internal/bench/cmd/applybench -rows 200000
 // -binlog-format OFF -capture-cost` on MariaDB 10.11, 2 cores: 74 µs a write without, 113 µs with,
 // single-row autocommit UPDATEs by primary key from one client.
 const CaptureCostPerWrite = "about 40 µs"

@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/enginemig/enginemig/dbconn"
-	"github.com/enginemig/enginemig/table"
+	"github.com/enginemig/enginemig/internal/db/dbconn"
+	"github.com/enginemig/enginemig/internal/db/table"
 )
 
 func init() {

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/enginemig/enginemig/sandbox/sandboxtest"
-	"github.com/enginemig/enginemig/table"
+	"github.com/enginemig/enginemig/internal/db/table"
+	"github.com/enginemig/enginemig/internal/sandbox/sandboxtest"
 )
 
 func TestBodyWrites(t *testing.T) {

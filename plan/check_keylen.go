@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/enginemig/enginemig/table"
+	"github.com/enginemig/enginemig/internal/db/table"
 )
 
 func init() {

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/enginemig/enginemig/dbconn"
+	"github.com/enginemig/enginemig/internal/db/dbconn"
 )
 
 func init() {

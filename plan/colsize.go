@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/enginemig/enginemig/table"
+	"github.com/enginemig/enginemig/internal/db/table"
 )
 
 var typeArgsRe = regexp.MustCompile(`\((\d+)(?:,(\d+))?\)`)

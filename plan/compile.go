@@ -9,8 +9,8 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
-	"github.com/enginemig/enginemig/dbconn"
-	"github.com/enginemig/enginemig/table"
+	"github.com/enginemig/enginemig/internal/db/dbconn"
+	"github.com/enginemig/enginemig/internal/db/table"
 )
 
 // CompileResult is the outcome of creating the proposed InnoDB table under a scratch name.

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/enginemig/enginemig/table"
+	"github.com/enginemig/enginemig/internal/db/table"
 )
 
 // These tests drive the decision functions with hand-built inputs, for behaviour a MariaDB 10.11

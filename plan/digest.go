@@ -3,7 +3,7 @@ package plan
 import (
 	"context"
 
-	"github.com/enginemig/enginemig/workload"
+	"github.com/enginemig/enginemig/internal/workload"
 )
 
 // Digest is one normalised statement shape from performance_schema, with how often it ran since

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/enginemig/enginemig/dbconn"
-	"github.com/enginemig/enginemig/table"
+	"github.com/enginemig/enginemig/internal/db/dbconn"
+	"github.com/enginemig/enginemig/internal/db/table"
 )
 
 // Projection constants, measured on MariaDB 10.11 (300k rows, INT/BIGINT/VARCHAR(40), one
@@ -25,7 +25,7 @@ const (
 	binlogRowOverhead = 10
 	// copyReadRatio: apply's copy plus index build over the time to read the same rows by key at
 	// the sample's rate. It was 1.8, from one INSERT ... SELECT, and real chunked copies came out
-	// 2.2-3.1x above such estimates (issue #14). Measured with `go run ./bench/cmd/estimatebench
+	// 2.2-3.1x above such estimates (issue #14). Measured with `go run ./internal/bench/cmd/estimatebench
 	// -rows 300000,1000000,2000000` (MariaDB 10.11 sandbox, 2 cores shared with other work, load
 	// average 7-12; tables: int key + one index, a composite key like employees.salaries, a wide
 	// one with text and two indexes), 15 runs: actual/read median 4.6, middle half 3.4-5.5, range
@@ -35,7 +35,7 @@ const (
 	copyReadRatio = 4.5
 	// copyReadRatioParallel is copyReadRatio for a table whose chunks are copied two at a time
 	// (ParallelCopy). Measured in one run on a quiet machine (load average under 3), the same
-	// three shapes at 300k, 1M and 2M rows (`go run ./bench/cmd/estimatebench -rows
+	// three shapes at 300k, 1M and 2M rows (`go run ./internal/bench/cmd/estimatebench -rows
 	// 300000,1000000,2000000`, then again with `-copy-workers 1`): actual/read medians 2.02 with
 	// two chunks at once (range 1.25-3.01) and 3.06 with one (2.01-4.14), so 0.66 of the
 	// one-chunk ratio: 4.5 x 0.66.

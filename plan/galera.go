@@ -10,8 +10,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/enginemig/enginemig/dbconn"
-	"github.com/enginemig/enginemig/table"
+	"github.com/enginemig/enginemig/internal/db/dbconn"
+	"github.com/enginemig/enginemig/internal/db/table"
 )
 
 // Galera is what plan reads of a Galera node (wsrep_on=ON) and its cluster. MyISAM rows are not

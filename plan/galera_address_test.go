@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/enginemig/enginemig/table"
+	"github.com/enginemig/enginemig/internal/db/table"
 )
 
 // A cluster whose nodes set no wsrep_node_incoming_address reports AUTO for each of them: none of

@@ -14,8 +14,8 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
-	"github.com/enginemig/enginemig/dbconn"
-	"github.com/enginemig/enginemig/table"
+	"github.com/enginemig/enginemig/internal/db/dbconn"
+	"github.com/enginemig/enginemig/internal/db/table"
 )
 
 // Errors the CLI turns into usage errors.

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/enginemig/enginemig/sandbox"
-	"github.com/enginemig/enginemig/sandbox/sandboxtest"
+	"github.com/enginemig/enginemig/internal/sandbox"
+	"github.com/enginemig/enginemig/internal/sandbox/sandboxtest"
 )
 
 // srv is the package's shared server (binlog ROW/FULL, performance_schema on). Tests that need

@@ -3,7 +3,7 @@ package plan
 import (
 	"fmt"
 
-	"github.com/enginemig/enginemig/table"
+	"github.com/enginemig/enginemig/internal/db/table"
 )
 
 // ParallelCopy reports whether InnoDB lets apply copy two chunks of info at once (while nobody

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/enginemig/enginemig/workload"
+	"github.com/enginemig/enginemig/internal/workload"
 )
 
 func TestParseGrants(t *testing.T) {

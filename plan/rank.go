@@ -5,7 +5,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/enginemig/enginemig/workload"
+	"github.com/enginemig/enginemig/internal/workload"
 )
 
 // Ranking sources, as shown in the plan.

@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/enginemig/enginemig/sandbox/sandboxtest"
+	"github.com/enginemig/enginemig/internal/sandbox/sandboxtest"
 )
 
 // serverState is what plan must leave unchanged: every table's definition, size, timestamps and

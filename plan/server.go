@@ -10,7 +10,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/enginemig/enginemig/dbconn"
+	"github.com/enginemig/enginemig/internal/db/dbconn"
 )
 
 // Querier is what plan reads through: a *sql.DB or a *sql.Conn.

@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/enginemig/enginemig/sandbox"
-	"github.com/enginemig/enginemig/sandbox/sandboxtest"
+	"github.com/enginemig/enginemig/internal/sandbox"
+	"github.com/enginemig/enginemig/internal/sandbox/sandboxtest"
 )
 
 // TestMisconfiguredServer plans against a second server with every setting the server checks

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/enginemig/enginemig/binlog"
-	"github.com/enginemig/enginemig/dbconn"
-	"github.com/enginemig/enginemig/table"
+	"github.com/enginemig/enginemig/internal/db/dbconn"
+	"github.com/enginemig/enginemig/internal/db/table"
 )
 
 // binlogCapture reads the binlog as a replica and replays the table's row events in batches,

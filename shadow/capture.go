@@ -5,8 +5,8 @@ import (
 	"database/sql"
 	"fmt"
 
-	"github.com/enginemig/enginemig/dbconn"
-	"github.com/enginemig/enginemig/table"
+	"github.com/enginemig/enginemig/internal/db/dbconn"
+	"github.com/enginemig/enginemig/internal/db/table"
 )
 
 // Mode is how a pipeline captures the source's changes. Each mode is one kind (captures): its

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/enginemig/enginemig/table"
+	"github.com/enginemig/enginemig/internal/db/table"
 )
 
 // Checkpoint is what a resumed migration needs, taken in the order of rule 4 (order.go).

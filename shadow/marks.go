@@ -8,7 +8,7 @@ import (
 
 	"github.com/enginemig/enginemig/binlog"
 	"github.com/enginemig/enginemig/copier"
-	"github.com/enginemig/enginemig/table"
+	"github.com/enginemig/enginemig/internal/db/table"
 )
 
 // marks are rule 5's record (order.go): the ranges of a keyless table's chunk key that the copy

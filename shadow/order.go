@@ -10,8 +10,8 @@ import (
 
 	"github.com/enginemig/enginemig/binlog"
 	"github.com/enginemig/enginemig/copier"
-	"github.com/enginemig/enginemig/dbconn"
-	"github.com/enginemig/enginemig/table"
+	"github.com/enginemig/enginemig/internal/db/dbconn"
+	"github.com/enginemig/enginemig/internal/db/table"
 )
 
 // order is the rule that keeps the target equal to the source while the copy and the capture

@@ -15,10 +15,10 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/enginemig/enginemig/copier"
-	"github.com/enginemig/enginemig/dbconn"
+	"github.com/enginemig/enginemig/internal/db/dbconn"
+	"github.com/enginemig/enginemig/internal/db/table"
 	"github.com/enginemig/enginemig/internal/faults"
-	"github.com/enginemig/enginemig/table"
-	"github.com/enginemig/enginemig/verify"
+	"github.com/enginemig/enginemig/shadow/verify"
 )
 
 // Config says what to keep equal and how to capture.

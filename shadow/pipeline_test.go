@@ -13,10 +13,10 @@ import (
 
 	"github.com/enginemig/enginemig/binlog"
 	"github.com/enginemig/enginemig/copier"
-	"github.com/enginemig/enginemig/dbconn"
-	"github.com/enginemig/enginemig/sandbox"
-	"github.com/enginemig/enginemig/sandbox/sandboxtest"
-	"github.com/enginemig/enginemig/table"
+	"github.com/enginemig/enginemig/internal/db/dbconn"
+	"github.com/enginemig/enginemig/internal/db/table"
+	"github.com/enginemig/enginemig/internal/sandbox"
+	"github.com/enginemig/enginemig/internal/sandbox/sandboxtest"
 )
 
 var srv *sandbox.Server

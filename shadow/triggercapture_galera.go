@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/enginemig/enginemig/dbconn"
-	"github.com/enginemig/enginemig/table"
+	"github.com/enginemig/enginemig/internal/db/dbconn"
+	"github.com/enginemig/enginemig/internal/db/table"
 )
 
 // Trigger capture on a Galera node. There a DDL in total-order isolation (TOI) on a table, once

@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/enginemig/enginemig/dbconn"
-	"github.com/enginemig/enginemig/table"
+	"github.com/enginemig/enginemig/internal/db/dbconn"
+	"github.com/enginemig/enginemig/internal/db/table"
 )
 
 // triggerKind: set-up is the change log and three triggers on the source, installed before the

@@ -17,15 +17,15 @@ import (
 	"github.com/urfave/cli/v2"
 	"golang.org/x/term"
 
-	"github.com/enginemig/enginemig/bench"
 	"github.com/enginemig/enginemig/cutover"
-	"github.com/enginemig/enginemig/dbconn"
-	"github.com/enginemig/enginemig/lockwait"
+	"github.com/enginemig/enginemig/internal/bench"
+	"github.com/enginemig/enginemig/internal/db/dbconn"
+	"github.com/enginemig/enginemig/internal/db/outcome"
+	"github.com/enginemig/enginemig/internal/db/table"
+	"github.com/enginemig/enginemig/internal/pace/lockwait"
 	"github.com/enginemig/enginemig/migration"
-	"github.com/enginemig/enginemig/outcome"
-	"github.com/enginemig/enginemig/planrun"
-	"github.com/enginemig/enginemig/state"
-	"github.com/enginemig/enginemig/table"
+	"github.com/enginemig/enginemig/migration/planrun"
+	"github.com/enginemig/enginemig/migration/state"
 )
 
 func init() { register(applyCommand) }

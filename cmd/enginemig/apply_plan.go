@@ -7,9 +7,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/enginemig/enginemig/outcome"
+	"github.com/enginemig/enginemig/internal/db/outcome"
+	"github.com/enginemig/enginemig/migration/planrun"
 	"github.com/enginemig/enginemig/plan"
-	"github.com/enginemig/enginemig/planrun"
 )
 
 // planTargets reads a plan file and returns its tables in plan order, and those it skips because

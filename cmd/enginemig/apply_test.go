@@ -13,10 +13,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/enginemig/enginemig/outcome"
+	"github.com/enginemig/enginemig/internal/db/outcome"
+	"github.com/enginemig/enginemig/internal/sandbox"
+	"github.com/enginemig/enginemig/internal/sandbox/sandboxtest"
 	"github.com/enginemig/enginemig/plan"
-	"github.com/enginemig/enginemig/sandbox"
-	"github.com/enginemig/enginemig/sandbox/sandboxtest"
 )
 
 func TestApplyCommand(t *testing.T) {

@@ -10,8 +10,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/enginemig/enginemig/bench"
-	"github.com/enginemig/enginemig/outcome"
+	"github.com/enginemig/enginemig/internal/bench"
+	"github.com/enginemig/enginemig/internal/db/outcome"
 )
 
 func init() { register(benchCommand) }

@@ -8,9 +8,9 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/enginemig/enginemig/bench"
-	"github.com/enginemig/enginemig/outcome"
-	"github.com/enginemig/enginemig/workload"
+	"github.com/enginemig/enginemig/internal/bench"
+	"github.com/enginemig/enginemig/internal/db/outcome"
+	"github.com/enginemig/enginemig/internal/workload"
 )
 
 // mixOptions reads --mix, --observe, --from-log and --save-mix before connecting: a saved mix

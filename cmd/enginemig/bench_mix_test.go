@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/enginemig/enginemig/outcome"
+	"github.com/enginemig/enginemig/internal/db/outcome"
 )
 
 // benchCapturedMix (a subtest of TestBenchCommand, which owns the server) checks --mix auto with

@@ -10,9 +10,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/enginemig/enginemig/outcome"
-	"github.com/enginemig/enginemig/sandbox"
-	"github.com/enginemig/enginemig/sandbox/sandboxtest"
+	"github.com/enginemig/enginemig/internal/db/outcome"
+	"github.com/enginemig/enginemig/internal/sandbox"
+	"github.com/enginemig/enginemig/internal/sandbox/sandboxtest"
 )
 
 // runCLI runs the app in-process and returns its standard output and exit code.

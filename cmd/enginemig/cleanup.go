@@ -6,8 +6,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/enginemig/enginemig/cleanup"
-	"github.com/enginemig/enginemig/state"
+	"github.com/enginemig/enginemig/migration/cleanup"
+	"github.com/enginemig/enginemig/migration/state"
 )
 
 func init() { register(cleanupCommand) }

@@ -5,7 +5,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/enginemig/enginemig/outcome"
+	"github.com/enginemig/enginemig/internal/db/outcome"
 )
 
 // commands lists the subcommands; each lives in its own file (plan.go, apply.go, bench.go, ...).

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/enginemig/enginemig/outcome"
+	"github.com/enginemig/enginemig/internal/db/outcome"
 )
 
 func TestCompletion(t *testing.T) {

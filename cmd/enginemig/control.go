@@ -9,8 +9,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/enginemig/enginemig/control"
-	"github.com/enginemig/enginemig/outcome"
+	"github.com/enginemig/enginemig/internal/control"
+	"github.com/enginemig/enginemig/internal/db/outcome"
 )
 
 func init() { register(controlCommand) }

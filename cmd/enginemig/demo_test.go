@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/enginemig/enginemig/outcome"
+	"github.com/enginemig/enginemig/internal/db/outcome"
 )
 
 // TestDemo runs `enginemig demo` end to end on its own sandbox with a small table and short

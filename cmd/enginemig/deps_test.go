@@ -9,8 +9,8 @@ import (
 // testOnlyPackages are the module's helpers for tests. They may import "testing", start servers
 // or run loads, none of which belongs in the shipped binary.
 var testOnlyPackages = []string{
-	"github.com/enginemig/enginemig/sandbox/sandboxtest",
-	"github.com/enginemig/enginemig/internal/ackload",
+	"github.com/enginemig/enginemig/internal/sandbox/sandboxtest",
+	"github.com/enginemig/enginemig/internal/testkit/ackload",
 }
 
 // TestBinaryLinksNoTestCode guards the binary against test code: one import of a test helper from

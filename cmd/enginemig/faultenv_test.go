@@ -14,10 +14,10 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
-	"github.com/enginemig/enginemig/dbconn"
-	"github.com/enginemig/enginemig/internal/ackload"
-	"github.com/enginemig/enginemig/sandbox"
-	"github.com/enginemig/enginemig/sandbox/sandboxtest"
+	"github.com/enginemig/enginemig/internal/db/dbconn"
+	"github.com/enginemig/enginemig/internal/sandbox"
+	"github.com/enginemig/enginemig/internal/sandbox/sandboxtest"
+	"github.com/enginemig/enginemig/internal/testkit/ackload"
 )
 
 // faultEnv is one sandbox server, the enginemig binary, and an application account ("app")

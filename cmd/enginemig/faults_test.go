@@ -12,10 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/enginemig/enginemig/internal/ackload"
-	"github.com/enginemig/enginemig/outcome"
+	"github.com/enginemig/enginemig/internal/db/outcome"
+	"github.com/enginemig/enginemig/internal/sandbox/sandboxtest"
+	"github.com/enginemig/enginemig/internal/testkit/ackload"
 	"github.com/enginemig/enginemig/plan"
-	"github.com/enginemig/enginemig/sandbox/sandboxtest"
 )
 
 // Fault tests: the enginemig binary runs as a subprocess against a sandbox server while an

@@ -10,11 +10,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/enginemig/enginemig/internal/ackload"
-	"github.com/enginemig/enginemig/outcome"
+	"github.com/enginemig/enginemig/internal/db/outcome"
+	"github.com/enginemig/enginemig/internal/sandbox"
+	"github.com/enginemig/enginemig/internal/sandbox/sandboxtest"
+	"github.com/enginemig/enginemig/internal/testkit/ackload"
 	"github.com/enginemig/enginemig/plan"
-	"github.com/enginemig/enginemig/sandbox"
-	"github.com/enginemig/enginemig/sandbox/sandboxtest"
 )
 
 // The whole product on the server ENGINEMIG_TEST_FLAVOUR selects, as a user runs it: plan reports

@@ -6,16 +6,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/enginemig/enginemig/bench"
-	"github.com/enginemig/enginemig/control"
 	"github.com/enginemig/enginemig/cutover"
-	"github.com/enginemig/enginemig/demo"
+	"github.com/enginemig/enginemig/internal/bench"
+	"github.com/enginemig/enginemig/internal/control"
+	"github.com/enginemig/enginemig/internal/demo"
+	"github.com/enginemig/enginemig/internal/pace/throttle"
+	"github.com/enginemig/enginemig/internal/workload"
 	"github.com/enginemig/enginemig/migration"
+	"github.com/enginemig/enginemig/migration/rollback"
 	"github.com/enginemig/enginemig/plan"
-	"github.com/enginemig/enginemig/rollback"
-	"github.com/enginemig/enginemig/throttle"
-	"github.com/enginemig/enginemig/verify"
-	"github.com/enginemig/enginemig/workload"
+	"github.com/enginemig/enginemig/shadow/verify"
 )
 
 var snake = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)

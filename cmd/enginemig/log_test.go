@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/enginemig/enginemig/outcome"
+	"github.com/enginemig/enginemig/internal/db/outcome"
 	"github.com/enginemig/enginemig/plan"
 )
 

@@ -12,7 +12,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/enginemig/enginemig/outcome"
+	"github.com/enginemig/enginemig/internal/db/outcome"
 )
 
 // version is set at build time with -ldflags "-X main.version=..."; "dev" otherwise.

@@ -7,7 +7,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/enginemig/enginemig/outcome"
+	"github.com/enginemig/enginemig/internal/db/outcome"
 	"github.com/enginemig/enginemig/plan"
 )
 

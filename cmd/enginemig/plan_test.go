@@ -8,10 +8,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/enginemig/enginemig/outcome"
+	"github.com/enginemig/enginemig/internal/db/outcome"
+	"github.com/enginemig/enginemig/internal/sandbox"
+	"github.com/enginemig/enginemig/internal/sandbox/sandboxtest"
 	"github.com/enginemig/enginemig/plan"
-	"github.com/enginemig/enginemig/sandbox"
-	"github.com/enginemig/enginemig/sandbox/sandboxtest"
 )
 
 // runPlanCLI runs `enginemig plan` in-process (see runCLI).

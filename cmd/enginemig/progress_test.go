@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/enginemig/enginemig/migration"
-	"github.com/enginemig/enginemig/state"
+	"github.com/enginemig/enginemig/migration/state"
 )
 
 // Before a stage has a rate (its first report), its ETA is unknown, not "0s", which would read as

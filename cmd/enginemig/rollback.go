@@ -8,10 +8,10 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/enginemig/enginemig/cutover"
-	"github.com/enginemig/enginemig/lockwait"
-	"github.com/enginemig/enginemig/outcome"
-	"github.com/enginemig/enginemig/rollback"
-	"github.com/enginemig/enginemig/state"
+	"github.com/enginemig/enginemig/internal/db/outcome"
+	"github.com/enginemig/enginemig/internal/pace/lockwait"
+	"github.com/enginemig/enginemig/migration/rollback"
+	"github.com/enginemig/enginemig/migration/state"
 )
 
 func init() { register(rollbackCommand) }

@@ -15,11 +15,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/enginemig/enginemig/dbconn"
-	"github.com/enginemig/enginemig/internal/ackload"
-	"github.com/enginemig/enginemig/outcome"
-	"github.com/enginemig/enginemig/sandbox"
-	"github.com/enginemig/enginemig/sandbox/sandboxtest"
+	"github.com/enginemig/enginemig/internal/db/dbconn"
+	"github.com/enginemig/enginemig/internal/db/outcome"
+	"github.com/enginemig/enginemig/internal/sandbox"
+	"github.com/enginemig/enginemig/internal/sandbox/sandboxtest"
+	"github.com/enginemig/enginemig/internal/testkit/ackload"
 )
 
 // Names with backticks, spaces, unicode and SQL keywords, in a database whose name has them too,

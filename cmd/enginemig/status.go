@@ -9,10 +9,10 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/enginemig/enginemig/control"
-	"github.com/enginemig/enginemig/outcome"
-	"github.com/enginemig/enginemig/planrun"
-	"github.com/enginemig/enginemig/state"
+	"github.com/enginemig/enginemig/internal/control"
+	"github.com/enginemig/enginemig/internal/db/outcome"
+	"github.com/enginemig/enginemig/migration/planrun"
+	"github.com/enginemig/enginemig/migration/state"
 )
 
 func init() { register(statusCommand) }

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/enginemig/enginemig/state"
+	"github.com/enginemig/enginemig/migration/state"
 )
 
 func TestStatusDerivesETAAndReplayLag(t *testing.T) {

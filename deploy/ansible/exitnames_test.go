@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/enginemig/enginemig/outcome"
+	"github.com/enginemig/enginemig/internal/db/outcome"
 )
 
 // The role classifies hosts by the binary's exit codes; its table of their names must be the

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/enginemig/enginemig/copier"
-	"github.com/enginemig/enginemig/outcome"
-	"github.com/enginemig/enginemig/verify"
+	"github.com/enginemig/enginemig/internal/db/outcome"
+	"github.com/enginemig/enginemig/shadow/verify"
 )
 
 // ErrCrash is what a simulated crash returns: the run stops where it is, cleaning nothing up, as

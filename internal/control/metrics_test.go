@@ -1,0 +1,51 @@
+package control
+
+import (
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/enginemig/enginemig/internal/pace/lockwait"
+)
+
+// One endpoint over a board of two migrations (apply --plan --parallel): each table's series are
+// there, and two waits of one kind in one migration make one blocked series, not a scrape error
+// for a duplicate.
+func TestBoardServesEveryMigration(t *testing.T) {
+	var b Board
+	holder := lockwait.Session{ID: 12, User: "app", Command: "Sleep"}
+	b.Add(func() Status { return Status{Schema: "s", Table: "t1", Stage: "copy", RowsCopied: 10} })
+	remove := b.Add(func() Status {
+		return Status{Schema: "s", Table: "t2", Stage: "copy", LockWaits: 2, Waiting: []lockwait.Wait{
+			{Kind: lockwait.KindLock, Waited: time.Second, Blockers: []lockwait.Session{holder}},
+			{Kind: lockwait.KindLock, Waited: 3 * time.Second, Blockers: []lockwait.Session{holder}},
+		}}
+	})
+	m, err := ServeBoard("127.0.0.1:0", b.Statuses)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	get := func() (int, string) {
+		resp, err := http.Get("http://" + m.Addr() + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	code, body := get()
+	for _, want := range []string{`enginemig_rows_copied{schema="s",table="t1"} 10`, `enginemig_lock_waits_total{schema="s",table="t2"} 2`,
+		`enginemig_blocked_seconds{on="lock",schema="s",table="t2"} 3`, `enginemig_blocked_by{connection="12",on="lock",schema="s",table="t2",user="app"} 1`} {
+		if code != http.StatusOK || !strings.Contains(body, want) {
+			t.Fatalf("status %d, metrics lack %s:\n%s", code, want, body)
+		}
+	}
+	remove()
+	if _, body := get(); strings.Contains(body, `table="t2"`) {
+		t.Fatalf("a finished migration is still served:\n%s", body)
+	}
+}

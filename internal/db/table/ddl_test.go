@@ -1,0 +1,55 @@
+package table
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/enginemig/enginemig/internal/sandbox/sandboxtest"
+)
+
+func TestRunDDL(t *testing.T) {
+	for _, c := range []struct{ got, want string }{
+		{DropTable("d", "_t_new"), "DROP TABLE `d`.`_t_new`"},
+		{DropTableIfExists("d", "_t_new"), "DROP TABLE IF EXISTS `d`.`_t_new`"},
+		{RenameTable("d", "t_emswap", "_t_old"), "RENAME TABLE `d`.`t_emswap` TO `d`.`_t_old`"},
+		{RenameTables("d", [2]string{"#t_gate", "#t_gone"}, [2]string{"t", "_t_new"}, [2]string{"_t_old", "t"}),
+			"RENAME TABLE `d`.`#t_gate` TO `d`.`#t_gone`, `d`.`t` TO `d`.`_t_new`, `d`.`_t_old` TO `d`.`t`"},
+		{DropIndexes("d", "_t_new", []string{"u", "b`q"}), "ALTER TABLE `d`.`_t_new` DROP INDEX `u`, DROP INDEX `b``q`"},
+		{DropTrigger("d", "tr"), "DROP TRIGGER `d`.`tr`"},
+		{DropTable("we`ird", "na`me"), "DROP TABLE `we``ird`.`na``me`"},
+		{KillConnection(42), "KILL 42"},
+		{KillQuery(42), "KILL QUERY 42"},
+	} {
+		if c.got != c.want {
+			t.Errorf("got %s, want %s", c.got, c.want)
+		}
+	}
+}
+
+// The statements above run as written, and TriggerTable finds a trigger where they leave it.
+func TestRunDDLOnAServer(t *testing.T) {
+	schema, db := sandboxtest.FreshDatabase(t, srv)
+	ctx := context.Background()
+	sandboxtest.MustExec(t, db, "CREATE TABLE t_emswap (id INT PRIMARY KEY, u INT, UNIQUE KEY u (u)) ENGINE=MyISAM",
+		"CREATE TRIGGER tr AFTER INSERT ON t_emswap FOR EACH ROW SET @x = 1")
+	if on, err := TriggerTable(ctx, db, schema, "tr"); err != nil || on != "t_emswap" {
+		t.Fatalf("TriggerTable: %q %v", on, err)
+	}
+	sandboxtest.MustExec(t, db, RenameTable(schema, "t_emswap", "_t_old"), DropIndexes(schema, "_t_old", []string{"u"}))
+	if on, err := TriggerTable(ctx, db, schema, "tr"); err != nil || on != "_t_old" {
+		t.Fatalf("TriggerTable after the rename: %q %v", on, err)
+	}
+	sandboxtest.MustExec(t, db, DropTrigger(schema, "tr"))
+	if on, err := TriggerTable(ctx, db, schema, "tr"); err != nil || on != "" {
+		t.Fatalf("TriggerTable of a dropped trigger: %q %v", on, err)
+	}
+	ti, err := Load(ctx, db, schema, "_t_old")
+	if err != nil || len(ti.Indexes) != 1 {
+		t.Fatalf("after DropIndexes: %+v %v", ti, err)
+	}
+	sandboxtest.MustExec(t, db, DropTable(schema, "_t_old"), DropTableIfExists(schema, "_t_old"))
+	if _, err := Load(ctx, db, schema, "_t_old"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("after DropTable: %v", err)
+	}
+}

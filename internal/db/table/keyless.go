@@ -1,0 +1,131 @@
+package table
+
+import (
+	"strings"
+
+	"github.com/enginemig/enginemig/internal/db/dbconn"
+)
+
+// Tables without a usable unique key (CopyKey finds none) are copied and replayed by content:
+// a row is whatever its values are, and identical rows are interchangeable copies of one value.
+// The statements here keep the multiset of rows: an insert adds one copy, a delete or update
+// changes exactly one copy (LIMIT 1), and verification counts duplicates (SUM, not BIT_XOR, of
+// the row checksums). How they stay in step with the copy is shadow/order.go's rule 5.
+
+// ChunkKey is the index a keyless table's copy walks and its replay finds rows by: the one whose
+// first column is an integer NOT NULL column (Go orders those exactly as the server does, which
+// rule 5 needs to place a change in a chunk), preferring the fewest columns. Only that first
+// column is used. ok is false when the table has none: it is then copied in one chunk, and a
+// replayed change is found by a scan of the target.
+func (t *Info) ChunkKey() (Index, bool) {
+	var best *Index
+	for i := range t.Indexes {
+		ix := &t.Indexes[i]
+		if ix.Type != "BTREE" || len(ix.Columns) == 0 || ix.Columns[0].SubPart > 0 {
+			continue
+		}
+		c, ok := t.Column(ix.Columns[0].Name)
+		if !ok || c.Nullable || c.Generated || c.IsRowID() || !c.IsInteger() {
+			continue
+		}
+		if best == nil || len(ix.Columns) < len(best.Columns) {
+			best = ix
+		}
+	}
+	if best == nil {
+		return Index{}, false
+	}
+	return *best, true
+}
+
+// Keyless reports a table without a usable unique key (see CopyKey).
+func (t *Info) Keyless() bool {
+	_, ok := t.CopyKey()
+	return !ok
+}
+
+// addressKey is the index that must exist on the target while rows are copied and replayed:
+// the copy key, or a keyless table's chunk key.
+func (t *Info) addressKey() (Index, bool) {
+	if k, ok := t.CopyKey(); ok {
+		return k, true
+	}
+	return t.ChunkKey()
+}
+
+// keyless prepares s for a table without a unique key: ranges over the chunk key's first
+// column, or none (one range, the whole table).
+func (s *SQL) keyless(src *Info) {
+	s.noKey = true
+	ix, ok := src.ChunkKey()
+	if !ok {
+		return
+	}
+	name := ix.Columns[0].Name
+	s.forceKey = "FORCE INDEX (" + dbconn.QuoteIdent(ix.Name) + ")"
+	s.key, s.keyNames = []string{dbconn.QuoteIdent(name)}, []string{name}
+	s.IntKeyCol = []bool{true}
+	s.intKey = true
+	for i, c := range src.CopyColumns() {
+		if strings.EqualFold(c.Name, name) {
+			s.keyPos = []int{i}
+		}
+	}
+}
+
+// Keyless reports a source without a unique key: rows are addressed by content.
+func (s *SQL) Keyless() bool { return s.noKey }
+
+// Chunked reports a key to walk in ranges; without one the copy is one range.
+func (s *SQL) Chunked() bool { return len(s.key) > 0 }
+
+// match is the predicate that finds a row of the target by its whole content (the optimizer picks
+// the index: the chunk key's or any other). Character columns compare as bytes (BINARY ?), so a
+// case-insensitive collation cannot match a row that differs in case; <=> where NULL is possible.
+// Its arguments are the row image itself.
+func (s *SQL) match() string {
+	terms := make([]string, len(s.cols))
+	for i, c := range s.cols {
+		op := " = "
+		if s.nullable[i] {
+			op = " <=> "
+		}
+		if s.binary[i] {
+			terms[i] = c + op + "BINARY ?"
+		} else {
+			terms[i] = c + op + "?"
+		}
+	}
+	return strings.Join(terms, " AND ")
+}
+
+// DeleteOne deletes one copy of a row from the target (arguments: the row image). Which copy does
+// not matter: they are equal in every column.
+func (s *SQL) DeleteOne() string {
+	return "DELETE FROM " + s.dst + " WHERE " + s.match() + " LIMIT 1"
+}
+
+// UpdateOne changes one copy of a row in the target (arguments: the new row, then the old one).
+func (s *SQL) UpdateOne() string {
+	return "UPDATE " + s.dst + " SET " + strings.Join(s.cols, " = ?, ") + " = ? WHERE " + s.match() + " LIMIT 1"
+}
+
+// Stmt is one statement with its arguments.
+type Stmt struct {
+	SQL  string
+	Args []any
+}
+
+// Recopy makes the target's rows of r equal to the source's, in a session that holds both
+// locked: recopy then delete what the source no longer has (by key), or, keyless, delete the
+// range then copy it (without a key a copied row cannot tell it is already there).
+func (s *SQL) Recopy(r Range) []Stmt {
+	if s.noKey {
+		del, dargs := s.DeleteRange(r)
+		cp, cargs := s.CopyRange(r, Replace)
+		return []Stmt{{del, dargs}, {cp, cargs}}
+	}
+	cp, cargs := s.CopyRange(r, Replace)
+	del, dargs := s.DeleteMissing(r)
+	return []Stmt{{cp, cargs}, {del, dargs}}
+}

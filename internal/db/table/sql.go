@@ -1,0 +1,269 @@
+package table
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/enginemig/enginemig/internal/db/dbconn"
+)
+
+// SQL builds every statement that moves rows between a source table and its target (the shadow
+// during apply, the kept original during rollback): chunk bounds, range copies, row upserts and
+// deletes by key, checksums, and the repairs of verification. It is the one place such SQL is
+// spelled, so copy, replay, verify and resume cannot drift apart (they once did: verify read
+// without FORCE INDEX). Statements are built once; values always travel as placeholders.
+type SQL struct {
+	src, dst  string   // qualified names
+	forceKey  string   // "FORCE INDEX (`k`)"
+	stage     string   // the qualified stage table of staged chunks (stage.go)
+	key       []string // quoted key columns
+	keyPos    []int    // positions of the key columns in cols
+	cols      []string // quoted copy columns
+	colList   string
+	keyList   string
+	intKey    bool   // single integer key column
+	sumRow    string // the expression a row is checksummed by (checksumRow)
+	IntKeyCol []bool
+
+	keyNames []string // unquoted key columns
+	noKey    bool     // no unique key: rows are addressed by content (keyless.go)
+	nullable []bool   // per copy column, for matching by content
+	binary   []bool   // per copy column: compared as bytes
+}
+
+// WriteMode is how copied rows meet rows already in the target.
+type WriteMode int
+
+const (
+	// Replace overwrites: the copy's row is newer than what replay wrote before it (binlog capture).
+	Replace WriteMode = iota
+	// InsertIgnore keeps the target's row: a row a capture trigger wrote is newer than the copy's.
+	InsertIgnore
+)
+
+func (s *SQL) verb(w WriteMode) string {
+	if s.noKey {
+		// Without a unique key REPLACE and INSERT IGNORE would insert all the same.
+		return "INSERT INTO "
+	}
+	if w == InsertIgnore {
+		return "INSERT IGNORE INTO "
+	}
+	return "REPLACE INTO "
+}
+
+// NewSQL prepares the statements that copy src (its copy columns, by its copy key) into the table
+// named target in the same schema.
+func NewSQL(src *Info, target string) (*SQL, error) {
+	s := &SQL{src: src.QuotedName(), dst: dbconn.QualifiedName(src.Schema, target),
+		stage: dbconn.QualifiedName(src.Schema, StageTable)}
+	for _, c := range src.CopyColumns() {
+		s.cols = append(s.cols, dbconn.QuoteIdent(c.Name))
+		s.nullable = append(s.nullable, c.Nullable)
+		s.binary = append(s.binary, c.ComparesByCollation())
+	}
+	s.sumRow = checksumRow(src.CopyColumns())
+	s.colList = strings.Join(s.cols, ",")
+	key, ok := src.CopyKey()
+	if !ok {
+		s.keyless(src)
+		s.keyList = strings.Join(s.key, ",")
+		return s, nil
+	}
+	s.forceKey = "FORCE INDEX (" + dbconn.QuoteIdent(key.Name) + ")"
+	s.keyNames = key.ColumnNames()
+	for _, k := range key.ColumnNames() {
+		s.key = append(s.key, dbconn.QuoteIdent(k))
+		col, _ := src.Column(k)
+		s.IntKeyCol = append(s.IntKeyCol, col.IsInteger())
+		found := false
+		for i, c := range src.CopyColumns() {
+			if strings.EqualFold(c.Name, k) {
+				s.keyPos, found = append(s.keyPos, i), true
+			}
+		}
+		if !found {
+			return nil, fmt.Errorf("key column %q of %s is not copied", k, src.QuotedName())
+		}
+	}
+	s.intKey = len(s.key) == 1 && s.IntKeyCol[0]
+	s.keyList = strings.Join(s.key, ",")
+	return s, nil
+}
+
+// Columns is the number of copied columns (the width of a row image).
+func (s *SQL) Columns() int { return len(s.cols) }
+
+// KeyPositions are the indexes of the key columns within a row image.
+func (s *SQL) KeyPositions() []int { return s.keyPos }
+
+// IntKey reports a single integer key column: the only keys Go can order exactly like the server
+// (string keys follow collations).
+func (s *SQL) IntKey() bool { return s.intKey }
+
+// Target is the qualified target table.
+func (s *SQL) Target() string { return s.dst }
+
+// Source is the qualified source table.
+func (s *SQL) Source() string { return s.src }
+
+// Range is the half-open key range (Lo, Hi]; a nil end is open. Where renders it.
+type Range struct{ Lo, Hi []any }
+
+// Where renders the range as a predicate on the key columns (qualified by alias when given) and
+// its arguments.
+func (s *SQL) Where(r Range, alias string) (string, []any) {
+	key := s.key
+	if alias != "" {
+		key = make([]string, len(s.key))
+		for i, k := range s.key {
+			key[i] = alias + "." + k
+		}
+	}
+	conds := []string{}
+	var args []any
+	if r.Lo != nil {
+		conds = append(conds, AfterPredicate(key))
+		args = append(args, AfterArgs(r.Lo)...)
+	}
+	if r.Hi != nil {
+		conds = append(conds, "NOT "+AfterPredicate(key))
+		args = append(args, AfterArgs(r.Hi)...)
+	}
+	if len(conds) == 0 {
+		return "1=1", nil
+	}
+	return strings.Join(conds, " AND "), args
+}
+
+// Bound finds the key of the n-th row after lo (lo nil: from the start), reading only the key
+// index; its one argument after the range's is the OFFSET (n-1).
+func (s *SQL) Bound(lo []any) (string, []any) {
+	where, args := s.Where(Range{Lo: lo}, "")
+	return "SELECT " + s.keyList + " FROM " + s.src + " " + s.forceKey + " WHERE " + where +
+		" ORDER BY " + s.keyList + " LIMIT 1 OFFSET ?", args
+}
+
+// Probe reads the source's first key by its index: the cheapest read an application does on the
+// table, which queues behind the copy's table lock and for a core as the application's do
+// (throttle.Gentle times it). It has no parameters, so it is sent as plain text.
+func (s *SQL) Probe() string {
+	if len(s.key) == 0 {
+		return "SELECT 1 FROM " + s.src + " LIMIT 1"
+	}
+	return "SELECT " + s.keyList + " FROM " + s.src + " " + s.forceKey + " ORDER BY " + s.keyList + " LIMIT 1"
+}
+
+// ReadRange reads the whole rows of r in key order. The text depends only on which ends of r
+// are open, so one prepared statement serves every range of a shape.
+func (s *SQL) ReadRange(r Range) (string, []any) {
+	where, args := s.Where(r, "")
+	return "SELECT " + s.colList + " FROM " + s.src + " " + s.forceKey + " WHERE " + where +
+		" ORDER BY " + s.keyList, args
+}
+
+// CopyRange copies the rows of r from source to target in one statement.
+func (s *SQL) CopyRange(r Range, mode WriteMode) (string, []any) {
+	return s.copyInto(s.verb(mode)+s.dst, r)
+}
+
+// copyInto is "<insert> (cols) SELECT cols FROM source" for the rows of r, read in key order.
+func (s *SQL) copyInto(insert string, r Range) (string, []any) {
+	where, args := s.Where(r, "")
+	return insert + " (" + s.colList + ") SELECT " + s.colList + " FROM " + s.src + " " +
+		s.forceKey + " WHERE " + where, args
+}
+
+// WriteRows writes n whole rows (row images, flattened into the arguments) to the target.
+func (s *SQL) WriteRows(n int, mode WriteMode) string {
+	row := "(" + strings.TrimSuffix(strings.Repeat("?,", len(s.cols)), ",") + ")"
+	var b strings.Builder
+	b.Grow(64 + len(s.colList) + n*(len(row)+1))
+	b.WriteString(s.verb(mode) + s.dst + " (" + s.colList + ") VALUES ")
+	for i := 0; i < n; i++ {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(row)
+	}
+	return b.String()
+}
+
+// DeleteKeys deletes n keys (their values flattened into the arguments) from the target.
+func (s *SQL) DeleteKeys(n int) string { return "DELETE FROM " + s.dst + " WHERE " + s.keysIn(n) }
+
+// DeleteRange deletes the target's rows in r (resume removes what lies above its watermark).
+func (s *SQL) DeleteRange(r Range) (string, []any) {
+	where, args := s.Where(r, "")
+	return "DELETE FROM " + s.dst + " WHERE " + where, args
+}
+
+// Checksum counts and checksums r's rows in the source (target false) or the target. No FORCE
+// INDEX here, unlike the copy: a checksum reads whole rows in any order, and the optimizer's full
+// scan of a large range beats one index lookup per row on MyISAM. The row expression is built
+// once, in NewSQL (checksumRow).
+func (s *SQL) Checksum(r Range, target bool) (string, []any) {
+	tbl := s.src
+	if target {
+		tbl = s.dst
+	}
+	where, args := s.Where(r, "")
+	// BIT_XOR would cancel a pair of identical rows, which a keyless table may hold: SUM counts them.
+	agg := "BIT_XOR"
+	if s.noKey {
+		agg = "SUM"
+	}
+	return "SELECT COUNT(*), COALESCE(" + agg + "(CRC32(" + s.sumRow + ")), 0) FROM " + tbl + " WHERE " + where, args
+}
+
+// checksumRow is the string a row's CRC32 is taken of: its columns joined by '#', preceded by
+// one NULL flag per nullable column, which keeps NULL apart from the empty string (CONCAT_WS
+// skips NULLs and would shift a value into its neighbour's place). Character columns are cast to
+// BINARY so that their bytes are joined as they are, never converted to a common character set
+// on the way; numbers and dates convert to the same text on both sides without it.
+// Source and target share column definitions, so both build the same string. Flags and casts
+// only where needed: on 1M rows of six columns (one CHAR) the source's checksum took 0.19 s
+// instead of 0.40 s with a flag and a cast on every column, the InnoDB target's 0.29 s instead
+// of 0.51 s (TestChecksumTellsRowsApart keeps what they must tell apart).
+func checksumRow(cols []Column) string {
+	var vals, nulls []string
+	for _, c := range cols {
+		q := dbconn.QuoteIdent(c.Name)
+		if c.Nullable {
+			nulls = append(nulls, "ISNULL("+q+")")
+		}
+		if c.NumericOrTemporal() {
+			vals = append(vals, q)
+		} else {
+			vals = append(vals, "CAST("+q+" AS BINARY)")
+		}
+	}
+	if len(nulls) > 0 {
+		vals = append([]string{"CONCAT(" + strings.Join(nulls, ",") + ")"}, vals...)
+	}
+	return "CONCAT_WS('#', " + strings.Join(vals, ",") + ")"
+}
+
+// DeleteMissing deletes the target's rows in r that the source no longer has. Single-table DELETE
+// with NOT EXISTS: a multi-table DELETE resolves its target alias against the session's default
+// database, which enginemig's connections do not have. The source is read as alias `s` (LOCK
+// TABLES must name it so).
+func (s *SQL) DeleteMissing(r Range) (string, []any) {
+	where, args := s.Where(r, s.dst)
+	join := make([]string, len(s.key))
+	for i, k := range s.key {
+		join[i] = "s." + k + " = " + s.dst + "." + k
+	}
+	return "DELETE FROM " + s.dst + " WHERE " + where + " AND NOT EXISTS (SELECT 1 FROM " + s.src +
+		" s WHERE " + strings.Join(join, " AND ") + ")", args
+}
+
+// keysIn matches n keys: `k` IN (...) for one column, OR-ed equalities otherwise, which the
+// range optimizer handles on every supported server version.
+func (s *SQL) keysIn(n int) string {
+	if len(s.key) == 1 {
+		return s.key[0] + " IN (" + strings.TrimSuffix(strings.Repeat("?,", n), ",") + ")"
+	}
+	one := "(" + strings.Join(s.key, "=? AND ") + "=?)"
+	return strings.TrimSuffix(strings.Repeat(one+" OR ", n), " OR ")
+}

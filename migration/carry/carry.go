@@ -1,0 +1,257 @@
+// Package carry moves a table's triggers to the table that replaces it in a swap (apply and
+// rollback alike), so that every application write fires them exactly once.
+package carry
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/enginemig/enginemig/cutover"
+	"github.com/enginemig/enginemig/internal/db/dbconn"
+	"github.com/enginemig/enginemig/internal/db/table"
+)
+
+// Carrier moves a table's triggers to the table that replaces it in a swap (apply and
+// rollback alike), so that every application write fires them exactly once and enginemig's own
+// writes fire none. Trigger names are unique per schema and cannot be renamed, and RENAME TABLE
+// takes a table's triggers with it, so the move has two steps (docs/how-it-works.md, "Triggers"):
+//
+//  1. install, before the cut-over lock or under it after the catch-up (PrepareSwap says which):
+//     guarded stand-ins under temporary names on the table about to become live
+//     (table.Trigger.CreateGuarded). They fire only while the real trigger is not on the live
+//     table, which before the swap it is.
+//  2. finish, after the swap: per trigger, the real one is dropped from the table that left (no
+//     longer written by the application) and created on the live table just before its stand-in,
+//     which the guard silences at that instant; then the stand-in is dropped.
+//
+// Each step is one DDL statement and every state between two of them fires each trigger exactly
+// once, so a process killed anywhere leaves a correct table; finish, run again, completes it.
+type Carrier struct {
+	DB       *sql.DB
+	Schema   string
+	Live     string // the name the application writes
+	Triggers []table.Trigger
+	Log      *slog.Logger
+	// AfterCreate is a test seam: Finish stops with its error right after creating the n-th real
+	// trigger (from 1), while its stand-in is still on the live table too.
+	AfterCreate func(n int) error
+}
+
+// Unchanged fails when the live table's triggers differ from those being carried: a trigger
+// created or dropped by the application during the migration is DDL on the table. Called under
+// the cut-over lock, where no trigger DDL on the table can run.
+func (c *Carrier) Unchanged(ctx context.Context) error {
+	now, err := table.LoadTriggers(ctx, c.DB, c.Schema, c.Live)
+	if err != nil {
+		return err
+	}
+	if !table.SameTriggers(now, c.Triggers) {
+		return fmt.Errorf("the triggers of %s changed during the migration (%d at the start, %d now: %s): that is DDL on the table",
+			dbconn.QualifiedName(c.Schema, c.Live), len(c.Triggers), len(now), triggerList(now))
+	}
+	return nil
+}
+
+// Install creates the guarded stand-ins on onTable, first removing any left by an earlier attempt.
+func (c *Carrier) Install(ctx context.Context, onTable string) error {
+	if err := c.DropStandIns(ctx, onTable); err != nil {
+		return err
+	}
+	return c.create(ctx, onTable)
+}
+
+// create creates the guarded stand-ins on onTable, in firing order.
+func (c *Carrier) create(ctx context.Context, onTable string) error {
+	for _, tr := range c.Triggers {
+		if err := c.exec(ctx, tr, tr.CreateGuarded(c.Schema, onTable, c.Live)); err != nil {
+			return fmt.Errorf("create the stand-in of trigger %s on %s: %w", tr.Name, onTable, err)
+		}
+	}
+	return nil
+}
+
+// DropStandIns removes the stand-ins from onTable (a failed attempt's, or a crashed run's).
+func (c *Carrier) DropStandIns(ctx context.Context, onTable string) error {
+	for _, tr := range c.Triggers {
+		tmp := table.TempTriggerName(c.Schema, c.Live, tr.Name)
+		on, err := c.tableOf(ctx, tmp)
+		if err != nil {
+			return err
+		}
+		if on == onTable {
+			if _, err := c.DB.ExecContext(ctx, table.DropTrigger(c.Schema, tmp)); err != nil {
+				return fmt.Errorf("drop stand-in %s: %w", tmp, err)
+			}
+		}
+	}
+	return nil
+}
+
+// Finish gives every trigger its real name on the live table (step 2). It is idempotent.
+func (c *Carrier) Finish(ctx context.Context) error {
+	start := time.Now()
+	for i, tr := range c.Triggers {
+		tmp := table.TempTriggerName(c.Schema, c.Live, tr.Name)
+		onReal, err := c.tableOf(ctx, tr.Name)
+		if err != nil {
+			return err
+		}
+		onTmp, err := c.tableOf(ctx, tmp)
+		if err != nil {
+			return err
+		}
+		switch {
+		case onReal == c.Live:
+		case onTmp != c.Live:
+			return fmt.Errorf("trigger %s: neither it nor its stand-in %s is on %s; recreate it by hand from `SHOW CREATE TRIGGER` on %s",
+				tr.Name, tmp, c.Live, orNone(onReal))
+		default:
+			if onReal != "" {
+				if _, err := c.DB.ExecContext(ctx, table.DropTrigger(c.Schema, tr.Name)); err != nil {
+					return fmt.Errorf("drop trigger %s from %s: %w", tr.Name, onReal, err)
+				}
+			}
+			if err := c.exec(ctx, tr, tr.Create(c.Schema, c.Live, tr.Name, tmp)); err != nil {
+				return fmt.Errorf("create trigger %s on %s: %w", tr.Name, c.Live, err)
+			}
+			if c.AfterCreate != nil {
+				if err := c.AfterCreate(i + 1); err != nil {
+					return err
+				}
+			}
+		}
+		if onTmp == c.Live {
+			if _, err := c.DB.ExecContext(ctx, table.DropTrigger(c.Schema, tmp)); err != nil {
+				return fmt.Errorf("drop stand-in %s: %w", tmp, err)
+			}
+		}
+	}
+	c.Log.Info("triggers carried to the new table", "triggers", len(c.Triggers), "took", time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// Statements lists what install and finish run, for a dry run's report.
+func (c *Carrier) Statements(onTable string) []string {
+	var out []string
+	for _, tr := range c.Triggers {
+		out = append(out, tr.CreateGuarded(c.Schema, onTable, c.Live))
+	}
+	for _, tr := range c.Triggers {
+		tmp := table.TempTriggerName(c.Schema, c.Live, tr.Name)
+		out = append(out, table.DropTrigger(c.Schema, tr.Name), tr.Create(c.Schema, c.Live, tr.Name, tmp),
+			table.DropTrigger(c.Schema, tmp))
+	}
+	return out
+}
+
+// tableOf is the table the named trigger is on ("" when there is none).
+func (c *Carrier) tableOf(ctx context.Context, trigger string) (string, error) {
+	return table.TriggerTable(ctx, c.DB, c.Schema, trigger)
+}
+
+// exec runs a CREATE TRIGGER in the original's session context (sql_mode, client character set,
+// collation), which the server records with the trigger.
+func (c *Carrier) exec(ctx context.Context, tr table.Trigger, stmt string) error {
+	conn, err := c.DB.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	for _, set := range tr.Session() {
+		if _, err := conn.ExecContext(ctx, set); err != nil {
+			return fmt.Errorf("%s: %w", set, err)
+		}
+	}
+	_, err = conn.ExecContext(ctx, stmt)
+	// The connection goes back to the pool with another character set: discard it instead.
+	conn.Raw(func(any) error { return driver.ErrBadConn })
+	return err
+}
+
+// PrepareSwap installs the stand-ins before the lock: a CREATE or DROP TRIGGER takes tens of
+// milliseconds, which under the lock the application would wait for, once per trigger; before the
+// lock they cost the application nothing, and replay's rows skip their guard
+// (dbconn.OwnWriteVar). Not when a trigger writes or reads another table: a stand-in on the target
+// makes every write to it open that table too, which the cut-over's LOCK TABLES of the source holds
+// (the server locks the tables of the source's triggers with it), so the catch-up's writes would
+// wait for the lock they are meant to finish under; those stand-ins are created under the lock
+// after the catch-up (UnderLock), and only an earlier attempt's are dropped here. Creating a
+// trigger fails for good (its definition, a privilege), not because the table is busy: that stops
+// the cut-over instead of retrying.
+func (c *Carrier) PrepareSwap(ctx context.Context, onTable string) error {
+	if len(c.Triggers) == 0 {
+		return nil
+	}
+	prepare := c.Install
+	if c.touchTables() {
+		prepare = c.DropStandIns
+	}
+	if err := prepare(ctx, onTable); err != nil {
+		return fmt.Errorf("%w: %w", cutover.ErrAbort, err)
+	}
+	return nil
+}
+
+// UnderLock runs under the cut-over lock once the target has caught up: the triggers must be as
+// they were, and the stand-ins PrepareSwap left for now are created.
+func (c *Carrier) UnderLock(ctx context.Context, onTable string) error {
+	if err := c.CheckUnchanged(ctx); err != nil || !c.touchTables() {
+		return err
+	}
+	if err := c.create(ctx, onTable); err != nil {
+		return fmt.Errorf("%w: %w", cutover.ErrAbort, err)
+	}
+	return nil
+}
+
+// touchTables reports whether a trigger's body may read or write a table (PrepareSwap).
+func (c *Carrier) touchTables() bool {
+	for _, tr := range c.Triggers {
+		if tr.TouchesTables() {
+			return true
+		}
+	}
+	return false
+}
+
+// AbandonSwap removes the stand-ins a failed cut-over attempt installed.
+func (c *Carrier) AbandonSwap(ctx context.Context, onTable string) {
+	if len(c.Triggers) == 0 {
+		return
+	}
+	if err := c.DropStandIns(ctx, onTable); err != nil {
+		c.Log.Warn("could not drop the triggers' stand-ins after a failed cut-over attempt; the next attempt replaces them", "error", err)
+	}
+}
+
+// CheckUnchanged runs under the lock, where no trigger DDL on the table can run.
+func (c *Carrier) CheckUnchanged(ctx context.Context) error {
+	if len(c.Triggers) == 0 {
+		return nil
+	}
+	if err := c.Unchanged(ctx); err != nil {
+		return fmt.Errorf("%w: %w", cutover.ErrAbort, err)
+	}
+	return nil
+}
+
+// triggerList names trs for a message.
+func triggerList(trs []table.Trigger) string {
+	names := make([]string, len(trs))
+	for i, tr := range trs {
+		names[i] = tr.Name
+	}
+	return orNone(strings.Join(names, ", "))
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(none)"
+	}
+	return s
+}

@@ -1,0 +1,441 @@
+// Package verify compares a source table and its target chunk by chunk at consistent points
+// (MyISAM has no snapshots, so each source chunk is briefly read-locked while the target catches
+// up), and recopies chunks that differ. It is the copy's second pass: same key, same Chunker.
+package verify
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/enginemig/enginemig/copier"
+	"github.com/enginemig/enginemig/internal/db/dbconn"
+	"github.com/enginemig/enginemig/internal/db/table"
+	"github.com/enginemig/enginemig/internal/pace/throttle"
+)
+
+// Target is what verification needs from whatever keeps the target current (package shadow).
+type Target interface {
+	// WaitFor returns once the target holds every change committed before it was called; the
+	// caller holds the source read-locked on conn, so nothing new arrives meanwhile.
+	WaitFor(ctx context.Context, conn *sql.Conn) error
+	// Exclusive runs fn while no captured change is being written to the target.
+	Exclusive(fn func() error) error
+	// Hold runs fn while no captured change is being written to the target, without waiting for
+	// anything else (an index build): the target then stays at the moment WaitFor reached.
+	Hold(fn func() error) error
+}
+
+// Config tunes verification.
+type Config struct {
+	// CatchUp bounds the wait for the target while the source is locked (default 1 s).
+	CatchUp time.Duration
+	Logger  *slog.Logger
+	// Rows, when set, counts the rows compared so far (progress).
+	Rows *atomic.Int64
+	// LockWith is what the target's capture needs locked with the source to catch up (trigger
+	// capture: the target and its change log). The target is then checksummed in the same
+	// session, after the source: no other session can read a table this one holds WRITE-locked.
+	LockWith []string
+	// TargetApart says the target is not among LockWith (trigger capture on a Galera node locks
+	// only the log with the source, and writes the target through other sessions): it is then
+	// checksummed in a session of its own, still while the source is locked.
+	TargetApart bool
+	// NoRepair: a range that differs fails verification at once instead of being recopied. On a
+	// Galera node a recopy writes the InnoDB target while its session holds LOCK TABLES on it,
+	// and a DDL on either table ordered in total order meanwhile would wait for that lock while
+	// the recopy's commit waits for the DDL: a wedged node. Failing leaves the original as it is.
+	NoRepair bool
+	// Release says when the source's lock is let go before the target is compared (see compare).
+	Release Release
+	// HoldDelay is a fault-injection point for tests: a pause after the source is released early,
+	// before the target's checksum, in which a replay that was not held would move the target on.
+	HoldDelay time.Duration
+}
+
+// Release chooses the chunks whose source lock covers the source's checksum only.
+type Release int
+
+const (
+	// ReleaseContended releases early while other clients wait for the table.
+	ReleaseContended Release = iota
+	// ReleaseAlways releases early on every chunk (tests of that path).
+	ReleaseAlways
+	// ReleaseNever keeps the source locked until both sides are compared.
+	ReleaseNever
+)
+
+// Result counts what verification saw.
+type Result struct {
+	Chunks   int           `json:"chunks"`
+	Rows     int64         `json:"rows"`
+	Repaired int           `json:"repaired_chunks"`
+	LockTime time.Duration `json:"lock_ns"`
+	Duration time.Duration `json:"duration_ns"`
+	// BehindRetries counts the times a chunk let the source go because the target was behind
+	// (patience), to be compared again once it had caught up.
+	BehindRetries int `json:"behind_retries"`
+}
+
+// ErrMismatch means a chunk still differed after being recopied.
+var ErrMismatch = errors.New("source and target differ")
+
+// maxRepairs bounds how often one chunk is recopied before verification gives up.
+const maxRepairs = 3
+
+// errBehind: the target had not caught up when the chunk's patience ran out; the source is let go.
+var errBehind = errors.New("the target is behind")
+
+// While the source is locked, the application's writers wait, and the target's catch-up can
+// stall for a reason of its own: replay waits for the target's metadata lock while the index
+// build beside verification finishes, or for a lock another session holds on the target. So a
+// chunk waits for the target under the lock for at most twice its lock-time goal (never less
+// than minPatience); past that, it lets the source go, waits for the target unlocked (up to
+// behindWait), and compares again. After maxBehind such retries it waits under the lock for up
+// to Config.CatchUp, so a replay that is merely slow cannot keep one chunk from ever being
+// compared (TestVerifyLetsTheSourceGoWhileTheShadowIsBehind holds replay still and measures the
+// application's writes).
+const (
+	minPatience = 20 * time.Millisecond
+	maxBehind   = 3
+	behindWait  = time.Minute
+)
+
+// patience is how long a chunk aiming at goal waits under the lock for the target.
+func patience(goal time.Duration) time.Duration { return max(2*goal, minPatience) }
+
+type verifier struct {
+	db     *sql.DB
+	q      *table.SQL
+	target Target
+	cfg    Config
+}
+
+// Run verifies q's source against its target, walking the key with chunks. db is a control pool
+// (it needs 3 connections).
+func Run(ctx context.Context, db *sql.DB, q *table.SQL, chunks *copier.Chunker, target Target, cfg Config) (Result, error) {
+	if cfg.CatchUp <= 0 {
+		cfg.CatchUp = time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = dbconn.Logger(nil)
+	}
+	v := &verifier{db: db, q: q, target: target, cfg: cfg}
+	start := time.Now()
+	var res Result
+	var visitErr error
+	err := chunks.Walk(ctx, nil, func(ctx context.Context, s copier.Step, release func(took, held time.Duration)) (time.Time, error) {
+		c, err := v.chunk(ctx, s, release)
+		if visitErr = err; err != nil {
+			return time.Time{}, err
+		}
+		res.add(c, v.cfg.Rows)
+		// The rest runs from the unlock: a target checksummed after it was part of the rest.
+		return c.unlocked, nil
+	})
+	if err != nil && err != visitErr {
+		return res, fmt.Errorf("verify: %w", err) // planning a step or resting failed
+	}
+	res.Duration = time.Since(start)
+	return res, err
+}
+
+// releaseEarly reports whether s's chunks let the source's lock go before the target is compared
+// (see compare).
+func (v *verifier) releaseEarly(s copier.Step) bool {
+	return v.cfg.Release == ReleaseAlways || (v.cfg.Release == ReleaseContended && s.Contended)
+}
+
+func (r *Result) add(c comparison, rows *atomic.Int64) {
+	r.Chunks++
+	r.Rows += c.rows
+	if rows != nil {
+		rows.Add(c.rows)
+	}
+	r.LockTime += c.held
+	r.BehindRetries += c.behind
+	if c.repaired {
+		r.Repaired++
+	}
+}
+
+// comparison is what verifying one range took.
+type comparison struct {
+	rows     int64
+	same     bool
+	repaired bool          // the range was recopied (chunk)
+	behind   int           // the source was let go this often because the target was behind
+	sumTime  time.Duration // the checksums' time (the source's alone when released early)
+	held     time.Duration // the source was locked
+	unlocked time.Time     // the source was last unlocked
+}
+
+// chunk verifies s's key range, recopying it while it differs, and comparing it again when the
+// target was behind. It releases the walk when the source is first unlocked, sized by the
+// checksum time only (the source's when its lock is released early): the lock and catch-up cost
+// per chunk is fixed, so counting it would shrink chunks toward that overhead and make
+// verification crawl.
+func (v *verifier) chunk(ctx context.Context, s copier.Step, release func(took, held time.Duration)) (comparison, error) {
+	r, early := s.Range, v.releaseEarly(s)
+	released := func(c comparison) { release(c.sumTime, c.held) }
+	var held time.Duration
+	behind := 0
+	for attempt := 0; ; {
+		wait := time.Duration(0) // up to Config.CatchUp
+		if behind < maxBehind {
+			wait = patience(s.Target)
+		}
+		c, err := v.compare(ctx, r, early, wait, released)
+		released = nil
+		held += c.held
+		c.held, c.repaired, c.behind = held, attempt > 0, behind
+		if errors.Is(err, errBehind) {
+			behind++
+			v.cfg.Logger.Debug("verify: the target is behind; the source is let go until it catches up",
+				"from", fmt.Sprint(r.Lo), "to", fmt.Sprint(r.Hi), "patience", wait)
+			if err := v.waitUnlocked(ctx); err != nil {
+				return c, err
+			}
+			continue
+		}
+		if err != nil || c.same {
+			return c, err
+		}
+		if v.cfg.NoRepair {
+			return c, fmt.Errorf("%w in key range %v..%v (not recopied on a Galera node)", ErrMismatch, r.Lo, r.Hi)
+		}
+		if attempt == maxRepairs {
+			return c, fmt.Errorf("%w in key range %v..%v after %d recopies", ErrMismatch, r.Lo, r.Hi, maxRepairs)
+		}
+		v.cfg.Logger.Warn("verify: key range differs; recopying it", "from", fmt.Sprint(r.Lo), "to", fmt.Sprint(r.Hi))
+		h, err := v.repair(ctx, r)
+		held += h
+		if err != nil {
+			return comparison{held: held, repaired: true, behind: behind, unlocked: time.Now()}, err
+		}
+		attempt++
+	}
+}
+
+// waitUnlocked waits, without holding the source, until the target holds every change committed
+// before the call.
+func (v *verifier) waitUnlocked(ctx context.Context) error {
+	conn, err := v.db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	waitCtx, cancel := context.WithTimeout(ctx, behindWait)
+	defer cancel()
+	if err := v.target.WaitFor(waitCtx, conn); err != nil {
+		return fmt.Errorf("verify: the target did not catch up within %s, with the source unlocked: %w", behindWait, err)
+	}
+	return nil
+}
+
+// compare checksums the range in source and target at one consistent point: the source is
+// read-locked (MyISAM has no snapshots), and the target is given time to catch up with every
+// change made before the lock, so both sides show the same moment. The source's checksum runs
+// while the target catches up.
+//
+// With release, the lock covers only that: once the target has caught up, replay is held (Hold),
+// the source unlocked, and the target checksummed at the moment it reached; replay then goes on.
+// The application's writers wait for the source's checksum and the catch-up, not for the
+// target's checksum too. Without it, both sides are checksummed at once under the lock, which is
+// quicker overall while nobody waits for the table.
+//
+// The target gets patience (when > 0) to catch up, else Config.CatchUp; past patience, compare
+// returns errBehind.
+//
+// released, when not nil, is called once the source is unlocked (not when locking it failed).
+func (v *verifier) compare(ctx context.Context, r table.Range, release bool, patience time.Duration, released func(comparison)) (c comparison, err error) {
+	conn, err := v.db.Conn(ctx)
+	if err != nil {
+		return c, err
+	}
+	defer conn.Close()
+	// The second, aliased lock changes nothing but the statement's shape: plan's lock-tables check
+	// tells enginemig's own LOCK TABLES from the application's by it.
+	lock := "LOCK TABLES " + v.q.Source() + " READ, " + v.q.Source() + " AS `_enginemig_verify` READ"
+	for _, l := range v.cfg.LockWith {
+		lock += ", " + l
+	}
+	if err := lockRetrying(ctx, conn, lock); err != nil {
+		return c, fmt.Errorf("verify: lock %s: %w", v.q.Source(), err)
+	}
+	locked := time.Now()
+	unlock := func() error {
+		if !c.unlocked.IsZero() {
+			return nil
+		}
+		c.unlocked = time.Now()
+		c.held = c.unlocked.Sub(locked)
+		if _, err := conn.ExecContext(context.WithoutCancel(ctx), "UNLOCK TABLES"); err != nil {
+			return fmt.Errorf("verify: unlock: %w", err)
+		}
+		if released != nil {
+			released(c)
+		}
+		return nil
+	}
+	defer func() { err = errors.Join(err, unlock()) }()
+	if len(v.cfg.LockWith) > 0 {
+		return v.compareInSession(ctx, conn, r)
+	}
+	dstDone := make(chan sum, 1)
+	go func() { dstDone <- v.catchUp(ctx, r, !release, patience) }()
+	src := v.checksum(ctx, conn, r, false)
+	c.sumTime = src.took
+	dst := <-dstDone
+	if err = errors.Join(src.err, dst.err); err != nil {
+		return c, err
+	}
+	if !release {
+		c.rows, c.same, c.sumTime = src.n, src.equal(dst), max(src.took, dst.took)
+		return c, nil
+	}
+	err = v.target.Hold(func() error {
+		if err := unlock(); err != nil {
+			return err
+		}
+		if err := throttle.Sleep(ctx, v.cfg.HoldDelay); err != nil {
+			return err
+		}
+		dst = v.checksum(ctx, v.db, r, true)
+		return dst.err
+	})
+	c.rows, c.same = src.n, src.equal(dst)
+	return c, err
+}
+
+// sum is one side's checksum of a range.
+type sum struct {
+	n, sum int64
+	took   time.Duration
+	err    error
+}
+
+func (s sum) equal(o sum) bool { return s.err == nil && o.err == nil && s.n == o.n && s.sum == o.sum }
+
+// catchUp waits until the target holds every change made before the source was locked, and with
+// checksum, checksums the target's range then. The capture reads its position on a session of its
+// own (the locked one is busy with the source's checksum), which shows the same moment: nothing
+// can change the source while that session holds it read-locked. It waits for patience when
+// that is shorter than Config.CatchUp, and then returns errBehind.
+func (v *verifier) catchUp(ctx context.Context, r table.Range, checksum bool, patience time.Duration) sum {
+	posConn, err := v.db.Conn(ctx)
+	if err != nil {
+		return sum{err: err}
+	}
+	limit := v.cfg.CatchUp
+	impatient := patience > 0 && patience < limit
+	if impatient {
+		limit = patience
+	}
+	waitCtx, cancel := context.WithTimeout(ctx, limit)
+	err = v.target.WaitFor(waitCtx, posConn)
+	cancel()
+	posConn.Close()
+	if err != nil && impatient && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+		return sum{err: errBehind}
+	}
+	if err != nil {
+		return sum{err: fmt.Errorf("verify: the target did not catch up within %s: %w", v.cfg.CatchUp, err)}
+	}
+	if !checksum {
+		return sum{}
+	}
+	return v.checksum(ctx, v.db, r, true)
+}
+
+// compareInSession compares with trigger capture, whose catch-up needs conn's locks: the target
+// is checksummed in the same session, after the source (no other session can read a table conn
+// holds WRITE-locked).
+func (v *verifier) compareInSession(ctx context.Context, conn *sql.Conn, r table.Range) (comparison, error) {
+	var c comparison
+	waitCtx, cancel := context.WithTimeout(ctx, v.cfg.CatchUp)
+	err := v.target.WaitFor(waitCtx, conn)
+	cancel()
+	if err != nil {
+		return c, fmt.Errorf("verify: the target did not catch up within %s: %w", v.cfg.CatchUp, err)
+	}
+	src := v.checksum(ctx, conn, r, false)
+	if src.err != nil {
+		return c, src.err
+	}
+	var dstQ dbconn.Querier = conn
+	if v.cfg.TargetApart {
+		dstQ = v.db
+	}
+	dst := v.checksum(ctx, dstQ, r, true)
+	c.rows, c.same, c.sumTime = src.n, src.equal(dst), src.took+dst.took
+	return c, dst.err
+}
+
+// repair recopies the range in one locked session, with no captured change being written to the
+// target meanwhile (Exclusive). It cannot run beside compare's READ lock from another connection:
+// MyISAM queues a new read behind waiting writers, which wait for that lock. LOCK TABLES must name
+// the target and the source's alias too (every table a locked session touches must be locked).
+func (v *verifier) repair(ctx context.Context, r table.Range) (held time.Duration, err error) {
+	err = v.target.Exclusive(func() error {
+		held, err = v.recopy(ctx, r)
+		return err
+	})
+	return held, err
+}
+
+func (v *verifier) recopy(ctx context.Context, r table.Range) (held time.Duration, err error) {
+	conn, err := v.db.Conn(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close()
+	src, dst := v.q.Source(), v.q.Target()
+	if err := lockRetrying(ctx, conn, "LOCK TABLES "+src+" READ, "+src+" AS s READ, "+dst+" WRITE"); err != nil {
+		return 0, fmt.Errorf("verify: lock for recopy: %w", err)
+	}
+	locked := time.Now()
+	defer func() {
+		if _, uerr := conn.ExecContext(context.WithoutCancel(ctx), "UNLOCK TABLES"); uerr != nil && err == nil {
+			err = fmt.Errorf("verify: unlock: %w", uerr)
+		}
+		held = time.Since(locked)
+	}()
+	for _, st := range v.q.Recopy(r) {
+		if _, err := conn.ExecContext(ctx, st.SQL, st.Args...); err != nil {
+			return 0, fmt.Errorf("verify: recopy: %w", err)
+		}
+	}
+	return 0, nil
+}
+
+func (v *verifier) checksum(ctx context.Context, q dbconn.Querier, r table.Range, target bool) sum {
+	var s sum
+	query, args := v.q.Checksum(r, target)
+	start := time.Now()
+	if err := q.QueryRowContext(ctx, query, args...).Scan(&s.n, &s.sum); err != nil {
+		s.err = fmt.Errorf("verify: checksum: %w", err)
+	}
+	s.took = time.Since(start)
+	return s
+}
+
+// lockRetrying takes a chunk's locks, again when the server chose the LOCK TABLES as a deadlock's
+// victim (1213; seen in a rollback under trigger capture, whose source is InnoDB and whose
+// writers' triggers write the change log): nothing was locked then, and the transaction it met
+// goes on, so trying again after a moment is safe.
+func lockRetrying(ctx context.Context, conn *sql.Conn, lock string) error {
+	for try := 1; ; try++ {
+		_, err := conn.ExecContext(ctx, lock)
+		if err == nil || try == 5 || !dbconn.IsDeadlock(err) {
+			return err
+		}
+		if err := throttle.Sleep(ctx, time.Duration(try)*20*time.Millisecond); err != nil {
+			return err
+		}
+	}
+}
