@@ -104,7 +104,7 @@ func galeraKeyless(t *testing.T, c *sandboxtest.Cluster) {
 }
 
 // chunkDDL are statements in total-order isolation sent, one at a time, each while a copy chunk
-// holds the source locked (faults.Faults.ChunkLocked): a chunk that wrote the shadow under its
+// holds the source locked (seams.ChunkLocked): a chunk that wrote the shadow under its
 // lock would then wait for the statement while the statement waits for the lock (of the shadow),
 // or for the chunk's commit ordered after it: a wedged node.
 type chunkDDL struct {

@@ -14,10 +14,10 @@ import (
 	"github.com/enginemig/enginemig/internal/db/dbconn"
 	"github.com/enginemig/enginemig/internal/db/outcome"
 	"github.com/enginemig/enginemig/internal/db/table"
-	"github.com/enginemig/enginemig/internal/faults"
 	"github.com/enginemig/enginemig/internal/sandbox/sandboxtest"
 	"github.com/enginemig/enginemig/internal/testkit/ackload"
 	"github.com/enginemig/enginemig/migration/rollback"
+	"github.com/enginemig/enginemig/shadow"
 )
 
 // galeraConverted converts a small t on node 1 under writers, and returns it converted on every
@@ -52,7 +52,7 @@ func galeraConverted(t *testing.T, c *sandboxtest.Cluster) (string, *sql.DB, *ac
 // attempts at most, so that a swap not reported as done fails fast.
 func lateRollbackOptions(opts Options, stop func()) rollback.Options {
 	ropts := rollback.Options{Conn: opts.Conn, Schema: opts.Schema, Table: "t", StateSchema: opts.StateSchema, Logger: opts.Logger, Cutover: cutover.DefaultConfig()}
-	ropts.Faults = &faults.Faults{ReplayDelay: 20 * time.Millisecond}
+	ropts.Seams = &rollback.Seams{Shadow: shadow.Seams{ReplayDelay: 20 * time.Millisecond}}
 	ropts.Cutover.Attempts, ropts.Cutover.Backoff = 2, 50*time.Millisecond
 	var once sync.Once
 	ropts.Cutover.OnLocked = func() { once.Do(stop) }

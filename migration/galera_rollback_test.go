@@ -13,11 +13,11 @@ import (
 	"github.com/enginemig/enginemig/cutover"
 	"github.com/enginemig/enginemig/internal/db/outcome"
 	"github.com/enginemig/enginemig/internal/db/table"
-	"github.com/enginemig/enginemig/internal/faults"
 	"github.com/enginemig/enginemig/internal/sandbox/sandboxtest"
 	"github.com/enginemig/enginemig/internal/testkit/ackload"
 	"github.com/enginemig/enginemig/migration/cleanup"
 	"github.com/enginemig/enginemig/migration/rollback"
+	"github.com/enginemig/enginemig/shadow"
 	"github.com/go-sql-driver/mysql"
 )
 
@@ -75,7 +75,7 @@ func galeraRollback(t *testing.T, c *sandboxtest.Cluster) {
 
 	ropts := rollback.Options{Conn: opts.Conn, Schema: schema, Table: "t", StateSchema: opts.StateSchema, Logger: opts.Logger, Cutover: cutover.DefaultConfig()}
 	galeraRollbackGivesUp(t, c, db, ropts)
-	ropts.Faults = &faults.Faults{ReplayDelay: 20 * time.Millisecond} // replay a little behind, as under load: the gate must wait for it
+	ropts.Seams = &rollback.Seams{Shadow: shadow.Seams{ReplayDelay: 20 * time.Millisecond}} // replay a little behind, as under load: the gate must wait for it
 	ropts.Cutover.OnLocked = func() {
 		back.Store(true)
 		inFlight.Lock()
@@ -119,7 +119,7 @@ func galeraRollback(t *testing.T, c *sandboxtest.Cluster) {
 // and no gate is left; the same rollback can run again.
 func galeraRollbackGivesUp(t *testing.T, c *sandboxtest.Cluster, db *sql.DB, opts rollback.Options) {
 	t.Helper()
-	opts.Faults = &faults.Faults{ReplayDelay: 100 * time.Millisecond}
+	opts.Seams = &rollback.Seams{Shadow: shadow.Seams{ReplayDelay: 100 * time.Millisecond}}
 	opts.Cutover.CatchUp, opts.Cutover.Attempts, opts.Cutover.Backoff = 50*time.Millisecond, 2, 50*time.Millisecond
 	_, err := rollbackBounded(t, db, opts, c)
 	if outcome.CodeOf(err) != outcome.FailedSafe || !errors.Is(err, cutover.ErrGaveUp) {

@@ -20,7 +20,6 @@ import (
 	"github.com/enginemig/enginemig/internal/db/dbconn"
 	"github.com/enginemig/enginemig/internal/db/outcome"
 	"github.com/enginemig/enginemig/internal/db/table"
-	"github.com/enginemig/enginemig/internal/faults"
 	"github.com/enginemig/enginemig/internal/pace/lockwait"
 	"github.com/enginemig/enginemig/internal/pace/throttle"
 	"github.com/enginemig/enginemig/migration/state"
@@ -100,8 +99,8 @@ type Options struct {
 	// Hook runs at HookPoints (nil: none). An error at start or a before-* point stops the migration.
 	Hook func(ctx context.Context, at Point, st *state.State) error
 
-	// seams are the test seams, set only by this package's tests (none in the shipped binary).
-	seams faults.Faults
+	// seams are the test seams, set only by this package's tests (seams.go).
+	seams seams
 }
 
 // Progress is a snapshot for progress displays.

@@ -8,7 +8,6 @@ import (
 
 	"github.com/enginemig/enginemig/cutover"
 	"github.com/enginemig/enginemig/internal/db/table"
-	"github.com/enginemig/enginemig/internal/faults"
 	"github.com/enginemig/enginemig/migration/carry"
 	"github.com/enginemig/enginemig/migration/state"
 	"github.com/enginemig/enginemig/shadow"
@@ -181,4 +180,4 @@ func (m *migrator) prepareResume(ctx context.Context, st *state.State, deferred 
 	return missing, nil
 }
 
-var errSimulatedCrash = faults.ErrCrash
+var errSimulatedCrash = shadow.ErrSimulatedCrash

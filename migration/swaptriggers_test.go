@@ -15,7 +15,6 @@ import (
 	"github.com/enginemig/enginemig/internal/db/dbconn"
 	"github.com/enginemig/enginemig/internal/db/outcome"
 	"github.com/enginemig/enginemig/internal/db/table"
-	"github.com/enginemig/enginemig/internal/faults"
 	"github.com/enginemig/enginemig/internal/sandbox"
 	"github.com/enginemig/enginemig/internal/sandbox/sandboxtest"
 	"github.com/enginemig/enginemig/migration/rollback"
@@ -370,7 +369,7 @@ func TestTriggersRollbackResumesAfterCrash(t *testing.T) {
 		stop()
 		t.Fatal(err)
 	}
-	rb := rollback.Options{Conn: opts.Conn, Schema: schema, Table: "t", StateSchema: opts.StateSchema, Logger: opts.Logger, Faults: &faults.Faults{CrashAtTrigger: 3}}
+	rb := rollback.Options{Conn: opts.Conn, Schema: schema, Table: "t", StateSchema: opts.StateSchema, Logger: opts.Logger, Seams: &rollback.Seams{CrashAtTrigger: 3}}
 	if _, err := rollback.Run(context.Background(), db, rb); !errors.Is(err, errSimulatedCrash) {
 		stop()
 		t.Fatalf("want a simulated crash, got %v", err)
@@ -380,7 +379,7 @@ func TestTriggersRollbackResumesAfterCrash(t *testing.T) {
 	}
 	checkEachFiresOnce(t, db, schema, orig)
 	time.Sleep(200 * time.Millisecond)
-	rb.Faults = nil
+	rb.Seams = nil
 	if _, err := rollback.Run(context.Background(), db, rb); err != nil {
 		stop()
 		t.Fatalf("second rollback: %v", err)

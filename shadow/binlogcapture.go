@@ -20,7 +20,7 @@ type binlogCapture struct {
 	replay *binlog.Replayer
 	start  binlog.Position
 	apply  func(ctx context.Context, batch []binlog.Change) (int, error)
-	delay  time.Duration // Config.Faults.ReplayDelay
+	delay  time.Duration // Config.Seams.ReplayDelay
 }
 
 // binlogKind: set-up is reading the current position (before the first row is copied); nothing
@@ -44,7 +44,7 @@ func (binlogKind) open(ctx context.Context, p *Pipeline) (Capture, error) {
 		return nil, err
 	}
 	return &binlogCapture{stream: stream, replay: binlog.NewReplayer(stream), start: start,
-		apply: p.order.replay(binlog.NewApplier(p.writer, p.q), p.q), delay: cfg.Faults.Get().ReplayDelay}, nil
+		apply: p.order.replay(binlog.NewApplier(p.writer, p.q), p.q), delay: cfg.Seams.get().ReplayDelay}, nil
 }
 
 func (binlogKind) setupRemedy() string {

@@ -17,7 +17,6 @@ import (
 	"github.com/enginemig/enginemig/copier"
 	"github.com/enginemig/enginemig/internal/db/dbconn"
 	"github.com/enginemig/enginemig/internal/db/table"
-	"github.com/enginemig/enginemig/internal/faults"
 	"github.com/enginemig/enginemig/shadow/verify"
 )
 
@@ -47,8 +46,8 @@ type Config struct {
 	// Galera says the server is a Galera node: no session of trigger capture then holds a lock
 	// on a table that commits through the cluster (triggercapture_galera.go).
 	Galera bool
-	// Faults are test seams (nil outside tests): replay held back, verification's release.
-	Faults *faults.Faults
+	// Seams are test seams (nil outside tests): replay held back, verification's release.
+	Seams  *Seams
 	Logger *slog.Logger
 }
 
@@ -309,7 +308,7 @@ func (p *Pipeline) verify(ctx context.Context, pace copier.Pace) (verify.Result,
 	var res verify.Result
 	err := p.Do(ctx, func(ctx context.Context) (err error) {
 		res, err = verify.Run(ctx, p.cfg.DB, p.q, copier.NewChunker(p.writer, p.q, pace), verifyTarget{p},
-			verify.Config{Logger: p.cfg.Logger, Rows: &p.verified, LockWith: p.capture.LockWith(HeldForVerify), TargetApart: p.cfg.Galera && p.cfg.Mode == Triggers, NoRepair: p.cfg.Galera, Release: p.cfg.Faults.Get().VerifyRelease, HoldDelay: p.cfg.Faults.Get().VerifyHold})
+			verify.Config{Logger: p.cfg.Logger, Rows: &p.verified, LockWith: p.capture.LockWith(HeldForVerify), TargetApart: p.cfg.Galera && p.cfg.Mode == Triggers, NoRepair: p.cfg.Galera, Release: p.cfg.Seams.get().VerifyRelease, HoldDelay: p.cfg.Seams.get().VerifyHold})
 		return err
 	})
 	return res, err

@@ -60,7 +60,7 @@ type triggerCapture struct {
 	galera  bool
 	pendMu  sync.Mutex
 	pending chan error
-	// onLocked is faults.Faults.SyncLocked (tests only).
+	// onLocked is Seams.SyncLocked (tests only).
 	onLocked func()
 }
 

@@ -27,7 +27,7 @@ func (k triggerKind) open(ctx context.Context, p *Pipeline) (Capture, error) {
 	}
 	return &triggerCapture{c: p.q.Capture(cfg.Source, cfg.ChangeLog), q: p.q, db: cfg.DB, writer: p.writer, order: &p.order,
 		every: 200 * time.Millisecond, log: cfg.Logger, handedOut: dbconn.MariaDB(version), galera: cfg.Galera,
-		onLocked: cfg.Faults.Get().SyncLocked}, nil
+		onLocked: cfg.Seams.get().SyncLocked}, nil
 }
 
 func (triggerKind) install(ctx context.Context, cfg Config) error {

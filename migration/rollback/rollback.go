@@ -18,7 +18,6 @@ import (
 	"github.com/enginemig/enginemig/internal/db/dbconn"
 	"github.com/enginemig/enginemig/internal/db/outcome"
 	"github.com/enginemig/enginemig/internal/db/table"
-	"github.com/enginemig/enginemig/internal/faults"
 	"github.com/enginemig/enginemig/internal/pace/lockwait"
 	"github.com/enginemig/enginemig/migration/carry"
 	"github.com/enginemig/enginemig/migration/preflight"
@@ -39,8 +38,8 @@ type Options struct {
 	// waits are reported as apply's are (lockwait.Watcher).
 	LockTimeout time.Duration
 
-	// Faults are test seams (nil outside tests).
-	Faults *faults.Faults
+	// Seams are test seams (nil outside tests).
+	Seams *Seams
 }
 
 // Result summarises a rollback.
@@ -131,7 +130,8 @@ func swapBack(ctx context.Context, db *sql.DB, opts Options, st *state.State, cu
 	cfg := rollbackCapture(db, cur, st.CaptureMode())
 	cfg.Conn, cfg.Version, cfg.ServerID, cfg.Start, cfg.Logger = opts.Conn, version, opts.ServerID, from, opts.Logger
 	cfg.IgnoreQuery = func(q string) bool { return ignore(q) || isTriggerDDL(q) }
-	cfg.Faults = opts.Faults
+	sh := opts.Seams.get().Shadow
+	cfg.Seams = &sh
 	pipe, err := shadow.Open(ctx, cfg)
 	if err != nil {
 		return nil, outcome.New(outcome.FailedSafe, err, "")
@@ -155,8 +155,8 @@ func swapBack(ctx context.Context, db *sql.DB, opts Options, st *state.State, cu
 		return nil, swapBackFailed(err, sw)
 	}
 	pipe.StopAfterSwap()
-	carrier.AfterCreate = opts.Faults.AfterTrigger()
-	if cerr := carrier.Finish(context.WithoutCancel(ctx)); errors.Is(cerr, faults.ErrCrash) {
+	carrier.AfterCreate = shadow.CrashAtTrigger(opts.Seams.get().CrashAtTrigger)
+	if cerr := carrier.Finish(context.WithoutCancel(ctx)); errors.Is(cerr, shadow.ErrSimulatedCrash) {
 		return nil, cerr
 	} else if cerr != nil {
 		const remedy = "every trigger still fires through its stand-in; run the same rollback again to finish"
