@@ -48,7 +48,7 @@ func applyCommand() *cli.Command {
 			&cli.BoolFlag{Name: "skip-verify", Usage: "skip the chunk-by-chunk checksum comparison of source and shadow before the cut-over (on by default)"},
 			captureFlag(),
 			maxHoldFlag(),
-			&cli.IntFlag{Name: "copy-workers", Usage: "chunks copied at once while no client waits for the table; 0 chooses: 2, or 1 where InnoDB would write them one by one anyway (AUTO_INCREMENT; README)"},
+			&cli.IntFlag{Name: "copy-workers", Usage: "chunks copied at once while no client waits for the table; 0 chooses: 2, or 1 where InnoDB would write them one by one anyway (AUTO_INCREMENT; docs/reference.md)"},
 			&cli.BoolFlag{Name: "keep-keyless", Usage: "convert a table without a unique key as it is; by default its InnoDB table gets an invisible auto-increment primary key, " + table.RowIDColumn + " (MariaDB 10.3+, MySQL 8.0.23+)"},
 			&cli.BoolFlag{Name: "client-side-copy", Usage: "copy by reading rows into enginemig and writing them back (holds the source lock only for reads, but is several times slower) instead of one REPLACE ... SELECT per chunk"},
 			&cli.DurationFlag{Name: "cutover-lock-wait", Value: def.LockWait, Usage: "how long one cut-over attempt may wait for the table lock (the application's worst stall for a failed attempt)"},

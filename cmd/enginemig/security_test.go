@@ -72,7 +72,7 @@ func TestOddIdentifiersEndToEnd(t *testing.T) {
 	})
 }
 
-// A user with exactly the README's privileges runs a full migration and a rollback.
+// A user with exactly the privileges of docs/reference.md runs a full migration and a rollback.
 func TestReadmePrivilegesSuffice(t *testing.T) {
 	e := faultServer(t)
 	schema := e.database(t, "grants")
@@ -105,7 +105,7 @@ func TestReadmePrivilegesSuffice(t *testing.T) {
 	if code, out := as("plan", "--database", schema); code != 0 && code != int(outcome.Refused) {
 		t.Fatalf("plan as the restricted user: exit %d\n%s", code, out)
 	} else if strings.Contains(out, "privileges") && strings.Contains(out, "lacks") {
-		t.Fatalf("plan says the README's grants are not enough:\n%s", out)
+		t.Fatalf("plan says docs/reference.md's grants are not enough:\n%s", out)
 	}
 	if code, out := as("apply", "--database", schema, "--table", "t", "--chunk-time", "1ms", "--no-progress"); code != 0 {
 		t.Fatalf("apply as the restricted user: exit %d\n%s", code, out)

@@ -104,7 +104,7 @@ func Classify(err error, user, where, database string) error {
 				"check --database")
 		case 1044:
 			return outcome.New(outcome.Refused, fmt.Errorf("user %q may not use database %q on %s", user, database, where),
-				"grant the privileges listed in the README")
+				"grant the privileges listed in docs/reference.md, \"Privileges\"")
 		}
 	}
 	var ne net.Error
