@@ -144,8 +144,8 @@ func sameRun(first, k opKind) bool {
 	return k == first
 }
 
-// maxStatementsSent bounds the one-row statements sent together. On 2 cores (MariaDB 10.11, 22
-// columns) one round trip per update applied about 4,000 a second; see docs/how-it-works.md.
+// maxStatementsSent bounds the one-row statements sent together: one round trip per statement
+// is too slow for replay (docs/how-it-works.md, "Tables without a key").
 const maxStatementsSent = 100
 
 func runLimit(k opKind) int {

@@ -47,8 +47,8 @@ type Pace struct {
 	// the copy ended instead of growing again from 1000 rows, 7 chunks to reach 100k.
 	FirstChunk int
 	// MaxChunk caps the chunk size in rows (default 200000). Verification raises it: a MyISAM
-	// checksum of a large range is a full scan (0.09 s for 1M rows here) plus 0.3 µs a row, so
-	// on an idle server few large chunks beat many capped ones.
+	// checksum of a large range costs a full scan plus a little a row, so on an idle server few
+	// large chunks beat many capped ones (docs/bench.md, "Measurements behind the code's constants").
 	MaxChunk int
 	// Room, when set, decides the rests and the workers by the application's own signals
 	// (throttle.Gentle) instead of RestRatio and the lock waits seen before a chunk.

@@ -15,9 +15,8 @@ const (
 
 // CaptureCostPerWrite is what trigger capture adds to each application write on the table while
 // its triggers exist: one MyISAM insert of the key into the change log per changed row (two for
-// an UPDATE that changes the key). Measured with `go run ./internal/bench/cmd/applybench -rows 200000
-// -binlog-format OFF -capture-cost` on MariaDB 10.11, 2 cores: 74 µs a write without, 113 µs with,
-// single-row autocommit UPDATEs by primary key from one client.
+// an UPDATE that changes the key). Figures: docs/how-it-works.md, "Capture without a ROW binlog:
+// triggers and a change log".
 const CaptureCostPerWrite = "about 40 µs"
 
 // ChooseCapture decides how apply captures changes on this server, and why: want is auto, binlog

@@ -83,8 +83,8 @@ func maxBytes(c table.Column) int64 {
 }
 
 // offPageThreshold: with the DYNAMIC format, InnoDB may store a variable-length column longer than
-// 255 bytes off-page and keep only a 20-byte pointer in the row (measured on MariaDB 10.11: 40
-// VARCHAR(300) latin1 columns fit, 40 VARCHAR(250) do not).
+// 255 bytes off-page and keep only a 20-byte pointer in the row (docs/bench.md, "Measurements
+// behind the code's constants").
 const (
 	offPageThreshold = 255
 	offPagePointer   = 20

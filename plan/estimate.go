@@ -11,10 +11,9 @@ import (
 	"github.com/enginemig/enginemig/internal/db/table"
 )
 
-// Projection constants, measured on MariaDB 10.11 (300k rows, INT/BIGINT/VARCHAR(40), one
-// secondary index): MyISAM 35 B/row data, InnoDB 54 B/row (+19 per row: record header, trx id,
-// roll pointer) with pages filled ~95% by the key-ordered copy; the InnoDB secondary indexes came
-// out at 0.77-0.94 of the MyISAM index file, which also holds the primary key index.
+// Projection constants: InnoDB adds a record header, a transaction id and a roll pointer to each
+// row and fills its pages a little short of full; its secondary indexes come out no larger than
+// the MyISAM index file. Figures: docs/bench.md, "Measurements behind the code's constants".
 const (
 	innodbRowOverhead = 20   // bytes per row on top of MyISAM's average row length
 	innodbFill        = 0.94 // page fill of a key-ordered load
@@ -24,21 +23,14 @@ const (
 	// INSERTs are written to the binlog.
 	binlogRowOverhead = 10
 	// copyReadRatio: apply's copy plus index build over the time to read the same rows by key at
-	// the sample's rate. It was 1.8, from one INSERT ... SELECT, and real chunked copies came out
-	// 2.2-3.1x above such estimates (issue #14). Measured with `go run ./internal/bench/cmd/estimatebench
-	// -rows 300000,1000000,2000000` (MariaDB 10.11 sandbox, 2 cores shared with other work, load
-	// average 7-12; tables: int key + one index, a composite key like employees.salaries, a wide
-	// one with text and two indexes), 15 runs: actual/read median 4.6, middle half 3.4-5.5, range
-	// 2.5-11.5. The top (11.5, 8.5) are the wide table at 200k-400k rows (120-240 MB), near or over
-	// the 256 MB buffer pool: tables that do not fit copy slower still. Verification (about a third
-	// of the copy, migration.verifyShare) and the cut-over are not included.
+	// the sample's rate: about the median over real applies of three table shapes; tables larger
+	// than the buffer pool copy slower still. Verification (about a third of the copy,
+	// migration.verifyShare) and the cut-over are not included.
+	// Figures: docs/bench.md, "Measurements behind the code's constants".
 	copyReadRatio = 4.5
 	// copyReadRatioParallel is copyReadRatio for a table whose chunks are copied two at a time
-	// (ParallelCopy). Measured in one run on a quiet machine (load average under 3), the same
-	// three shapes at 300k, 1M and 2M rows (`go run ./internal/bench/cmd/estimatebench -rows
-	// 300000,1000000,2000000`, then again with `-copy-workers 1`): actual/read medians 2.02 with
-	// two chunks at once (range 1.25-3.01) and 3.06 with one (2.01-4.14), so 0.66 of the
-	// one-chunk ratio: 4.5 x 0.66.
+	// (ParallelCopy): two chunks at once take about two thirds of the time of one.
+	// Figures: docs/bench.md, "Measurements behind the code's constants".
 	copyReadRatioParallel = 3.0
 	// DefaultSampleRows is how many rows the estimate reads by key. MyISAM holds a table read
 	// lock while they are read: 2000 rows take a few milliseconds.
@@ -106,9 +98,9 @@ func measureCopy(ctx context.Context, q Querier, info *table.Info, sampleRows in
 	query += fmt.Sprintf(" LIMIT %d", sampleRows)
 	n, first, err := drain(ctx, q, query)
 	// Timed from the first row: MyISAM sends it once the read has the table's lock, so the time a
-	// busy application's writes kept the read waiting is not scaled up to the whole table (a
-	// 6,000-row keyless table was refused for a one-chunk hold of 1.9 s that a 2,000-row sample's
-	// lock wait made).
+	// busy application's writes kept the read waiting is not scaled up to the whole table, where
+	// it made a small table look too slow to copy (docs/bench.md, "Measurements behind the code's
+	// constants").
 	elapsed := time.Since(first)
 	if err != nil {
 		return fmt.Errorf("sample read of %s: %w", info.QuotedName(), err)

@@ -127,9 +127,9 @@ func (o *order) Exclusive(fn func() error) error {
 // replay wraps the applier for the replayer: each batch is written exclusively (rule 1), without
 // the changes the copy will still pick up (rule 2). It commits after releasing the order: until
 // then InnoDB keeps its rows locked, so a chunk that writes one of them waits for the commit, and
-// every change in the batch was made to the source before that chunk reads it. Under a 16-thread
-// load on 1M rows, chunks had waited 4.2 s of a 26 s copy for batches to be applied, commit
-// (a redo log flush) included.
+// every change in the batch was made to the source before that chunk reads it. Committing under
+// the order made chunks wait for its redo log flush as well (docs/bench.md,
+// "Measurements behind the code's constants").
 func (o *order) replay(a *binlog.Applier, q *table.SQL) func(ctx context.Context, batch []binlog.Change) (int, error) {
 	return func(ctx context.Context, batch []binlog.Change) (int, error) {
 		// A batch the cluster aborted runs again as a batch of its own would: under the order
@@ -157,9 +157,8 @@ func (o *order) replay(a *binlog.Applier, q *table.SQL) func(ctx context.Context
 // the old one. Only an UPDATE's new row may go: a MyISAM INSERT can run as a concurrent insert
 // beside readers, and its row becomes visible to new readers only when it releases its lock, after
 // its binlog event is written, so a chunk that starts in that gap misses the row and the copy
-// cannot be trusted to bring an insert replay dropped (seen as 2 repaired verify chunks, both at
-// the top of a writer's key range where inserts append, in 1 of ~10 runs of
-// TestConcurrentWritersDuringCopyAndCutover/server-side). Deletes then follow the inserts they
+// cannot be trusted to bring an insert replay dropped (seen in the concurrent-writers test:
+// docs/bench.md, "Measurements behind the code's constants"). Deletes then follow the inserts they
 // may undo. An UPDATE holds MyISAM's write lock until after its event is written, so any chunk
 // that starts after replay saw the event reads the new row.
 func (o *order) toWrite(batch []binlog.Change, keyAt []int) []binlog.Change {

@@ -10,9 +10,10 @@ import (
 )
 
 // GateMix makes apply's gates replay the statements the application runs on each gated table
-// (issue #16) instead of the primary-key mix. Exactly one source is used: Auto (statement
-// digests since the counters were last reset: a gate does not wait for an observation window),
-// LogFile (a slow or general log) or File (a mix saved by bench --save-mix, for one table).
+// instead of the primary-key mix (why: docs/bench.md, "The captured mix"). Exactly one source is
+// used: Auto (statement digests since the counters were last reset: a gate does not wait for an
+// observation window), LogFile (a slow or general log) or File (a mix saved by bench --save-mix,
+// for one table).
 // The capture is made once per table and reused by its later gates.
 type GateMix struct {
 	Auto    bool

@@ -181,7 +181,7 @@ func (t Trigger) CreateGuarded(schema, onTable, live string) string {
 		" AND EVENT_OBJECT_TABLE = " + hexLiteral(live) + " AND TRIGGER_NAME = " + hexLiteral(t.Name) + ")"
 	// The body may end in a -- comment: the newline keeps the guard's END IF out of it. The
 	// session variable comes first (AND stops at the first false): enginemig's own writers set it,
-	// so their rows skip the lookup, ~250 us a row (MariaDB 10.11), and fire nothing.
+	// so their rows skip the costly lookup (docs/how-it-works.md, "Triggers") and fire nothing.
 	body := "IF " + OwnWriteVar + " IS NULL AND " + realOnLive + " = 0 THEN\n" + string(t.Body) + "\n; END IF"
 	return t.create(schema, onTable, TempTriggerName(schema, live, t.Name), "", body)
 }

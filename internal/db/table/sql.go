@@ -222,9 +222,8 @@ func (s *SQL) Checksum(r Range, target bool) (string, []any) {
 // BINARY so that their bytes are joined as they are, never converted to a common character set
 // on the way; numbers and dates convert to the same text on both sides without it.
 // Source and target share column definitions, so both build the same string. Flags and casts
-// only where needed: on 1M rows of six columns (one CHAR) the source's checksum took 0.19 s
-// instead of 0.40 s with a flag and a cast on every column, the InnoDB target's 0.29 s instead
-// of 0.51 s (TestChecksumTellsRowsApart keeps what they must tell apart).
+// only where needed: on every column they make the checksum about twice as slow
+// (docs/how-it-works.md, "Verification"); TestChecksumTellsRowsApart keeps what they must tell apart.
 func checksumRow(cols []Column) string {
 	var vals, nulls []string
 	for _, c := range cols {

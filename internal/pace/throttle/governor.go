@@ -28,10 +28,10 @@ type signals struct {
 // the baselines follow (follow).
 //
 // probeSlack: a read that meets a chunk waits for the rest of that chunk's lock (up to
-// --chunk-time, 15 ms). With 1 ms of slack the median of five reads crossed the bound as soon as
-// about a third of them met a chunk, and at 25 % load the copy, backing off on that alone, took
-// 46 s (median of three runs) against gh-ost's 36 s while the application lost no throughput;
-// with 4 ms, 30 s, p99 122 against 117 ms (docs/bench.md, "Every tool and the load alone").
+// --chunk-time), which is the copy's normal cost, not the application running out of room. Too
+// little slack makes the copy back off on that alone and take longer for nothing; more lets the
+// application's p99 rise a little.
+// Figures: docs/bench.md, "Measurements behind the code's constants".
 const (
 	minShare     = 0.9
 	probeSlack   = 4 * time.Millisecond

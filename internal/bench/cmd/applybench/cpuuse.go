@@ -10,8 +10,7 @@ import (
 
 // The CPU figures put a loaded run beside what the load leaves of the machine. They are not a
 // floor: busy time includes threads that spin or wake without work, and shrinks under pressure
-// (1M rows: the load kept 1.76 of 2 cores busy, yet a conversion needing 4.78 CPU seconds ended in
-// 9.79 s with the application at 100 %).
+// (an example: docs/bench.md, "Measurements behind the code's constants").
 
 // userHZ is the clock tick of /proc's CPU times (USER_HZ, 100 on Linux whatever the kernel's HZ).
 const userHZ = 100

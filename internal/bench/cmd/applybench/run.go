@@ -282,9 +282,9 @@ func loadAvg() string {
 // the load before any tool ran, and a level measured so is void.
 const saturated = 0.95
 
-// capacityWindows: the capacity is the median of this many windows. One window's figure moved by
-// a quarter between levels of one run on a quiet machine (docs/bench.md), and a level set from a
-// high one asked more than the server then kept serving.
+// capacityWindows: the capacity is the median of this many windows. One window's figure moves
+// too much between levels of one run (docs/bench.md, "Measurements behind the code's constants"),
+// and a level set from a high one asked more than the server then kept serving.
 const capacityWindows = 3
 
 // measureCapacity runs the load unthrottled for capacityWindows windows and returns the median

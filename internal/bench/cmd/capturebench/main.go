@@ -1,6 +1,6 @@
 // Command capturebench measures whether a gate's verdict with the captured mix matches the
-// verdict of the true workload (issue #16). It is a measurement tool, not part of enginemig, and
-// not run by the tests:
+// verdict of the true workload (results: docs/bench.md, "Captured mix vs the true workload"). It
+// is a measurement tool, not part of enginemig, and not run by the tests:
 //
 //  1. in a private sandbox, an application drives a known workload on game.players (PK reads and
 //     writes, a range scan, a SUM report, an ORDER BY ... LIMIT, an IN list, a join) while
@@ -108,8 +108,9 @@ func pick(r *rand.Rand) statement {
 // of statements that start after from.
 func drive(ctx context.Context, db *sql.DB, table string, rows, threads int, from time.Time) (*hdrhistogram.Histogram, int64) {
 	if *reportClient {
-		// The issue's scenario: one client loops a report beside the application's threads; its
-		// runs are not part of the measured totals (as bench's --background).
+		// The case the captured mix was made for: one client loops a report beside the
+		// application's threads; its runs are not part of the measured totals (as bench's
+		// --background).
 		go func() {
 			conn, err := db.Conn(ctx)
 			if err != nil {
@@ -257,7 +258,7 @@ func main() {
 
 	// 3. The captured mix, replayed by bench on scratch copies of the whole table (weighted, and
 	// with -report-rows also with reports as background loops); 4. for contrast, what the gate ran
-	// before #16: the primary-key mix alone.
+	// before the captured mix: the primary-key mix alone.
 	run := func(name string, cfg bench.Config) named {
 		cfg.Threads, cfg.Duration, cfg.Warmup = threads, *duration, *warmup
 		cfg.Progress = func(s string) { log.Print(name, " ", s) }
