@@ -1,9 +1,10 @@
-package migration
+package state_test
 
 import (
 	"context"
 	"testing"
 
+	"github.com/enginemig/enginemig/internal/sandbox"
 	"github.com/enginemig/enginemig/internal/sandbox/sandboxtest"
 	"github.com/enginemig/enginemig/migration/state"
 	"github.com/enginemig/enginemig/shadow"
@@ -12,10 +13,10 @@ import (
 // A state table written by an earlier version (no triggers column) is read as it is, and
 // upgraded only by Ensure, which apply runs after its refusals.
 func TestStateTableOfAnEarlierVersion(t *testing.T) {
-	_, sdb := sandboxtest.FreshDatabase(t, srv)
-	db := openControl(t, srv)
+	srv := sandboxtest.ForTest(t, sandbox.Options{})
+	_, db := sandboxtest.FreshDatabase(t, srv)
 	schema := "_state_old_version"
-	sandboxtest.MustExec(t, sdb, "CREATE DATABASE "+schema)
+	sandboxtest.MustExec(t, db, "CREATE DATABASE "+schema)
 	t.Cleanup(func() { db.Exec("DROP DATABASE " + schema) })
 	s := state.NewStore(db, schema)
 	if err := s.Ensure(context.Background()); err != nil {
