@@ -260,7 +260,7 @@ func TestConcurrentWritersDuringCopyAndCutover(t *testing.T) {
 // writers, still owning their rows, and the database.
 func concurrentWriters(t *testing.T, srv *sandbox.Server, pause time.Duration, set func(*Options)) (string, *sql.DB, []*writer) {
 	seed := func(t *testing.T, db *sql.DB, schema string) []*writer {
-		return seedAllTypes(t, db, schema, 25000, 4, 42) // a few hundred 2 ms chunks
+		return seedAllTypes(t, db, schema, 12000, 4, 42) // about a hundred 2 ms chunks
 	}
 	return concurrentWritersOn(t, srv, seed, allTypesColumns, pause, set)
 }

@@ -32,8 +32,8 @@ type crashCase struct {
 	parallel  bool // two chunks in flight, every other one overtaken
 }
 
-// resumeRows is the table's size: a few hundred 2 ms chunks, with writes landing all through them.
-const resumeRows = 20000
+// resumeRows is the table's size: about a hundred 2 ms chunks, with writes landing all through them.
+const resumeRows = 12000
 
 var crashCases = []crashCase{
 	{"during copy", resumeRows / 2, "", false},
