@@ -62,7 +62,7 @@ func galeraKeyless(t *testing.T, c *sandboxtest.Cluster) {
 		sameMultiset(t, db, schema, "t", "ref")
 	}
 	run("apply", func() error {
-		res, err := runWithin(t, opts, c, time.Minute)
+		res, err := runBounded(t, opts, c)
 		ddls.check(t)
 		if err == nil {
 			t.Logf("apply: %d rows copied, %d changes replayed, verify %+v", res.RowsCopied, res.CaptureChanges, res.Verify)
@@ -199,7 +199,7 @@ func galeraKeylessDDLOnT(t *testing.T, c *sandboxtest.Cluster) {
 	opts.ChunkTime = 2 * time.Millisecond // many chunks
 
 	d := armChunkDDL(db, &opts, "OPTIMIZE TABLE "+qt)
-	_, err = runWithin(t, opts, c, time.Minute)
+	_, err = runBounded(t, opts, c)
 	took := d.check(t)
 	t.Logf("apply: %v", err)
 	if outcome.CodeOf(err) != outcome.FailedSafe || !strings.Contains(err.Error(), "changed by DDL") {
@@ -222,7 +222,7 @@ func galeraKeylessDDLOnT(t *testing.T, c *sandboxtest.Cluster) {
 	}
 
 	d = armChunkDDL(db, &opts, "ANALYZE TABLE "+qt)
-	res, err := runWithin(t, opts, c, time.Minute)
+	res, err := runBounded(t, opts, c)
 	took = d.check(t)
 	if err != nil {
 		t.Fatalf("apply with ANALYZE TABLE t sent while a chunk held t: %v", err)
