@@ -240,9 +240,15 @@ func galeraRollbackTriggers(t *testing.T, c *sandboxtest.Cluster) {
 	}
 	t.Logf("rollback: %d changes replayed, %d attempt(s), rename held at the gate %s, total %s", res.CaptureChanges, res.Cutover.Attempts,
 		res.Cutover.LockHeld.Round(time.Millisecond), res.TotalTime.Round(time.Millisecond))
-	time.Sleep(200 * time.Millisecond)
-	stop()
-	checkRolledBackOnGalera(t, c, db, l, schema)
+	// After the swap back each trigger gets its own name on the MyISAM t again: DDL in total-order
+	// isolation while the application writes t, whose fallout (1213; a duplicate key from the
+	// server's own retry of an aborted INSERT, whose first run MyISAM kept) checkAckedGalera
+	// counts, as for apply's DDL. The runbook lists it as a known defect.
+	checkAckedGalera(t, db, l, stop, schema)
+	if st := l.Stats(); st.Stale > 0 {
+		t.Errorf("%d stale reads", st.Stale)
+	}
+	checkSwappedBack(t, c, schema, "the rollback")
 	var fromNode2 int
 	db.QueryRow(fmt.Sprintf("SELECT COUNT(*) FROM `%s`.t WHERE id >= %d AND tag = id * 2", schema, others)).Scan(&fromNode2)
 	if fromNode2 != 20 {
