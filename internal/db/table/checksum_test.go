@@ -2,6 +2,7 @@ package table
 
 import (
 	"context"
+	"database/sql"
 	"testing"
 
 	"github.com/enginemig/enginemig/internal/sandbox/sandboxtest"
@@ -17,23 +18,7 @@ func TestChecksumTellsRowsApart(t *testing.T) {
 		"l VARCHAR(10) CHARACTER SET latin1 NOT NULL DEFAULT '', n INT NULL, f DOUBLE NULL, d DATETIME(3) NULL, "+
 		"b VARBINARY(10) NULL, e ENUM('x','y') NULL, m DECIMAL(10,4) NULL, k VARCHAR(10) CHARACTER SET cp1251 NULL) ENGINE=MyISAM",
 		"CREATE TABLE dst LIKE src", "ALTER TABLE dst ENGINE=InnoDB")
-	ctx := context.Background()
-	info, err := Load(ctx, db, schema, "src")
-	if err != nil {
-		t.Fatal(err)
-	}
-	q, err := NewSQL(info, "dst")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum := func(target bool) [2]int64 {
-		var s [2]int64
-		query, args := q.Checksum(Range{}, target)
-		if err := db.QueryRow(query, args...).Scan(&s[0], &s[1]); err != nil {
-			t.Fatalf("%s: %v", query, err)
-		}
-		return s
-	}
+	sum := checksums(t, db, schema)
 	for _, c := range []struct {
 		name       string
 		cols       string
@@ -74,23 +59,7 @@ func TestChecksumSeesTheSameChangeToTwoRows(t *testing.T) {
 	sandboxtest.MustExec(t, db, "CREATE TABLE src (id INT NOT NULL PRIMARY KEY, v INT NOT NULL, pad CHAR(40) NOT NULL) ENGINE=MyISAM",
 		"INSERT INTO src SELECT seq, 0, LPAD(HEX(seq * 2654435761), 40, 'x') FROM "+sandboxtest.Seq(2000),
 		"CREATE TABLE dst LIKE src", "ALTER TABLE dst ENGINE=InnoDB", "INSERT INTO dst SELECT * FROM src")
-	ctx := context.Background()
-	info, err := Load(ctx, db, schema, "src")
-	if err != nil {
-		t.Fatal(err)
-	}
-	q, err := NewSQL(info, "dst")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum := func(target bool) [2]int64 {
-		var s [2]int64
-		query, args := q.Checksum(Range{}, target)
-		if err := db.QueryRow(query, args...).Scan(&s[0], &s[1]); err != nil {
-			t.Fatalf("%s: %v", query, err)
-		}
-		return s
-	}
+	sum := checksums(t, db, schema)
 	for _, change := range []string{
 		"UPDATE src SET v = v + 1 WHERE id IN (1200, 1300)",
 		"UPDATE src SET v = v + 1 WHERE id BETWEEN 1000 AND 1041",
@@ -100,5 +69,26 @@ func TestChecksumSeesTheSameChangeToTwoRows(t *testing.T) {
 		if a, b := sum(false), sum(true); a == b {
 			t.Errorf("after %q the source and the target checksum the same (%v)", change, a)
 		}
+	}
+}
+
+// checksums returns the count and checksum of the whole of src (target false) or dst.
+func checksums(t *testing.T, db *sql.DB, schema string) func(target bool) [2]int64 {
+	t.Helper()
+	info, err := Load(context.Background(), db, schema, "src")
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := NewSQL(info, "dst")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return func(target bool) [2]int64 {
+		var s [2]int64
+		query, args := q.Checksum(Range{}, target)
+		if err := db.QueryRow(query, args...).Scan(&s[0], &s[1]); err != nil {
+			t.Fatalf("%s: %v", query, err)
+		}
+		return s
 	}
 }
