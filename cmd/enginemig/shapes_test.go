@@ -31,6 +31,9 @@ type tableShape struct {
 	// decoding of its key types, the swap of triggers, generated columns), so it runs on 11.8 and
 	// 9.7 too.
 	everyFlavour bool
+	// refusedOnMySQL names the plan check that refuses the shape on MySQL 9.7 (its
+	// enforce_gtid_consistency): apply must exit 4 with it and change nothing.
+	refusedOnMySQL string
 	// setup runs after the table and its twin exist (triggers), with %[1]s the table, %[2]s the twin.
 	setup []string
 }
@@ -95,7 +98,7 @@ func shapeMatrix() []tableShape {
 		{name: "fulltext", columns: ", id BIGINT NOT NULL PRIMARY KEY, body TEXT, FULLTEXT KEY (body)",
 			shape: withPayload(ackload.Shape{Key: []string{"id"}, KeyOf: func(n int64) []any { return []any{n} },
 				Payload: []string{"body"}, PayloadOf: func(n, v int64) []any { return []any{fmt.Sprintf("horse number %d saddle %d", n, v)} }})},
-		{name: "triggers", everyFlavour: true, columns: ", id BIGINT NOT NULL PRIMARY KEY",
+		{name: "triggers", everyFlavour: true, refusedOnMySQL: "trigger-other-engine", columns: ", id BIGINT NOT NULL PRIMARY KEY",
 			shape: withPayload(ackload.Shape{Key: []string{"id"}, KeyOf: func(n int64) []any { return []any{n} }}),
 			setup: []string{
 				"CREATE TABLE %[1]s_audit (op CHAR(1), n BIGINT, v INT) ENGINE=MyISAM",
@@ -147,6 +150,21 @@ func convertShape(t *testing.T, srv *sandbox.Server, defaultsFile string, sh tab
 	}
 	for _, q := range sh.setup {
 		sandboxtest.MustExec(t, db, fmt.Sprintf(q, "t", "twin"))
+	}
+	if sh.refusedOnMySQL != "" && srv.Flavour().MySQL() {
+		// Triggers writing a MyISAM table from an InnoDB one fail every write with error 1785 under
+		// enforce_gtid_consistency: plan refuses the table instead of converting it into that.
+		var out sandboxtest.SyncBuffer
+		app := newApp()
+		app.Writer, app.ErrWriter = &out, &out
+		err := app.RunContext(context.Background(), []string{"enginemig", "apply", "--defaults-file", defaultsFile, "--host", "127.0.0.1",
+			"--port", strconv.Itoa(srv.Port), "--user", "root", "--ssl-mode", "DISABLED", "--database", schema, "--table", "t", "--no-progress"})
+		var engine string
+		db.QueryRow("SELECT ENGINE FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 't'").Scan(&engine)
+		if outcome.CodeOf(err) != outcome.Refused || err == nil || !strings.Contains(err.Error(), "["+sh.refusedOnMySQL+"]") || engine != "MyISAM" {
+			t.Fatalf("on %s apply should refuse with [%s] and leave t MyISAM: %v, t %s\n%s", srv.Flavour(), sh.refusedOnMySQL, err, engine, out.String())
+		}
+		return
 	}
 	app, err := srv.Open(schema)
 	if err != nil {
