@@ -297,7 +297,7 @@ func attempt(ctx context.Context, db *sql.DB, sw Swap, target Target, cfg Config
 	for _, l := range sw.LockWith {
 		lock += ", " + l
 	}
-	if err := lockWithDeadline(ctx, db, connA, idA, lock, cfg.LockWait, lockwait.Table{Schema: sw.Schema, Name: sw.From}); err != nil {
+	if err := lockTables(ctx, db, connA, idA, lock, cfg.LockWait, lockwait.Table{Schema: sw.Schema, Name: sw.From}); err != nil {
 		err = fmt.Errorf("lock %s within %s: %w", from, cfg.LockWait, err)
 		if me := (*mysql.MySQLError)(nil); errors.As(err, &me) && me.Number == errGTIDUnsafe {
 			return 0, "", &fatalError{err} // the same on every attempt

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/enginemig/enginemig/internal/db/mdl"
 	"github.com/enginemig/enginemig/internal/db/table"
 	"github.com/enginemig/enginemig/internal/pace/lockwait"
 	"github.com/go-sql-driver/mysql"
@@ -72,6 +73,28 @@ func whileLocked(ctx context.Context, connA *sql.Conn, sw Swap, target Target, c
 		}
 	}
 	return unlock, pos, nil
+}
+
+// lockTables takes a swap's locks (stmt) on conn within d. Through mdl.Locker where the table can
+// be held by transactions (an InnoDB table on MariaDB: the rollback's swap back): tried without
+// waiting, so that it never queues behind a transaction that read the table and would then
+// deadlock on its own write (package mdl); the application never waits behind it either.
+// Elsewhere queued, killed at d (lockWithDeadline).
+func lockTables(ctx context.Context, db *sql.DB, conn *sql.Conn, connID int64, stmt string, d time.Duration, t lockwait.Table) error {
+	l, err := mdl.New(ctx, db, t.Schema, t.Name)
+	if err != nil {
+		return err
+	}
+	if l.Queues() {
+		return lockWithDeadline(ctx, db, conn, connID, stmt, d, t)
+	}
+	err = l.Lock(ctx, conn, stmt, d)
+	if errors.Is(err, mdl.ErrNotGranted) {
+		h := lockwait.FindHolders(ctx, db, lockwait.Session{ID: connID, State: "Waiting for table metadata lock", Time: d},
+			[]lockwait.Table{t}, func(id int64) bool { return id == connID })
+		return &notGranted{holders: h, err: err}
+	}
+	return err
 }
 
 // lockWithDeadline runs stmt on conn and kills it if it has not got its lock within d, because

@@ -1,21 +1,3 @@
-//go:build repro39
-
-// A reproduction of open defects, kept out of the suite (build tag repro39) until they are fixed:
-//
-//	go test -tags repro39 -count=1 -v -run TestCutoverNeverFailsAnOpenTransaction ./migration
-//
-// What it showed on MariaDB 10.11 (2026-12-03, 3 of 3 runs each):
-//   - binlog capture: the rollback's swap fails 2-5 of the application's UPDATEs with 1213 (apply's
-//     swap none): the swap's LOCK TABLES queues behind a transaction that read t, the
-//     transaction's UPDATE then asks for a lock the queued one outranks, and the server breaks the
-//     metadata-lock deadlock by failing the UPDATE (InnoDB saw no deadlock). Waiting, before the
-//     lock, until no session idles in a transaction holding t's metadata lock (seen through the
-//     metadata_lock_info plugin or performance_schema) cut it to 1 failure in a run, not 0: a
-//     transaction can take its lock between the look and the LOCK TABLES.
-//   - trigger capture: the rollback fails 88-151 UPDATEs with 1213 (its syncs' LOCK TABLES t
-//     READ, queued behind such transactions). It also lost 22-185 committed updates, made between
-//     apply's cut-over and the rollback's start: fixed (the chunk checksum's CRC32 cancelled out
-//     an even number of equal changes; TestTriggerRollbackKeepsEveryUpdateSinceTheCutover).
 package migration
 
 import (
@@ -101,23 +83,21 @@ func (a *trxApp) fail(e string) {
 // The cut-over never makes an application statement fail, and no committed write is lost:
 // transactions that read t, write another table and then write t run through apply and rollback
 // (writers stopped and checked in between), and none may fail; at the end t counts exactly the
-// committed transactions' updates. The server shows its metadata locks (MariaDB's
-// metadata_lock_info plugin; MySQL's performance_schema by default).
+// committed transactions' updates. Before package mdl, the rollback's swap (t InnoDB by then)
+// failed 2-5 of their UPDATEs with a metadata-lock deadlock in 3 of 3 runs with binlog capture,
+// and trigger capture's syncs 88-151.
 func TestCutoverNeverFailsAnOpenTransaction(t *testing.T) {
+	if f, _ := sandboxtest.Flavour(); f.MySQL() {
+		t.Skip("MySQL has no LOCK TABLES ... NOWAIT: its swaps still queue behind such transactions (docs/runbook.md, \"Open transactions and the cut-over\")")
+	}
 	for _, capture := range []string{"binlog", "triggers"} {
 		t.Run(capture, func(t *testing.T) {
 			opts := sandbox.Options{}
-			if f, _ := sandboxtest.Flavour(); !f.MySQL() {
-				opts.ExtraArgs = []string{"--plugin-load-add=metadata_lock_info"}
-			} else if capture == "triggers" {
-				// MySQL's default enforce_gtid_consistency refuses trigger capture (plan says so).
-				opts.ExtraArgs = []string{"--gtid-mode=OFF", "--enforce-gtid-consistency=OFF"}
-			}
 			if capture == "triggers" {
 				opts.BinlogFormat = "OFF" // where apply's default capture is triggers
 			}
 			s := sandboxtest.ForTest(t, opts)
-			const rows = 50000
+			const rows = 20000
 			schema, sdb := sandboxtest.FreshDatabase(t, s)
 			sandboxtest.MustExec(t, sdb, "CREATE TABLE t (id INT PRIMARY KEY, v INT NOT NULL, pad CHAR(100)) ENGINE=MyISAM",
 				"INSERT INTO t SELECT seq, 0, SHA1(seq) FROM "+sandboxtest.Seq(rows),

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/enginemig/enginemig/internal/db/dbconn"
+	"github.com/enginemig/enginemig/internal/db/mdl"
 	"github.com/enginemig/enginemig/internal/db/table"
 )
 
@@ -43,6 +44,7 @@ type triggerCapture struct {
 	db     *sql.DB // control pool: the syncs' locked sessions
 	writer *sql.DB // row writer pool: the cut-over's sync writes through it
 	order  *order
+	locker *mdl.Locker // takes the syncs' locks (package mdl)
 	every  time.Duration
 	log    *slog.Logger
 
@@ -96,7 +98,8 @@ func (t *triggerCapture) allSynced(ctx context.Context, q dbconn.Querier) error 
 }
 
 // syncLockWait bounds each LOCK TABLES of a periodic sync: while it waits (for a transaction
-// that wrote the source to end), the application's new writes queue behind it.
+// that wrote the source to end), the application's new writes queue behind it (where the lock
+// queues at all: mdl.Locker).
 const syncLockWait = 1
 
 // Run syncs the notes every few hundred milliseconds, so that the final sync under the cut-over
@@ -211,7 +214,7 @@ func (t *triggerCapture) syncUnder(ctx context.Context, lock string, sync func(c
 		return false, err
 	}
 	err = t.order.Exclusive(func() error {
-		if _, err := conn.ExecContext(ctx, lock); err != nil {
+		if err := t.locker.Lock(ctx, conn, lock, syncLockWait*time.Second); err != nil {
 			return fmt.Errorf("trigger capture: %w", err)
 		}
 		t.locked()

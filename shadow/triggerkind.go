@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/enginemig/enginemig/internal/db/dbconn"
+	"github.com/enginemig/enginemig/internal/db/mdl"
 	"github.com/enginemig/enginemig/internal/db/table"
 )
 
@@ -25,9 +26,13 @@ func (k triggerKind) open(ctx context.Context, p *Pipeline) (Capture, error) {
 	if err := cfg.DB.QueryRowContext(ctx, "SELECT VERSION()").Scan(&version); err != nil {
 		return nil, err
 	}
+	locker, err := mdl.New(ctx, cfg.DB, cfg.Source.Schema, cfg.Source.Name)
+	if err != nil {
+		return nil, err
+	}
 	return &triggerCapture{c: p.q.Capture(cfg.Source, cfg.ChangeLog), q: p.q, db: cfg.DB, writer: p.writer, order: &p.order,
 		every: 200 * time.Millisecond, log: cfg.Logger, handedOut: dbconn.MariaDB(version), galera: cfg.Galera,
-		onLocked: cfg.Seams.get().SyncLocked}, nil
+		locker: locker, onLocked: cfg.Seams.get().SyncLocked}, nil
 }
 
 func (triggerKind) install(ctx context.Context, cfg Config) error {
@@ -60,12 +65,17 @@ func (triggerKind) now(context.Context, *sql.DB) (Position, error) { return "", 
 func (triggerKind) behind(Position, Position) (int64, string)      { return 0, "" }
 
 // installTriggers creates the change log and whichever capture triggers are missing (a resumed
-// run finds them still capturing). Creating a trigger waits for the source's metadata lock: each
-// attempt waits at most 2 s (the application's new statements on the table queue behind it
-// meanwhile) and is retried up to 10 times.
+// run finds them still capturing). Creating a trigger takes the source's metadata lock, through an
+// mdl.Locker: each attempt waits at most 2 s (where it queues, the application's new statements
+// on the table queue behind it meanwhile) and is retried up to 10 times.
 func installTriggers(ctx context.Context, db *sql.DB, c *table.CaptureSQL) error {
 	if _, err := db.ExecContext(ctx, c.CreateLog()); err != nil {
 		return fmt.Errorf("create change log %s: %w", c.Log(), err)
+	}
+	schema, name := c.Source()
+	locker, err := mdl.New(ctx, db, schema, name)
+	if err != nil {
+		return err
 	}
 	conn, err := db.Conn(ctx)
 	if err != nil {
@@ -87,7 +97,7 @@ func installTriggers(ctx context.Context, db *sql.DB, c *table.CaptureSQL) error
 			if n > 0 {
 				break
 			}
-			_, err := conn.ExecContext(ctx, stmt)
+			err := locker.Exec(ctx, conn, stmt, 2*time.Second)
 			if err == nil {
 				break
 			}

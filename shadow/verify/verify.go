@@ -14,6 +14,7 @@ import (
 
 	"github.com/enginemig/enginemig/copier"
 	"github.com/enginemig/enginemig/internal/db/dbconn"
+	"github.com/enginemig/enginemig/internal/db/mdl"
 	"github.com/enginemig/enginemig/internal/db/table"
 	"github.com/enginemig/enginemig/internal/pace/throttle"
 )
@@ -110,6 +111,7 @@ func patience(goal time.Duration) time.Duration { return max(2*goal, minPatience
 
 type verifier struct {
 	db     *sql.DB
+	locker *mdl.Locker // takes the chunks' locks (package mdl)
 	q      *table.SQL
 	target Target
 	cfg    Config
@@ -124,11 +126,16 @@ func Run(ctx context.Context, db *sql.DB, q *table.SQL, chunks *copier.Chunker, 
 	if cfg.Logger == nil {
 		cfg.Logger = dbconn.Logger(nil)
 	}
-	v := &verifier{db: db, q: q, target: target, cfg: cfg}
+	schema, name := q.SourceTable()
+	locker, err := mdl.New(ctx, db, schema, name)
+	if err != nil {
+		return Result{}, err
+	}
+	v := &verifier{db: db, locker: locker, q: q, target: target, cfg: cfg}
 	start := time.Now()
 	var res Result
 	var visitErr error
-	err := chunks.Walk(ctx, nil, func(ctx context.Context, s copier.Step, release func(took, held time.Duration)) (time.Time, error) {
+	err = chunks.Walk(ctx, nil, func(ctx context.Context, s copier.Step, release func(took, held time.Duration)) (time.Time, error) {
 		c, err := v.chunk(ctx, s, release)
 		if visitErr = err; err != nil {
 			return time.Time{}, err
@@ -264,7 +271,7 @@ func (v *verifier) compare(ctx context.Context, r table.Range, release bool, pat
 	for _, l := range v.cfg.LockWith {
 		lock += ", " + l
 	}
-	if err := lockRetrying(ctx, conn, lock); err != nil {
+	if err := v.lock(ctx, conn, lock); err != nil {
 		return c, fmt.Errorf("verify: lock %s: %w", v.q.Source(), err)
 	}
 	locked := time.Now()
@@ -395,7 +402,7 @@ func (v *verifier) recopy(ctx context.Context, r table.Range) (held time.Duratio
 	}
 	defer conn.Close()
 	src, dst := v.q.Source(), v.q.Target()
-	if err := lockRetrying(ctx, conn, "LOCK TABLES "+src+" READ, "+src+" AS s READ, "+dst+" WRITE"); err != nil {
+	if err := v.lock(ctx, conn, "LOCK TABLES "+src+" READ, "+src+" AS s READ, "+dst+" WRITE"); err != nil {
 		return 0, fmt.Errorf("verify: lock for recopy: %w", err)
 	}
 	locked := time.Now()
@@ -422,6 +429,15 @@ func (v *verifier) checksum(ctx context.Context, q dbconn.Querier, r table.Range
 	}
 	s.took = time.Since(start)
 	return s
+}
+
+// lock takes a chunk's locks: without queuing where transactions may hold the source (mdl.Locker),
+// waiting as long as it takes; elsewhere queued (lockRetrying).
+func (v *verifier) lock(ctx context.Context, conn *sql.Conn, lock string) error {
+	if !v.locker.Queues() {
+		return v.locker.Lock(ctx, conn, lock, 0)
+	}
+	return lockRetrying(ctx, conn, lock)
 }
 
 // lockRetrying takes a chunk's locks, again when the server chose the LOCK TABLES as a deadlock's

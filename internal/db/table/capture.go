@@ -61,6 +61,9 @@ func (s *SQL) Capture(src *Info, log string) *CaptureSQL {
 // Schema is where the source, the log and the triggers are.
 func (c *CaptureSQL) Schema() string { return c.schema }
 
+// Source is the table the capture triggers sit on: its schema and name, unquoted.
+func (c *CaptureSQL) Source() (schema, name string) { return c.q.SourceTable() }
+
 // Log is the change log's qualified name.
 func (c *CaptureSQL) Log() string { return c.log }
 

@@ -13,12 +13,13 @@ import (
 // spelled, so copy, replay, verify and resume cannot drift apart (they once did: verify read
 // without FORCE INDEX). Statements are built once; values always travel as placeholders.
 type SQL struct {
-	src, dst  string   // qualified names
-	forceKey  string   // "FORCE INDEX (`k`)"
-	stage     string   // the qualified stage table of staged chunks (stage.go)
-	key       []string // quoted key columns
-	keyPos    []int    // positions of the key columns in cols
-	cols      []string // quoted copy columns
+	src, dst  string    // qualified names
+	srcTable  [2]string // the source's schema and name, unquoted
+	forceKey  string    // "FORCE INDEX (`k`)"
+	stage     string    // the qualified stage table of staged chunks (stage.go)
+	key       []string  // quoted key columns
+	keyPos    []int     // positions of the key columns in cols
+	cols      []string  // quoted copy columns
 	colList   string
 	keyList   string
 	intKey    bool   // single integer key column
@@ -55,7 +56,7 @@ func (s *SQL) verb(w WriteMode) string {
 // NewSQL prepares the statements that copy src (its copy columns, by its copy key) into the table
 // named target in the same schema.
 func NewSQL(src *Info, target string) (*SQL, error) {
-	s := &SQL{src: src.QuotedName(), dst: dbconn.QualifiedName(src.Schema, target),
+	s := &SQL{src: src.QuotedName(), srcTable: [2]string{src.Schema, src.Name}, dst: dbconn.QualifiedName(src.Schema, target),
 		stage: dbconn.QualifiedName(src.Schema, StageTable)}
 	for _, c := range src.CopyColumns() {
 		s.cols = append(s.cols, dbconn.QuoteIdent(c.Name))
@@ -106,6 +107,9 @@ func (s *SQL) Target() string { return s.dst }
 
 // Source is the qualified source table.
 func (s *SQL) Source() string { return s.src }
+
+// SourceTable is the source's schema and name, unquoted.
+func (s *SQL) SourceTable() (schema, name string) { return s.srcTable[0], s.srcTable[1] }
 
 // Range is the half-open key range (Lo, Hi]; a nil end is open. Where renders it.
 type Range struct{ Lo, Hi []any }
