@@ -152,9 +152,14 @@ func checkTransactions(in *SchemaInput) []Finding {
 			parts = append(parts, fmt.Sprintf("%s x%d", k, kinds[k]))
 		}
 	}
-	return []Finding{newFinding("transactions", Warning,
-		fmt.Sprintf("sessions using database %s ran transaction statements (%s): MyISAM ignored them; on InnoDB a ROLLBACK really undoes writes, autocommit=0 keeps row locks until COMMIT, and deadlocks or lock-wait timeouts (errors 1213/1205) become possible", in.Schema, strings.Join(parts, ", ")),
-		"check that the application commits what it means to keep and retries on errors 1213/1205")}
+	what := fmt.Sprintf("sessions using database %s ran transaction statements (%s): MyISAM ignored them; on InnoDB a ROLLBACK really undoes writes, autocommit=0 keeps row locks until COMMIT, and deadlocks or lock-wait timeouts (errors 1213/1205) become possible", in.Schema, strings.Join(parts, ", "))
+	remedy := "check that the application commits what it means to keep and retries on errors 1213/1205"
+	if !in.Server.MariaDB() {
+		// package mdl: MySQL has no LOCK TABLES ... NOWAIT.
+		what += "; and on MySQL the cut-over's lock queues behind an open transaction on the table: one that read the table and then writes it while the lock waits fails with 1213 at the swap (a rollback's too)"
+		remedy += ", or run apply and rollback while such transactions pause (docs/runbook.md, \"Open transactions and the cut-over\")"
+	}
+	return []Finding{newFinding("transactions", Warning, what, remedy)}
 }
 
 // fallbackStatus reports a server-wide counter when there are no digests to attribute statements

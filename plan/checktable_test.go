@@ -54,4 +54,8 @@ func TestTransactionsAreAttributedToTheirDatabase(t *testing.T) {
 	if len(got) != 1 || got[0].Schema != used || !strings.Contains(got[0].Message, "ROLLBACK x1") || !strings.Contains(got[0].Message, "SET autocommit x2") {
 		t.Fatalf("want one transactions warning for %s only, got %+v", used, got)
 	}
+	f, _ := sandboxtest.Flavour()
+	if swap := strings.Contains(got[0].Message, "1213 at the swap"); swap != f.MySQL() {
+		t.Errorf("the warning names the cut-over's deadlock %v, on MySQL %v (only MySQL's cut-over lock queues behind open transactions): %s", swap, f.MySQL(), got[0].Message)
+	}
 }
