@@ -89,10 +89,10 @@ func lockTables(ctx context.Context, db *sql.DB, conn *sql.Conn, connID int64, s
 		return lockWithDeadline(ctx, db, conn, connID, stmt, d, t)
 	}
 	err = l.Lock(ctx, conn, stmt, d)
-	if errors.Is(err, mdl.ErrNotGranted) {
+	if me := (*mysql.MySQLError)(nil); errors.Is(err, mdl.ErrNotGranted) && errors.As(err, &me) {
 		h := lockwait.FindHolders(ctx, db, lockwait.Session{ID: connID, State: "Waiting for table metadata lock", Time: d},
 			[]lockwait.Table{t}, func(id int64) bool { return id == connID })
-		return &notGranted{holders: h, err: err}
+		return &notGranted{holders: h, err: me} // the server's last refusal: ErrLockNotGranted says the rest
 	}
 	return err
 }
