@@ -176,3 +176,21 @@ func explain(ctx context.Context, db *sql.DB, p *Pair, ws *words, sh shape, kind
 	}
 	return []Cause{{Code: CauseOther, Says: "the answer differs for a reason the check cannot name", Remedy: "compare the two answers by hand: " + strings.TrimSpace(kind)}}
 }
+
+// DefaultScratchDB is where the copies live while a check runs.
+const DefaultScratchDB = "_enginemig_answers"
+
+// DefaultRows bounds the rows a check copies: answers of larger tables are compared on their first
+// rows (in data-file order), and the report says so.
+const DefaultRows = 1000000
+
+// Run builds the pair in scratch (at most maxRows rows; 0: all), checks the statements on it, and
+// drops it.
+func Run(ctx context.Context, db *sql.DB, scratch, schema, table string, stmts []string, accepted map[string]bool, maxRows int64) (Report, error) {
+	p, err := BuildPair(ctx, db, scratch, schema, table, maxRows)
+	if err != nil {
+		return Report{}, err
+	}
+	defer p.Drop(context.WithoutCancel(ctx), db)
+	return Check(ctx, db, p, schema, table, stmts, accepted)
+}

@@ -1,0 +1,69 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/enginemig/enginemig/internal/db/outcome"
+	"github.com/enginemig/enginemig/internal/sandbox"
+	"github.com/enginemig/enginemig/internal/sandbox/sandboxtest"
+)
+
+// `enginemig answers` names the statement whose answer changes (exit 5) and not the one whose
+// answer stays, lets the accepted one through, refuses a bad accept file, and leaves the table
+// as it was.
+func TestAnswersCommand(t *testing.T) {
+	srv := sandboxtest.ForTest(t, sandbox.Options{})
+	schema, db := sandboxtest.FreshDatabase(t, srv)
+	sandboxtest.MustExec(t, db, "CREATE TABLE events (id INT PRIMARY KEY, kind INT NOT NULL, note CHAR(20), KEY (kind)) ENGINE=MyISAM",
+		"INSERT INTO events SELECT seq, seq % 6, CONCAT('note ', seq) FROM "+sandboxtest.Seq(600),
+		"DELETE FROM events WHERE id <= 60",
+		"INSERT INTO events SELECT 1000 + seq, seq % 6, CONCAT('again ', seq) FROM "+sandboxtest.Seq(60))
+	checksum := func() string {
+		var n, c string
+		if err := db.QueryRow("CHECKSUM TABLE events").Scan(&n, &c); err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	before := checksum()
+	dir := t.TempDir()
+	empty := filepath.Join(dir, "my.cnf")
+	stmts := filepath.Join(dir, "statements.sql")
+	changing := "SELECT id, note FROM events WHERE kind = 3 LIMIT 5"
+	staying := "SELECT id, note FROM events WHERE kind = 3 ORDER BY id LIMIT 5"
+	for path, text := range map[string]string{empty: "", stmts: "-- the application's reads\n" + changing + ";\n" + staying + ";\n"} {
+		if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	args := []string{"answers", "--defaults-file", empty, "--host", "127.0.0.1", "--port", strconv.Itoa(srv.Port), "--user", "root",
+		"--ssl-mode", "DISABLED", "--database", schema, "--table", "events", "--statements", stmts}
+	out, code := runCLI(t, args...)
+	t.Log(out)
+	if code != outcome.GateFailed || !strings.Contains(out, "CHANGES") || !strings.Contains(out, changing) || strings.Contains(out, staying) ||
+		!strings.Contains(out, "limit-without-order-by") {
+		t.Fatalf("want exit 5 naming only %q with its cause, got exit %d", changing, code)
+	}
+	digest := regexp.MustCompile(`CHANGES ([0-9a-f]{16})`).FindStringSubmatch(out)[1]
+	accept := filepath.Join(dir, "accepted")
+	if err := os.WriteFile(accept, []byte(digest+" "+changing+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, code := runCLI(t, append(args, "--accept", accept)...); code != outcome.OK || !strings.Contains(out, "changes (accepted)") {
+		t.Fatalf("accepted: want exit 0 with the statement shown as accepted, got exit %d:\n%s", code, out)
+	}
+	if err := os.WriteFile(accept, []byte("not-a-digest\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, code, err := runCLIErr(append(args, "--accept", accept)...); code != outcome.Usage || err == nil || !strings.Contains(err.Error(), "is not a statement digest") {
+		t.Fatalf("bad accept file: want exit 2 saying what is wrong, got exit %d: %v", code, err)
+	}
+	if after := checksum(); after != before {
+		t.Fatalf("the check changed the table: checksum %s, was %s", after, before)
+	}
+}
