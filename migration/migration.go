@@ -15,6 +15,7 @@ import (
 
 	"github.com/enginemig/enginemig/copier"
 	"github.com/enginemig/enginemig/cutover"
+	"github.com/enginemig/enginemig/internal/answers"
 	"github.com/enginemig/enginemig/internal/bench"
 	"github.com/enginemig/enginemig/internal/control"
 	"github.com/enginemig/enginemig/internal/db/dbconn"
@@ -96,6 +97,8 @@ type Options struct {
 	// Gates to run (see ParseGates) and how they benchmark.
 	Gates      map[Point]bool
 	GateConfig bench.GateConfig
+	// Answers: the check that the application's reads answer the same on InnoDB.
+	Answers AnswersCheck
 	// Hook runs at HookPoints (nil: none). An error at start or a before-* point stops the migration.
 	Hook func(ctx context.Context, at Point, st *state.State) error
 
@@ -145,6 +148,7 @@ type Result struct {
 	ShadowChanges  []string           `json:"shadow_changes,omitempty"`
 	Gates          []bench.GateResult `json:"gates,omitempty"`
 	Verify         *verify.Result     `json:"verify,omitempty"`
+	Answers        *answers.Report    `json:"answers,omitempty"`
 	// Triggers: the statements that carry the table's triggers across the swap (a dry run lists
 	// what it would run), or the names of the triggers carried.
 	Triggers []string `json:"triggers,omitempty"`

@@ -39,6 +39,7 @@ func (m *migrator) stages() []stage {
 	return []stage{
 		{step: "preflight", unrecorded: true, run: m.preflight},
 		{step: "interrupted run finished", skip: func() bool { return m.settledDone == nil }, end: m.endSettled},
+		{step: "answers check", unrecorded: true, skip: resumed, run: m.answersGate},
 		{step: string(GateBeforeCopy) + " gate", unrecorded: true, skip: resumed, run: m.sampleGate},
 		{step: "start", unrecorded: true, run: m.begin},
 		{step: "shadow", run: m.openShadow},

@@ -7,6 +7,7 @@ import (
 
 	"github.com/enginemig/enginemig/internal/answers"
 	"github.com/enginemig/enginemig/internal/db/outcome"
+	"github.com/enginemig/enginemig/migration"
 )
 
 func init() { register(answersCommand) }
@@ -92,4 +93,32 @@ func runAnswers(c *cli.Context) error {
 		return outcome.Errorf(outcome.GateFailed, "%d statement(s) answer differently on InnoDB (listed above); change them, or accept them with --accept FILE", n)
 	}
 	return nil
+}
+
+// answersCheckOf reads apply's --answers, --answers-accept and --answers-rows; a file that cannot
+// be read is a usage error before anything connects.
+func answersCheckOf(c *cli.Context) (migration.AnswersCheck, error) {
+	a := migration.AnswersCheck{Rows: c.Int64("answers-rows")}
+	if a.Rows < 0 {
+		return a, outcome.Errorf(outcome.Usage, "--answers-rows must not be negative")
+	}
+	if a.Rows == 0 {
+		a.Rows = -1 // all rows: the check's own zero means its default
+	}
+	var err error
+	switch v := c.String("answers"); v {
+	case "auto":
+	case "off":
+		a.Off = true
+	default:
+		if a.Statements, err = answers.FromFile(v); err != nil {
+			return a, outcome.New(outcome.Usage, fmt.Errorf("--answers: %w", err), "give auto, off, or a file of statements")
+		}
+	}
+	if path := c.String("answers-accept"); path != "" {
+		if a.Accepted, err = answers.ReadAccepted(path); err != nil {
+			return a, outcome.New(outcome.Usage, fmt.Errorf("--answers-accept: %w", err), "")
+		}
+	}
+	return a, nil
 }

@@ -15,7 +15,8 @@ import (
 
 // `enginemig answers` names the statement whose answer changes (exit 5) and not the one whose
 // answer stays, lets the accepted one through, refuses a bad accept file, and leaves the table
-// as it was.
+// as it was; `enginemig apply --answers FILE` (otherwise its defaults) stops on the same
+// statement with nothing changed, and converts once it is accepted.
 func TestAnswersCommand(t *testing.T) {
 	srv := sandboxtest.ForTest(t, sandbox.Options{})
 	schema, db := sandboxtest.FreshDatabase(t, srv)
@@ -65,5 +66,24 @@ func TestAnswersCommand(t *testing.T) {
 	}
 	if after := checksum(); after != before {
 		t.Fatalf("the check changed the table: checksum %s, was %s", after, before)
+	}
+
+	// apply runs the same check first: stopped with the table untouched, then, accepted, converted.
+	apply := append([]string{"apply"}, args[1:len(args)-2]...)
+	if _, code, err := runCLIErr(append(apply, "--answers", stmts)...); code != outcome.GateFailed || err == nil || !strings.Contains(err.Error(), changing) {
+		t.Fatalf("apply --answers: want exit 5 naming %q, got exit %d: %v", changing, code, err)
+	}
+	var engine string
+	if db.QueryRow("SELECT ENGINE FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'events'").Scan(&engine); engine != "MyISAM" || checksum() != before {
+		t.Fatalf("a stopped apply changed the table (engine %s)", engine)
+	}
+	if err := os.WriteFile(accept, []byte(digest+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, code := runCLI(t, append(apply, "--answers", stmts, "--answers-accept", accept)...); code != outcome.OK {
+		t.Fatalf("apply with the statement accepted: exit %d\n%s", code, out)
+	}
+	if db.QueryRow("SELECT ENGINE FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'events'").Scan(&engine); engine != "InnoDB" {
+		t.Fatalf("apply with the statement accepted left the table %s", engine)
 	}
 }

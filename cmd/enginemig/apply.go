@@ -18,6 +18,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/enginemig/enginemig/cutover"
+	"github.com/enginemig/enginemig/internal/answers"
 	"github.com/enginemig/enginemig/internal/bench"
 	"github.com/enginemig/enginemig/internal/db/dbconn"
 	"github.com/enginemig/enginemig/internal/db/outcome"
@@ -75,6 +76,9 @@ func applyCommand() *cli.Command {
 			&cli.IntFlag{Name: "gate-sample-rows", Value: bench.DefaultSampleRows, Usage: "rows copied into the before-copy gate's scratch tables", Category: "Gates"},
 			&cli.StringFlag{Name: "gate-mix", Value: "16:7:1", Usage: "what the gates run: SELECT:UPDATE:INSERT[:DELETE] primary-key weights; auto: each table's own statements from performance_schema digests (since last reset); or a FILE written by bench --save-mix", Category: "Gates"},
 			&cli.StringFlag{Name: "gate-from-log", Usage: "gates replay each table's statements found in this slow query log or general query log", Category: "Gates"},
+			&cli.StringFlag{Name: "answers", Value: "auto", Usage: "first stop (exit 5) if an application read answers differently on InnoDB: auto (the statements the server's history keeps), off, or a FILE of statements (enginemig answers)", Category: "Gates"},
+			&cli.StringFlag{Name: "answers-accept", Usage: "FILE of statement digests whose new answers are accepted (as enginemig answers prints them)", Category: "Gates"},
+			&cli.Int64Flag{Name: "answers-rows", Value: answers.DefaultRows, Usage: "rows copied for the answers check (0: all)", Category: "Gates"},
 			&cli.StringFlag{Name: "hook", Usage: "shell command run at start, before/after-copy, before-cutover, success, failure, rollback with ENGINEMIG_{STAGE,SCHEMA,TABLE,ROWS_COPIED,CAPTURE{,_START,_CUTOVER}} set; a failing start/before-* hook stops"},
 			&cli.DurationFlag{Name: "hook-timeout", Value: time.Minute, Usage: "how long a hook may run"},
 			&cli.StringFlag{Name: "state-schema", Value: state.DefaultStateSchema, Usage: "schema holding enginemig's state table (created if missing)"},
@@ -118,6 +122,10 @@ func runApply(c *cli.Context) error {
 		Thresholds: bench.Thresholds{MinQPSRatio: c.Float64("gate-min-qps-ratio"), MaxP99Ratio: c.Float64("gate-max-p99-ratio")},
 		Logger:     loggerOf(c)}
 	gateCfg.Mix, gateCfg.CaptureMix = gateMix, gateCapture
+	answersCheck, err := answersCheckOf(c)
+	if err != nil {
+		return err
+	}
 
 	if err := checkParallel(c, planRun); err != nil {
 		return err
@@ -128,6 +136,7 @@ func runApply(c *cli.Context) error {
 			if err != nil {
 				return opts, err
 			}
+			opts.Answers = answersCheck
 			opts.Logger = loggerOf(c).With(slog.String("table", tg.String()))
 			if h := c.String("hook"); h != "" {
 				opts.Hook = migration.CommandHook(h, c.Duration("hook-timeout"), opts.Logger)

@@ -1,0 +1,77 @@
+package migration
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/enginemig/enginemig/internal/answers"
+	"github.com/enginemig/enginemig/internal/db/outcome"
+	"github.com/enginemig/enginemig/internal/workload"
+)
+
+// AnswersCheck is how apply checks that the application's reads answer the same on InnoDB
+// (package answers) before anything is created.
+type AnswersCheck struct {
+	// Off skips the check.
+	Off bool
+	// Statements are the application's statements (from a file or a log); nil: literal examples
+	// from performance_schema's statement history, where the server keeps them (the check is
+	// skipped, and says so, where it does not).
+	Statements []string
+	// Accepted are the digests of statements whose new answers the DBA accepted.
+	Accepted map[string]bool
+	// Rows bounds the rows copied for the check (answers.DefaultRows when 0, all when negative).
+	Rows int64
+}
+
+// answersGate compares the answers of the application's reads on a MyISAM and an InnoDB copy of
+// the table and stops the run (exit 5, nothing created, nothing swapped) when one changes and was
+// not accepted. It runs first: the answers do not depend on the shadow, and a run that will be
+// stopped has then cost nothing.
+func (m *migrator) answersGate(ctx context.Context) error {
+	a := m.opts.Answers
+	if a.Off {
+		return nil
+	}
+	stmts := a.Statements
+	if stmts == nil {
+		var err error
+		stmts, err = answers.FromServer(ctx, m.db, m.ti.Schema, m.ti.Name)
+		if errors.Is(err, answers.ErrNoExamples) || errors.Is(err, workload.ErrDigestsOff) || errors.Is(err, workload.ErrNoStatements) {
+			m.log.Info("answers check skipped: the server keeps no statement on the table to check (give --answers FILE)", "reason", err)
+			return nil
+		}
+		if err != nil {
+			return outcome.New(outcome.FailedSafe, fmt.Errorf("answers check: %w", err), "nothing was changed; --answers off skips the check")
+		}
+	}
+	rows := a.Rows
+	switch {
+	case rows == 0:
+		rows = answers.DefaultRows
+	case rows < 0:
+		rows = 0 // answers.Run: every row
+	}
+	rep, err := answers.Run(ctx, m.db, answers.DefaultScratchDB, m.ti.Schema, m.ti.Name, stmts, a.Accepted, rows)
+	if err != nil {
+		return outcome.New(outcome.FailedSafe, fmt.Errorf("answers check: %w", err), "nothing was changed; --answers off skips the check")
+	}
+	m.res.Answers = &rep
+	differ := rep.Differing()
+	m.log.Info("answers check", "statements", len(rep.Findings), "differ", len(differ))
+	if len(differ) == 0 {
+		return nil
+	}
+	var b strings.Builder
+	for _, f := range differ {
+		fmt.Fprintf(&b, "\n  %s %s", f.Digest, f.Statement)
+		for _, c := range f.Causes {
+			fmt.Fprintf(&b, "\n    why [%s]: %s; remedy: %s", c.Code, c.Says, c.Remedy)
+		}
+	}
+	return outcome.New(outcome.GateFailed,
+		fmt.Errorf("answers check failed: %d of the application's statements answer differently on InnoDB:%s", len(differ), b.String()),
+		"nothing was changed: change these statements, or accept their new answers by listing their digests in a file given with --answers-accept")
+}
