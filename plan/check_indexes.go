@@ -39,7 +39,7 @@ func checkFulltext(in *TableInput) []Finding {
 	return []Finding{newFinding("fulltext", Warning,
 		fmt.Sprintf("FULLTEXT index %s: InnoDB full-text search returns different results (no 50%% threshold, different stopwords and token sizes: %s) and adds a hidden FTS_DOC_ID column",
 			strings.Join(ix, ", "), settings),
-		"compare the application's MATCH ... AGAINST results on a converted copy first; align innodb_ft_min_token_size/innodb_ft_server_stopword_table with the MyISAM settings if results must stay the same")}
+		"run `enginemig answers` on the table: it names each of the application's searches whose results change and why (apply runs it first when the server keeps the statements); align innodb_ft_min_token_size/innodb_ft_server_stopword_table with the MyISAM settings if results must stay the same")}
 }
 
 func checkSpatial(in *TableInput) []Finding {
