@@ -46,20 +46,20 @@ func checkCountStar(in *TableInput) []Finding {
 	if in.Server == nil || in.Info == nil {
 		return nil
 	}
-	n, count := digestsFor(in.Server.Digests, func(d Digest) bool {
+	var out []Finding
+	for _, d := range in.Server.Digests {
 		m := countStarRe.FindStringSubmatch(strings.TrimSpace(d.Text))
 		if m == nil {
-			return false
+			continue
 		}
-		ok, rest := in.refersTo(d, m[1])
-		return ok && rest == "" // anything after the table (WHERE, JOIN) makes it a different query
-	})
-	if n == 0 {
-		return nil
+		// Anything after the table (WHERE, JOIN) makes it a different query.
+		if ok, rest := in.refersTo(d, m[1]); ok && rest == "" {
+			out = append(out, newFinding("count-star", Warning,
+				fmt.Sprintf("%q ran %d time(s): MyISAM answers from its row counter, InnoDB scans the whole table (%d rows)", d.Text, d.Count, in.Info.Rows),
+				"keep a counter table or cache the count in the application, or accept an approximate TABLE_ROWS from information_schema"))
+		}
 	}
-	return []Finding{newFinding("count-star", Warning,
-		fmt.Sprintf("SELECT COUNT(*) without WHERE ran %d time(s): MyISAM answers from its row counter, InnoDB scans the whole table (%d rows)", count, in.Info.Rows),
-		"keep a counter table or cache the count in the application, or accept an approximate TABLE_ROWS from information_schema")}
+	return out
 }
 
 func checkLockTables(in *TableInput) []Finding {

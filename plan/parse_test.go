@@ -148,7 +148,8 @@ func TestRegistryIsComplete(t *testing.T) {
 		"partitioned", "foreign-keys", "crashed", "row-format-fixed", "key-block-size", "data-index-directory",
 		"myisam-only-options", "binlog", "binlog-metadata", "disk", "buffer-pool", "file-per-table", "strict-mode",
 		"gtid-consistency", "durability", "privileges", "count-star", "lock-tables", "transactions", "insert-delayed", "autoinc-reuse",
-		"trigger-writes-own-table", "errors-with-triggers", "multi-row-errors", "trigger-other-engine"} {
+		"trigger-writes-own-table", "errors-with-triggers", "multi-row-errors", "trigger-other-engine",
+		"limit-without-order-by", "fulltext-natural"} {
 		c, ok := registry[id]
 		if !ok {
 			t.Errorf("check %s not registered", id)
