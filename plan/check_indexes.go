@@ -31,15 +31,28 @@ func checkFulltext(in *TableInput) []Finding {
 		return nil
 	}
 	settings := "ft_min_word_len / innodb_ft_min_token_size unknown"
+	remedy := "run `enginemig answers` on the table: it names each of the application's searches whose results change and why (apply runs it first when the server keeps the statements)"
 	if s := in.Server; s != nil {
 		settings = fmt.Sprintf("MyISAM ft_min_word_len=%s ft_max_word_len=%s ft_stopword_file=%s vs InnoDB innodb_ft_min_token_size=%s innodb_ft_max_token_size=%s innodb_ft_enable_stopword=%s",
 			orDash(s.Var("ft_min_word_len")), orDash(s.Var("ft_max_word_len")), orDash(s.Var("ft_stopword_file")),
 			orDash(s.Var("innodb_ft_min_token_size")), orDash(s.Var("innodb_ft_max_token_size")), orDash(s.Var("innodb_ft_enable_stopword")))
+		remedy += tokenSizeRemedy(s.Var("ft_min_word_len"), s.Var("innodb_ft_min_token_size"), "min")
+		remedy += tokenSizeRemedy(s.Var("ft_max_word_len"), s.Var("innodb_ft_max_token_size"), "max")
 	}
 	return []Finding{newFinding("fulltext", Warning,
 		fmt.Sprintf("FULLTEXT index %s: InnoDB full-text search returns different results (no 50%% threshold, different stopwords and token sizes: %s) and adds a hidden FTS_DOC_ID column",
 			strings.Join(ix, ", "), settings),
-		"run `enginemig answers` on the table: it names each of the application's searches whose results change and why (apply runs it first when the server keeps the statements); align innodb_ft_min_token_size/innodb_ft_server_stopword_table with the MyISAM settings if results must stay the same")}
+		remedy+"; InnoDB's stopwords can be made MyISAM's with innodb_ft_server_stopword_table before the conversion")}
+}
+
+// tokenSizeRemedy says which InnoDB setting makes words of MyISAM's length limit count the same
+// ("" when they already do or a value is unknown). Only a restart changes it, and then every
+// InnoDB FULLTEXT index of the server must be rebuilt.
+func tokenSizeRemedy(myisam, innodb, which string) string {
+	if myisam == "" || innodb == "" || myisam == innodb {
+		return ""
+	}
+	return fmt.Sprintf("; to index the same words, set innodb_ft_%s_token_size=%s (now %s) in the server's configuration: it needs a restart and applies to every InnoDB FULLTEXT index, which must then be rebuilt (OPTIMIZE TABLE with innodb_optimize_fulltext_only=OFF, or ALTER TABLE ... FORCE)", which, myisam, innodb)
 }
 
 func checkSpatial(in *TableInput) []Finding {

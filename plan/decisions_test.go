@@ -96,6 +96,14 @@ func TestTableDecisions(t *testing.T) {
 		{"insert delayed on MariaDB blocks", checkInsertDelayed, TableInput{Info: withPK, Server: withDigests(server("10.11.6-MariaDB", nil), Digest{Schema: "x", Text: "INSERT DELAYED INTO `s` . `t` VALUES (...)", Count: 1})}, "insert-delayed:blocker"},
 		{"insert delayed into another database's t", checkInsertDelayed, TableInput{Info: withPK, Server: withDigests(server("10.11.6-MariaDB", nil), Digest{Schema: "other", Text: "INSERT DELAYED INTO `t` VALUES (...)", Count: 1})}, ""},
 		{"count star with join is not count star", checkCountStar, TableInput{Info: withPK, Server: withDigests(server("10.11.6-MariaDB", nil), Digest{Schema: "s", Text: "SELECT COUNT ( * ) FROM `t` JOIN `u` USING ( `id` )", Count: 1})}, ""},
+		{"fulltext with unequal token sizes names the setting", func(in *TableInput) []Finding {
+			fs := checkFulltext(in)
+			if len(fs) != 1 || !strings.Contains(fs[0].Remedy, "set innodb_ft_min_token_size=4 (now 3)") || strings.Contains(fs[0].Remedy, "max_token_size=") {
+				return nil
+			}
+			return fs
+		}, TableInput{Info: &table.Info{Columns: []table.Column{withAuto}, Indexes: []table.Index{pk, {Name: "ft", Type: "FULLTEXT"}}},
+			Server: server("10.11.6-MariaDB", map[string]string{"ft_min_word_len": "4", "innodb_ft_min_token_size": "3", "ft_max_word_len": "84", "innodb_ft_max_token_size": "84"})}, "fulltext:warning"},
 		{"limit without order by", checkLimitWithoutOrderBy, TableInput{Info: withPK, Server: withDigests(server("10.11.6-MariaDB", nil),
 			Digest{Schema: "s", Text: "SELECT `id` FROM `t` WHERE `kind` = ? LIMIT ?", Count: 4},
 			Digest{Schema: "s", Text: "SELECT `id` FROM `t` WHERE `kind` = ? ORDER BY `id` LIMIT ?", Count: 4},
