@@ -54,7 +54,7 @@ func (m *migrator) answersGate(ctx context.Context) error {
 	case rows < 0:
 		rows = 0 // answers.Run: every row
 	}
-	rep, err := answers.Run(ctx, m.db, answers.DefaultScratchDB, m.ti.Schema, m.ti.Name, stmts, a.Accepted, rows)
+	rep, err := answers.Run(ctx, m.db, m.ti.Schema, m.ti.Name, stmts, answers.Options{MaxRows: rows, Accepted: a.Accepted})
 	if err != nil {
 		return outcome.New(outcome.FailedSafe, fmt.Errorf("answers check: %w", err), "nothing was changed; --answers off skips the check")
 	}
@@ -74,4 +74,20 @@ func (m *migrator) answersGate(ctx context.Context) error {
 	return outcome.New(outcome.GateFailed,
 		fmt.Errorf("answers check failed: %d of the application's statements answer differently on InnoDB:%s", len(differ), b.String()),
 		"nothing was changed: change these statements, or accept their new answers by listing their digests in a file given with --answers-accept")
+}
+
+// createShadow creates the shadow. FULLTEXT indexes are built with MyISAM's stopwords (the words
+// of the table MyISAM ignores, short ones included; answers.PrepareStopwords), so that a search
+// for one answers as before: without them InnoDB's own, shorter list would apply. Where they cannot
+// be found, InnoDB's own apply, and the log says so.
+func (m *migrator) createShadow(ctx context.Context) error {
+	st, err := answers.PrepareStopwords(ctx, m.db, m.ti, m.opts.StateSchema, answers.DefaultScratchDB)
+	switch {
+	case err != nil:
+		m.log.Warn("the shadow's FULLTEXT indexes use InnoDB's own stopwords: MyISAM's could not be found", "error", err)
+		st = ""
+	case st != "":
+		m.log.Info("the shadow's FULLTEXT indexes ignore MyISAM's stopwords", "stopword_table", string(st))
+	}
+	return answers.CreateWithStopwords(ctx, m.db, st, m.ddl.Create)
 }

@@ -43,3 +43,36 @@ func TestApplyStopsWhenAnAnswerChanges(t *testing.T) {
 		t.Fatalf("want events converted after a check of 3 statements, got %s and %+v", e, res.Answers)
 	}
 }
+
+// A converted FULLTEXT table answers searches for MyISAM's stopwords and short words as MyISAM
+// did: apply builds its FULLTEXT index with them (apply's defaults).
+func TestFulltextKeepsMyISAMStopwords(t *testing.T) {
+	schema, sdb := sandboxtest.FreshDatabase(t, srv)
+	sandboxtest.MustExec(t, sdb, "CREATE TABLE articles (id INT PRIMARY KEY, body TEXT, FULLTEXT (body)) ENGINE=MyISAM DEFAULT CHARSET=utf8mb4",
+		"INSERT INTO articles SELECT seq, CONCAT('story ', ELT(1 + seq % 5, 'would', 'through', 'cat dog', 'however', 'sunny'), ' word', seq) FROM "+sandboxtest.Seq(3000))
+	searches := []string{"would", "however", "cat", "sunny", "dog", "+story -cat"}
+	counts := func() []int {
+		var out []int
+		for _, s := range searches {
+			var n int
+			if err := sdb.QueryRow("SELECT COUNT(*) FROM articles WHERE MATCH (body) AGAINST (? IN BOOLEAN MODE)", s).Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, n)
+		}
+		return out
+	}
+	before := counts()
+	if _, err := Run(context.Background(), openControl(t, srv), testOptions(srv, schema, "articles")); err != nil {
+		t.Fatal(err)
+	}
+	after := counts()
+	for i, s := range searches {
+		if before[i] != after[i] {
+			t.Errorf("search %q: %d rows on MyISAM, %d on InnoDB", s, before[i], after[i])
+		}
+	}
+	if e := engineOf(t, sdb, schema, "articles"); e != "InnoDB" || before[3] == 0 {
+		t.Fatalf("articles is %s, 'sunny' found %d rows: the test proves nothing", e, before[3])
+	}
+}

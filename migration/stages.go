@@ -144,7 +144,7 @@ func (m *migrator) enter(ctx context.Context, s state.Stage) error {
 func (m *migrator) openPipeline(ctx context.Context) error {
 	cfg := applyCapture(m.db, m.ti, m.capture)
 	if m.resume == nil {
-		if _, err := m.db.ExecContext(ctx, m.ddl.Create); err != nil {
+		if err := m.createShadow(ctx); err != nil {
 			return &keepShadow{outcome.New(outcome.Refused, fmt.Errorf("create shadow table: %w", err), "run `enginemig plan` for this table")}
 		}
 	} else {

@@ -22,6 +22,7 @@ func answersCommand() *cli.Command {
 		&cli.StringFlag{Name: "accept", Usage: "FILE of accepted statement digests (one per line, as this command prints them): their new answers do not fail the check", Category: cat},
 		&cli.Int64Flag{Name: "rows", Value: answers.DefaultRows, Usage: "rows copied (in the table's data-file order) into the MyISAM and InnoDB scratch copies; 0: all", Category: cat},
 		&cli.StringFlag{Name: "scratch-database", Value: answers.DefaultScratchDB, Usage: "database for the scratch copies (dropped afterwards; the database stays)", Category: cat},
+		&cli.BoolFlag{Name: "native", Usage: "compare with a plain ALTER TABLE ... ENGINE=InnoDB, whose FULLTEXT indexes keep InnoDB's stopwords (apply gives them MyISAM's)", Category: cat},
 		&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "text", Usage: "report format: text or json", Category: cat},
 	)
 	return &cli.Command{
@@ -80,7 +81,8 @@ func runAnswers(c *cli.Context) error {
 			return outcome.New(outcome.Refused, err, "give the statements with --statements FILE or --from-log FILE")
 		}
 	}
-	rep, err := answers.Run(c.Context, db, c.String("scratch-database"), schema, name, stmts, accepted, c.Int64("rows"))
+	rep, err := answers.Run(c.Context, db, schema, name, stmts, answers.Options{Scratch: c.String("scratch-database"), MaxRows: c.Int64("rows"),
+		Native: c.Bool("native"), Accepted: accepted})
 	if err != nil {
 		return fmt.Errorf("answers: %w", err)
 	}

@@ -37,10 +37,12 @@ type Finding struct {
 
 // Report is a check's result.
 type Report struct {
-	Schema   string    `json:"schema"`
-	Table    string    `json:"table"`
-	Rows     int64     `json:"rows_compared"`
-	Partial  bool      `json:"partial,omitempty"`
+	Schema  string `json:"schema"`
+	Table   string `json:"table"`
+	Rows    int64  `json:"rows_compared"`
+	Partial bool   `json:"partial,omitempty"`
+	// Native: compared with a plain ALTER's InnoDB table, not apply's (Options.Native).
+	Native   bool      `json:"native,omitempty"`
 	Findings []Finding `json:"statements"`
 }
 
@@ -184,13 +186,30 @@ const DefaultScratchDB = "_enginemig_answers"
 // rows (in data-file order), and the report says so.
 const DefaultRows = 1000000
 
-// Run builds the pair in scratch (at most maxRows rows; 0: all), checks the statements on it, and
-// drops it.
-func Run(ctx context.Context, db *sql.DB, scratch, schema, table string, stmts []string, accepted map[string]bool, maxRows int64) (Report, error) {
-	p, err := BuildPair(ctx, db, scratch, schema, table, maxRows)
+// Options are a check's settings.
+type Options struct {
+	// Scratch is the database of the copies (DefaultScratchDB when "").
+	Scratch string
+	// MaxRows bounds the rows copied (0: every row).
+	MaxRows int64
+	// Native compares with a plain ALTER TABLE ... ENGINE=InnoDB: the InnoDB copy's FULLTEXT
+	// indexes keep InnoDB's own stopwords instead of MyISAM's, which apply gives them.
+	Native bool
+	// Accepted are the digests of statements whose new answers the DBA accepted.
+	Accepted map[string]bool
+}
+
+// Run builds the pair, checks the statements on it, and drops it.
+func Run(ctx context.Context, db *sql.DB, schema, table string, stmts []string, o Options) (Report, error) {
+	if o.Scratch == "" {
+		o.Scratch = DefaultScratchDB
+	}
+	p, err := BuildPair(ctx, db, o.Scratch, schema, table, o.MaxRows, !o.Native)
 	if err != nil {
 		return Report{}, err
 	}
 	defer p.Drop(context.WithoutCancel(ctx), db)
-	return Check(ctx, db, p, schema, table, stmts, accepted)
+	rep, err := Check(ctx, db, p, schema, table, stmts, o.Accepted)
+	rep.Native = o.Native
+	return rep, err
 }

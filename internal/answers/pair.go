@@ -3,6 +3,7 @@ package answers
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -21,6 +22,9 @@ type Pair struct {
 	// Partial: the table had more rows than the check copies; answers that depend on every row
 	// (FULLTEXT's 50% threshold, COUNT) may differ from the live table's.
 	Partial bool
+	// Stopwords: the InnoDB copy's FULLTEXT indexes ignore these MyISAM stopwords, as apply's
+	// shadow's do ("" without FULLTEXT).
+	Stopwords StopwordTable
 }
 
 // handlerBatch is how many rows each HANDLER read takes: the live table is read-locked for one
@@ -28,10 +32,11 @@ type Pair struct {
 const handlerBatch = 1000
 
 // BuildPair copies up to maxRows rows of schema.name into scratch (created when missing) as a
-// MyISAM and an InnoDB table. The live table is read with HANDLER ... READ NEXT, batch by batch, in
+// MyISAM and an InnoDB table (whose FULLTEXT indexes, with alignStopwords, ignore MyISAM's
+// stopwords as apply's shadow's do). The live table is read with HANDLER ... READ NEXT, batch by batch, in
 // its data-file order; writes between batches may make the copy differ from any one moment of
 // the live table, which does not matter: both copies hold the same rows. Call Drop when done.
-func BuildPair(ctx context.Context, db *sql.DB, scratch, schema, name string, maxRows int64) (*Pair, error) {
+func BuildPair(ctx context.Context, db *sql.DB, scratch, schema, name string, maxRows int64, alignStopwords bool) (*Pair, error) {
 	if scratch == schema {
 		return nil, fmt.Errorf("the scratch database must not be the table's own database %q", schema)
 	}
@@ -62,8 +67,15 @@ func BuildPair(ctx context.Context, db *sql.DB, scratch, schema, name string, ma
 	copyInfo := *info
 	copyInfo.Schema = scratch
 	ddl, err := copyInfo.Shadow(p.InnoDB, false, false)
+	if err == nil && alignStopwords {
+		// The same stopwords apply gives the shadow's FULLTEXT indexes, from the copy's words.
+		var mi *table.Info
+		if mi, err = table.Load(ctx, db, scratch, p.MyISAM); err == nil {
+			p.Stopwords, err = PrepareStopwords(ctx, db, mi, scratch, scratch)
+		}
+	}
 	if err == nil {
-		_, err = db.ExecContext(ctx, ddl.Create)
+		err = CreateWithStopwords(ctx, db, p.Stopwords, ddl.Create)
 	}
 	if err == nil {
 		_, err = db.ExecContext(ctx, "INSERT INTO "+dbconn.QualifiedName(scratch, p.InnoDB)+" SELECT * FROM "+m)
@@ -82,8 +94,28 @@ func (p *Pair) fill(ctx context.Context, db *sql.DB, info *table.Info, m string,
 		return err
 	}
 	defer conn.Close()
-	// Bytes travel unchanged both ways; the session goes back to the pool never.
-	defer conn.Raw(func(any) error { return errBadConn })
+	defer conn.Raw(func(any) error { return errBadConn }) // SET NAMES binary stays with the session
+	err = handlerRead(ctx, conn, info, maxRows, func(rows [][]any) error {
+		if err := insertRows(ctx, conn, m, rows); err != nil {
+			return err
+		}
+		p.Rows += int64(len(rows))
+		return nil
+	})
+	if err == errMoreRows {
+		p.Partial, err = true, nil
+	}
+	return err
+}
+
+// errMoreRows: handlerRead stopped at maxRows with rows left.
+var errMoreRows = errors.New("more rows than read")
+
+// handlerRead reads info's rows in their data-file order through a handler on conn, a batch at a
+// time (the table is held for one batch), and gives each batch to fn: at most maxRows rows (0: all;
+// errMoreRows when rows are left). conn is switched to the binary character set: bytes travel
+// unchanged both ways, so conn must not go back to the pool.
+func handlerRead(ctx context.Context, conn *sql.Conn, info *table.Info, maxRows int64, fn func([][]any) error) error {
 	if _, err := conn.ExecContext(ctx, "SET NAMES binary"); err != nil {
 		return err
 	}
@@ -91,32 +123,32 @@ func (p *Pair) fill(ctx context.Context, db *sql.DB, info *table.Info, m string,
 		return fmt.Errorf("read %s with HANDLER: %w", info.QuotedName(), err)
 	}
 	defer conn.ExecContext(context.WithoutCancel(ctx), "HANDLER `_enginemig_answers` CLOSE")
-	// A batch is one INSERT: its placeholders stay under the protocol's 65,535.
-	batch := max(1, min(handlerBatch, 60000/max(1, len(info.Columns))))
+	// A batch is one INSERT of the pair's copy: its placeholders stay under the protocol's 65,535.
+	batch := int64(max(1, min(handlerBatch, 60000/max(1, len(info.Columns)))))
+	var read int64
 	for verb := "FIRST"; ; verb = "NEXT" {
-		n := int64(batch)
+		n := batch
 		if maxRows > 0 {
-			n = min(n, maxRows-p.Rows)
+			n = min(n, maxRows-read)
 		}
 		if n <= 0 {
-			p.Partial = true
-			return nil
+			return errMoreRows
 		}
 		rows, err := conn.QueryContext(ctx, fmt.Sprintf("HANDLER `_enginemig_answers` READ %s LIMIT %d", verb, n))
 		if err != nil {
 			return fmt.Errorf("read %s: %w", info.QuotedName(), err)
 		}
-		read, err := scanAll(rows, 0)
+		got, err := scanAll(rows, 0)
 		if err != nil {
 			return fmt.Errorf("read %s: %w", info.QuotedName(), err)
 		}
-		if len(read) == 0 {
+		if len(got) == 0 {
 			return nil
 		}
-		if err := insertRows(ctx, conn, m, read); err != nil {
+		if err := fn(got); err != nil {
 			return err
 		}
-		p.Rows += int64(len(read))
+		read += int64(len(got))
 	}
 }
 
@@ -139,9 +171,10 @@ func insertRows(ctx context.Context, conn *sql.Conn, m string, rows [][]any) err
 	return nil
 }
 
-// Drop removes both copies (the scratch database stays: it may hold others' tables).
+// Drop removes both copies and their stopword table (the scratch database stays: it may hold
+// others' tables).
 func (p *Pair) Drop(ctx context.Context, db *sql.DB) {
-	for _, n := range []string{p.MyISAM, p.InnoDB} {
+	for _, n := range []string{p.MyISAM, p.InnoDB, stopwordTableName(p.MyISAM)} {
 		db.ExecContext(ctx, table.DropTableIfExists(p.Schema, n))
 	}
 }
