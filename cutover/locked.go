@@ -75,13 +75,12 @@ func whileLocked(ctx context.Context, connA *sql.Conn, sw Swap, target Target, c
 	return unlock, pos, nil
 }
 
-// lockTables takes a swap's locks (stmt) on conn within d. Through mdl.Locker where the table can
-// be held by transactions (an InnoDB table on MariaDB: the rollback's swap back): tried without
-// waiting, so that it never queues behind a transaction that read the table and would then
-// deadlock on its own write (package mdl); the application never waits behind it either.
-// Elsewhere queued, killed at d (lockWithDeadline).
+// lockTables takes a swap's locks (stmt) on conn within d. On MariaDB through mdl.Locker: tried
+// without waiting, so that it is never queued behind a transaction holding the table and never
+// closes a deadlock cycle with it (package mdl); the application never waits behind it either.
+// On MySQL queued, killed at d (lockWithDeadline).
 func lockTables(ctx context.Context, db *sql.DB, conn *sql.Conn, connID int64, stmt string, d time.Duration, t lockwait.Table) error {
-	l, err := mdl.New(ctx, db, t.Schema, t.Name)
+	l, err := mdl.New(ctx, db, t.Name)
 	if err != nil {
 		return err
 	}

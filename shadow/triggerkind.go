@@ -26,7 +26,7 @@ func (k triggerKind) open(ctx context.Context, p *Pipeline) (Capture, error) {
 	if err := cfg.DB.QueryRowContext(ctx, "SELECT VERSION()").Scan(&version); err != nil {
 		return nil, err
 	}
-	locker, err := mdl.New(ctx, cfg.DB, cfg.Source.Schema, cfg.Source.Name)
+	locker, err := mdl.New(ctx, cfg.DB, cfg.Source.Name)
 	if err != nil {
 		return nil, err
 	}
@@ -72,8 +72,8 @@ func installTriggers(ctx context.Context, db *sql.DB, c *table.CaptureSQL) error
 	if _, err := db.ExecContext(ctx, c.CreateLog()); err != nil {
 		return fmt.Errorf("create change log %s: %w", c.Log(), err)
 	}
-	schema, name := c.Source()
-	locker, err := mdl.New(ctx, db, schema, name)
+	_, name := c.Source()
+	locker, err := mdl.New(ctx, db, name)
 	if err != nil {
 		return err
 	}

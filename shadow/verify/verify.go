@@ -126,8 +126,8 @@ func Run(ctx context.Context, db *sql.DB, q *table.SQL, chunks *copier.Chunker, 
 	if cfg.Logger == nil {
 		cfg.Logger = dbconn.Logger(nil)
 	}
-	schema, name := q.SourceTable()
-	locker, err := mdl.New(ctx, db, schema, name)
+	_, name := q.SourceTable()
+	locker, err := mdl.New(ctx, db, name)
 	if err != nil {
 		return Result{}, err
 	}
@@ -431,14 +431,17 @@ func (v *verifier) checksum(ctx context.Context, q dbconn.Querier, r table.Range
 	return s
 }
 
-// lock takes a chunk's locks: without queuing where transactions may hold the source (mdl.Locker),
-// waiting as long as it takes; elsewhere queued (lockRetrying).
+// lock takes a chunk's locks without queuing behind another session's hold of the source
+// (mdl.Locker.LockEventually), or, where it queues (MySQL), retrying after a deadlock.
 func (v *verifier) lock(ctx context.Context, conn *sql.Conn, lock string) error {
 	if !v.locker.Queues() {
-		return v.locker.Lock(ctx, conn, lock, 0)
+		return v.locker.LockEventually(ctx, conn, lock, lockSpin)
 	}
 	return lockRetrying(ctx, conn, lock)
 }
+
+// lockSpin is how long a chunk's lock is tried without queuing before it may queue.
+const lockSpin = time.Second
 
 // lockRetrying takes a chunk's locks, again when the server chose the LOCK TABLES as a deadlock's
 // victim (1213; seen in a rollback under trigger capture, whose source is InnoDB and whose

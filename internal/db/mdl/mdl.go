@@ -2,27 +2,28 @@
 // or DROP) without ever queuing one behind a session that may strengthen its own hold on the
 // table: the one way a queued lock turns an application statement into a deadlock's victim.
 //
-// A transaction that read a table holds a shared metadata lock on it until it ends. A LOCK TABLES
-// queued behind it makes every new request for the table wait, that transaction's own UPDATE
-// included; the UPDATE waits for the queued lock, which waits for the transaction: a cycle, and
-// the server breaks it by failing the statement of least weight, always the application's DML
-// (error 1213; InnoDB sees no deadlock). An application that has only known MyISAM has never seen
-// that error and does not retry it.
+// A transaction holds a metadata lock on a table it wrote until it ends (on MariaDB, a MyISAM
+// table's too once the transaction has written it; a table it only read, until the end of the
+// statement for MyISAM and of the transaction for InnoDB). A LOCK TABLES queued behind such a
+// holder makes every new request for the table wait. If the holder then asks for a stronger lock
+// on the table (an UPDATE after a SELECT of an InnoDB table), or waits for something that one of
+// the sessions queued behind the LOCK TABLES holds (a row lock, a GET_LOCK name, another table),
+// the waits close a cycle, and the server breaks it by failing the statement of least weight:
+// always the application's DML (error 1213; InnoDB sees no deadlock). An application that has only
+// known MyISAM has never seen that error and does not retry it.
 //
-// So a lock is never left queued while another session may hold the table's metadata lock for
-// longer than a statement:
+// So a lock is never left queued where another session can hold the table:
 //   - MariaDB: `LOCK TABLES ... NOWAIT` (other statements with a zero lock_wait_timeout), tried
-//     again after a moment until it is granted. A request that never waits is never in a cycle,
-//     and the application never waits behind it either.
+//     again after a moment until it is granted or the caller's time is spent. A request that
+//     never waits is never in a cycle, and the application never waits behind it either. On a
+//     table some session holds without a pause the tries find no gap: the caller decides (the
+//     cut-over tries again later; LockEventually queues where no transaction was seen to hold
+//     anything between its statements).
 //   - MySQL has no NOWAIT for LOCK TABLES and no lock wait under a second: the lock queues as
 //     before, and such a transaction can still meet it (docs/runbook.md, "Open transactions and
 //     the cut-over"). Looking at performance_schema.metadata_locks first and taking the lock back
 //     when it was not granted at once was tried: a fifth of the failures remained, and a table
 //     held by transactions without pause was never locked.
-//   - Where no session can hold the tables beyond a statement (MariaDB releases a MyISAM table's
-//     metadata lock at the end of each statement, even inside a transaction), a queued lock cannot
-//     be in a cycle, and queuing is what gets it granted on a busy table: the lock is then sent as
-//     it is (the caller's lock wait applies).
 package mdl
 
 import (
@@ -41,12 +42,11 @@ import (
 type mode int
 
 const (
-	queue  mode = iota // no session holds the tables beyond a statement, or MySQL
+	queue  mode = iota // MySQL
 	noWait             // MariaDB: LOCK TABLES ... NOWAIT, retried
 )
 
-// Locker takes locks on one schema's tables. Built once per table set: it reads the server's
-// kind and the tables' engines.
+// Locker takes locks on one schema's tables.
 type Locker struct {
 	mode   mode
 	tables []string
@@ -55,27 +55,15 @@ type Locker struct {
 // ErrNotGranted: the lock was not granted within the time allowed.
 var ErrNotGranted = errors.New("table lock not granted in time")
 
-// New prepares a Locker for LOCK TABLES statements on schema's tables (their names, unquoted).
-func New(ctx context.Context, db *sql.DB, schema string, tables ...string) (*Locker, error) {
+// New prepares a Locker for LOCK TABLES statements on the tables named (for messages): it reads
+// the server's kind.
+func New(ctx context.Context, db *sql.DB, tables ...string) (*Locker, error) {
 	l := &Locker{tables: tables}
 	var version string
 	if err := db.QueryRowContext(ctx, "SELECT VERSION()").Scan(&version); err != nil {
 		return nil, fmt.Errorf("server version: %w", err)
 	}
-	if !dbconn.MariaDB(version) {
-		return l, nil
-	}
-	q := "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME IN (?" +
-		strings.Repeat(", ?", len(tables)-1) + ") AND ENGINE NOT IN ('MyISAM', 'Aria', 'MRG_MyISAM', 'MEMORY', 'CSV', 'ARCHIVE')"
-	args := []any{schema}
-	for _, t := range tables {
-		args = append(args, t)
-	}
-	var transactional int
-	if err := db.QueryRowContext(ctx, q, args...).Scan(&transactional); err != nil {
-		return nil, fmt.Errorf("engines of the tables to lock: %w", err)
-	}
-	if transactional > 0 {
+	if dbconn.MariaDB(version) {
 		l.mode = noWait
 	}
 	return l, nil
@@ -123,6 +111,38 @@ func (l *Locker) run(ctx context.Context, conn *sql.Conn, stmt, noWait string, w
 		case <-time.After(time.Duration(500+rand.IntN(1500)) * time.Microsecond):
 		case <-ctx.Done():
 			return ctx.Err()
+		}
+	}
+}
+
+// LockEventually takes stmt's locks for a caller that must have them (verification, a copy
+// chunk): tried without queuing as Lock does, and queued only after spin has passed with no
+// gap and without a sign that an open transaction holds anything: InnoDB's list of transactions
+// never showed one idle between its statements. Writers flat out hold a MyISAM table without a
+// gap (each waits for the table lock holding its metadata lock), but every one of them holds it
+// for one statement, which cannot close a cycle. A transaction that writes only MyISAM tables
+// leaves no sign: it can still meet the queued lock, on such a table only.
+func (l *Locker) LockEventually(ctx context.Context, conn *sql.Conn, stmt string, spin time.Duration) error {
+	if l.mode == queue {
+		_, err := conn.ExecContext(ctx, stmt)
+		return err
+	}
+	for {
+		idleSeen := false
+		for end := time.Now().Add(spin); time.Now().Before(end); {
+			err := l.Lock(ctx, conn, stmt, spin/10)
+			if !errors.Is(err, ErrNotGranted) {
+				return err
+			}
+			var n int
+			if err := conn.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.INNODB_TRX
+				WHERE trx_query IS NULL AND trx_mysql_thread_id <> CONNECTION_ID()`).Scan(&n); err != nil || n > 0 {
+				idleSeen = true // unreadable counts as seen
+			}
+		}
+		if !idleSeen {
+			_, err := conn.ExecContext(ctx, stmt)
+			return err
 		}
 	}
 }
