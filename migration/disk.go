@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/enginemig/enginemig/copier"
-		"github.com/enginemig/enginemig/internal/db/outcome"
+	"github.com/enginemig/enginemig/internal/db/outcome"
 	"github.com/enginemig/enginemig/internal/pace/diskspace"
 	"github.com/enginemig/enginemig/internal/pace/lockwait"
 	"github.com/enginemig/enginemig/migration/state"

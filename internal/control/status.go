@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/enginemig/enginemig/internal/pace/lockwait"
 	"github.com/enginemig/enginemig/internal/pace/diskspace"
+	"github.com/enginemig/enginemig/internal/pace/lockwait"
 	"github.com/enginemig/enginemig/internal/pace/throttle"
 )
 
