@@ -18,16 +18,17 @@ import (
 )
 
 // The disk tests give a server of their own a datadir (and with it the binlog) on a small tmpfs:
-// the fresh datadir takes about 66 MiB, the table's shadow, the binlog of its copy and its index
-// build about 30 MiB more, the application's writes about 0.1 MiB a second.
+// the fresh datadir takes about 66 MiB, the table and its binlog about 10 MiB, its copy (the
+// shadow and the copy's binlog) about 11 MiB, the application's writes about 0.1 MiB a second.
 const (
 	diskFS      = 224 << 20
 	diskReserve = 64 << 20 // --disk-reserve for these tests: the default (1 GiB) is more than the tmpfs
-	// The filler leaves this much free: under the reserve, and more than the application writes
-	// while the copy waits.
-	diskLeft = 40 << 20
+	// The filler leaves this much free: under the reserve, more than the application writes while
+	// the copy waits, and less than what the rest of the copy writes (a copy that does not wait
+	// fills the disk).
+	diskLeft = 6 << 20
 	// It starts once the run has written this much (the copy has begun).
-	diskGrown = 6 << 20
+	diskGrown = 1536 << 10
 )
 
 // diskServer starts a server whose datadir is a fresh tmpfs, and returns it with the mount.
@@ -75,10 +76,8 @@ func startFiller(t *testing.T, dir string, grown, left uint64) *filler {
 			}
 			if !done && start-free >= grown {
 				done = true
-				if free > left {
-					if err := fill(dir+"/filler", free-left); err != nil {
-						t.Errorf("filler: %v", err)
-					}
+				if err := fill(dir+"/filler", func() uint64 { return freeBytes(t, dir) }, left); err != nil {
+					t.Errorf("filler: %v", err)
 				}
 				t.Logf("filler: took %s, %s left", diskspace.Human(free-left), diskspace.Human(freeBytes(t, dir)))
 				close(f.filled)
@@ -93,14 +92,23 @@ func startFiller(t *testing.T, dir string, grown, left uint64) *filler {
 	return f
 }
 
-// fill writes a file of n bytes (tmpfs allocates as it is written).
-func fill(path string, n uint64) error {
+// fill grows a file until free() is left, a MiB at a time so as never to take more than is
+// free while others write (tmpfs allocates as the file grows).
+func fill(path string, free func() uint64, left uint64) error {
 	fd, err := syscall.Open(path, syscall.O_CREAT|syscall.O_WRONLY|syscall.O_TRUNC, 0o600)
 	if err != nil {
 		return err
 	}
 	defer syscall.Close(fd)
-	return syscall.Fallocate(fd, 0, 0, int64(n))
+	var size int64
+	for f := free(); f > left; f = free() {
+		step := int64(min(f-left, 1<<20))
+		if err := syscall.Fallocate(fd, 0, size, step); err != nil {
+			return err
+		}
+		size += step
+	}
+	return nil
 }
 
 // release gives the space back.
