@@ -64,7 +64,7 @@ func applyCommand() *cli.Command {
 			&cli.IntFlag{Name: "max-threads-running", Usage: "pause the copy while the server's Threads_running exceeds this (0: no limit)", Category: "Throttling"},
 			&cli.StringSliceFlag{Name: "replica", Usage: "host:port of a replica whose lag must stay under --max-lag (same credentials; repeatable); lag is measured with a heartbeat enginemig writes, and lag that cannot be measured pauses the copy", Category: "Throttling"},
 			&cli.DurationFlag{Name: "max-lag", Value: time.Second, Usage: "pause the copy while a --replica lags more than this", Category: "Throttling"},
-			&cli.StringFlag{Name: "disk-reserve", Value: diskspace.DefaultReserve.String(), Usage: "free space kept on the server's datadir, binlog and tmpdir file systems: under it the copy waits (throttle reason disk) and resumes by itself; a size (2G), a share (10%), or 0 for no reserve (a full disk is still recognised)", Category: "Throttling"},
+			&cli.StringFlag{Name: "disk-reserve", DefaultText: "10% of the file system, at least 1 GiB", Usage: "free space kept on the server's datadir, binlog and tmpdir: under it the copy waits (throttle reason disk); a size (2G), a share (10%), or 0", Category: "Throttling"},
 			&cli.DurationFlag{Name: "disk-pause-limit", Value: diskspace.DefaultPauseLimit, Usage: "how long free space may stay under --disk-reserve before apply gives up as --disk-give-up says", Category: "Throttling"},
 			&cli.StringFlag{Name: "disk-give-up", Value: "drop", Usage: "what apply does when it gives up for want of disk space (the pause limit passed, or the disk filled): drop the shadow to give its space back (exit 6), or keep it for a resume (exit 7)", Category: "Throttling"},
 			&cli.StringFlag{Name: "control-socket", Usage: "unix socket for live control while apply runs: 'enginemig control --socket PATH status|pause|resume|abort|release-cutover|chunk-time=20ms|max-lag=2s|max-threads-running=N'"},
@@ -229,11 +229,11 @@ const maxCopyWorkers = 8
 
 // diskOptions reads --disk-reserve, --disk-pause-limit and --disk-give-up.
 func diskOptions(c *cli.Context, opts *migration.Options) error {
-	r, err := diskspace.ParseReserve(c.String("disk-reserve"))
-	if err != nil {
-		return outcome.New(outcome.Usage, err, "e.g. --disk-reserve 2G, --disk-reserve 10%, or --disk-reserve 0")
-	}
 	if c.IsSet("disk-reserve") {
+		r, err := diskspace.ParseReserve(c.String("disk-reserve"))
+		if err != nil {
+			return outcome.New(outcome.Usage, err, "e.g. --disk-reserve 2G, --disk-reserve 10%, or --disk-reserve 0")
+		}
 		opts.DiskReserve = &r
 	}
 	if opts.DiskPauseLimit = c.Duration("disk-pause-limit"); opts.DiskPauseLimit <= 0 {

@@ -3,9 +3,12 @@ package diskspace
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
+
+	"github.com/go-sql-driver/mysql"
 )
 
 // Disks reads MariaDB's information_schema.DISKS (the disks plugin: INSTALL SONAME 'disks'; the
@@ -32,6 +35,11 @@ type mount struct {
 // Read reads the mounts and attributes each directory to one.
 func (d *Disks) Read(ctx context.Context) ([]FS, error) {
 	rows, err := d.db.QueryContext(ctx, "SELECT Path, Total, Available FROM information_schema.DISKS")
+	var me *mysql.MySQLError
+	if errors.As(err, &me) && me.Number == 1105 {
+		// The plugin reads the mount table (/etc/mtab) and says only "Unknown error" without it.
+		return nil, fmt.Errorf("information_schema.DISKS: %w (the server cannot read its mount table, /etc/mtab)", err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("information_schema.DISKS: %w", err)
 	}
