@@ -244,3 +244,49 @@ func tail(s string, n int) string {
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
+
+// TestDiskPauseLimitKeepsTheShadow: the space does not come back within --disk-pause-limit, and
+// with --disk-give-up=keep apply ends with exit 7, the shadow and the progress kept; once the space
+// is back the same apply resumes and finishes with every acknowledged write.
+func TestDiskPauseLimitKeepsTheShadow(t *testing.T) {
+	s, dir := diskServer(t)
+	l, stopLoad := diskLoad(t, s)
+	var log logLines
+	log.each = func(line string) { os.Stderr.WriteString("    migration: " + line) }
+	f := startFiller(t, dir, diskGrown, diskLeft)
+	opts := testOptions(s, "d", "t")
+	r := diskspace.Reserve{Bytes: diskReserve}
+	opts.DiskReserve = &r
+	opts.DiskPauseLimit = 2 * time.Second // the test cannot wait the default's 30 minutes
+	opts.DiskKeep = true
+	opts.Logger = log.logger()
+	db := openControl(t, s)
+	_, err := Run(context.Background(), db, opts)
+	if outcome.CodeOf(err) != outcome.NeedsAttention || !strings.Contains(err.Error(), "--disk-pause-limit") || !strings.Contains(err.Error(), "run the same apply again") {
+		stopLoad()
+		f.end()
+		t.Fatalf("want exit 7 naming the pause limit and the resume, got %d: %v\nlog:\n%s", outcome.CodeOf(err), err, tail(log.String(), 30))
+	}
+	if !tableExists(t, db, "d", "_t_new") {
+		t.Fatal("the shadow was not kept")
+	}
+	f.release()
+	_, err = Run(context.Background(), db, opts)
+	stopLoad()
+	least := f.end()
+	st := l.Stats()
+	t.Logf("least free %s; application: %d writes, %d errors, longest write %s", diskspace.Human(least), st.Acked, st.Errors, st.LongestWrite)
+	if err != nil {
+		t.Fatalf("the resumed run failed: %v\nlog:\n%s", err, tail(log.String(), 30))
+	}
+	if !strings.Contains(log.String(), "resuming migration") {
+		t.Errorf("the second run did not resume")
+	}
+	if least == 0 || st.Errors > 0 {
+		t.Errorf("least free %d, application errors %d %v", least, st.Errors, l.Problems(3))
+	}
+	n, diffs, err := l.Check(context.Background(), db, "d", "t")
+	if err != nil || len(diffs) > 0 || engineOf(t, db, "d", "t") != "InnoDB" {
+		t.Fatalf("checked %d rows: %v %v (engine %s)", n, err, diffs, engineOf(t, db, "d", "t"))
+	}
+}
