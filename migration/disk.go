@@ -88,6 +88,11 @@ func (m *migrator) waitDiskRoom(ctx context.Context) error {
 // said its disk is full) and ends it as the DBA chose (Options.DiskKeep): the shadow dropped,
 // exit 6, or kept for a resume, exit 7. ok is false for any other failure.
 func (m *migrator) diskStopped(ctx context.Context, err error) (error, bool) {
+	var k *keepShadow
+	var p *pending
+	if errors.As(err, &k) || errors.As(err, &p) {
+		return nil, false // a failure that must keep the shadow (the tables' state unclear) stays so
+	}
 	why, full := diskspace.IsFull(err)
 	var de *diskspace.Error
 	if errors.As(context.Cause(ctx), &de) {
