@@ -107,6 +107,9 @@ func runApply(c *cli.Context) error {
 	if err != nil {
 		return outcome.New(outcome.Usage, err, "see enginemig apply --help")
 	}
+	if err := diskOptions(c, &migration.Options{}); err != nil {
+		return err // before connecting: bad input changes nothing
+	}
 	ctx := c.Context
 	db, conn, err := openDB(ctx, c, "", 8)
 	if err != nil {
