@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"context"
 	"strings"
 	"testing"
 
@@ -37,5 +38,30 @@ func TestServerDiskUnknownSaysWhy(t *testing.T) {
 	if len(got) != 1 || !strings.Contains(got[0].Message, "not on the database host") || !strings.Contains(got[0].Message, "kept until purged") ||
 		!strings.Contains(got[0].Remedy, "INSTALL SONAME 'disks'") || !strings.Contains(got[0].Remedy, "cannot see") {
 		t.Fatalf("%+v", got)
+	}
+}
+
+// plan reads its server's file systems as apply does, through the session it plans with: on the
+// database host, with statfs, the datadir's, binlog's and tmpdir's.
+func TestServerDiskIsRead(t *testing.T) {
+	db, err := srv.Open("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	conn, err := db.Conn(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	s, err := LoadServer(context.Background(), conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.FreeDiskBytes <= 0 || s.DiskSource != "statfs" || s.DiskUnseen != "" {
+		t.Fatalf("free %d, source %q, unseen %q: want the datadir's free space read with statfs", s.FreeDiskBytes, s.DiskSource, s.DiskUnseen)
+	}
+	if _, ok := s.fsOf(diskspace.RoleBinlog); !ok {
+		t.Errorf("no binlog file system in %+v", s.Disk)
 	}
 }

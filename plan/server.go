@@ -2,7 +2,6 @@ package plan
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"regexp"
 	"slices"
@@ -189,15 +188,9 @@ func inList(names []string) string {
 }
 
 // readDisk reads the free space of the server's file systems where it can be seen (diskspace.Detect:
-// statfs when plan runs on the database host, else information_schema.DISKS); plan needs a pool
-// for that, and a single connection (a plan's own session) leaves it unknown.
+// statfs when plan runs on the database host, else information_schema.DISKS).
 func (s *ServerInfo) readDisk(ctx context.Context, q Querier) {
-	db, ok := q.(*sql.DB)
-	if !ok {
-		s.DiskUnseen = "not read through this connection"
-		return
-	}
-	src, why := diskspace.Detect(ctx, db)
+	src, why := diskspace.Detect(ctx, q)
 	if src == nil {
 		s.DiskUnseen = why
 		return

@@ -2,12 +2,12 @@ package diskspace
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
 
+	"github.com/enginemig/enginemig/internal/db/dbconn"
 	"github.com/go-sql-driver/mysql"
 )
 
@@ -17,12 +17,12 @@ import (
 // The server resolves no symbolic links for this, so a datadir that is a link to another file
 // system is attributed to the link's.
 type Disks struct {
-	db   *sql.DB
+	db   dbconn.Querier
 	dirs Dirs
 }
 
 // NewDisks reads dirs' file systems through db.
-func NewDisks(db *sql.DB, dirs Dirs) *Disks { return &Disks{db: db, dirs: dirs} }
+func NewDisks(db dbconn.Querier, dirs Dirs) *Disks { return &Disks{db: db, dirs: dirs} }
 
 // Name says where the figures come from.
 func (d *Disks) Name() string { return "information_schema.DISKS" }

@@ -8,13 +8,14 @@ package diskspace
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"math"
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/enginemig/enginemig/internal/db/dbconn"
 )
 
 // Roles of a file system: what the server writes there that a conversion makes grow.
@@ -153,7 +154,7 @@ func (d Dirs) each(f func(dir, role string)) {
 }
 
 // ServerDirs reads the server's datadir, binlog directory and tmpdir.
-func ServerDirs(ctx context.Context, q *sql.DB) (Dirs, error) {
+func ServerDirs(ctx context.Context, q dbconn.Querier) (Dirs, error) {
 	var datadir, tmpdir string
 	var basename *string
 	if err := q.QueryRowContext(ctx, "SELECT @@datadir, @@tmpdir").Scan(&datadir, &tmpdir); err != nil {

@@ -2,13 +2,14 @@ package diskspace
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/enginemig/enginemig/internal/db/dbconn"
 )
 
 // Local reads the server's file systems with statfs, through root: "/" when the server runs on
@@ -26,7 +27,7 @@ type Local struct {
 // fails the last test (its process's directory is another, or no process has that id), and a
 // host of the same name elsewhere fails the second. Reading /proc/PID needs enginemig to run as
 // the server's user or root; otherwise the answer is no, with why.
-func SameHost(ctx context.Context, db *sql.DB) (root string, why string) {
+func SameHost(ctx context.Context, db dbconn.Querier) (root string, why string) {
 	var host, pidFile, datadir string
 	if err := db.QueryRowContext(ctx, "SELECT @@hostname, @@pid_file, @@datadir").Scan(&host, &pidFile, &datadir); err != nil {
 		return "", "cannot read @@hostname, @@pid_file, @@datadir: " + err.Error()

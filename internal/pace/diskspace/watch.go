@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/enginemig/enginemig/internal/db/dbconn"
 	"github.com/go-sql-driver/mysql"
 )
 
@@ -22,7 +23,7 @@ type Source interface {
 // Detect picks the source for db's server: statfs on the database host (SameHost), else
 // information_schema.DISKS where it answers. Without either it returns nil and says why and what
 // to do, for a log line or a plan finding.
-func Detect(ctx context.Context, db *sql.DB) (Source, string) {
+func Detect(ctx context.Context, db dbconn.Querier) (Source, string) {
 	dirs, err := ServerDirs(ctx, db)
 	if err != nil {
 		return nil, err.Error()
