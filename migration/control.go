@@ -169,6 +169,10 @@ func (c *controller) Status() control.Status {
 		out.Throttle = &ts
 	}
 	if m != nil {
+		if d := m.disk.Load(); d != nil {
+			ds := d.Status()
+			out.Disk = &ds
+		}
 		if g := m.gentle.Load(); g != nil {
 			ps := g.State()
 			out.Pace = &ps

@@ -43,6 +43,9 @@ func (m *migrator) stopped(ctx context.Context, err error) (*Result, error) {
 	if errors.Is(err, errSimulatedCrash) {
 		return nil, err
 	}
+	if derr, ok := m.diskStopped(ctx, err); ok {
+		return nil, derr
+	}
 	if dbconn.IsConnectionLoss(err) && ctx.Err() == nil {
 		return nil, m.suspend(ctx, err)
 	}

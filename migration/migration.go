@@ -21,6 +21,7 @@ import (
 	"github.com/enginemig/enginemig/internal/db/dbconn"
 	"github.com/enginemig/enginemig/internal/db/outcome"
 	"github.com/enginemig/enginemig/internal/db/table"
+	"github.com/enginemig/enginemig/internal/pace/diskspace"
 	"github.com/enginemig/enginemig/internal/pace/lockwait"
 	"github.com/enginemig/enginemig/internal/pace/throttle"
 	"github.com/enginemig/enginemig/migration/state"
@@ -92,6 +93,15 @@ type Options struct {
 	// ReconnectFor is how long a lost connection is retried, with backoff, before the run stops
 	// with its work kept for a re-run (exit 7): DefaultReconnectFor when 0, never when negative.
 	ReconnectFor time.Duration
+	// DiskReserve is the free space kept on the server's file systems (datadir, binlog, tmpdir):
+	// under it the copy and the index build wait (diskspace.Watch). nil: diskspace.DefaultReserve;
+	// a zero Reserve never waits, though a full disk is still recognised.
+	DiskReserve *diskspace.Reserve
+	// DiskPauseLimit ends a run that stayed under the reserve this long (diskspace.DefaultPauseLimit
+	// when 0); DiskKeep then keeps the shadow for a resume (exit 7) instead of dropping it (exit 6),
+	// and likewise when the disk fills.
+	DiskPauseLimit time.Duration
+	DiskKeep       bool
 	// SkipVerify skips the chunk-by-chunk comparison of source and shadow before the cut-over.
 	SkipVerify bool
 	// Gates to run (see ParseGates) and how they benchmark.
@@ -167,6 +177,7 @@ func Run(ctx context.Context, db *sql.DB, opts Options) (*Result, error) {
 	ctl := newController(opts.Logger, abort)
 	watch := watchConfig(db, opts, abort)
 	watch.Enforce = ctl.beforeSwap
+	watch.Disk = ctl.diskShort
 	ctl.waits = lockwait.NewWatcher(watch)
 	opts.Cutover.Observer = cutoverObserver{ctl}
 	defer ctl.waits.Start(ctx, ctl.watchThrottle)()
@@ -250,6 +261,13 @@ func (o Options) withDefaults() Options {
 	if o.ReconnectFor == 0 {
 		o.ReconnectFor = DefaultReconnectFor
 	}
+	if o.DiskReserve == nil {
+		r := diskspace.DefaultReserve
+		o.DiskReserve = &r
+	}
+	if o.DiskPauseLimit == 0 {
+		o.DiskPauseLimit = diskspace.DefaultPauseLimit
+	}
 	if o.ProgressEvery == 0 {
 		o.ProgressEvery = 500 * time.Millisecond
 	}
@@ -293,6 +311,7 @@ type migrator struct {
 	rec            *recorder
 	pipe           *shadow.Pipeline
 	gentle         atomic.Pointer[throttle.Gentle] // the pacing while it runs; nil with FixedPace
+	disk           atomic.Pointer[diskspace.Watch] // the free-space watch; nil when space cannot be read
 	// rec and pipe as the controller's goroutines (control, status, metrics, the waits watcher)
 	// read them: published once the run has them (liveRecord, livePipeline).
 	recLive  atomic.Pointer[recorder]

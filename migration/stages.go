@@ -42,6 +42,7 @@ func (m *migrator) stages() []stage {
 		{step: "answers check", unrecorded: true, skip: resumed, run: m.answersGate},
 		{step: string(GateBeforeCopy) + " gate", unrecorded: true, skip: resumed, run: m.sampleGate},
 		{step: "start", unrecorded: true, run: m.begin},
+		{step: "disk", run: m.watchDisk},
 		{step: "shadow", run: m.openShadow},
 		{stage: state.StageCopy, skip: m.resumedAtSwap, run: m.copyRows},
 		{stage: state.StageIndexes, skip: func() bool { return m.resumedAtSwap() && len(m.deferred) == 0 }, run: m.buildIndexes},
@@ -237,6 +238,9 @@ func (m *migrator) buildIndexes(ctx context.Context) error {
 	}
 	if len(m.deferred) == 0 {
 		return nil
+	}
+	if err := m.waitDiskRoom(ctx); err != nil {
+		return m.coded(err)
 	}
 	start := time.Now()
 	if err := m.pipe.Exec(ctx, table.AddIndexesDDL(m.ti.Schema, table.ShadowName(m.ti.Name), m.deferred)); err != nil {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/enginemig/enginemig/copier"
 	"github.com/enginemig/enginemig/internal/db/dbconn"
+	"github.com/enginemig/enginemig/internal/pace/diskspace"
 	"github.com/enginemig/enginemig/internal/pace/throttle"
 	"github.com/enginemig/enginemig/migration/state"
 )
@@ -16,19 +17,27 @@ func (m *migrator) startThrottle(ctx context.Context) (*throttle.Throttler, func
 	if m.opts.Throttle != nil {
 		return m.opts.Throttle, func() {}, nil
 	}
-	return StartThrottle(ctx, m.db, m.opts)
+	return startThrottle(ctx, m.db, m.opts, m.disk.Load())
 }
 
 // StartThrottle connects to the replicas and starts the heartbeat and checks, as opts ask
 // (MaxThreadsRunning, Replicas, MaxLag; the heartbeat in StateSchema). The returned function
 // stops it and closes the replica connections.
 func StartThrottle(ctx context.Context, db *sql.DB, opts Options) (*throttle.Throttler, func(), error) {
+	return startThrottle(ctx, db, opts, nil)
+}
+
+// startThrottle is StartThrottle with this run's disk watch (nil: none) among its reasons.
+func startThrottle(ctx context.Context, db *sql.DB, opts Options, disk *diskspace.Watch) (*throttle.Throttler, func(), error) {
 	schema := opts.StateSchema
 	if schema == "" {
 		schema = state.DefaultStateSchema
 	}
 	cfg := throttle.Config{MaxThreadsRunning: opts.MaxThreadsRunning, MaxLag: opts.MaxLag,
 		HeartbeatSchema: schema, Logger: dbconn.Logger(opts.Logger), Galera: dbconn.GaleraNode(ctx, db)}
+	if disk != nil {
+		cfg.Disk = disk
+	}
 	var pools []*sql.DB
 	closeAll := func() {
 		for _, p := range pools {
@@ -55,10 +64,14 @@ func StartThrottle(ctx context.Context, db *sql.DB, opts Options) (*throttle.Thr
 
 // copyWaiter is what holds back each chunk: the throttle, and in tests the simulated crash.
 func (m *migrator) copyWaiter(thr *throttle.Throttler) copier.Waiter {
-	if m.opts.seams.CrashAfterRows <= 0 {
-		return thr
+	var w copier.Waiter = thr
+	if d := m.disk.Load(); d != nil && m.opts.Throttle != nil {
+		w = diskWaiter{Waiter: thr, w: d}
 	}
-	return &crashAfter{Waiter: thr, m: m}
+	if m.opts.seams.CrashAfterRows <= 0 {
+		return w
+	}
+	return &crashAfter{Waiter: w, m: m}
 }
 
 // crashAfter is the test seam that simulates the process dying once enough rows are copied, after

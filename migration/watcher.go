@@ -60,3 +60,13 @@ func (c *controller) beforeSwap() bool {
 	}
 	return true
 }
+
+// diskShort says why the server's disk is short or full, "" when it is not or is not watched.
+func (c *controller) diskShort() string {
+	m, _ := c.current()
+	if m == nil {
+		return ""
+	}
+	why, _ := m.disk.Load().Low()
+	return why
+}

@@ -1,10 +1,14 @@
 package plan
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/enginemig/enginemig/internal/pace/diskspace"
+)
 
 func init() {
 	register(Check{ID: "disk", Severity: Blocker, Scope: ScopeTable,
-		What:   "free space on the datadir for the InnoDB copy, the binlog it writes and index builds; old MyISAM tables are kept for rollback, so conversions add up",
+		What:   "free space on the datadir and binlog file systems for the InnoDB copy, the binlog it writes (kept until expired or purged) and index builds; old MyISAM tables are kept for rollback, so conversions add up",
 		table:  checkTableDisk,
 		server: checkServerDisk})
 	registerServer("buffer-pool", Warning, "innodb_buffer_pool_size is smaller than the InnoDB data after migration (key_buffer_size can shrink)", checkBufferPool)
@@ -14,14 +18,31 @@ func checkTableDisk(in *TableInput) []Finding {
 	if in.Server == nil || in.Estimate == nil || in.Server.FreeDiskBytes < 0 {
 		return nil
 	}
-	need, free := in.Estimate.ExtraDiskBytes, in.Server.FreeDiskBytes
+	e, s := in.Estimate, in.Server
+	need, free := e.ExtraDiskBytes, s.FreeDiskBytes
+
+	// The binlog on a file system of its own: the shadow and its index build go to the
+	// datadir's, the copy's binlog to the binlog's.
+	if d, ok := s.fsOf(diskspace.RoleDatadir); ok {
+		if b, ok := s.fsOf(diskspace.RoleBinlog); ok && b.Mount != d.Mount {
+			need -= e.BinlogBytes
+			if int64(b.Free) < e.BinlogBytes {
+				return []Finding{newFinding("disk", Blocker,
+					fmt.Sprintf("the copy writes about %s of binlog, %s, but only %s is free on the binlog's file system (%s)", human(e.BinlogBytes), s.binlogRetention(), human(int64(b.Free)), b.Mount),
+					"purge binlogs already on every replica, or add space to the binlog's file system, and plan again")}
+			}
+		}
+	}
 	if free >= need {
 		return nil
 	}
 	return []Finding{newFinding("disk", Blocker,
-		fmt.Sprintf("the copy needs about %s (shadow %s, binlog %s, index build) but only %s is free on the datadir", human(need), human(in.Estimate.ProjectedBytes), human(in.Estimate.BinlogBytes), human(free)),
+		fmt.Sprintf("the copy needs about %s (shadow %s, binlog %s %s, index build) but only %s is free on %s", human(need), human(e.ProjectedBytes), human(e.BinlogBytes), s.binlogRetention(), human(free), "the datadir"),
 		"free disk space (drop old _<t>_old tables of earlier conversions, purge binlogs already on every replica) and plan again")}
 }
+
+// diskUnseen is what plan cannot see of the disk, for every disk finding.
+const diskUnseen = "plan cannot see what else will write to these file systems meanwhile (the application, backups, logs), nor the replicas' disks (relay logs); apply keeps --disk-reserve free and waits under it"
 
 func checkServerDisk(s *ServerInfo) []Finding {
 	if s.Totals == nil || s.Totals.Tables == 0 {
@@ -29,23 +50,27 @@ func checkServerDisk(s *ServerInfo) []Finding {
 	}
 	need := s.Totals.ExtraDiskBytes
 	if s.FreeDiskBytes < 0 {
+		why := s.DiskUnseen
+		if why == "" {
+			why = "plan does not run on the database host"
+		}
 		return []Finding{newFinding("disk", Info,
-			fmt.Sprintf("converting all planned tables needs about %s extra disk (old MyISAM copies are kept until dropped); free space is unknown because plan does not run on the database host", human(need)),
-			"check free space on the datadir's file system (and on replicas, for relay logs) yourself")}
+			fmt.Sprintf("converting all planned tables needs about %s extra disk (old MyISAM copies are kept until dropped; every copy's binlog is %s); free space is unknown: %s", human(need), s.binlogRetention(), why),
+			"check free space on the datadir's and the binlog's file systems (and on replicas, for relay logs) yourself; on MariaDB, INSTALL SONAME 'disks' and GRANT FILE let plan and apply read it; "+diskUnseen)}
 	}
 	free := s.FreeDiskBytes
 	switch {
 	case free < need:
 		return []Finding{newFinding("disk", Warning,
-			fmt.Sprintf("converting all planned tables needs about %s extra disk, only %s is free: tables that fit alone may not fit together", human(need), human(free)),
-			"convert in batches and drop each _<t>_old table once the conversion is confirmed, or add disk; replicas need room for relay logs too")}
+			fmt.Sprintf("converting all planned tables needs about %s extra disk (every copy's binlog %s), only %s is free: tables that fit alone may not fit together", human(need), s.binlogRetention(), human(free)),
+			"convert in batches, drop each _<t>_old table once the conversion is confirmed and purge binlogs already on every replica between batches, or add disk; "+diskUnseen)}
 	case float64(free) < 1.5*float64(need):
 		return []Finding{newFinding("disk", Warning,
 			fmt.Sprintf("converting all planned tables needs about %s extra disk of %s free: little headroom", human(need), human(free)),
-			"watch the disk during apply; replicas need room for relay logs too")}
+			"watch the disk during apply; "+diskUnseen)}
 	}
 	return []Finding{newFinding("disk", Info,
-		fmt.Sprintf("converting all planned tables needs about %s extra disk; %s free", human(need), human(free)), "")}
+		fmt.Sprintf("converting all planned tables needs about %s extra disk (every copy's binlog %s); %s free", human(need), s.binlogRetention(), human(free)), diskUnseen)}
 }
 
 func checkBufferPool(s *ServerInfo) []Finding {

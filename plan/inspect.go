@@ -105,7 +105,7 @@ func Inspect(ctx context.Context, db *sql.DB, opts Options) (*Plan, error) {
 	}
 	logger := dbconn.Logger(opts.Logger)
 	logger.Debug("plan: tables found", slog.Int("myisam", len(cands)), slog.Int("skipped", len(skipped)), slog.Bool("test_compile", opts.TestCompile))
-	var largestBinlog int64
+	var binlogs int64
 	for _, c := range cands {
 		start := time.Now()
 		tp, err := planTable(ctx, conn, compileQ, srv, cat, c, opts.SampleRows)
@@ -120,11 +120,12 @@ func Inspect(ctx context.Context, db *sql.DB, opts Options) (*Plan, error) {
 		tp.Contention.Statements = lockStatements(srv.Digests, c.schema, c.name)
 		p.Tables = append(p.Tables, *tp)
 		p.Totals.add(tp.Estimate)
-		largestBinlog = max(largestBinlog, tp.Estimate.BinlogBytes)
+		binlogs += tp.Estimate.BinlogBytes
 	}
-	// Old MyISAM tables are kept for rollback, so every shadow stays; the binlog of one copy at
-	// a time may be purged before the next, so only the largest counts.
-	p.Totals.ExtraDiskBytes += largestBinlog
+	// Old MyISAM tables are kept for rollback, so every shadow stays; so does every copy's
+	// binlog, until the server expires it or someone purges it (days, or never, while the
+	// conversions take hours).
+	p.Totals.ExtraDiskBytes += binlogs
 	srv.Totals = &p.Totals
 	p.RankedBy = rankTables(p.Tables)
 	p.Findings = append(p.Findings, runServerChecks(srv)...)

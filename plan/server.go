@@ -3,14 +3,14 @@ package plan
 import (
 	"context"
 	"fmt"
-	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/enginemig/enginemig/internal/db/dbconn"
+	"github.com/enginemig/enginemig/internal/pace/diskspace"
 )
 
 // Querier is what plan reads through: a *sql.DB or a *sql.Conn.
@@ -31,6 +31,12 @@ type ServerInfo struct {
 	DigestsAvailable  bool `json:"digests_available"`
 	// FreeDiskBytes is free space on the datadir's file system, -1 when unknown (remote server).
 	FreeDiskBytes int64 `json:"free_disk_bytes"`
+	// Disk lists the file systems of the datadir, binlog and tmpdir as diskspace read them (statfs
+	// on the database host, or information_schema.DISKS), with DiskSource; DiskUnseen says why
+	// they could not be read.
+	Disk       []diskspace.FS `json:"disk_file_systems,omitempty"`
+	DiskSource string         `json:"disk_source,omitempty"`
+	DiskUnseen string         `json:"disk_unseen,omitempty"`
 	// TestCompileBinlogged says the test-compile CREATE/DROP went to the binlog (no privilege to
 	// set sql_log_bin=0 in the session), so replicas saw the scratch table come and go.
 	TestCompileBinlogged bool `json:"test_compile_binlogged,omitempty"`
@@ -115,7 +121,7 @@ func (s *ServerInfo) setVersion(v string) {
 
 // serverVariables are the globals the checks read.
 var serverVariables = []string{
-	"version", "hostname", "datadir", "log_bin", "binlog_format", "binlog_row_image", "binlog_row_metadata",
+	"version", "hostname", "datadir", "log_bin", "binlog_expire_logs_seconds", "expire_logs_days", "binlog_format", "binlog_row_image", "binlog_row_metadata",
 	"innodb_buffer_pool_size", "key_buffer_size", "innodb_file_per_table", "innodb_strict_mode",
 	"enforce_gtid_consistency", "gtid_mode", "innodb_flush_log_at_trx_commit", "sync_binlog",
 	"innodb_page_size", "innodb_default_row_format", "sql_require_primary_key", "innodb_force_primary_key",
@@ -153,7 +159,7 @@ func LoadServer(ctx context.Context, q Querier) (*ServerInfo, error) {
 		s.loadDigests(ctx, q)
 	}
 	s.Grants, s.GrantsErr = loadGrants(ctx, q)
-	s.FreeDiskBytes = localFreeBytes(s.Hostname, s.Variables["datadir"])
+	s.readDisk(ctx, q)
 	return s, nil
 }
 
@@ -181,17 +187,42 @@ func inList(names []string) string {
 	return "(" + strings.Join(q, ",") + ")"
 }
 
-// localFreeBytes measures free space on the datadir's file system when plan runs on the database
-// host (same host name and the datadir exists here). A remote server's disk cannot be seen from
-// SQL on MariaDB without the DISKS plugin, so the figure is then unknown rather than guessed.
-func localFreeBytes(serverHost, datadir string) int64 {
-	host, err := os.Hostname()
-	if err != nil || datadir == "" || !strings.EqualFold(host, serverHost) {
-		return -1
+// readDisk reads the free space of the server's file systems where it can be seen (diskspace.Detect:
+// statfs when plan runs on the database host, else information_schema.DISKS).
+func (s *ServerInfo) readDisk(ctx context.Context, q Querier) {
+	src, why := diskspace.Detect(ctx, q)
+	if src == nil {
+		s.DiskUnseen = why
+		return
 	}
-	var st syscall.Statfs_t
-	if err := syscall.Statfs(datadir, &st); err != nil {
-		return -1
+	fss, err := src.Read(ctx)
+	if err != nil {
+		s.DiskUnseen = err.Error()
+		return
 	}
-	return int64(st.Bavail) * int64(st.Bsize)
+	s.Disk, s.DiskSource = fss, src.Name()
+	if f, ok := s.fsOf(diskspace.RoleDatadir); ok {
+		s.FreeDiskBytes = int64(f.Free)
+	}
+}
+
+// fsOf is the file system that plays role, when known.
+func (s *ServerInfo) fsOf(role string) (diskspace.FS, bool) {
+	for _, f := range s.Disk {
+		if slices.Contains(f.Roles, role) {
+			return f, true
+		}
+	}
+	return diskspace.FS{}, false
+}
+
+// binlogRetention says how long the server keeps binlogs, in words.
+func (s *ServerInfo) binlogRetention() string {
+	if secs := s.VarInt("binlog_expire_logs_seconds", 0); secs > 0 {
+		return fmt.Sprintf("kept %s after it is written (binlog_expire_logs_seconds)", time.Duration(secs)*time.Second)
+	}
+	if days := s.VarInt("expire_logs_days", 0); days > 0 {
+		return fmt.Sprintf("kept %d days after it is written (expire_logs_days)", days)
+	}
+	return "kept until purged (no binlog expiry is set)"
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/enginemig/enginemig/internal/db/dbconn"
 	"github.com/enginemig/enginemig/internal/db/outcome"
 	"github.com/enginemig/enginemig/internal/db/table"
+	"github.com/enginemig/enginemig/internal/pace/diskspace"
 	"github.com/enginemig/enginemig/internal/pace/lockwait"
 	"github.com/enginemig/enginemig/migration"
 	"github.com/enginemig/enginemig/migration/planrun"
@@ -64,6 +65,9 @@ func applyCommand() *cli.Command {
 			&cli.IntFlag{Name: "max-threads-running", Usage: "pause the copy while the server's Threads_running exceeds this (0: no limit)", Category: "Throttling"},
 			&cli.StringSliceFlag{Name: "replica", Usage: "host:port of a replica whose lag must stay under --max-lag (same credentials; repeatable); lag is measured with a heartbeat enginemig writes, and lag that cannot be measured pauses the copy", Category: "Throttling"},
 			&cli.DurationFlag{Name: "max-lag", Value: time.Second, Usage: "pause the copy while a --replica lags more than this", Category: "Throttling"},
+			&cli.StringFlag{Name: "disk-reserve", DefaultText: "10% of the file system, at least 1 GiB", Usage: "free space kept on the server's datadir, binlog and tmpdir: under it the copy waits (throttle reason disk); a size (2G), a share (10%), or 0", Category: "Throttling"},
+			&cli.DurationFlag{Name: "disk-pause-limit", Value: diskspace.DefaultPauseLimit, Usage: "how long free space may stay under --disk-reserve before apply gives up as --disk-give-up says", Category: "Throttling"},
+			&cli.StringFlag{Name: "disk-give-up", Value: "drop", Usage: "what apply does when it gives up for want of disk space (the pause limit passed, or the disk filled): drop the shadow to give its space back (exit 6), or keep it for a resume (exit 7)", Category: "Throttling"},
 			&cli.StringFlag{Name: "control-socket", Usage: "unix socket for live control while apply runs: 'enginemig control --socket PATH status|pause|resume|abort|release-cutover|chunk-time=20ms|max-lag=2s|max-threads-running=N'"},
 			&cli.StringFlag{Name: "metrics-listen", Usage: "serve Prometheus metrics (stage, rows, rates, replay, throttle, replica lag) at http://ADDR/metrics, e.g. 127.0.0.1:9104"},
 			&cli.StringFlag{Name: "postpone-cutover-file", Usage: "while this file exists after the copy, keep replaying and do not cut over; create it (touch) before starting, remove it to release"},
@@ -106,6 +110,9 @@ func runApply(c *cli.Context) error {
 	gateMix, gateCapture, err := gateMixOf(c)
 	if err != nil {
 		return outcome.New(outcome.Usage, err, "see enginemig apply --help")
+	}
+	if err := diskOptions(c, &migration.Options{}); err != nil {
+		return err // before connecting: bad input changes nothing
 	}
 	ctx := c.Context
 	db, conn, err := openDB(ctx, c, "", 8)
@@ -232,6 +239,29 @@ func nothingToDo(c *cli.Context) error {
 // the table, a share of the server's cores.
 const maxCopyWorkers = 8
 
+// diskOptions reads --disk-reserve, --disk-pause-limit and --disk-give-up.
+func diskOptions(c *cli.Context, opts *migration.Options) error {
+	if c.IsSet("disk-reserve") {
+		r, err := diskspace.ParseReserve(c.String("disk-reserve"))
+		if err != nil {
+			return outcome.New(outcome.Usage, err, "e.g. --disk-reserve 2G, --disk-reserve 10%, or --disk-reserve 0")
+		}
+		opts.DiskReserve = &r
+	}
+	if opts.DiskPauseLimit = c.Duration("disk-pause-limit"); opts.DiskPauseLimit <= 0 {
+		return outcome.New(outcome.Usage, errors.New("--disk-pause-limit must be positive"), "e.g. --disk-pause-limit 30m")
+	}
+	switch c.String("disk-give-up") {
+	case "drop":
+	case "keep":
+		opts.DiskKeep = true
+	default:
+		return outcome.New(outcome.Usage, fmt.Errorf("--disk-give-up %q: want drop or keep", c.String("disk-give-up")),
+			"drop gives the shadow's space back (exit 6); keep keeps it for a resume (exit 7)")
+	}
+	return nil
+}
+
 // applyOptions turns the flags into one table's migration options.
 func applyOptions(c *cli.Context, conn dbconn.Config, tg planrun.Target, gates map[migration.Point]bool, gateCfg bench.GateConfig) (migration.Options, error) {
 	opts := migration.Options{
@@ -264,6 +294,9 @@ func applyOptions(c *cli.Context, conn dbconn.Config, tg planrun.Target, gates m
 	}
 	if opts.LockTimeout <= 0 {
 		return opts, outcome.New(outcome.Usage, errors.New("--lock-timeout must be positive"), "e.g. --lock-timeout 30s")
+	}
+	if err := diskOptions(c, &opts); err != nil {
+		return opts, err
 	}
 	if opts.CopyWorkers < 0 || opts.CopyWorkers > maxCopyWorkers {
 		return opts, outcome.New(outcome.Usage, fmt.Errorf("--copy-workers %d is out of range", opts.CopyWorkers),

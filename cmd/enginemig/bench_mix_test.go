@@ -122,3 +122,19 @@ func TestGateMixFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestDiskFlags: --disk-reserve, --disk-pause-limit and --disk-give-up are checked before
+// connecting, each error naming its flag.
+func TestDiskFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"--disk-reserve", "lots"},
+		{"--disk-reserve", "150%"},
+		{"--disk-pause-limit", "0s"},
+		{"--disk-give-up", "panic"},
+	} {
+		_, code, err := runCLIErr(append([]string{"apply", "--database", "d", "--table", "t", "--host", "127.0.0.1", "--port", "1"}, args...)...)
+		if code != outcome.Usage || err == nil || !strings.Contains(err.Error(), args[0]) {
+			t.Errorf("%v: exit %d (%v), want %d naming %s", args, code, err, outcome.Usage, args[0])
+		}
+	}
+}

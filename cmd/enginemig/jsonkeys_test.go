@@ -10,6 +10,7 @@ import (
 	"github.com/enginemig/enginemig/internal/bench"
 	"github.com/enginemig/enginemig/internal/control"
 	"github.com/enginemig/enginemig/internal/demo"
+	"github.com/enginemig/enginemig/internal/pace/diskspace"
 	"github.com/enginemig/enginemig/internal/pace/throttle"
 	"github.com/enginemig/enginemig/internal/workload"
 	"github.com/enginemig/enginemig/migration"
@@ -26,7 +27,7 @@ func TestJSONKeysAreSnakeCase(t *testing.T) {
 	docs := map[string]any{
 		"apply":    migration.Result{Cutover: cut, Verify: &verify.Result{}, Gates: []bench.GateResult{{}}, Triggers: []string{"t"}},
 		"rollback": rollback.Result{Cutover: cut},
-		"status":   control.Status{Throttle: &throttle.Status{}, FinishedAt: &time.Time{}},
+		"status":   control.Status{Throttle: &throttle.Status{}, FinishedAt: &time.Time{}, Disk: &diskspace.Status{FS: []diskspace.FS{{}}}},
 		"plan":     plan.Plan{},
 		"demo":     demo.Summary{},
 		"bench": benchOutput{Report: bench.Report{Coverage: 1, Warnings: []string{"w"},

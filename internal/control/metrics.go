@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/enginemig/enginemig/internal/pace/diskspace"
 	"net"
 	"net/http"
 	"strconv"
@@ -81,6 +82,9 @@ func init() {
 		{"throttled", "1 while the copy waits (label reason)", "reason"},
 		{"paused", "1 while an operator paused the copy", ""},
 		{"replica_lag_seconds", "each watched replica's lag (label replica)", "replica"},
+		{"disk_free_bytes", "free space on each file system the server writes the conversion to (labels mount, roles: datadir, binlog, tmpdir)", "mount,roles"},
+		{"disk_reserve_bytes", "the free space apply keeps on each of them (--disk-reserve); under it the copy waits", "mount,roles"},
+		{"disk_low", "1 while free space is under the reserve on one of them", ""},
 		{"elapsed_seconds", "time since the migration started", ""},
 	} {
 		labels := []string{"schema", "table"}
@@ -181,12 +185,25 @@ func collect(ch chan<- prometheus.Metric, s Status) {
 	for h := range holders {
 		gauge("blocked_by", 1, h[0], h[1], h[2])
 	}
+	collectDisk(gauge, s.Disk)
 	if t := s.Throttle; t != nil {
 		gauge("throttled", b2f(t.Throttled), t.Reason)
 		gauge("paused", b2f(t.Paused))
 		for _, r := range t.Replicas {
 			gauge("replica_lag_seconds", r.LagSeconds, r.Name)
 		}
+	}
+}
+
+func collectDisk(gauge func(string, float64, ...string), d *diskspace.Status) {
+	if d == nil {
+		return
+	}
+	gauge("disk_low", b2f(d.Low))
+	for _, f := range d.FS {
+		roles := strings.Join(f.Roles, "+")
+		gauge("disk_free_bytes", float64(f.Free), f.Mount, roles)
+		gauge("disk_reserve_bytes", float64(f.Reserve), f.Mount, roles)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/enginemig/enginemig/internal/pace/diskspace"
 	"github.com/enginemig/enginemig/internal/pace/lockwait"
 )
 
@@ -16,7 +17,10 @@ import (
 func TestBoardServesEveryMigration(t *testing.T) {
 	var b Board
 	holder := lockwait.Session{ID: 12, User: "app", Command: "Sleep"}
-	b.Add(func() Status { return Status{Schema: "s", Table: "t1", Stage: "copy", RowsCopied: 10} })
+	b.Add(func() Status {
+		return Status{Schema: "s", Table: "t1", Stage: "copy", RowsCopied: 10, Disk: &diskspace.Status{Low: true,
+			FS: []diskspace.FS{{Mount: "/data", Roles: []string{"datadir", "binlog"}, Free: 5 << 20, Reserve: 64 << 20}}}}
+	})
 	remove := b.Add(func() Status {
 		return Status{Schema: "s", Table: "t2", Stage: "copy", LockWaits: 2, Waiting: []lockwait.Wait{
 			{Kind: lockwait.KindLock, Waited: time.Second, Blockers: []lockwait.Session{holder}},
@@ -39,7 +43,10 @@ func TestBoardServesEveryMigration(t *testing.T) {
 	}
 	code, body := get()
 	for _, want := range []string{`enginemig_rows_copied{schema="s",table="t1"} 10`, `enginemig_lock_waits_total{schema="s",table="t2"} 2`,
-		`enginemig_blocked_seconds{on="lock",schema="s",table="t2"} 3`, `enginemig_blocked_by{connection="12",on="lock",schema="s",table="t2",user="app"} 1`} {
+		`enginemig_blocked_seconds{on="lock",schema="s",table="t2"} 3`, `enginemig_blocked_by{connection="12",on="lock",schema="s",table="t2",user="app"} 1`,
+		`enginemig_disk_free_bytes{mount="/data",roles="datadir+binlog",schema="s",table="t1"} 5.24288e+06`,
+		`enginemig_disk_reserve_bytes{mount="/data",roles="datadir+binlog",schema="s",table="t1"} 6.7108864e+07`,
+		`enginemig_disk_low{schema="s",table="t1"} 1`} {
 		if code != http.StatusOK || !strings.Contains(body, want) {
 			t.Fatalf("status %d, metrics lack %s:\n%s", code, want, body)
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/enginemig/enginemig/internal/pace/diskspace"
 	"github.com/enginemig/enginemig/internal/pace/lockwait"
 	"github.com/enginemig/enginemig/internal/pace/throttle"
 )
@@ -66,6 +67,9 @@ type Status struct {
 
 	// Throttle is the copy throttle's view: paused, why the copy waits, replica lag (live only).
 	Throttle *throttle.Status `json:"throttle,omitempty"`
+	// Disk is the free-space watch's last reading of the server's file systems (live only; absent
+	// when free space cannot be read).
+	Disk *diskspace.Status `json:"disk,omitempty"`
 	// Pace is the automatic pacing's level (0: the copy rests most, top: two workers, no rest)
 	// and the cause of its last back-off (live only; absent with --fixed-pace).
 	Pace *throttle.GentleState `json:"pace,omitempty"`

@@ -45,6 +45,10 @@ type Options struct {
 	ExtraArgs []string
 	// Dir, when set, is where the server lives; otherwise a temporary directory that Stop removes.
 	Dir string
+	// DataDir, when set, is an empty directory the caller made for the datadir (and with it the
+	// binlog), such as a small file system a test mounted; otherwise it is Dir/data. The host's
+	// MariaDB only. Stop leaves it and what is in it to the caller.
+	DataDir string
 	// Keep leaves the directory in place on Stop (for the demo's --keep).
 	Keep bool
 	// Prepare, when set, is called with the server's directory once its datadir is in place and
@@ -188,8 +192,8 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{opts: opts, Dir: opts.Dir, root: opts.Flavour.Chroot()}
-	if s.root != "" && opts.Dir != "" {
-		return nil, fmt.Errorf("sandbox: Options.Dir is not supported for %s (the datadir must be inside the chroot)", opts.Flavour)
+	if s.root != "" && (opts.Dir != "" || opts.DataDir != "") {
+		return nil, fmt.Errorf("sandbox: Options.Dir and DataDir are not supported for %s (the datadir must be inside the chroot)", opts.Flavour)
 	}
 	if s.Dir == "" {
 		// Short path: the unix socket path must stay under 108 bytes.
@@ -205,12 +209,16 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	} else if err := os.MkdirAll(s.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("sandbox: %w", err)
 	}
-	if out, err := exec.CommandContext(ctx, "cp", "-a", pristine, filepath.Join(s.Dir, "data")).CombinedOutput(); err != nil {
+	from, to := pristine, s.datadir()
+	if opts.DataDir != "" {
+		from += "/." // into the directory given, which exists
+	}
+	if out, err := exec.CommandContext(ctx, "cp", "-a", from, to).CombinedOutput(); err != nil {
 		s.removeDir()
 		return nil, fmt.Errorf("sandbox: copy datadir: %w: %s", err, out)
 	}
 	// MySQL keeps its server_uuid in auto.cnf; each copy must make its own (GTIDs, replication).
-	os.Remove(filepath.Join(s.Dir, "data", "auto.cnf"))
+	os.Remove(filepath.Join(s.datadir(), "auto.cnf"))
 	if opts.Prepare != nil {
 		if err := opts.Prepare(s.Dir); err != nil {
 			s.removeDir()
@@ -233,6 +241,14 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	return nil, lastErr
 }
 
+// datadir is the server's datadir as the host sees it.
+func (s *Server) datadir() string {
+	if s.opts.DataDir != "" {
+		return s.opts.DataDir
+	}
+	return filepath.Join(s.Dir, "data")
+}
+
 func (s *Server) args() []string {
 	o := s.opts
 	id := o.ServerID
@@ -245,7 +261,7 @@ func (s *Server) args() []string {
 	}
 	args := []string{
 		"--no-defaults",
-		"--datadir=" + s.inner(filepath.Join(s.Dir, "data")),
+		"--datadir=" + s.inner(s.datadir()),
 		"--socket=" + s.inner(s.Socket),
 		"--port=" + strconv.Itoa(s.Port),
 		"--bind-address=127.0.0.1",

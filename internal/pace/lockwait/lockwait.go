@@ -217,6 +217,7 @@ const (
 	KindLongQueries = "long_queries" // the cut-over waits for long statements on the table to end
 	KindThrottle    = "throttle"     // the copy waits for the throttle (replica lag, busy server, pause)
 	KindPostponed   = "postponed"    // the cut-over waits for the postpone file to go
+	KindDisk        = "disk"         // a step that writes much waits for free disk space over the reserve
 	KindCutover     = "cutover"      // cut-over attempts fail (the table lock not granted, replay behind): apply retries
 )
 

@@ -26,6 +26,10 @@ const (
 	pollEvery    = 250 * time.Millisecond
 	lockWaitSeen = 500 * time.Millisecond
 	reportEvery  = 10 * time.Second
+	// endGrace: a connection that waits again this soon after its last wait is still in the same
+	// wait (a copy whose every chunk queues behind the same holder), logged once, then every
+	// reportEvery, and over once it has not waited for endGrace.
+	endGrace = 3 * time.Second
 	// DefaultTimeout bounds a lock wait nobody asked for (--lock-timeout): longer than the
 	// report queries MyISAM tables usually carry, short enough that a forgotten LOCK TABLES or
 	// an open transaction ends the run within the same shift, with the holder named.
@@ -74,6 +78,7 @@ type Watcher struct {
 	// but never ended by the timeout (nil: always enforced).
 	unchanged string
 	enforce   func() bool
+	disk      func() string
 	seen      atomic.Int64 // lock waits seen, deliberate ones not counted
 	timedOut  atomic.Pointer[LockTimeoutError]
 }
@@ -81,6 +86,7 @@ type Watcher struct {
 type tracked struct {
 	w        Wait
 	reported time.Time
+	lastSeen time.Time // when a lock wait was last seen waiting
 }
 
 // WatchConfig says whose waits a Watcher watches and what it does about them.
@@ -99,6 +105,10 @@ type WatchConfig struct {
 	// (nil: always), as on Watcher.
 	Unchanged string
 	Enforce   func() bool
+	// Disk, when set, says why the server's disk is short or full ("" when it is not): a holder
+	// stuck writing while it is (in "Writing to binlog", say) waits for the disk, and the wait is
+	// reported as the disk's.
+	Disk func() string
 }
 
 // TablesOf names the tables of schema.
@@ -119,7 +129,7 @@ func NewWatcher(cfg WatchConfig) *Watcher {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	return &Watcher{db: cfg.DB, own: cfg.Own, tables: cfg.Tables, log: cfg.Logger, timeout: cfg.Timeout, abort: cfg.Abort,
-		now: time.Now, current: map[string]*tracked{}, unchanged: cfg.Unchanged, enforce: cfg.Enforce}
+		now: time.Now, current: map[string]*tracked{}, unchanged: cfg.Unchanged, enforce: cfg.Enforce, disk: cfg.Disk}
 }
 
 // Table is the table the run converts.
@@ -152,12 +162,12 @@ func (w *Watcher) run(ctx context.Context, extra func(now time.Time)) {
 		case <-ctx.Done():
 			// A wait that ended since the last poll still gets its end logged.
 			last, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-			w.pollLocks(last)
+			w.pollLocks(last, true)
 			cancel()
 			return
 		case <-tick.C:
 		}
-		w.pollLocks(ctx)
+		w.pollLocks(ctx, false)
 		if extra != nil {
 			extra(w.now())
 		}
@@ -167,7 +177,7 @@ func (w *Watcher) run(ctx context.Context, extra func(now time.Time)) {
 
 // pollLocks finds this migration's statements waiting for a lock, starts or refreshes their
 // entries, ends those no longer waiting, and enforces the lock timeout.
-func (w *Watcher) pollLocks(ctx context.Context) {
+func (w *Watcher) pollLocks(ctx context.Context, final bool) {
 	sessions, err := Waiting(ctx, w.db, w.own, lockWaitSeen)
 	if err != nil {
 		return // the process list is advisory: a migration is not stopped for want of it
@@ -185,16 +195,17 @@ func (w *Watcher) pollLocks(ctx context.Context) {
 		w.lockWait(ctx, key, s)
 	}
 	w.mu.Lock()
-	var ended []Wait
+	var ended []*tracked
+	now := w.now()
 	for key, t := range w.current {
-		if t.w.Kind == KindLock && !waiting[key] {
-			ended = append(ended, t.w)
+		if t.w.Kind == KindLock && !waiting[key] && (final || now.Sub(t.lastSeen) >= endGrace) {
+			ended = append(ended, t)
 			delete(w.current, key)
 		}
 	}
 	w.mu.Unlock()
 	for _, e := range ended {
-		w.log.Info("lock wait over", "on", e.What, "waited", w.now().Sub(e.Since).Round(time.Millisecond), "connection", e.Waiter)
+		w.log.Info("lock wait over", "on", e.w.What, "waited", e.lastSeen.Sub(e.w.Since).Round(time.Millisecond), "connection", e.w.Waiter)
 	}
 }
 
@@ -202,27 +213,40 @@ func (w *Watcher) lockWait(ctx context.Context, key string, s Session) {
 	now := w.now()
 	w.mu.Lock()
 	t, known := w.current[key]
-	fresh := !known || now.Add(-s.Time).After(t.w.Since.Add(time.Second)) // the same connection, a later statement
+	if known {
+		t.lastSeen = now // a later statement of the same connection within endGrace: the same wait
+	}
 	w.mu.Unlock()
-	if !fresh && now.Sub(t.reported) < reportEvery && s.Time < w.timeout {
+	if known && now.Sub(t.reported) < reportEvery && s.Time < w.timeout {
 		return
 	}
 	h := FindHolders(ctx, w.db, s, w.tables, w.own)
-	wt := Wait{Kind: KindLock, What: lockName(s), Statement: s.Info, Since: now.Add(-s.Time), Waited: s.Time, Waiter: s.ID,
+	since := now.Add(-s.Time)
+	if known {
+		since = t.w.Since
+	}
+	wt := Wait{Kind: KindLock, What: lockName(s), Statement: s.Info, Since: since, Waited: now.Sub(since), Waiter: s.ID,
 		Blockers: h.Sessions, BlockersCertain: h.Certain, Timeout: w.timeout}
 	if !h.Certain {
 		wt.Note = h.Note
 	}
+	if disk := w.diskHolding(h.Sessions); disk != "" {
+		wt.What, wt.Note = "disk space ("+lockName(s)+" held by a session that waits for the disk)", disk
+	}
 	w.mu.Lock()
-	w.current[key] = &tracked{w: wt, reported: now}
+	w.current[key] = &tracked{w: wt, reported: now, lastSeen: now}
 	w.mu.Unlock()
 	msg := "still waiting for a lock"
-	if fresh {
+	if !known {
 		w.seen.Add(1)
 		msg = "waiting for a lock"
 	}
-	w.log.Warn(msg, "on", wt.What, "waited", s.Time.Round(100*time.Millisecond), "blocked_by", blockedBy(wt)[len("held by "):],
-		"connection", s.ID, "statement", s.Info, "gives_up_after", w.timeout)
+	attrs := []any{"on", wt.What, "waited", wt.Waited.Round(100 * time.Millisecond), "blocked_by", blockedBy(wt)[len("held by "):],
+		"connection", s.ID, "statement", s.Info, "gives_up_after", w.timeout}
+	if strings.HasPrefix(wt.What, "disk") {
+		attrs = append(attrs, "disk", wt.Note)
+	}
+	w.log.Warn(msg, attrs...)
 	if s.Time >= w.timeout && (w.enforce == nil || w.enforce()) {
 		// In this order: whatever error the run then meets is reported as the timeout, and the
 		// statement is gone from the server before the run can end (it would otherwise wait on
@@ -232,6 +256,28 @@ func (w *Watcher) lockWait(ctx context.Context, key string, s Session) {
 		killQuery(w.db, s.ID)
 		w.abort(lt)
 	}
+}
+
+// diskHolding says why the disk holds up the wait, or "": a holder in a state of a write waiting
+// for space, or writing (its binlog, its rows) while the disk is short or full.
+func (w *Watcher) diskHolding(holders []Session) string {
+	if w.disk == nil {
+		return ""
+	}
+	disk := w.disk()
+	for _, h := range holders {
+		st := strings.ToLower(h.State)
+		if strings.Contains(st, "free space") || strings.Contains(st, "disk full") {
+			if disk == "" {
+				disk = "the server's disk is full"
+			}
+			return fmt.Sprintf("%s; connection %d is in %q", disk, h.ID, h.State)
+		}
+		if disk != "" && (strings.Contains(st, "writing") || strings.Contains(st, "binlog") || strings.Contains(st, "commit")) {
+			return fmt.Sprintf("%s; connection %d is in %q", disk, h.ID, h.State)
+		}
+	}
+	return ""
 }
 
 // lockName turns a waiting session's state into what it waits for.

@@ -46,7 +46,7 @@ func TestWaitForTheGlobalReadLockIsReported(t *testing.T) {
 	}()
 	deadline := time.Now().Add(5 * time.Second)
 	for !strings.Contains(logs.String(), "waiting for a lock") && time.Now().Before(deadline) {
-		w.pollLocks(ctx)
+		w.pollLocks(ctx, false)
 		time.Sleep(pollEvery)
 	}
 	backup.ExecContext(ctx, "UNLOCK TABLES")

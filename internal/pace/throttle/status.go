@@ -3,6 +3,7 @@ package throttle
 import (
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 )
@@ -88,6 +89,11 @@ func (t *Throttler) evaluateLocked(now time.Time) verdict {
 		}
 	}
 	t.flowControlLocked(&v, now)
+	if t.cfg.Disk != nil {
+		if why, low := t.cfg.Disk.Low(); low {
+			v.add("disk", why)
+		}
+	}
 	hbStale := ""
 	if len(t.replicas) > 0 {
 		if age := now.Sub(t.hb.okAt); age > t.staleAfter() {
@@ -144,7 +150,7 @@ func (t *Throttler) logChangeLocked(v verdict, now time.Time) {
 	switch {
 	case !v.throttled:
 		t.cfg.Logger.Info("copy resumed (throttle clear)")
-	case v.unmeasured():
+	case v.unmeasured() || slices.Contains(v.keys, "disk"):
 		// Failing closed on something that cannot be measured needs a look; lag or load does not.
 		t.cfg.Logger.Warn("copy throttled", slog.String("reason", reason))
 	default:

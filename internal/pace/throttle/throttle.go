@@ -1,4 +1,5 @@
 // Package throttle decides when the row copy must pause: while the primary is busy (Threads_running),
+// while its disk is short of space (Config.Disk),
 // while a replica lags (measured with a heartbeat enginemig writes), or while an operator paused it.
 package throttle
 
@@ -46,6 +47,9 @@ type Config struct {
 	// Galera pauses the copy while Galera's flow control pauses the cluster the primary is a
 	// node of (internal/pace/throttle/galera.go).
 	Galera bool
+	// Disk, when set, holds the copy back while it reports low disk space (a diskspace.Watch,
+	// which reads the file systems itself: the throttle only asks).
+	Disk interface{ Low() (string, bool) }
 	// Logger receives a record whenever the throttle state changes (not on every check): Info when
 	// the copy is throttled or resumes, Warn when it waits because something cannot be measured.
 	// Nil discards.

@@ -9,6 +9,8 @@ import (
 	"database/sql"
 	"fmt"
 	"os"
+	"os/exec"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -136,4 +138,26 @@ func MustExec(tb testing.TB, db *sql.DB, stmts ...string) {
 			tb.Fatalf("%s: %v", q, err)
 		}
 	}
+}
+
+// Tmpfs mounts a tmpfs of size bytes for one test and unmounts it when the test ends. It skips
+// the test, saying why, where mounting is not allowed (not root, or a container without
+// CAP_SYS_ADMIN): the caller's claim needs a small file system of its own.
+func Tmpfs(tb testing.TB, size int64) string {
+	tb.Helper()
+	if runtime.GOOS != "linux" {
+		tb.Skipf("a tmpfs needs Linux (this is %s): the test needs a small file system of its own", runtime.GOOS)
+	}
+	dir := tb.TempDir()
+	out, err := exec.Command("mount", "-t", "tmpfs", "-o", fmt.Sprintf("size=%d,mode=0755", size), "tmpfs", dir).CombinedOutput()
+	if err != nil {
+		tb.Skipf("cannot mount a tmpfs (run the test as root, in a container with CAP_SYS_ADMIN): %v: %s", err, strings.TrimSpace(string(out)))
+	}
+	// Cleanups run last-added first: the server stops before this, the directory goes after.
+	tb.Cleanup(func() {
+		if out, err := exec.Command("umount", "-l", dir).CombinedOutput(); err != nil {
+			tb.Errorf("umount %s: %v: %s", dir, err, out)
+		}
+	})
+	return dir
 }

@@ -79,6 +79,7 @@ type writer struct {
 	uncertain map[int64]bool
 	acked     atomic.Int64
 	reads     atomic.Int64
+	longest   atomic.Int64 // the longest write, in nanoseconds
 	errs      []string
 	stale     []string
 	mu        sync.Mutex // guards errs and stale for reporting while running
@@ -198,8 +199,12 @@ func (w *writer) exec(ids []int64, q string, args ...any) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	db, done := w.db()
+	began := time.Now()
 	_, err := db.ExecContext(ctx, q, args...)
+	took := time.Since(began)
 	done()
+	for prev := w.longest.Load(); int64(took) > prev && !w.longest.CompareAndSwap(prev, int64(took)); prev = w.longest.Load() {
+	}
 	if err != nil {
 		w.mu.Lock()
 		w.errs = append(w.errs, fmt.Sprintf("%s at %s: %v", strings.Fields(q)[0], time.Now().Format("15:04:05.000"), err))
@@ -383,6 +388,8 @@ type Stats struct {
 	Errors    int   // statements that failed (the application saw an error)
 	Stale     int   // reads that returned something else than the last acknowledged write
 	Uncertain int   // ids excluded from the checks because a write to them failed
+	// LongestWrite is the longest any write took, from sending it to its answer.
+	LongestWrite time.Duration
 }
 
 // Stats may only be called after stop.
@@ -394,6 +401,7 @@ func (l *Load) Stats() Stats {
 		s.Errors += len(w.errs)
 		s.Stale += len(w.stale)
 		s.Uncertain += len(w.uncertain)
+		s.LongestWrite = max(s.LongestWrite, time.Duration(w.longest.Load()))
 	}
 	return s
 }
