@@ -17,8 +17,9 @@
 //     again after a moment until it is granted or the caller's time is spent. A request that
 //     never waits is never in a cycle, and the application never waits behind it either. On a
 //     table some session holds without a pause the tries find no gap: the caller decides (the
-//     cut-over tries again later; LockEventually queues where no transaction was seen to hold
-//     anything between its statements).
+//     cut-over tries again later, and queues once it has tried for a while; LockEventually
+//     queues), and only where MayQueue sees no transaction holding anything between its
+//     statements.
 //   - MySQL has no NOWAIT for LOCK TABLES and no lock wait under a second: the lock queues as
 //     before, and such a transaction can still meet it (docs/runbook.md, "Open transactions and
 //     the cut-over"). Looking at performance_schema.metadata_locks first and taking the lock back
@@ -115,34 +116,42 @@ func (l *Locker) run(ctx context.Context, conn *sql.Conn, stmt, noWait string, w
 	}
 }
 
-// LockEventually takes stmt's locks for a caller that must have them (verification, a copy
-// chunk): tried without queuing as Lock does, and queued only after spin has passed with no
-// gap and without a sign that an open transaction holds anything: InnoDB's list of transactions
-// never showed one idle between its statements. Writers flat out hold a MyISAM table without a
-// gap (each waits for the table lock holding its metadata lock), but every one of them holds it
-// for one statement, which cannot close a cycle. A transaction that writes only MyISAM tables
-// leaves no sign: it can still meet the queued lock, on such a table only.
+// LockEventually takes stmt's locks for a caller that must have them (verification): tried
+// without queuing as Lock does, and queued only once spin has passed with no gap and MayQueue
+// says so.
 func (l *Locker) LockEventually(ctx context.Context, conn *sql.Conn, stmt string, spin time.Duration) error {
 	if l.mode == queue {
 		_, err := conn.ExecContext(ctx, stmt)
 		return err
 	}
 	for {
-		idleSeen := false
-		for end := time.Now().Add(spin); time.Now().Before(end); {
-			err := l.Lock(ctx, conn, stmt, spin/10)
-			if !errors.Is(err, ErrNotGranted) {
-				return err
-			}
-			var n int
-			if err := conn.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.INNODB_TRX
-				WHERE trx_query IS NULL AND trx_mysql_thread_id <> CONNECTION_ID()`).Scan(&n); err != nil || n > 0 {
-				idleSeen = true // unreadable counts as seen
-			}
+		err := l.Lock(ctx, conn, stmt, spin)
+		if !errors.Is(err, ErrNotGranted) {
+			return err
 		}
-		if !idleSeen {
+		if l.MayQueue(ctx, conn) {
 			_, err := conn.ExecContext(ctx, stmt)
 			return err
 		}
 	}
+}
+
+// MayQueue looks for a sign that queuing a lock now could close a cycle: InnoDB's list of
+// transactions showing one idle between its statements (a transaction holds what it used until
+// it ends), looked at a few times over a few milliseconds. Without one, the sessions that kept
+// the tries out hold the table for a statement each (writers flat out, each waiting for the table
+// lock with its metadata lock held), or through a HANDLER, which the server closes for a queued
+// lock but not for a try: queuing is then what gets the lock. A transaction that writes only
+// MyISAM tables leaves no sign, and can still meet a queued lock on such a table. An unreadable
+// list counts as a sign.
+func (l *Locker) MayQueue(ctx context.Context, conn *sql.Conn) bool {
+	for i := 0; i < 5; i++ {
+		var n int
+		if err := conn.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.INNODB_TRX
+			WHERE trx_query IS NULL AND trx_mysql_thread_id <> CONNECTION_ID()`).Scan(&n); err != nil || n > 0 {
+			return false
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	return true
 }
