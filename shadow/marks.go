@@ -25,7 +25,7 @@ type marks struct {
 	order  *table.KeyOrder // nil: the table is copied in one chunk
 	db     dbconn.Querier  // reads weights (set at Open, before any batch)
 
-	padSpace  map[int]bool       // per weighed column, what its collation does with trailing spaces
+	space     map[int][]byte     // per weighed column, a space's weight if its collation pads (table.Weigher)
 	bounds    map[weighed][]byte // the weights of the ranges' bounds
 	batch     map[weighed][]byte // the weights of the current batch's values
 	unweighed []table.Range      // ranges whose bounds' weights are not read yet
@@ -42,7 +42,7 @@ type marked struct {
 }
 
 func newMarks(order *table.KeyOrder) *marks {
-	return &marks{order: order, bounds: map[weighed][]byte{}, padSpace: map[int]bool{},
+	return &marks{order: order, bounds: map[weighed][]byte{}, space: map[int][]byte{},
 		now: func(ctx context.Context, q *sql.Conn) (binlog.Position, error) {
 			return binlog.CurrentPosition(ctx, q)
 		}}
@@ -63,14 +63,17 @@ func (m *marks) mark(ctx context.Context, q *sql.Conn) (func(r table.Range), err
 	}, nil
 }
 
-// weight is the weight string read for column i's value v (weigh read it before).
-func (m *marks) weight(i int, v any) []byte {
+// Weight is the weight string read for column i's value v (weigh read it before).
+func (m *marks) Weight(i int, v any) []byte {
 	k := weighed{i, string(asBytes(v))}
 	if w, ok := m.bounds[k]; ok {
 		return w
 	}
 	return m.batch[k]
 }
+
+// SpaceWeight is table.Weigher's (weigh read it before).
+func (m *marks) SpaceWeight(i int) []byte { return m.space[i] }
 
 func asBytes(v any) []byte {
 	switch x := v.(type) {
@@ -87,7 +90,7 @@ func (m *marks) compare(a, b []any) (int, error) {
 	if m.order == nil || len(a) == 0 || len(b) == 0 {
 		return 0, nil
 	}
-	return m.order.Compare(a, b, m.weight)
+	return m.order.Compare(a, b, m)
 }
 
 // applies reports whether a change read at at to the row whose chunk key is key must be written:
@@ -212,17 +215,21 @@ func (m *marks) read(ctx context.Context, i int, vals [][]byte, into map[weighed
 	if len(todo) == 0 {
 		return nil
 	}
-	pad, ok := m.padSpace[i]
-	if !ok {
-		if err := m.db.QueryRowContext(ctx, m.order.PadSpaceQuery(i)).Scan(&pad); err != nil {
+	if _, ok := m.space[i]; !ok {
+		var pad bool
+		var space []byte
+		if err := m.db.QueryRowContext(ctx, m.order.CollationQuery(i)).Scan(&pad, &space); err != nil {
 			return fmt.Errorf("read the chunk key's collation: %w", err)
 		}
-		m.padSpace[i] = pad
+		if !pad {
+			space = nil
+		}
+		m.space[i] = space
 	}
 	const per = 500
 	for len(todo) > 0 {
 		n := min(per, len(todo))
-		ws, err := dbconn.ScanValues(m.db.QueryRowContext(ctx, m.order.WeightQuery(i, n, pad), todo[:n]...), n)
+		ws, err := dbconn.ScanValues(m.db.QueryRowContext(ctx, m.order.WeightQuery(i, n), todo[:n]...), n)
 		if err != nil {
 			return fmt.Errorf("read the weights of chunk-key values: %w", err)
 		}

@@ -27,7 +27,7 @@ const (
 	// OrderTime: TIME, which may be negative and past 24 hours, compared in microseconds.
 	OrderTime
 	// OrderWeight: CHAR and VARCHAR, compared by the weight strings the server computes in the
-	// column's collation (KeyOrder.WeightExpr): Go cannot follow a collation.
+	// column's collation (KeyOrder.WeightQuery, compareWeights): Go cannot follow a collation.
 	OrderWeight
 )
 
@@ -75,23 +75,51 @@ func newKeyOrder(cols []Column) *KeyOrder {
 }
 
 // weightExpr is the weight string of a value of c sent as bytes in c's character set: what
-// the server orders c's index by. In a PAD SPACE collation the value is padded with spaces to
-// the column's length first (AS CHAR(n)): that is how such a collation compares ('a' = 'a '
-// but 'a\t' < 'a'), which the bare WEIGHT_STRING does not follow on MariaDB 10.11 or 11.8 or
-// MySQL 9.7 ('a ' weighs more than 'a' there). A NO PAD collation compares the bare weights.
-func weightExpr(c Column, padSpace bool) string {
-	e := "WEIGHT_STRING(CONVERT(? USING " + c.Charset + ") COLLATE " + c.Collation
-	if padSpace {
-		e += " AS CHAR(" + strconv.FormatInt(c.CharLength, 10) + ")"
-	}
-	return e + ")"
+// the server orders c's index by, except for trailing spaces (Weigher.SpaceWeight).
+func weightExpr(c Column) string {
+	return "WEIGHT_STRING(CONVERT(? USING " + c.Charset + ") COLLATE " + c.Collation + ")"
 }
 
-// PadSpaceQuery tells whether column i's collation ignores trailing spaces ('a' = 'a '): 1 or 0.
-// The server says it: collation names do not (MariaDB's _nopad_, MySQL's _0900_, and more).
-func (o *KeyOrder) PadSpaceQuery(i int) string {
+// CollationQuery reads what column i's collation does with trailing spaces: 1 or 0 for whether
+// it ignores them ('a' = 'a ', PAD SPACE: the server says it, collation names do not), and the
+// weight string of one space.
+func (o *KeyOrder) CollationQuery(i int) string {
 	c := o.cols[i]
-	return "SELECT CONVERT('a' USING " + c.Charset + ") COLLATE " + c.Collation + " = CONVERT('a ' USING " + c.Charset + ")"
+	return "SELECT CONVERT('a' USING " + c.Charset + ") COLLATE " + c.Collation + " = CONVERT('a ' USING " + c.Charset + "), " +
+		strings.Replace(weightExpr(c), "?", "' '", 1)
+}
+
+// Weigher gives the server's weight strings of chunk-key values in weighed columns.
+type Weigher interface {
+	// Weight is the weight string of column i's value v (never NULL).
+	Weight(i int, v any) []byte
+	// SpaceWeight is the weight string of a space in column i's collation if it pads with
+	// spaces (PAD SPACE), nil if not (NO PAD).
+	SpaceWeight(i int) []byte
+}
+
+// compareWeights compares two weight strings. In a PAD SPACE collation both are compared as if
+// followed by spaces without end: that is how such a collation compares ('a' = 'a ' but
+// 'a\t' < 'a'), and what neither the bare WEIGHT_STRING (whose 'a ' weighs more than 'a' on
+// MariaDB 10.11 and 11.8 and MySQL 9.7) nor its AS CHAR(n) form (which pads by characters,
+// so 'ß' and 'ss' differ on MySQL 9.7) gives.
+func compareWeights(a, b, space []byte) int {
+	if len(space) == 0 {
+		return bytes.Compare(a, b)
+	}
+	at := func(w []byte, k int) byte {
+		if k < len(w) {
+			return w[k]
+		}
+		return space[(k-len(w))%len(space)]
+	}
+	n := max(len(a), len(b)) + len(space)
+	for k := 0; k < n; k++ {
+		if x, y := at(a, k), at(b, k); x != y {
+			return cmpInt(int64(x), int64(y))
+		}
+	}
+	return 0
 }
 
 // Weighed reports whether column i is compared by weight strings.
@@ -100,19 +128,16 @@ func (o *KeyOrder) Weighed(i int) bool { return o.orders[i] == OrderWeight }
 // Columns is the number of chunk-key columns.
 func (o *KeyOrder) Columns() int { return len(o.orders) }
 
-// WeightQuery reads the weights of n values of column i in one row (its arguments: the values);
-// padSpace is what PadSpaceQuery said.
-func (o *KeyOrder) WeightQuery(i, n int, padSpace bool) string {
-	w := weightExpr(o.cols[i], padSpace)
-	return "SELECT " + strings.TrimSuffix(strings.Repeat(w+",", n), ",")
+// WeightQuery reads the weights of n values of column i in one row (its arguments: the values).
+func (o *KeyOrder) WeightQuery(i, n int) string {
+	return "SELECT " + strings.TrimSuffix(strings.Repeat(weightExpr(o.cols[i])+",", n), ",")
 }
 
 // Compare orders two chunk-key tuples (which may be prefixes: the shorter one's missing parts
-// compare as equal). weight returns the server's weight string of column i's value v (only
-// asked for OrderWeight columns, never for NULL).
-func (o *KeyOrder) Compare(a, b []any, weight func(i int, v any) []byte) (int, error) {
+// compare as equal). w is asked only for OrderWeight columns.
+func (o *KeyOrder) Compare(a, b []any, w Weigher) (int, error) {
 	for i := 0; i < len(o.orders) && i < len(a) && i < len(b); i++ {
-		c, err := o.compareOne(i, a[i], b[i], weight)
+		c, err := o.compareOne(i, a[i], b[i], w)
 		if err != nil || c != 0 {
 			return c, err
 		}
@@ -120,7 +145,7 @@ func (o *KeyOrder) Compare(a, b []any, weight func(i int, v any) []byte) (int, e
 	return 0, nil
 }
 
-func (o *KeyOrder) compareOne(i int, a, b any, weight func(i int, v any) []byte) (int, error) {
+func (o *KeyOrder) compareOne(i int, a, b any, w Weigher) (int, error) {
 	switch {
 	case a == nil && b == nil:
 		return 0, nil
@@ -147,7 +172,7 @@ func (o *KeyOrder) compareOne(i int, a, b any, weight func(i int, v any) []byte)
 			return cmpInt(x, y), nil
 		}
 	case OrderWeight:
-		return bytes.Compare(weight(i, a), weight(i, b)), nil
+		return compareWeights(w.Weight(i, a), w.Weight(i, b), w.SpaceWeight(i)), nil
 	}
 	return 0, fmt.Errorf("chunk key column %d: cannot order %v (%T) and %v (%T)", i+1, a, a, b, b)
 }
