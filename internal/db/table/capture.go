@@ -212,7 +212,7 @@ func (c *CaptureSQL) readNoted(noted string) string {
 // whole; the copy reads the others later. The notes up to the id go either way. The first two
 // statements take the id and then hiArgs, the third the id.
 func (c *CaptureSQL) SyncUpTo(hi []any) (stmts [3]string, hiArgs []any) {
-	after, args := afterKey(c.q.key, c.q.keyPH, hi)
+	after, args := afterKey(c.q.key, c.q.keyPH, c.q.keyNull, hi)
 	return c.sync(" AND NOT " + after), args
 }
 

@@ -40,6 +40,9 @@ func (t *Info) ChunkKey() (Index, bool) {
 			continue
 		}
 		card := ix.Columns[n-1].Cardinality
+		if ix.Unique && n == len(ix.Columns) && card == 0 {
+			card = t.Rows // a unique index with NULLable columns, not yet counted: nearly a row each
+		}
 		if len(best.Columns) == 0 || card > bestCard || card == bestCard && n > len(best.Columns) {
 			best, bestCard = ix, card
 			best.Columns = ix.Columns[:n:n]

@@ -127,9 +127,15 @@ func show(v any) string {
 // A NULL part of a chunk-key bound is spelled IS NULL / IS NOT NULL (NULL sorts first), and a
 // DECIMAL part is cast to its type (as text it would be compared as a double).
 func TestRangePredicateWithNulls(t *testing.T) {
-	got, args := afterKey([]string{"`a`", "`b`"}, []string{"?", "CAST(? AS decimal(9,2))"}, []any{nil, "1.5"})
-	want := "((`a` IS NOT NULL) OR (`a` IS NULL AND `b` > CAST(? AS decimal(9,2))))"
+	ph, null := []string{"?", "CAST(? AS decimal(9,2))"}, []bool{true, true}
+	got, args := afterKey([]string{"`a`", "`b`"}, ph, null, []any{nil, "1.5"})
+	want := "((`a` IS NOT NULL) OR (`a` IS NULL AND `b` IS NOT NULL AND `b` > CAST(? AS decimal(9,2))))"
 	if got != want || len(args) != 1 || args[0] != "1.5" {
 		t.Fatalf("got %s %v, want %s [1.5]", got, args, want)
+	}
+	got, args = afterKey([]string{"`a`", "`b`"}, ph, null, []any{"x", "1.5"})
+	want = "((`a` IS NOT NULL AND `a` > ?) OR (`a` <=> ? AND `b` IS NOT NULL AND `b` > CAST(? AS decimal(9,2))))"
+	if got != want || len(args) != 3 {
+		t.Fatalf("got %s %v, want %s [x x 1.5]", got, args, want)
 	}
 }

@@ -30,36 +30,35 @@ func AfterArgs(key []any) []any {
 	return args
 }
 
-// afterKey is AfterPredicate with its arguments for the key value v, which may hold NULLs (a
-// keyless table's chunk key may be NULLable; NULL sorts first in an index): a part that is NULL
-// is spelled "IS NULL" for equal and "IS NOT NULL" for after, without an argument. Only keys
-// with NULLs change the text.
-//
-// ph, when set, is the placeholder of each part ("?" or a CAST of it, see SQL.keyless).
-func afterKey(quotedKey, ph []string, v []any) (string, []any) {
-	if !slices.Contains(v, nil) && ph == nil {
+// afterKey is AfterPredicate with its arguments for the key value v, for a keyless table's
+// chunk key, whose parts may be NULLable (NULL sorts first in an index) and DECIMAL. A NULL part
+// of v is spelled "IS NULL" for equal and "IS NOT NULL" for after, without an argument. A
+// NULLable column is compared so that a NULL in it makes a term false, never NULL: "NOT after"
+// (the upper end of a range) must hold for a row whose key part is NULL. ph is the placeholder
+// of each part ("?" or a CAST of it, see SQL.keyless); nil ph and nullable: the plain form.
+func afterKey(quotedKey, ph []string, nullable []bool, v []any) (string, []any) {
+	if ph == nil && !slices.Contains(nullable, true) {
 		return AfterPredicate(quotedKey), AfterArgs(v)
-	}
-	p := func(j int) string {
-		if ph == nil {
-			return "?"
-		}
-		return ph[j]
 	}
 	terms := make([]string, len(quotedKey))
 	var args []any
 	for i := range quotedKey {
 		parts := make([]string, 0, i+1)
 		for j := 0; j <= i; j++ {
+			k, null := quotedKey[j], nullable != nil && nullable[j]
 			switch {
 			case j < i && v[j] == nil:
-				parts = append(parts, quotedKey[j]+" IS NULL")
+				parts = append(parts, k+" IS NULL")
+			case j < i && null:
+				parts, args = append(parts, k+" <=> "+ph[j]), append(args, v[j])
 			case j < i:
-				parts, args = append(parts, quotedKey[j]+" = "+p(j)), append(args, v[j])
+				parts, args = append(parts, k+" = "+ph[j]), append(args, v[j])
 			case v[j] == nil:
-				parts = append(parts, quotedKey[j]+" IS NOT NULL")
+				parts = append(parts, k+" IS NOT NULL")
+			case null:
+				parts, args = append(parts, k+" IS NOT NULL AND "+k+" > "+ph[j]), append(args, v[j])
 			default:
-				parts, args = append(parts, quotedKey[j]+" > "+p(j)), append(args, v[j])
+				parts, args = append(parts, k+" > "+ph[j]), append(args, v[j])
 			}
 		}
 		terms[i] = "(" + strings.Join(parts, " AND ") + ")"

@@ -127,11 +127,11 @@ func (s *SQL) Where(r Range, alias string) (string, []any) {
 	conds := []string{}
 	var args []any
 	if r.Lo != nil {
-		p, a := afterKey(key, s.keyPH, r.Lo)
+		p, a := afterKey(key, s.keyPH, s.keyNull, r.Lo)
 		conds, args = append(conds, p), append(args, a...)
 	}
 	if r.Hi != nil {
-		p, a := afterKey(key, s.keyPH, r.Hi)
+		p, a := afterKey(key, s.keyPH, s.keyNull, r.Hi)
 		conds, args = append(conds, "NOT "+p), append(args, a...)
 	}
 	if len(conds) == 0 {
