@@ -292,6 +292,6 @@ func (c *Copier) Ahead(key []any) bool {
 	if c.frontier == nil {
 		return true
 	}
-	cmp, ok := CompareInts(key[0], c.frontier[0])
+	cmp, ok := table.CompareInts(key[0], c.frontier[0])
 	return ok && cmp > 0
 }

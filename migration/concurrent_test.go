@@ -112,6 +112,17 @@ type writer struct {
 	// (moveUnique); fresh is the next value of the writer's own that no row holds.
 	moves bool
 	fresh int64
+	// crowd: rows come from crowdedRow (many rows share a leading value of the keyless tests'
+	// indexes).
+	crowd bool
+}
+
+// row is a new row's values but id.
+func (w *writer) row() []any {
+	if w.crowd {
+		return crowdedRow(w.r)
+	}
+	return randomRow(w.r)
 }
 
 // exec runs q on t, then on ref. ctx is only checked between steps by the caller: a write must
@@ -151,13 +162,13 @@ func (w *writer) step(ctx context.Context) {
 	switch op := w.r.IntN(24); {
 	case op < 12 && len(w.ids) > 0: // update a whole row
 		id := w.ids[w.r.IntN(len(w.ids))]
-		w.exec(ctx, "UPDATE {T} SET "+rowSet+" WHERE id=?", append(randomRow(w.r), id)...)
+		w.exec(ctx, "UPDATE {T} SET "+rowSet+" WHERE id=?", append(w.row(), id)...)
 	case op < 16 && len(w.ids) > 0: // update one column
 		id := w.ids[w.r.IntN(len(w.ids))]
 		w.exec(ctx, "UPDATE {T} SET k=k+1, f=? WHERE id=?", w.r.Float32(), id)
 	case op < 19: // insert with an id from the writer's own range
 		w.next++
-		if w.exec(ctx, "INSERT INTO {T} (id,"+rowCols+") VALUES (?,"+rowPlaceholders+")", append([]any{w.next}, randomRow(w.r)...)...) {
+		if w.exec(ctx, "INSERT INTO {T} (id,"+rowCols+") VALUES (?,"+rowPlaceholders+")", append([]any{w.next}, w.row()...)...) {
 			w.ids = append(w.ids, w.next)
 		}
 	case op < 21 && len(w.ids) > 0: // delete

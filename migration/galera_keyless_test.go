@@ -26,7 +26,7 @@ import (
 func galeraKeyless(t *testing.T, c *sandboxtest.Cluster) {
 	schema, _ := sandboxtest.FreshDatabase(t, c.Nodes[0])
 	db := openControl(t, c.Nodes[0])
-	ws := seedKeyless(t, db, schema, keylessDDL, 3000, true)
+	ws := seedKeyless(t, db, schema, keylessDDL, 3000, true, false)
 	opts := testOptions(c.Nodes[0], schema, "t")
 	opts.ChunkTime = 2 * time.Millisecond // many chunks: many changes on each side of a chunk's read
 

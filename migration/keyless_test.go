@@ -19,7 +19,8 @@ import (
 )
 
 // keylessDDL is allTypesDDL without a unique key: id is indexed but not unique, and the copy walks
-// a_k, a non-unique index on k, which the writers' "k=k+1" moves rows along (across chunks).
+// it (more distinct than a_k, a non-unique index on k): the writers' id changes move rows along it
+// (across chunks).
 var keylessDDL = strings.NewReplacer("id INT NOT NULL AUTO_INCREMENT,", "id INT NOT NULL,",
 	"PRIMARY KEY (id),", "KEY id (id),", "KEY k (k),", "KEY a_k (k),").Replace(allTypesDDL)
 
@@ -32,6 +33,36 @@ var noIndexDDL = strings.NewReplacer("id INT NOT NULL AUTO_INCREMENT,", "id INT 
 // not collide); its first column is the chunk key.
 var nullUniqueDDL = strings.NewReplacer("id INT NOT NULL AUTO_INCREMENT,", "id INT NOT NULL,",
 	"PRIMARY KEY (id),", "UNIQUE KEY id (id, ti),").Replace(allTypesDDL)
+
+// walkDDL is noIndexDDL with key as its only index a chunk can walk (the prefix index on vc
+// goes), and dt a DATETIME(6).
+func walkDDL(key string) string {
+	return strings.NewReplacer("KEY vc (vc(10))", key, "dt DATETIME(3) NULL", "dt DATETIME(6) NULL").Replace(noIndexDDL)
+}
+
+// crowdedRow is randomRow with many rows sharing a value of the columns the keyless tests' indexes
+// lead with (a chunk then cannot end inside the run: it takes it whole): vc from a few values
+// equal in utf8mb4_unicode_ci that differ in case and trailing spaces (and one with a tab, which
+// sorts before them), dt and d a third of the time one value (or one a microsecond or 0.0001
+// apart). Every column stays NULL an eighth of the time.
+func crowdedRow(r *rand.Rand) []any {
+	row := randomRow(r)
+	const d, dt, vc = 4, 7, 15 // positions in randomRow
+	if row[vc] != nil && r.IntN(2) == 0 {
+		row[vc] = crowdedVC(r)
+	}
+	if row[dt] != nil && r.IntN(3) == 0 {
+		row[dt] = []string{"2020-02-02 02:02:02.020000", "2020-02-02 02:02:02.020001"}[r.IntN(4)/3]
+	}
+	if row[d] != nil && r.IntN(3) == 0 {
+		row[d] = []string{"12.3400", "12.3401", "-0.0001"}[r.IntN(6)/2%3]
+	}
+	return row
+}
+
+func crowdedVC(r *rand.Rand) string {
+	return []string{"same", "Same", "SAME", "same ", "Same  ", "sAmE", "same\t", "other", "OTHER "}[r.IntN(9)]
+}
 
 // keylessWriter is the application mix by id (writer.step) plus what only a table without a unique
 // key allows: identical rows, and statements that change one of them (LIMIT 1).
@@ -49,7 +80,7 @@ func (w *keylessWriter) step(ctx context.Context) {
 	// the conversion runs.
 	case op == 0 || op == 3: // an identical pair
 		w.next++
-		row := append([]any{w.next}, randomRow(w.r)...)
+		row := append([]any{w.next}, w.row()...)
 		ins := "INSERT INTO {T} (id," + rowCols + ") VALUES (?," + rowPlaceholders + "),(?," + rowPlaceholders + ")"
 		if w.exec(ctx, ins, append(slices.Clone(row), row...)...) {
 			w.dups = append(w.dups, w.next)
@@ -62,7 +93,11 @@ func (w *keylessWriter) step(ctx context.Context) {
 		w.dups = slices.Delete(w.dups, i, i+1)
 	case op == 2 && len(w.dups) > 0: // one copy of a duplicated row changes (and moves along k)
 		i := w.r.IntN(len(w.dups))
-		w.exec(ctx, "UPDATE {T} SET k=k+7, vc=? WHERE id=? LIMIT 1", fmt.Sprint("one of ", w.r.IntN(100)), w.dups[i])
+		vc := fmt.Sprint("one of ", w.r.IntN(100))
+		if w.crowd {
+			vc = crowdedVC(w.r)
+		}
+		w.exec(ctx, "UPDATE {T} SET k=k+7, vc=? WHERE id=? LIMIT 1", vc, w.dups[i])
 		w.dups = slices.Delete(w.dups, i, i+1)
 	default:
 		w.writer.step(ctx)
@@ -127,14 +162,24 @@ func TestKeylessTableUnderWriters(t *testing.T) {
 		rows  int
 		dups  bool
 		crash bool
-		keep  bool // --keep-keyless: no row id
-		trig  bool // trigger capture, on a server without a binlog
+		keep  bool   // --keep-keyless: no row id
+		trig  bool   // trigger capture, on a server without a binlog
+		walks string // the index the copy must walk, and its columns ("" none)
+		crowd bool   // rows from crowdedRow
 	}{
-		{"non-unique index", keylessDDL, 8000, true, false, false, false},
-		{"no index to walk, kept keyless", noIndexDDL, 3000, true, false, true, false},
-		{"unique key with NULLs", nullUniqueDDL, 5000, false, false, false, false},
-		{"resumed after a crash", keylessDDL, 5000, true, true, false, false},
-		{"trigger capture", keylessDDL, 5000, true, false, false, true},
+		{"non-unique index", keylessDDL, 8000, true, false, false, false, "id(id)", false},
+		{"no index to walk, kept keyless", noIndexDDL, 3000, true, false, true, false, "", false},
+		{"unique key with NULLs", nullUniqueDDL, 5000, false, false, false, false, "id(id,ti)", false},
+		{"resumed after a crash", keylessDDL, 5000, true, true, false, false, "id(id)", false},
+		{"trigger capture", keylessDDL, 5000, true, false, false, true, "id(id)", false},
+		// Indexes led by columns other than integers, all NULLable, each with runs of equal
+		// leading values longer than a chunk (crowdedRow).
+		{"DATETIME(6) index", walkDDL("KEY dt (dt)"), 3000, true, false, false, false, "dt(dt)", true},
+		{"DECIMAL index", walkDDL("KEY d (d)"), 3000, true, false, false, false, "d(d)", true},
+		{"case-insensitive VARCHAR index", walkDDL("KEY vc (vc)"), 3000, true, false, false, false, "vc(vc)", true},
+		{"(VARCHAR, DATETIME) index", walkDDL("KEY vc_dt (vc, dt)"), 3000, true, false, false, false, "vc_dt(vc,dt)", true},
+		{"trigger capture, (VARCHAR, DATETIME) index", walkDDL("KEY vc_dt (vc, dt)"), 2000, true, false, false, true, "vc_dt(vc,dt)", true},
+		{"trigger capture, DECIMAL index", walkDDL("KEY d (d)"), 2000, true, false, false, true, "d(d)", true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			s := srv
@@ -146,15 +191,26 @@ func TestKeylessTableUnderWriters(t *testing.T) {
 				}
 				s = sandboxtest.ForTest(t, opts)
 			}
-			keylessUnderWriters(t, s, c.ddl, c.rows, c.dups, c.crash, c.keep)
+			keylessUnderWriters(t, s, c.ddl, c.walks, c.rows, c.dups, c.crash, c.keep, c.crowd)
 		})
 	}
 }
 
-func keylessUnderWriters(t *testing.T, srv *sandbox.Server, ddl string, rows int, dups, crash, keep bool) {
+func keylessUnderWriters(t *testing.T, srv *sandbox.Server, ddl, walks string, rows int, dups, crash, keep, crowd bool) {
 	schema, _ := sandboxtest.FreshDatabase(t, srv)
 	db := openControl(t, srv)
-	ws := seedKeyless(t, db, schema, ddl, rows, dups)
+	ws := seedKeyless(t, db, schema, ddl, rows, dups, crowd)
+	ti, err := table.Load(context.Background(), db, schema, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := ""
+	if ix, ok := ti.ChunkKey(); ok {
+		got = ix.Name + "(" + strings.Join(ix.ColumnNames(), ",") + ")"
+	}
+	if got != walks {
+		t.Fatalf("the copy would walk %q, the test is about %q", got, walks)
+	}
 	run := func(what string, fn func() error) {
 		t.Helper()
 		stop := runKeyless(ws)
@@ -174,6 +230,10 @@ func keylessUnderWriters(t *testing.T, srv *sandbox.Server, ddl string, rows int
 	opts := testOptions(srv, schema, "t")
 	opts.ChunkTime = 2 * time.Millisecond // many chunks: many changes on each side of a chunk's read
 	opts.KeepKeyless = keep
+	if crowd {
+		// Short chunks while idle too: many chunk bounds, several inside runs of equal values.
+		opts.seams.IdleChunkTime = opts.ChunkTime
+	}
 	// The one-chunk case holds writes for about a second on an idle machine; on a busy one the
 	// estimate passes plan's 1 s keyless-hold limit (its own test is in plan), which is not what
 	// this test is about.
@@ -230,14 +290,14 @@ func keylessUnderWriters(t *testing.T, srv *sandbox.Server, ddl string, rows int
 }
 
 // seedKeyless creates t and ref from ddl with the same rows (every third one twice when dups),
-// and returns four writers that own them.
-func seedKeyless(t *testing.T, db *sql.DB, schema, ddl string, rows int, dups bool) []*keylessWriter {
+// and returns four writers that own them; with crowd, rows come from crowdedRow.
+func seedKeyless(t *testing.T, db *sql.DB, schema, ddl string, rows int, dups, crowd bool) []*keylessWriter {
 	t.Helper()
 	const writers = 4
 	r := rand.New(rand.NewPCG(7, 1))
 	ws := make([]*keylessWriter, writers)
 	for i := range ws {
-		ws[i] = &keylessWriter{writer: &writer{db: db, schema: schema, id: i, next: int64(i+1) * 10_000_000, r: rand.New(rand.NewPCG(7, uint64(i)+2))}, noDups: !dups}
+		ws[i] = &keylessWriter{writer: &writer{db: db, schema: schema, id: i, next: int64(i+1) * 10_000_000, r: rand.New(rand.NewPCG(7, uint64(i)+2)), crowd: crowd}, noDups: !dups}
 	}
 	for _, tbl := range []string{"t", "ref"} {
 		sandboxtest.MustExec(t, db, fmt.Sprintf(ddl, dbconn.QualifiedName(schema, tbl)))
@@ -246,7 +306,12 @@ func seedKeyless(t *testing.T, db *sql.DB, schema, ddl string, rows int, dups bo
 		var vals []string
 		var args []any
 		for id := start; id < start+500 && id <= rows; id++ {
-			row := append([]any{id}, randomRow(r)...)
+			var row []any
+			if crowd {
+				row = append([]any{id}, crowdedRow(r)...)
+			} else {
+				row = append([]any{id}, randomRow(r)...)
+			}
 			copies := 1
 			if dups && id%3 == 0 {
 				copies = 2
@@ -306,7 +371,7 @@ func TestKeylessReplicaKeepsUp(t *testing.T) {
 	replica := sandboxtest.ReplicaForTest(t, primary, sandbox.Options{})
 	schema, _ := sandboxtest.FreshDatabase(t, primary)
 	db := openControl(t, primary)
-	ws := seedKeyless(t, db, schema, keylessDDL, 2000, true)
+	ws := seedKeyless(t, db, schema, keylessDDL, 2000, true, false)
 	ctx := context.Background()
 	stop := runKeyless(ws)
 	opts := testOptions(primary, schema, "t")

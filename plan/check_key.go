@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/enginemig/enginemig/copier"
 	"github.com/enginemig/enginemig/internal/db/dbconn"
 	"github.com/enginemig/enginemig/internal/db/table"
 )
@@ -45,8 +46,8 @@ func checkNoUsableKey(in *TableInput) []Finding {
 		return nil // trigger capture notes the chunk key's values
 	}
 	return []Finding{newFinding("no-usable-key", Blocker,
-		"no PRIMARY KEY, no UNIQUE index on NOT NULL columns and no index whose first column is an integer NOT NULL column, and changes would be captured with triggers, which note a key to sync by: these rows have none",
-		"turn on the binlog for binlog capture (log_bin, binlog_format=ROW, binlog_row_image=FULL) and use --capture binlog, or add an index on an integer NOT NULL column; then plan again")}
+		"no PRIMARY KEY, no UNIQUE index on NOT NULL columns and no index a copy can walk (one led by an integer, DECIMAL, date or time, or a whole CHAR or VARCHAR column), and changes would be captured with triggers, which note a key to sync by: these rows have none",
+		"turn on the binlog for binlog capture (log_bin, binlog_format=ROW, binlog_row_image=FULL) and use --capture binlog, or add such an index; then plan again")}
 }
 
 // checkKeyless says how apply will address the rows of a table without a unique key, what that
@@ -57,19 +58,19 @@ func checkKeyless(in *TableInput) []Finding {
 	}
 	var how string
 	if ix, ok := in.Info.ChunkKey(); ok {
-		how = fmt.Sprintf("the copy walks index %s by its first column %s in short chunks, and each replayed change finds its row through that index (its cost grows with the number of rows sharing a value)",
-			dbconn.QuoteIdent(ix.Name), dbconn.QuoteIdent(ix.Columns[0].Name))
+		how = fmt.Sprintf("the copy walks index %s by %s in short chunks%s, and each replayed change finds its row through that index (its cost grows with the number of rows sharing a value)",
+			dbconn.QuoteIdent(ix.Name), quotedList(ix.ColumnNames()), keylessHold(in, ix))
 	} else {
 		hold := "the whole copy"
 		if in.Estimate != nil && in.Estimate.CopySeconds > 0 {
 			hold = fmt.Sprintf("about %.1f s (the estimated copy)", in.Estimate.CopySeconds)
 		}
-		how = "no index starts with an integer NOT NULL column: the copy reads the table in one chunk, which holds the application's writes for " + hold +
+		how = "no index can be walked (none is led by an integer, DECIMAL, date or time, or a whole CHAR or VARCHAR column): the copy reads the table in one chunk, which holds the application's writes for " + hold +
 			", and each replayed change scans the shadow to find its row"
 	}
 	cost := "on InnoDB a table without a primary key is clustered on a hidden row id drawn from one server-wide counter, a replica applying ROW events finds each row with a full scan, and Galera cannot replicate its DELETEs"
 	var key string
-	remedy := "convert it as it is; then give it a primary key when a maintenance window allows (ALTER TABLE ... ADD COLUMN id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT PRIMARY KEY), or add an index on an integer NOT NULL column first to copy it in short chunks"
+	remedy := "convert it as it is; then give it a primary key when a maintenance window allows (ALTER TABLE ... ADD COLUMN id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT PRIMARY KEY), or add an index first (on the most distinct column an integer, DECIMAL, date or time, CHAR or VARCHAR) to copy it in short chunks"
 	switch {
 	case addsRowID(in):
 		key = ". Apply gives the InnoDB table an invisible auto-increment primary key, " + table.RowIDColumn + ", which SELECT * and INSERT without a column list do not see, because " + cost
@@ -111,8 +112,33 @@ func checkKeylessHold(in *TableInput) []Finding {
 		return nil
 	}
 	return []Finding{newFinding("keyless-hold", Blocker,
-		fmt.Sprintf("no unique key and no index whose first column is an integer NOT NULL column: the copy is one chunk, estimated at %s, and holds the application's writes all that time (limit %s)", hold.Round(time.Millisecond), limit),
-		"add an index on an integer NOT NULL column (on MyISAM that ALTER blocks writes too, for less time than the copy), or accept the wait with --max-hold "+(hold+time.Second).Truncate(time.Second).String()+" on plan and apply, or convert it in a maintenance window")}
+		fmt.Sprintf("no unique key and no index a copy can walk (one led by an integer, DECIMAL, date or time, or a whole CHAR or VARCHAR column): the copy is one chunk, estimated at %s, and holds the application's writes all that time (limit %s)", hold.Round(time.Millisecond), limit),
+		"add such an index (on MyISAM that ALTER blocks writes too, for less time than the copy), or accept the wait with --max-hold "+(hold+time.Second).Truncate(time.Second).String()+" on plan and apply, or convert it in a maintenance window")}
+}
+
+// keylessHold says how long a chunk of a keyless table walking ix is expected to hold the
+// application's writes at most: a chunk cannot end inside a run of rows sharing the walked
+// columns' value, so the longest chunk is about the longest run. The index statistics give the
+// average run only (rows over the distinct values); a skewed column has longer ones.
+func keylessHold(in *TableInput, ix table.Index) string {
+	card := ix.Columns[len(ix.Columns)-1].Cardinality
+	e := in.Estimate
+	if card <= 0 || e == nil || e.Rows <= 0 || e.CopySeconds <= 0 {
+		return " (the index statistics do not say how many rows share a value: ANALYZE TABLE would)"
+	}
+	run := max(1, e.Rows/card)
+	perRow := e.CopySeconds / float64(e.Rows)
+	hold := time.Duration(float64(run) * perRow * float64(time.Second))
+	return fmt.Sprintf(" (about %d rows share a value on average, by the index statistics; a chunk takes such a run whole, which holds the application's writes for about %s, longer for a value more rows share)",
+		run, max(hold, copier.DefaultChunkTime).Round(time.Millisecond))
+}
+
+func quotedList(names []string) string {
+	q := make([]string, len(names))
+	for i, n := range names {
+		q[i] = dbconn.QuoteIdent(n)
+	}
+	return strings.Join(q, ", ")
 }
 
 // addsRowID: apply gives the table's InnoDB copy table.RowIDColumn by default.

@@ -339,3 +339,25 @@ func galera(s *ServerInfo) *ServerInfo {
 	s.Galera = &Galera{Size: 3, Status: "Primary", State: "Synced"}
 	return s
 }
+
+// A keyless log table indexed on (host, ts) and on ts alone: the copy walks the more distinct
+// index, plan names it with the hold its average run of equal values takes, and keyless-hold
+// stays silent (it is only for tables with no index to walk).
+func TestKeylessPlanNamesTheWalkedIndex(t *testing.T) {
+	host := table.Column{Name: "host", DataType: "varchar", ColumnType: "varchar(32)", Charset: "utf8mb4", Collation: "utf8mb4_general_ci", CharLength: 32}
+	ts := table.Column{Name: "ts", DataType: "datetime", ColumnType: "datetime(6)", Nullable: true}
+	info := &table.Info{Schema: "s", Name: "log", Columns: []table.Column{host, ts, {Name: "msg", DataType: "text", ColumnType: "text", Charset: "utf8mb4", Collation: "utf8mb4_general_ci"}},
+		Indexes: []table.Index{
+			{Name: "ts", Type: "BTREE", Columns: []table.IndexColumn{{Name: "ts", Cardinality: 1000}}},
+			{Name: "host_ts", Type: "BTREE", Columns: []table.IndexColumn{{Name: "host", Cardinality: 20}, {Name: "ts", Cardinality: 500000}}},
+			{Name: "msg", Type: "BTREE", Columns: []table.IndexColumn{{Name: "msg", SubPart: 10, Cardinality: 900000}}},
+		}}
+	in := &TableInput{Info: info, Server: server("10.11.6-MariaDB", nil), Estimate: &Estimate{Rows: 1000000, CopySeconds: 20}}
+	f := checkKeyless(in)
+	if len(f) != 1 || !strings.Contains(f[0].Message, "walks index `host_ts` by `host`, `ts`") || !strings.Contains(f[0].Message, "about 2 rows share a value") {
+		t.Fatalf("keyless finding: %+v", f)
+	}
+	if f := checkKeylessHold(in); len(f) != 0 {
+		t.Fatalf("keyless-hold for a table with an index to walk: %+v", f)
+	}
+}

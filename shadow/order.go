@@ -137,7 +137,12 @@ func (o *order) replay(a *binlog.Applier, q *table.SQL) func(ctx context.Context
 		var n int
 		err := dbconn.RetryClusterAborts(ctx, func() error {
 			o.mu.Lock()
-			written, commit, err := a.Write(ctx, o.toWrite(batch, q.KeyPositions()))
+			changes, err := o.toWrite(ctx, batch, q.KeyPositions())
+			var written int
+			commit := func() error { return nil }
+			if err == nil {
+				written, commit, err = a.Write(ctx, changes)
+			}
 			o.mu.Unlock()
 			if err != nil {
 				return err
@@ -161,15 +166,15 @@ func (o *order) replay(a *binlog.Applier, q *table.SQL) func(ctx context.Context
 // docs/bench.md, "Measurements behind the code's constants"). Deletes then follow the inserts they
 // may undo. An UPDATE holds MyISAM's write lock until after its event is written, so any chunk
 // that starts after replay saw the event reads the new row.
-func (o *order) toWrite(batch []binlog.Change, keyAt []int) []binlog.Change {
+func (o *order) toWrite(ctx context.Context, batch []binlog.Change, keyAt []int) ([]binlog.Change, error) {
 	if o.marks != nil {
-		return o.marks.toWrite(batch, keyAt)
+		return o.marks.toWrite(ctx, batch, keyAt)
 	}
 	c := o.copy.Load()
 	if c == nil {
-		return batch // before the copy starts nothing is skipped
+		return batch, nil // before the copy starts nothing is skipped
 	}
-	return skipAhead(batch, keyAt, c.Ahead)
+	return skipAhead(batch, keyAt, c.Ahead), nil
 }
 
 // skipAhead leaves out the new rows of UPDATEs to keys ahead reports the copy will still read.

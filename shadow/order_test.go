@@ -1,6 +1,7 @@
 package shadow
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -33,7 +34,7 @@ func TestOrderKeepsBatchesOutOfChunks(t *testing.T) {
 	}
 	// Rule 2 before the copy has started: nothing is skipped, every change is applied.
 	batch := []binlog.Change{{Kind: binlog.Update, Before: []any{int64(1), int64(1)}, After: []any{int64(1), int64(2)}}}
-	if got := o.toWrite(batch, []int{0}); len(got) != 1 {
+	if got, _ := o.toWrite(context.Background(), batch, []int{0}); len(got) != 1 {
 		t.Fatal("a change was skipped before the copy existed")
 	}
 }

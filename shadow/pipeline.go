@@ -107,12 +107,12 @@ func Open(ctx context.Context, cfg Config) (p *Pipeline, err error) {
 	p = &Pipeline{cfg: cfg, q: q}
 	if q.Keyless() && cfg.Mode != Binlog && !q.Chunked() {
 		// Trigger capture notes chunk-key values to sync; these rows have none.
-		return nil, fmt.Errorf("%s has no unique key and no index whose first column is an integer NOT NULL column: its changes can be captured from the binlog only (use --capture binlog)", cfg.Source.QuotedName())
+		return nil, fmt.Errorf("%s has no unique key and no index to walk (none starts with an integer, DECIMAL, date or time, CHAR or VARCHAR column indexed whole): its changes can be captured from the binlog only (use --capture binlog)", cfg.Source.QuotedName())
 	}
 	switch {
 	case !q.Keyless() || cfg.Filled:
 	case cfg.Mode == Binlog:
-		p.order.marks = newMarks()
+		p.order.marks = newMarks(q.KeyOrder())
 	default:
 		p.order.groups = true
 	}
@@ -127,6 +127,9 @@ func Open(ctx context.Context, cfg Config) (p *Pipeline, err error) {
 	}
 	if p.writer, err = dbconn.OpenRowWriter(ctx, cfg.Conn, "", writerConns(1)); err != nil {
 		return nil, err
+	}
+	if p.order.marks != nil {
+		p.order.marks.db = p.writer
 	}
 	if p.capture, err = k.open(ctx, p); err != nil {
 		return nil, err

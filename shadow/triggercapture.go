@@ -363,7 +363,9 @@ func (t *triggerCapture) syncLocked(ctx context.Context, q dbconn.Execer, limit 
 	case hi == nil: // no chunk written yet: the copy reads every noted group
 		stmts[0], stmts[1] = "", ""
 	default:
-		stmts, args = t.c.SyncUpTo(), [3][]any{{last, hi[0]}, {last, hi[0]}, {last}}
+		var hiArgs []any
+		stmts, hiArgs = t.c.SyncUpTo(hi)
+		args = [3][]any{append([]any{last}, hiArgs...), append([]any{last}, hiArgs...), {last}}
 	}
 	for i, stmt := range stmts {
 		if stmt == "" {

@@ -274,6 +274,7 @@ type keyPart struct {
 	Text  string `json:"n,omitempty"`
 	Bytes []byte `json:"b,omitempty"`
 	IsNum bool   `json:"i,omitempty"`
+	Null  bool   `json:"z,omitempty"` // a NULL part (a keyless table's chunk key may have one)
 }
 
 // EncodeKey stores a key as JSON text for the state table ("" for none).
@@ -284,6 +285,8 @@ func EncodeKey(key []any) string {
 	parts := make([]keyPart, len(key))
 	for i, v := range key {
 		switch x := v.(type) {
+		case nil:
+			parts[i] = keyPart{Null: true}
 		case []byte:
 			parts[i] = keyPart{Bytes: x}
 		case string:
@@ -307,6 +310,9 @@ func DecodeKey(s string) ([]any, error) {
 	}
 	out := make([]any, len(parts))
 	for i, p := range parts {
+		if p.Null {
+			continue
+		}
 		if p.IsNum {
 			// Integers as integers: a string compared with an integer column is compared as a
 			// double, which is inexact above 2^53.

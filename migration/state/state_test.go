@@ -13,6 +13,7 @@ func TestKeyEncodingRoundTrips(t *testing.T) {
 		{int64(math.MinInt64), []byte{0, 0xff, '"', '\\'}},
 		{[]byte("héllo"), int64(-7)},
 		{[]byte{}},
+		{nil, []byte("2024-01-01 00:00:00.000000")},
 	} {
 		got, err := DecodeKey(EncodeKey(key))
 		if err != nil || !reflect.DeepEqual(got, key) {

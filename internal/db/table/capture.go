@@ -3,6 +3,7 @@ package table
 import (
 	"crypto/sha1"
 	"encoding/hex"
+	"slices"
 	"strings"
 
 	"github.com/enginemig/enginemig/internal/db/dbconn"
@@ -53,7 +54,12 @@ func (s *SQL) Capture(src *Info, log string) *CaptureSQL {
 		if col.Charset != "" {
 			def += " CHARACTER SET " + col.Charset + " COLLATE " + col.Collation
 		}
-		c.keyDefs = append(c.keyDefs, def+" NOT NULL")
+		if col.Nullable {
+			def += " NULL" // a keyless table's chunk key may hold NULLs
+		} else {
+			def += " NOT NULL"
+		}
+		c.keyDefs = append(c.keyDefs, def)
 	}
 	return c
 }
@@ -164,30 +170,53 @@ func (c *CaptureSQL) NotesHandedOut() string {
 // single-table DELETE with IN (subquery) scans the whole target on MariaDB 10.11); the copy's
 // IN (subquery) is a semi-join.
 func (c *CaptureSQL) Sync() [3]string {
-	noted := "SELECT DISTINCT " + c.q.keyList + " FROM " + c.log + " WHERE `_emcap_id` <= ?"
+	return c.sync("")
+}
+
+// sync is Sync with the noted keys narrowed by and (" AND ..." on the log's key columns).
+// A NULLable key (a keyless table's chunk key) is matched with <=>, and its rows are copied
+// through a join, as (k) IN (subquery) never matches NULL.
+func (c *CaptureSQL) sync(and string) [3]string {
+	noted := "SELECT DISTINCT " + c.q.keyList + " FROM " + c.log + " WHERE `_emcap_id` <= ?" + and
+	eq := " = "
+	if slices.Contains(c.q.keyNull, true) {
+		eq = " <=> "
+	}
 	on := make([]string, len(c.q.key))
 	for i, k := range c.q.key {
-		on[i] = c.q.dst + "." + k + " = `_emcap_l`." + k
+		on[i] = c.q.dst + "." + k + eq + "`_emcap_l`." + k
 	}
 	return [3]string{
 		"DELETE " + c.q.dst + " FROM " + c.q.dst + " JOIN (" + noted + ") `_emcap_l` ON " + strings.Join(on, " AND "),
-		c.q.verb(Replace) + c.q.dst + " (" + c.q.colList + ") SELECT " + c.q.colList + " FROM " + c.q.src + " " + c.q.forceKey +
-			" WHERE (" + c.q.keyList + ") IN (" + noted + ")",
+		c.q.verb(Replace) + c.q.dst + " (" + c.q.colList + ") " + c.readNoted(noted),
 		c.ForgetNotes(),
 	}
 }
 
+// readNoted reads the source's current rows of the keys noted selects.
+func (c *CaptureSQL) readNoted(noted string) string {
+	if !slices.Contains(c.q.keyNull, true) {
+		return "SELECT " + c.q.colList + " FROM " + c.q.src + " " + c.q.forceKey + " WHERE (" + c.q.keyList + ") IN (" + noted + ")"
+	}
+	cols, on := make([]string, len(c.q.cols)), make([]string, len(c.q.key))
+	for i, col := range c.q.cols {
+		cols[i] = c.q.src + "." + col
+	}
+	for i, k := range c.q.key {
+		on[i] = c.q.src + "." + k + " <=> `_emcap_l`." + k
+	}
+	return "SELECT " + strings.Join(cols, ",") + " FROM (" + noted + ") `_emcap_l` JOIN " + c.q.src + " " + c.q.forceKey +
+		" ON " + strings.Join(on, " AND ")
+}
+
 // SyncUpTo is Sync for a keyless table while its copy runs (shadow/order.go, rule 5): a note's
 // key is a group of rows sharing the chunk key's value, and only groups up to the copy's
-// watermark (each statement's second argument) are synced again, whole; the copy reads the
-// others later. The notes up to the id go either way.
-func (c *CaptureSQL) SyncUpTo() [3]string {
-	s := c.Sync()
-	upTo := " WHERE `_emcap_id` <= ? AND " + c.q.key[0] + " <= ?"
-	for i := 0; i < 2; i++ {
-		s[i] = strings.Replace(s[i], " WHERE `_emcap_id` <= ?", upTo, 1)
-	}
-	return s
+// watermark hi (every key part, compared by the server in the index's order) are synced again,
+// whole; the copy reads the others later. The notes up to the id go either way. The first two
+// statements take the id and then hiArgs, the third the id.
+func (c *CaptureSQL) SyncUpTo(hi []any) (stmts [3]string, hiArgs []any) {
+	after, args := afterKey(c.q.key, c.q.keyPH, c.q.keyNull, hi)
+	return c.sync(" AND NOT " + after), args
 }
 
 // SyncForSwap is the sync of the cut-over, whose locked session holds the source and the log but
@@ -196,5 +225,5 @@ func (c *CaptureSQL) SyncUpTo() [3]string {
 // note's id. The notes stay: the log goes with the swap.
 func (c *CaptureSQL) SyncForSwap() (notedKeys, readNoted string) {
 	noted := "SELECT DISTINCT " + c.q.keyList + " FROM " + c.log + " WHERE `_emcap_id` <= ?"
-	return noted, "SELECT " + c.q.colList + " FROM " + c.q.src + " " + c.q.forceKey + " WHERE (" + c.q.keyList + ") IN (" + noted + ")"
+	return noted, c.readNoted(noted)
 }

@@ -12,30 +12,43 @@ import (
 // changes exactly one copy (LIMIT 1), and verification counts duplicates (SUM, not BIT_XOR, of
 // the row checksums). How they stay in step with the copy is shadow/order.go's rule 5.
 
-// ChunkKey is the index a keyless table's copy walks and its replay finds rows by: the one whose
-// first column is an integer NOT NULL column (Go orders those exactly as the server does, which
-// rule 5 needs to place a change in a chunk), preferring the fewest columns. Only that first
-// column is used. ok is false when the table has none: it is then copied in one chunk, and a
-// replayed change is found by a scan of the target.
+// ChunkKey is the index a keyless table's copy walks and its replay finds rows by, cut to its
+// walkable leading columns: those whose order rule 5 can follow outside the server
+// (Column.ChunkOrder: integers, DECIMAL, temporal types, CHAR and VARCHAR in their collation),
+// up to the first that is not or is indexed by a prefix. NULLable columns walk too (NULL sorts
+// first). Of the indexes with a walkable first column it takes the one whose walkable columns
+// the index statistics say are the most distinct (the shortest runs of equal values: a chunk
+// cannot end inside such a run), then the one with more walkable columns. ok is false when no
+// index starts with a walkable column: the table is then copied in one chunk, and a replayed
+// change is found by a scan of the target.
 func (t *Info) ChunkKey() (Index, bool) {
-	var best *Index
-	for i := range t.Indexes {
-		ix := &t.Indexes[i]
-		if ix.Type != "BTREE" || len(ix.Columns) == 0 || ix.Columns[0].SubPart > 0 {
+	var best Index
+	var bestCard int64
+	for _, ix := range t.Indexes {
+		if ix.Type != "BTREE" {
 			continue
 		}
-		c, ok := t.Column(ix.Columns[0].Name)
-		if !ok || c.Nullable || c.Generated || c.IsRowID() || !c.IsInteger() {
+		n := 0
+		for _, kc := range ix.Columns {
+			c, ok := t.Column(kc.Name)
+			if !ok || kc.SubPart > 0 || c.ChunkOrder() == Unordered {
+				break
+			}
+			n++
+		}
+		if n == 0 {
 			continue
 		}
-		if best == nil || len(ix.Columns) < len(best.Columns) {
-			best = ix
+		card := ix.Columns[n-1].Cardinality
+		if ix.Unique && n == len(ix.Columns) && card == 0 {
+			card = t.Rows // a unique index with NULLable columns, not yet counted: nearly a row each
+		}
+		if len(best.Columns) == 0 || card > bestCard || card == bestCard && n > len(best.Columns) {
+			best, bestCard = ix, card
+			best.Columns = ix.Columns[:n:n]
 		}
 	}
-	if best == nil {
-		return Index{}, false
-	}
-	return *best, true
+	return best, len(best.Columns) > 0
 }
 
 // Keyless reports a table without a usable unique key (see CopyKey).
@@ -53,24 +66,42 @@ func (t *Info) addressKey() (Index, bool) {
 	return t.ChunkKey()
 }
 
-// keyless prepares s for a table without a unique key: ranges over the chunk key's first
-// column, or none (one range, the whole table).
+// keyless prepares s for a table without a unique key: ranges over the chunk key's walkable
+// columns, or none (one range, the whole table).
 func (s *SQL) keyless(src *Info) {
 	s.noKey = true
 	ix, ok := src.ChunkKey()
 	if !ok {
 		return
 	}
-	name := ix.Columns[0].Name
 	s.forceKey = "FORCE INDEX (" + dbconn.QuoteIdent(ix.Name) + ")"
-	s.key, s.keyNames = []string{dbconn.QuoteIdent(name)}, []string{name}
-	s.IntKeyCol = []bool{true}
-	s.intKey = true
-	for i, c := range src.CopyColumns() {
-		if strings.EqualFold(c.Name, name) {
-			s.keyPos = []int{i}
+	var cols []Column
+	for _, name := range ix.ColumnNames() {
+		c, _ := src.Column(name)
+		cols = append(cols, c)
+		s.key, s.keyNames = append(s.key, dbconn.QuoteIdent(name)), append(s.keyNames, name)
+		s.IntKeyCol = append(s.IntKeyCol, c.ChunkOrder() == OrderInt)
+		s.keyNull = append(s.keyNull, c.Nullable)
+		s.keyPH = append(s.keyPH, placeholder(c))
+		for i, cc := range src.CopyColumns() {
+			if strings.EqualFold(cc.Name, name) {
+				s.keyPos = append(s.keyPos, i)
+			}
 		}
 	}
+	s.intKey = len(s.key) == 1 && s.IntKeyCol[0] && !s.keyNull[0]
+	s.keyOrder = newKeyOrder(cols)
+}
+
+// placeholder is how a chunk-key value of c is sent in a range predicate: a DECIMAL's bound as
+// text would be compared with the column as a double (inexact past 15 digits), so it is cast to
+// the column's type.
+func placeholder(c Column) string {
+	if c.ChunkOrder() != OrderDecimal {
+		return "?"
+	}
+	t, _, _ := strings.Cut(strings.ToLower(c.ColumnType), " ") // without unsigned or zerofill
+	return "CAST(? AS " + t + ")"
 }
 
 // Keyless reports a source without a unique key: rows are addressed by content.

@@ -2,6 +2,7 @@ package table
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/enginemig/enginemig/internal/db/dbconn"
@@ -28,6 +29,9 @@ type SQL struct {
 
 	keyNames []string // unquoted key columns
 	noKey    bool     // no unique key: rows are addressed by content (keyless.go)
+	keyNull  []bool   // per key column: NULLable (a keyless table's chunk key may be)
+	keyOrder *KeyOrder
+	keyPH    []string // per key column, its placeholder in a range predicate (nil: all "?")
 	nullable []bool   // per copy column, for matching by content
 	binary   []bool   // per copy column: compared as bytes
 }
@@ -127,12 +131,12 @@ func (s *SQL) Where(r Range, alias string) (string, []any) {
 	conds := []string{}
 	var args []any
 	if r.Lo != nil {
-		conds = append(conds, AfterPredicate(key))
-		args = append(args, AfterArgs(r.Lo)...)
+		p, a := afterKey(key, s.keyPH, s.keyNull, r.Lo)
+		conds, args = append(conds, p), append(args, a...)
 	}
 	if r.Hi != nil {
-		conds = append(conds, "NOT "+AfterPredicate(key))
-		args = append(args, AfterArgs(r.Hi)...)
+		p, a := afterKey(key, s.keyPH, s.keyNull, r.Hi)
+		conds, args = append(conds, "NOT "+p), append(args, a...)
 	}
 	if len(conds) == 0 {
 		return "1=1", nil
@@ -275,9 +279,14 @@ func (s *SQL) DeleteMissing(r Range) (string, []any) {
 // keysIn matches n keys: `k` IN (...) for one column, OR-ed equalities otherwise, which the
 // range optimizer handles on every supported server version.
 func (s *SQL) keysIn(n int) string {
-	if len(s.key) == 1 {
+	nullable := slices.Contains(s.keyNull, true)
+	if len(s.key) == 1 && !nullable {
 		return s.key[0] + " IN (" + strings.TrimSuffix(strings.Repeat("?,", n), ",") + ")"
 	}
-	one := "(" + strings.Join(s.key, "=? AND ") + "=?)"
+	eq := "=?"
+	if nullable {
+		eq = " <=> ?" // a keyless chunk key may hold NULLs
+	}
+	one := "(" + strings.Join(s.key, eq+" AND ") + eq + ")"
 	return strings.TrimSuffix(strings.Repeat(one+" OR ", n), " OR ")
 }

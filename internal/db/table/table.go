@@ -30,6 +30,8 @@ type Column struct {
 	Collation  string `json:"collation,omitempty"`
 	// OctetLength is the maximum byte length of string types (CHARACTER_OCTET_LENGTH).
 	OctetLength int64 `json:"octet_length,omitempty"`
+	// CharLength is the maximum length in characters of string types (CHARACTER_MAXIMUM_LENGTH).
+	CharLength int64 `json:"char_length,omitempty"`
 	// Generated columns are computed by the server and must not be copied.
 	Generated bool `json:"generated,omitempty"`
 }
@@ -76,6 +78,9 @@ func (c Column) ComparesByCollation() bool {
 type IndexColumn struct {
 	Name    string `json:"name"`
 	SubPart int64  `json:"sub_part,omitempty"` // prefix length in characters, 0 for the whole column
+	// Cardinality is the index statistics' estimate of distinct values of the key parts up to
+	// this one (0: unknown).
+	Cardinality int64 `json:"cardinality,omitempty"`
 }
 
 // Index is one index of the table.
@@ -149,7 +154,7 @@ func Load(ctx context.Context, q Querier, schema, name string) (*Info, error) {
 
 func (t *Info) loadColumns(ctx context.Context, q Querier) error {
 	rows, err := q.QueryContext(ctx, `SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, IS_NULLABLE, EXTRA,
-		CHARACTER_SET_NAME, COLLATION_NAME, CHARACTER_OCTET_LENGTH, COALESCE(GENERATION_EXPRESSION, '')
+		CHARACTER_SET_NAME, COLLATION_NAME, CHARACTER_OCTET_LENGTH, CHARACTER_MAXIMUM_LENGTH, COALESCE(GENERATION_EXPRESSION, '')
 		FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION`, t.Schema, t.Name)
 	if err != nil {
 		return fmt.Errorf("read columns of %s: %w", t.QuotedName(), err)
@@ -159,12 +164,12 @@ func (t *Info) loadColumns(ctx context.Context, q Querier) error {
 		var c Column
 		var nullable, genExpr string
 		var charset, collation sql.NullString
-		var octets sql.NullInt64
-		if err := rows.Scan(&c.Name, &c.DataType, &c.ColumnType, &nullable, &c.Extra, &charset, &collation, &octets, &genExpr); err != nil {
+		var octets, chars sql.NullInt64
+		if err := rows.Scan(&c.Name, &c.DataType, &c.ColumnType, &nullable, &c.Extra, &charset, &collation, &octets, &chars, &genExpr); err != nil {
 			return err
 		}
 		c.Nullable = nullable == "YES"
-		c.Charset, c.Collation, c.OctetLength = charset.String, collation.String, octets.Int64
+		c.Charset, c.Collation, c.OctetLength, c.CharLength = charset.String, collation.String, octets.Int64, chars.Int64
 		extra := strings.ToUpper(c.Extra)
 		c.Generated = genExpr != "" || strings.Contains(extra, "GENERATED") || strings.Contains(extra, "VIRTUAL") || strings.Contains(extra, "PERSISTENT")
 		t.Columns = append(t.Columns, c)
@@ -173,7 +178,7 @@ func (t *Info) loadColumns(ctx context.Context, q Querier) error {
 }
 
 func (t *Info) loadIndexes(ctx context.Context, q Querier) error {
-	rows, err := q.QueryContext(ctx, `SELECT INDEX_NAME, NON_UNIQUE, INDEX_TYPE, SEQ_IN_INDEX, COLUMN_NAME, SUB_PART
+	rows, err := q.QueryContext(ctx, `SELECT INDEX_NAME, NON_UNIQUE, INDEX_TYPE, SEQ_IN_INDEX, COLUMN_NAME, SUB_PART, CARDINALITY
 		FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? ORDER BY INDEX_NAME, SEQ_IN_INDEX`, t.Schema, t.Name)
 	if err != nil {
 		return fmt.Errorf("read indexes of %s: %w", t.QuotedName(), err)
@@ -185,8 +190,8 @@ func (t *Info) loadIndexes(ctx context.Context, q Querier) error {
 		var name, typ string
 		var nonUnique, seq int
 		var col sql.NullString
-		var sub sql.NullInt64
-		if err := rows.Scan(&name, &nonUnique, &typ, &seq, &col, &sub); err != nil {
+		var sub, card sql.NullInt64
+		if err := rows.Scan(&name, &nonUnique, &typ, &seq, &col, &sub, &card); err != nil {
 			return err
 		}
 		ix := byName[name]
@@ -195,7 +200,7 @@ func (t *Info) loadIndexes(ctx context.Context, q Querier) error {
 			byName[name] = ix
 			order = append(order, name)
 		}
-		ix.Columns = append(ix.Columns, IndexColumn{Name: col.String, SubPart: sub.Int64})
+		ix.Columns = append(ix.Columns, IndexColumn{Name: col.String, SubPart: sub.Int64, Cardinality: card.Int64})
 	}
 	if err := rows.Err(); err != nil {
 		return err
