@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/enginemig/enginemig/internal/db/dbconn"
+	"github.com/enginemig/enginemig/internal/db/mdl"
 	"github.com/enginemig/enginemig/internal/db/table"
 )
 
@@ -78,6 +79,10 @@ type Copier struct {
 	order          Order
 	mark           Marker // keyless tables only (keyless.go)
 	wait           Waiter
+
+	lockerOnce sync.Once // keyless chunks' locks (keyless.go)
+	lockerVal  *mdl.Locker
+	lockerErr  error
 
 	copied   atomic.Int64
 	lockTime atomic.Int64 // total nanoseconds spent holding the source

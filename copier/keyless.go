@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/enginemig/enginemig/internal/db/dbconn"
+	"github.com/enginemig/enginemig/internal/db/mdl"
 	"github.com/enginemig/enginemig/internal/db/table"
 )
 
@@ -55,8 +56,12 @@ func (c *Copier) copyMarked(ctx context.Context, r table.Range) (ch chunkCopy, e
 // position marked there first, and unlocks. held is how long the tables were locked; copied
 // records the chunk's range as copied at the mark.
 func (c *Copier) underMark(ctx context.Context, conn *sql.Conn, lock, query string, args []any) (copied func(table.Range), res sql.Result, held time.Duration, err error) {
+	locker, err := c.locker(ctx)
+	if err != nil {
+		return nil, nil, 0, err
+	}
 	start := time.Now()
-	if _, err := conn.ExecContext(ctx, "LOCK TABLES "+lock); err != nil {
+	if err := locker.LockEventually(ctx, conn, "LOCK TABLES "+lock, keylessLockSpin); err != nil {
 		return nil, nil, 0, fmt.Errorf("lock for a keyless chunk: %w", err)
 	}
 	defer func() {
@@ -116,4 +121,17 @@ func (c *Copier) copyMarkedApart(ctx context.Context, r table.Range, released fu
 	c.staged.Add(1)
 	copied(r)
 	return ch, nil
+}
+
+// keylessLockSpin is how long a keyless chunk's lock is tried without queuing before it may queue
+// (mdl.Locker.LockEventually): the source is the application's table.
+const keylessLockSpin = time.Second
+
+// locker is the keyless chunks' mdl.Locker, made at the first chunk.
+func (c *Copier) locker(ctx context.Context) (*mdl.Locker, error) {
+	c.lockerOnce.Do(func() {
+		_, name := c.q.SourceTable()
+		c.lockerVal, c.lockerErr = mdl.New(ctx, c.writer, name)
+	})
+	return c.lockerVal, c.lockerErr
 }
