@@ -131,7 +131,7 @@ const keylessLockSpin = time.Second
 func (c *Copier) locker(ctx context.Context) (*mdl.Locker, error) {
 	c.lockerOnce.Do(func() {
 		_, name := c.q.SourceTable()
-		c.lockerVal, c.lockerErr = mdl.New(ctx, c.writer, name)
+		c.lockerVal, c.lockerErr = mdl.New(ctx, c.writer, name, c.q.Target())
 	})
 	return c.lockerVal, c.lockerErr
 }

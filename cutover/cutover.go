@@ -54,9 +54,6 @@ type Config struct {
 	// the target catches up (in the gated swap back: once the target caught up, just before the
 	// rename is sent).
 	OnLocked func()
-
-	// queueFrom: attempts may queue their lock from then on (lockTables); set by Run.
-	queueFrom time.Time
 }
 
 // Observer watches the cut-over from the runner.
@@ -160,7 +157,6 @@ func Run(ctx context.Context, db *sql.DB, sw Swap, target Target, cfg Config, re
 	backoff := cfg.Backoff
 	var lastErr error
 	lim := newLimit(cfg)
-	cfg.queueFrom = lim.start.Add(queueAfter)
 	retry := &retries{cfg: cfg, lim: lim}
 	defer retry.end()
 	if sw.Gate != "" {
@@ -301,7 +297,7 @@ func attempt(ctx context.Context, db *sql.DB, sw Swap, target Target, cfg Config
 	for _, l := range sw.LockWith {
 		lock += ", " + l
 	}
-	if err := lockTables(ctx, db, connA, idA, lock, cfg.LockWait, lockwait.Table{Schema: sw.Schema, Name: sw.From}, cfg); err != nil {
+	if err := lockTables(ctx, db, connA, idA, lock, cfg.LockWait, lockwait.Table{Schema: sw.Schema, Name: sw.From}); err != nil {
 		err = fmt.Errorf("lock %s within %s: %w", from, cfg.LockWait, err)
 		if me := (*mysql.MySQLError)(nil); errors.As(err, &me) && me.Number == errGTIDUnsafe {
 			return 0, "", &fatalError{err} // the same on every attempt

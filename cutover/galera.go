@@ -63,7 +63,7 @@ func attemptGalera(ctx context.Context, db *sql.DB, sw Swap, target Target, cfg 
 	for _, l := range sw.LockWith {
 		lock += ", " + l
 	}
-	if err := lockTables(ctx, db, connA, idA, lock, cfg.LockWait, lockwait.Table{Schema: sw.Schema, Name: sw.From}, cfg); err != nil {
+	if err := lockTables(ctx, db, connA, idA, lock, cfg.LockWait, lockwait.Table{Schema: sw.Schema, Name: sw.From}); err != nil {
 		return 0, "", fmt.Errorf("lock %s within %s: %w", sw.From, cfg.LockWait, err)
 	}
 	locked := time.Now()

@@ -76,12 +76,11 @@ func whileLocked(ctx context.Context, connA *sql.Conn, sw Swap, target Target, c
 }
 
 // lockTables takes a swap's locks (stmt) on conn within d. On MariaDB through mdl.Locker: tried
-// without waiting, so that it is never queued behind a transaction holding the table and never
-// closes a deadlock cycle with it (package mdl); the application never waits behind it either.
-// Only once the cut-over has tried that way for queueAfter, and mdl.Locker.MayQueue sees no
-// transaction between its statements, is an attempt queued (killed at d, lockWithDeadline): a
-// HANDLER kept open is closed by the server for a queued lock only. On MySQL always queued.
-func lockTables(ctx context.Context, db *sql.DB, conn *sql.Conn, connID int64, stmt string, d time.Duration, t lockwait.Table, cfg Config) error {
+// without waiting, so that it is never queued behind a session holding the table and never closes
+// a deadlock cycle with it (package mdl); the application never waits behind it either. A table
+// some session holds without a gap for d fails the attempt, which is tried again after the
+// backoff. On MySQL queued, killed at d (lockWithDeadline).
+func lockTables(ctx context.Context, db *sql.DB, conn *sql.Conn, connID int64, stmt string, d time.Duration, t lockwait.Table) error {
 	l, err := mdl.New(ctx, db, t.Name)
 	if err != nil {
 		return err
@@ -90,20 +89,13 @@ func lockTables(ctx context.Context, db *sql.DB, conn *sql.Conn, connID int64, s
 		return lockWithDeadline(ctx, db, conn, connID, stmt, d, t)
 	}
 	err = l.Lock(ctx, conn, stmt, d)
-	me := (*mysql.MySQLError)(nil)
-	if !errors.Is(err, mdl.ErrNotGranted) || !errors.As(err, &me) {
-		return err
+	if me := (*mysql.MySQLError)(nil); errors.Is(err, mdl.ErrNotGranted) && errors.As(err, &me) {
+		h := lockwait.FindHolders(ctx, db, lockwait.Session{ID: connID, State: "Waiting for table metadata lock", Time: d},
+			[]lockwait.Table{t}, func(id int64) bool { return id == connID })
+		return &notGranted{holders: h, err: me} // the server's last refusal: ErrLockNotGranted says the rest
 	}
-	if !cfg.queueFrom.IsZero() && time.Now().After(cfg.queueFrom) && l.MayQueue(ctx, conn) {
-		return lockWithDeadline(ctx, db, conn, connID, stmt, d, t)
-	}
-	h := lockwait.FindHolders(ctx, db, lockwait.Session{ID: connID, State: "Waiting for table metadata lock", Time: d},
-		[]lockwait.Table{t}, func(id int64) bool { return id == connID })
-	return &notGranted{holders: h, err: me} // the server's last refusal: ErrLockNotGranted says the rest
+	return err
 }
-
-// queueAfter is how long a cut-over tries its lock without queuing before an attempt may queue.
-const queueAfter = 10 * time.Second
 
 // lockWithDeadline runs stmt on conn and kills it if it has not got its lock within d, because
 // lock_wait_timeout has a resolution of seconds and we need a budget of milliseconds. A lock not

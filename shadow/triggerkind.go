@@ -26,7 +26,7 @@ func (k triggerKind) open(ctx context.Context, p *Pipeline) (Capture, error) {
 	if err := cfg.DB.QueryRowContext(ctx, "SELECT VERSION()").Scan(&version); err != nil {
 		return nil, err
 	}
-	locker, err := mdl.New(ctx, cfg.DB, cfg.Source.Name)
+	locker, err := mdl.New(ctx, cfg.DB, cfg.Source.Name, p.q.Target())
 	if err != nil {
 		return nil, err
 	}

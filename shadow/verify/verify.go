@@ -127,7 +127,7 @@ func Run(ctx context.Context, db *sql.DB, q *table.SQL, chunks *copier.Chunker, 
 		cfg.Logger = dbconn.Logger(nil)
 	}
 	_, name := q.SourceTable()
-	locker, err := mdl.New(ctx, db, name)
+	locker, err := mdl.New(ctx, db, name, q.Target())
 	if err != nil {
 		return Result{}, err
 	}

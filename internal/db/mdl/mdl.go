@@ -17,9 +17,8 @@
 //     again after a moment until it is granted or the caller's time is spent. A request that
 //     never waits is never in a cycle, and the application never waits behind it either. On a
 //     table some session holds without a pause the tries find no gap: the caller decides (the
-//     cut-over tries again later, and queues once it has tried for a while; LockEventually
-//     queues), and only where MayQueue sees no transaction holding anything between its
-//     statements.
+//     cut-over tries again later; LockEventually, for verification and copy chunks, queues where
+//     MayQueue sees no sign of a transaction).
 //   - MySQL has no NOWAIT for LOCK TABLES and no lock wait under a second: the lock queues as
 //     before, and such a transaction can still meet it (docs/runbook.md, "Open transactions and
 //     the cut-over"). Looking at performance_schema.metadata_locks first and taking the lock back
@@ -51,15 +50,17 @@ const (
 type Locker struct {
 	mode   mode
 	tables []string
+	ours   []string // marks of enginemig's own statements (MayQueue)
 }
 
 // ErrNotGranted: the lock was not granted within the time allowed.
 var ErrNotGranted = errors.New("table lock not granted in time")
 
-// New prepares a Locker for LOCK TABLES statements on the tables named (for messages): it reads
-// the server's kind.
-func New(ctx context.Context, db *sql.DB, tables ...string) (*Locker, error) {
-	l := &Locker{tables: tables}
+// New prepares a Locker for LOCK TABLES statements on the application's table (named for
+// messages); ours are the qualified names of enginemig's own tables there (the target), which
+// every statement of enginemig's writing sessions names (MayQueue). It reads the server's kind.
+func New(ctx context.Context, db *sql.DB, table string, ours ...string) (*Locker, error) {
+	l := &Locker{tables: []string{table}, ours: ours}
 	var version string
 	if err := db.QueryRowContext(ctx, "SELECT VERSION()").Scan(&version); err != nil {
 		return nil, fmt.Errorf("server version: %w", err)
@@ -136,19 +137,29 @@ func (l *Locker) LockEventually(ctx context.Context, conn *sql.Conn, stmt string
 	}
 }
 
-// MayQueue looks for a sign that queuing a lock now could close a cycle: InnoDB's list of
-// transactions showing one idle between its statements (a transaction holds what it used until
-// it ends), looked at a few times over a few milliseconds. Without one, the sessions that kept
-// the tries out hold the table for a statement each (writers flat out, each waiting for the table
-// lock with its metadata lock held), or through a HANDLER, which the server closes for a queued
-// lock but not for a try: queuing is then what gets the lock. A transaction that writes only
-// MyISAM tables leaves no sign, and can still meet a queued lock on such a table. An unreadable
-// list counts as a sign.
+// MayQueue looks for a sign that queuing a lock now could close a cycle: a transaction of the
+// application open in InnoDB (listed in INNODB_TRX, between its statements or running one that
+// does not name enginemig's own tables), looked at a few times over a few milliseconds. Without
+// one, the sessions that kept the tries out hold the table for a statement each (writers flat out
+// on a MyISAM table, each waiting for the table lock with its metadata lock held), or through a
+// HANDLER, which the server closes for a queued lock but not for a try: queuing is then what gets
+// the lock. A transaction that writes only MyISAM tables leaves no sign, and can still meet a
+// queued lock on such a table. An unreadable list counts as a sign.
 func (l *Locker) MayQueue(ctx context.Context, conn *sql.Conn) bool {
+	q := `SELECT COUNT(*) FROM information_schema.INNODB_TRX WHERE trx_mysql_thread_id <> CONNECTION_ID() AND (trx_query IS NULL`
+	args := []any{}
+	if len(l.ours) > 0 {
+		q += " OR (" + strings.TrimSuffix(strings.Repeat("INSTR(trx_query, ?) = 0 AND ", len(l.ours)), " AND ") + ")"
+		for _, o := range l.ours {
+			args = append(args, o)
+		}
+	} else {
+		q += " OR TRUE"
+	}
+	q += ")"
 	for i := 0; i < 5; i++ {
 		var n int
-		if err := conn.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.INNODB_TRX
-			WHERE trx_query IS NULL AND trx_mysql_thread_id <> CONNECTION_ID()`).Scan(&n); err != nil || n > 0 {
+		if err := conn.QueryRowContext(ctx, q, args...).Scan(&n); err != nil || n > 0 {
 			return false
 		}
 		time.Sleep(2 * time.Millisecond)
