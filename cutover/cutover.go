@@ -298,7 +298,7 @@ func attempt(ctx context.Context, db *sql.DB, sw Swap, target Target, cfg Config
 		lock += ", " + l
 	}
 	if err := lockTables(ctx, db, connA, idA, lock, cfg.LockWait, lockwait.Table{Schema: sw.Schema, Name: sw.From}); err != nil {
-		err = fmt.Errorf("lock %s within %s: %w", from, cfg.LockWait, err)
+		err = fmt.Errorf("lock %s: %w", from, err)
 		if me := (*mysql.MySQLError)(nil); errors.As(err, &me) && me.Number == errGTIDUnsafe {
 			return 0, "", &fatalError{err} // the same on every attempt
 		}

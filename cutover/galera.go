@@ -64,7 +64,7 @@ func attemptGalera(ctx context.Context, db *sql.DB, sw Swap, target Target, cfg 
 		lock += ", " + l
 	}
 	if err := lockTables(ctx, db, connA, idA, lock, cfg.LockWait, lockwait.Table{Schema: sw.Schema, Name: sw.From}); err != nil {
-		return 0, "", fmt.Errorf("lock %s within %s: %w", sw.From, cfg.LockWait, err)
+		return 0, "", fmt.Errorf("lock %s: %w", sw.From, err)
 	}
 	locked := time.Now()
 	unlock, pos, err := whileLocked(ctx, connA, sw, target, cfg, rec)

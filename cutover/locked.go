@@ -78,24 +78,33 @@ func whileLocked(ctx context.Context, connA *sql.Conn, sw Swap, target Target, c
 // lockTables takes a swap's locks (stmt) on conn within d. On MariaDB through mdl.Locker: tried
 // without waiting, so that it is never queued behind a session holding the table and never closes
 // a deadlock cycle with it (package mdl); the application never waits behind it either. A table
-// some session holds without a gap for d fails the attempt, which is tried again after the
-// backoff. On MySQL queued, killed at d (lockWithDeadline).
+// some session holds without a gap for triesFor (or d, if longer) fails the attempt, which is
+// tried again after the backoff. On MySQL queued, killed at d (lockWithDeadline).
 func lockTables(ctx context.Context, db *sql.DB, conn *sql.Conn, connID int64, stmt string, d time.Duration, t lockwait.Table) error {
 	l, err := mdl.New(ctx, db, t.Name)
 	if err != nil {
 		return err
 	}
 	if l.Queues() {
-		return lockWithDeadline(ctx, db, conn, connID, stmt, d, t)
+		if err := lockWithDeadline(ctx, db, conn, connID, stmt, d, t); err != nil {
+			return fmt.Errorf("within %s: %w", d, err)
+		}
+		return nil
 	}
-	err = l.Lock(ctx, conn, stmt, d)
+	// The tries hold up nobody, so they go on longer than a queued lock may wait.
+	spin := max(d, triesFor)
+	err = l.Lock(ctx, conn, stmt, spin)
 	if me := (*mysql.MySQLError)(nil); errors.Is(err, mdl.ErrNotGranted) && errors.As(err, &me) {
-		h := lockwait.FindHolders(ctx, db, lockwait.Session{ID: connID, State: "Waiting for table metadata lock", Time: d},
+		h := lockwait.FindHolders(ctx, db, lockwait.Session{ID: connID, State: "Waiting for table metadata lock", Time: spin},
 			[]lockwait.Table{t}, func(id int64) bool { return id == connID })
-		return &notGranted{holders: h, err: me} // the server's last refusal: ErrLockNotGranted says the rest
+		return fmt.Errorf("tried for %s: %w", spin, &notGranted{holders: h, err: me}) // the server's last refusal: ErrLockNotGranted says the rest
 	}
 	return err
 }
+
+// triesFor is how long an attempt tries a lock that does not queue: a table written without a
+// pause (a procedure's loop) leaves a gap only now and then.
+const triesFor = 2 * time.Second
 
 // lockWithDeadline runs stmt on conn and kills it if it has not got its lock within d, because
 // lock_wait_timeout has a resolution of seconds and we need a budget of milliseconds. A lock not
