@@ -35,7 +35,7 @@ func (in *TableInput) selectsOn() []Digest {
 	}
 	var out []Digest
 	for _, d := range in.Server.Digests {
-		if workload.Kind(d.Text) != "SELECT" || digestForceIndexRe.MatchString(d.Text) {
+		if workload.Kind(d.Text) != "SELECT" || workload.OwnRead(d.Text) {
 			continue
 		}
 		for _, r := range workload.Tables(d.Text, d.Schema) {
@@ -47,9 +47,6 @@ func (in *TableInput) selectsOn() []Digest {
 	}
 	return out
 }
-
-// digestForceIndexRe: enginemig's own reads name their index (its chunks, checksums and samples).
-var digestForceIndexRe = regexp.MustCompile(`(?i)\bFORCE INDEX\b`)
 
 func checkLimitWithoutOrderBy(in *TableInput) []Finding {
 	var out []Finding

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"regexp"
 	"strings"
 
 	"github.com/enginemig/enginemig/internal/db/dbconn"
@@ -19,10 +18,8 @@ import (
 var ErrNoExamples = errors.New("performance_schema keeps no literal statements (events_statements_history_long is off)")
 
 // FromServer reads literal examples of the statements on schema.table from performance_schema
-// (digests, with examples from events_statements_history_long). The history has enginemig's own
-// reads too (a plan's sample, an earlier run's chunks and checksums), which all name their index
-// with FORCE INDEX: statements that do are left out (an application's own such statement is
-// checked when given in a file).
+// (digests, with examples from events_statements_history_long), enginemig's own reads left out
+// (workload.OwnRead).
 func FromServer(ctx context.Context, q dbconn.Querier, schema, table string) ([]string, error) {
 	c, err := workload.FromDigests(ctx, q, schema, table, 0)
 	if err != nil {
@@ -30,15 +27,13 @@ func FromServer(ctx context.Context, q dbconn.Querier, schema, table string) ([]
 	}
 	kept := c.Statements[:0]
 	for _, st := range c.Statements {
-		if !forceIndexRe.MatchString(st.Text) {
+		if !workload.OwnRead(st.Text) {
 			kept = append(kept, st)
 		}
 	}
 	c.Statements = kept
 	return examples(c, true)
 }
-
-var forceIndexRe = regexp.MustCompile(`(?i)\bFORCE\s+INDEX\b`)
 
 // FromLog reads literal statements on schema.table from a slow or general query log.
 func FromLog(path, schema, table string) ([]string, error) {

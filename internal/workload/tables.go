@@ -1,6 +1,9 @@
 package workload
 
-import "strings"
+import (
+	"regexp"
+	"strings"
+)
 
 // TableName is a table a statement refers to.
 type TableName struct {
@@ -118,3 +121,13 @@ func ReadOnly(text string) bool {
 	}
 	return true
 }
+
+// ownReadRe: enginemig's own reads of a table (copy chunks, checksums, samples) all name their
+// index with FORCE INDEX.
+var ownReadRe = regexp.MustCompile(`(?i)\bFORCE\s+INDEX\b`)
+
+// OwnRead reports a statement (literal or digest text) shaped like enginemig's own reads, which
+// the statement history holds beside the application's: they are left out of what is checked as
+// the application's (an application's own FORCE INDEX statement is then missed, unless given in a
+// file).
+func OwnRead(text string) bool { return ownReadRe.MatchString(text) }
