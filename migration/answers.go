@@ -81,7 +81,7 @@ func (m *migrator) answersGate(ctx context.Context) error {
 // for one answers as before: without them InnoDB's own, shorter list would apply. Where they cannot
 // be found, InnoDB's own apply, and the log says so.
 func (m *migrator) createShadow(ctx context.Context) error {
-	st, err := answers.PrepareStopwords(ctx, m.db, m.ti, m.opts.StateSchema, answers.DefaultScratchDB)
+	st, err := answers.PrepareStopwords(ctx, m.db, m.ti, m.opts.StateSchema, m.opts.StateSchema) // no database of its own to need CREATE on
 	switch {
 	case err != nil:
 		m.log.Warn("the shadow's FULLTEXT indexes use InnoDB's own stopwords: MyISAM's could not be found", "error", err)

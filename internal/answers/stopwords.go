@@ -97,11 +97,11 @@ func tableWords(ctx context.Context, db *sql.DB, ti *table.Info, maxRows int64) 
 
 // myisamStopwords asks MyISAM which of words it ignores (see above), through a probe table in
 // scratch, and returns them sorted.
-func myisamStopwords(ctx context.Context, db *sql.DB, scratch string, words wordSet) ([]string, error) {
+func myisamStopwords(ctx context.Context, db *sql.DB, scratch, table string, words wordSet) ([]string, error) {
 	if len(words) == 0 {
 		return nil, nil
 	}
-	probe := dbconn.QualifiedName(scratch, "_answers_stopword_probe")
+	probe := dbconn.QualifiedName(scratch, strings.TrimSuffix(stopwordTableName(table), "_ftstop")+"_ftprobe") // one per table: runs side by side (--parallel)
 	for _, s := range []string{"CREATE DATABASE IF NOT EXISTS " + dbconn.QuoteIdent(scratch), "DROP TABLE IF EXISTS " + probe,
 		"CREATE TABLE " + probe + " (w VARCHAR(84) NOT NULL, FULLTEXT (w)) ENGINE=MyISAM DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin"} {
 		if _, err := db.ExecContext(ctx, s); err != nil {
@@ -165,7 +165,7 @@ func PrepareStopwords(ctx context.Context, db *sql.DB, ti *table.Info, into, scr
 	if err != nil {
 		return "", fmt.Errorf("read the table's words: %w", err)
 	}
-	stop, err := myisamStopwords(ctx, db, scratch, words)
+	stop, err := myisamStopwords(ctx, db, scratch, ti.Name, words)
 	if err != nil {
 		return "", err
 	}
