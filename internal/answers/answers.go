@@ -76,7 +76,7 @@ func Check(ctx context.Context, db *sql.DB, p *Pair, schema, table string, stmts
 			}
 		}
 	}
-	ws, err := probeWords(ctx, db, p.Schema, all)
+	ws, err := probeWords(ctx, db, p.Schema, strings.TrimSuffix(p.MyISAM, "_myisam"), all) // names stay under 64 characters
 	if err != nil {
 		return rep, err
 	}

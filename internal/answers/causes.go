@@ -39,7 +39,7 @@ type words struct {
 }
 
 // probeWords builds the probes for every word of the statements' searches.
-func probeWords(ctx context.Context, db *sql.DB, scratch string, all []string) (*words, error) {
+func probeWords(ctx context.Context, db *sql.DB, scratch, prefix string, all []string) (*words, error) {
 	w := &words{myisam: map[string]bool{}, innodb: map[string]bool{}}
 	if len(all) == 0 {
 		return w, nil
@@ -48,7 +48,7 @@ func probeWords(ctx context.Context, db *sql.DB, scratch string, all []string) (
 		return nil, fmt.Errorf("full-text settings: %w", err)
 	}
 	for _, engine := range []string{"MyISAM", "InnoDB"} {
-		probe := dbconn.QualifiedName(scratch, "_answers_probe_"+strings.ToLower(engine))
+		probe := dbconn.QualifiedName(scratch, prefix+"_probe_"+strings.ToLower(engine)) // the pair's: checks side by side
 		stmts := []string{"DROP TABLE IF EXISTS " + probe,
 			"CREATE TABLE " + probe + " (id INT AUTO_INCREMENT PRIMARY KEY, w VARCHAR(200), FULLTEXT (w)) ENGINE=" + engine + " DEFAULT CHARSET=utf8mb4"}
 		for _, s := range stmts {
