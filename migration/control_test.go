@@ -177,9 +177,10 @@ func TestMetricsScrapedDuringMigration(t *testing.T) {
 	go func() { _, err := Run(context.Background(), db, opts); done <- err }()
 	url := "http://" + <-addr + "/metrics"
 	served.Store(url)
-	body := scrapeUntil(t, url, `stage="postponed"`)
-	if !strings.Contains(body, `enginemig_blocked{on="postponed",schema=`) {
-		t.Errorf("no postponed wait in the metrics:\n%s", body)
+	// The stage turns "postponed" a moment before the wait is registered: wait for the wait.
+	body := scrapeUntil(t, url, `enginemig_blocked{on="postponed",schema=`)
+	if !strings.Contains(body, `stage="postponed"`) {
+		t.Errorf("the postponed wait is not in stage postponed:\n%s", body)
 	}
 	sandboxtest.MustExec(t, sdb, "INSERT INTO t VALUES (5000, 1)")
 	lagged := scrapeUntil(t, url, "enginemig_capture_lag_seconds{", func(v float64) bool { return v >= 1 })
