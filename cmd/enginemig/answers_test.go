@@ -87,3 +87,33 @@ func TestAnswersCommand(t *testing.T) {
 		t.Fatalf("apply with the statement accepted left the table %s", engine)
 	}
 }
+
+// `enginemig answers --native` compares with what a plain ALTER TABLE ... ENGINE=InnoDB would
+// answer: a search for a word MyISAM ignores (a stopword of its list, not of InnoDB's) answers the
+// same on apply's shadow, whose FULLTEXT index keeps MyISAM's stopwords, and differently on the
+// native table, whose index keeps InnoDB's.
+func TestAnswersCommandNative(t *testing.T) {
+	srv := sandboxtest.ForTest(t, sandbox.Options{})
+	schema, db := sandboxtest.FreshDatabase(t, srv)
+	// "because" is in a tenth of the rows (far from the 50% threshold) and on MyISAM's stopword
+	// list, not InnoDB's.
+	sandboxtest.MustExec(t, db, "CREATE TABLE articles (id INT PRIMARY KEY, body TEXT, FULLTEXT (body)) ENGINE=MyISAM",
+		"INSERT INTO articles SELECT seq, IF(seq % 10 = 0, CONCAT('closed because spam ', seq), CONCAT('ordinary words ', seq)) FROM "+sandboxtest.Seq(200))
+	dir := t.TempDir()
+	empty, stmts := filepath.Join(dir, "my.cnf"), filepath.Join(dir, "statements.sql")
+	search := "SELECT id FROM articles WHERE MATCH (body) AGAINST ('because')"
+	for path, text := range map[string]string{empty: "", stmts: search + ";\n"} {
+		if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	args := []string{"answers", "--defaults-file", empty, "--host", "127.0.0.1", "--port", strconv.Itoa(srv.Port), "--user", "root",
+		"--ssl-mode", "DISABLED", "--database", schema, "--table", "articles", "--statements", stmts}
+	if out, code := runCLI(t, args...); code != outcome.OK {
+		t.Fatalf("against apply's shadow: want exit 0 (the same answer), got exit %d:\n%s", code, out)
+	}
+	out, code := runCLI(t, append(args, "--native")...)
+	if code != outcome.GateFailed || !strings.Contains(out, search) || !strings.Contains(out, "fulltext-stopword") {
+		t.Fatalf("--native: want exit 5 naming the search with cause fulltext-stopword, got exit %d:\n%s", code, out)
+	}
+}
