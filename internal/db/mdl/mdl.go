@@ -139,7 +139,7 @@ func (l *Locker) LockEventually(ctx context.Context, conn *sql.Conn, stmt string
 
 // MayQueue looks for a sign that queuing a lock now could close a cycle: a transaction of the
 // application open in InnoDB (listed in INNODB_TRX, between its statements or running one that
-// does not name enginemig's own tables), looked at a few times over a few milliseconds. Without
+// does not name enginemig's own tables), looked at twice over 150 ms. Without
 // one, the sessions that kept the tries out hold the table for a statement each (writers flat out
 // on a MyISAM table, each waiting for the table lock with its metadata lock held), or through a
 // HANDLER, which the server closes for a queued lock but not for a try: queuing is then what gets
@@ -157,12 +157,17 @@ func (l *Locker) MayQueue(ctx context.Context, conn *sql.Conn) bool {
 		q += " OR TRUE"
 	}
 	q += ")"
-	for i := 0; i < 5; i++ {
+	// The server fills INNODB_TRX's rows again only when nobody read them in the last 100 ms: a
+	// first look may show the list as it was long ago; the second, 150 ms later, shows it as it
+	// is (unless another session reads the list more often than that).
+	for i := 0; i < 2; i++ {
+		if i > 0 {
+			time.Sleep(150 * time.Millisecond)
+		}
 		var n int
 		if err := conn.QueryRowContext(ctx, q, args...).Scan(&n); err != nil || n > 0 {
 			return false
 		}
-		time.Sleep(2 * time.Millisecond)
 	}
 	return true
 }

@@ -92,3 +92,71 @@ func TestLockNeverFailsAnOpenTransaction(t *testing.T) {
 		})
 	}
 }
+
+// MayQueue sees an application transaction open between its statements, and does not count one
+// of enginemig's own statements (one that names the Locker's own tables) as such a sign. MySQL
+// always queues: there MayQueue is not asked.
+func TestMayQueueSeesOpenTransactionsButNotEnginemigsOwn(t *testing.T) {
+	if f, _ := sandboxtest.Flavour(); f.MySQL() {
+		t.Skip("MySQL: every lock queues (package comment); MayQueue is MariaDB's")
+	}
+	srv := sandboxtest.ForTest(t, sandbox.Options{})
+	schema, db := sandboxtest.FreshDatabase(t, srv)
+	sandboxtest.MustExec(t, db, "CREATE TABLE t (id INT PRIMARY KEY) ENGINE=MyISAM", "CREATE TABLE _t_new (id INT PRIMARY KEY) ENGINE=InnoDB",
+		"CREATE TABLE other (id INT PRIMARY KEY) ENGINE=InnoDB", "INSERT INTO other VALUES (1)")
+	ctx := context.Background()
+	own := "`" + schema + "`.`_t_new`"
+	l, err := mdl.New(ctx, db, "t", own)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conns := make([]*sql.Conn, 2)
+	for i := range conns {
+		if conns[i], err = db.Conn(ctx); err != nil {
+			t.Fatal(err)
+		}
+		defer conns[i].Close()
+	}
+	if !l.MayQueue(ctx, conns[0]) {
+		t.Fatal("no transaction open: MayQueue says no")
+	}
+	app := conns[1]
+	if _, err := app.ExecContext(ctx, "BEGIN"); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := app.QueryRowContext(ctx, "SELECT COUNT(*) FROM other").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if l.MayQueue(ctx, conns[0]) {
+		t.Fatal("an application transaction is open between its statements: MayQueue says yes")
+	}
+	if _, err := app.ExecContext(ctx, "COMMIT"); err != nil {
+		t.Fatal(err)
+	}
+	// enginemig's own statement, running (a chunk's INSERT ... SELECT into the shadow: InnoDB
+	// lists its transaction from its first row on).
+	done := make(chan error, 1)
+	go func() {
+		_, err := app.ExecContext(ctx, "INSERT INTO "+own+" SELECT seq FROM seq_1_to_5 WHERE SLEEP(0.4) = 0")
+		done <- err
+	}()
+	// (Looks 150 ms apart: the server fills the list again only when nobody read it for 100 ms.)
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(150 * time.Millisecond) {
+		if err := conns[0].QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.INNODB_TRX WHERE INSTR(trx_query, ?) > 0", own).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("enginemig's statement never showed in INNODB_TRX")
+		}
+	}
+	if !l.MayQueue(ctx, conns[0]) {
+		t.Error("only enginemig's own statement runs: MayQueue says no")
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
