@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -71,15 +70,11 @@ func TestMediaWikiConvertsUnderItsOwnTraffic(t *testing.T) {
 
 	reportLoad(t, l, beforeFrom, beforeTo, applyFrom, applyTo)
 	logged := w.appErrors(t)
-	if known := knownDefect(logged, len(l.failures)); known > 0 {
-		t.Logf("KNOWN DEFECT (docs/runbook.md, \"Open transactions and the cut-over\"): %d request(s) failed with error 1412, a transaction older than a shadow's index build reading the table after its swap:\n%s", known, strings.Join(l.failures, "\n"))
-	} else {
-		if len(l.failures) > 0 {
-			t.Errorf("%d requests failed (0 allowed):\n%s", len(l.failures), strings.Join(l.failures, "\n"))
-		}
-		if logged != "" {
-			t.Errorf("MediaWiki logged errors (0 allowed):\n%s", logged)
-		}
+	if len(l.failures) > 0 {
+		t.Errorf("%d requests failed (0 allowed):\n%s", len(l.failures), strings.Join(l.failures, "\n"))
+	}
+	if logged != "" {
+		t.Errorf("MediaWiki logged errors (0 allowed):\n%s", logged)
 	}
 	checkEditsReadBack(t, l)
 	checkSearchFindsEveryPage(t, l)
@@ -148,35 +143,4 @@ func runEnginemig(bin string, args ...string) (string, error) {
 	defer cancel()
 	out, err := exec.CommandContext(ctx, bin, args...).CombinedOutput()
 	return string(out), err
-}
-
-// dbErrorRe finds the error codes in MediaWiki's logs.
-var dbErrorRe = regexp.MustCompile(`\bError (\d{4})\b`)
-
-// knownDefect returns how many failures the open defect accounts for: every line of MediaWiki's
-// logs that names an error or an exception (stack frames aside) is error 1412 ("Table definition
-// has changed": a transaction whose read view is older than a shadow's index build reads the table
-// once it is swapped in), and the DB error log has at least as many of them as requests failed. 0
-// when anything else was logged or failed: that fails the test.
-func knownDefect(logged string, failures int) int {
-	n := 0
-	for _, line := range strings.Split(logged, "\n") {
-		if strings.HasPrefix(strings.TrimSpace(line), "#") || !strings.Contains(strings.ToLower(line), "error") && !strings.Contains(strings.ToLower(line), "exception") {
-			continue
-		}
-		if strings.HasSuffix(line, ".log:") {
-			continue
-		}
-		m := dbErrorRe.FindStringSubmatch(line)
-		if m == nil || m[1] != "1412" {
-			return 0
-		}
-		if strings.Contains(line, "Error 1412 from ") {
-			n++
-		}
-	}
-	if n == 0 || failures > n {
-		return 0
-	}
-	return n
 }
