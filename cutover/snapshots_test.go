@@ -40,7 +40,7 @@ func snapshotOf(t *testing.T, db *sql.DB) (*sql.Conn, int64) {
 // The swap of an InnoDB table waits for a transaction that began before it until the
 // transaction ends, but not for one open longer than the bound, which it names in a warning
 // instead. The bound is 2 s here (10 s by default) to keep the test short.
-func TestSwapWaitsForYoungerTransactionsOnly(t *testing.T) {
+func TestCutoverWaitsForYoungerTransactionsOnly(t *testing.T) {
 	schema, db := setup(t)
 	old, oldID := snapshotOf(t, db)
 	defer old.Close()
@@ -102,7 +102,7 @@ func TestOlderTransactionsNeedsAFreshList(t *testing.T) {
 	defer conn.Close()
 	stale := 0
 	for i := 0; i < 5; i++ {
-		_, older, fresh, err := olderTransactions(context.Background(), conn, 0)
+		older, fresh, err := transactions(context.Background(), conn)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -3,6 +3,7 @@ package realapp
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -69,6 +70,7 @@ func TestMediaWikiConvertsUnderItsOwnTraffic(t *testing.T) {
 	t.Logf("apply --plan converted %d tables in %v", strings.Count(out, " converted: "), applyTo.Sub(applyFrom).Round(100*time.Millisecond))
 
 	reportLoad(t, l, beforeFrom, beforeTo, applyFrom, applyTo)
+	t.Logf("cut-overs that waited for older transactions: %s", snapshotWaits(out))
 	logged := w.appErrors(t)
 	if len(l.failures) > 0 {
 		t.Errorf("%d requests failed (0 allowed):\n%s", len(l.failures), strings.Join(l.failures, "\n"))
@@ -113,6 +115,29 @@ func cutoverLines(out string) string {
 		}
 	}
 	return strings.Join(lines, "\n")
+}
+
+// snapshotWaits sums up apply's waits for transactions older than a cut-over: how many cut-overs
+// waited, for how long in all and at most, and how many went ahead past a transaction open too long.
+func snapshotWaits(out string) string {
+	var n, outlasted int
+	var total, longest time.Duration
+	for _, line := range strings.Split(out, "\n") {
+		if strings.Contains(line, "swapping with transactions open since before the cut-over") {
+			outlasted++
+		}
+		if !strings.Contains(line, `msg="transactions older than the cut-over have ended"`) {
+			continue
+		}
+		_, waited, _ := strings.Cut(line, " waited=")
+		d, err := time.ParseDuration(strings.Fields(waited + " ")[0])
+		if err != nil {
+			continue
+		}
+		n, total, longest = n+1, total+d, max(longest, d)
+	}
+	return fmt.Sprintf("%d, %s in all, at most %s; %d went ahead past a transaction open longer than the bound", n,
+		total.Round(time.Millisecond), longest.Round(time.Millisecond), outlasted)
 }
 
 // buildEnginemig builds the CLI the test runs, as users run it.
