@@ -29,15 +29,17 @@ import (
 // transaction is known by its session and the second it began: a session's next transaction
 // begun within the same second passes for the same one, which only lengthens the wait (its id
 // would not do: a read-only transaction's changes when it first writes). Only REPEATABLE READ
-// transactions keep a snapshot between statements, and a single autocommit statement's ends with
-// it. The server refills that list only after 100 ms in which nobody read it, so each look runs in
-// a transaction of its own, which the list must show for the look to count: a list left stale by
-// frequent readers is never taken for a fresh one.
+// transactions keep a snapshot between statements, a single autocommit statement's ends with it,
+// and the server's own (session 0) read no application table. The server refills that list only
+// after 100 ms in which nobody read it, so each look runs in a transaction of its own, which the
+// list must show for the look to count: a list left stale by frequent readers is never taken for
+// a fresh one.
 const (
 	snapshotPoll   = 200 * time.Millisecond
 	snapshotLookup = `SELECT trx_mysql_thread_id, UNIX_TIMESTAMP(trx_started), UNIX_TIMESTAMP(), trx_mysql_thread_id = CONNECTION_ID()
 		FROM information_schema.INNODB_TRX
-		WHERE trx_mysql_thread_id = CONNECTION_ID() OR (trx_isolation_level = 'REPEATABLE READ' AND trx_autocommit_non_locking = 0)`
+		WHERE trx_mysql_thread_id = CONNECTION_ID()
+		OR (trx_mysql_thread_id > 0 AND trx_isolation_level = 'REPEATABLE READ' AND trx_autocommit_non_locking = 0)`
 )
 
 // openTrx is a transaction of another session.
