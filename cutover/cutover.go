@@ -36,6 +36,9 @@ type Config struct {
 	// LongQuery: queries on the table running longer than this make an attempt wait, because a
 	// lock request queued behind them would block every new query until they finish.
 	LongQuery time.Duration
+	// SnapshotWait: before the swap of an InnoDB table, each transaction that began before the
+	// cut-over is waited for until it ends or has been open this long (snapshots.go; 0: none).
+	SnapshotWait time.Duration
 	// Logger receives notable events (attempt failed, waiting for a query); nil discards them.
 	Logger *slog.Logger
 	// Observer, when set, is told of waits before an attempt and of each attempt's end, for the
@@ -73,10 +76,15 @@ var ErrLockNotGranted = errors.New("lock not granted in time")
 // waiting for, and a failed attempt costs the application at most LockWait.
 const DefaultTimeout = time.Hour
 
+// DefaultSnapshotWait is the age up to which a transaction open since before the cut-over is
+// waited for: far longer than a web request's transaction, short enough that one left open for
+// good costs each table of a whole-database run no more than this.
+const DefaultSnapshotWait = 10 * time.Second
+
 // DefaultConfig keeps each attempt's stall to a few hundred milliseconds.
 func DefaultConfig() Config {
 	return Config{LockWait: 300 * time.Millisecond, CatchUp: 500 * time.Millisecond, Timeout: DefaultTimeout,
-		Backoff: 500 * time.Millisecond, LongQuery: 200 * time.Millisecond}
+		Backoff: 500 * time.Millisecond, LongQuery: 200 * time.Millisecond, SnapshotWait: DefaultSnapshotWait}
 }
 
 // Target is what the swap needs from whatever keeps To current (package shadow).
@@ -161,6 +169,9 @@ func Run(ctx context.Context, db *sql.DB, sw Swap, target Target, cfg Config, re
 	defer retry.end()
 	if sw.Gate != "" {
 		defer dropGates(context.WithoutCancel(ctx), db, sw, cfg.Logger)
+	}
+	if err := waitForOlderSnapshots(ctx, db, sw, cfg, lim); err != nil {
+		return res, err
 	}
 	for cfg.Attempts <= 0 || res.Attempts < cfg.Attempts {
 		if lim.passed() {

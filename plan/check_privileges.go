@@ -85,7 +85,7 @@ func checkServerPrivileges(s *ServerInfo) []Finding {
 func optionalPrivileges(s *ServerInfo) []Finding {
 	var costs, grants []string
 	if !s.Grants.Has("PROCESS", "", "") {
-		cost := "PROCESS: the cut-over cannot see long-running queries on the table, so its lock request may queue behind one and stall the application until it ends"
+		cost := "PROCESS: the cut-over cannot see long-running queries on the table, so its lock request may queue behind one and stall the application until it ends; nor the transactions that began before it, so one that reads the table after the swap may get error 1412"
 		if s.Galera != nil {
 			cost += ", nor, on this Galera node, the application's statements queued behind someone's lock of the table, one of which the server may then abort (error 1689) when an attempt asks for the table"
 		}

@@ -59,6 +59,7 @@ func applyCommand() *cli.Command {
 			&cli.IntFlag{Name: "cutover-attempts", Value: def.Attempts, Usage: "cut-over attempts before giving up as at --cutover-timeout (0: no limit but the timeout)"},
 			&cli.DurationFlag{Name: "cutover-backoff", Value: def.Backoff, Usage: "pause after a failed cut-over attempt; doubles up to 8x"},
 			&cli.DurationFlag{Name: "long-query", Value: def.LongQuery, Usage: "queries on the table running longer than this delay the cut-over (a lock queued behind them would block the application)"},
+			&cli.DurationFlag{Name: "snapshot-wait", Value: def.SnapshotWait, Usage: "before the swap, wait for each transaction that began before the cut-over until it ends or has been open this long: one that read another InnoDB table, then reads the table after the swap, would get error 1412 (0: do not wait)"},
 			&cli.DurationFlag{Name: "lock-timeout", Value: lockwait.DefaultTimeout, Usage: "how long a statement of apply may wait for another session's lock before apply stops with nothing changed (exit 6); the wait and its holder are logged"},
 			&cli.DurationFlag{Name: "reconnect-for", Value: migration.DefaultReconnectFor, Usage: "how long apply keeps reconnecting, with backoff, after a lost connection (server restart, failover), resuming where it stopped; then exit 7 with the work kept for a re-run (0: do not reconnect)"},
 			&cli.BoolFlag{Name: "fixed-pace", Usage: "do not pace the copy by the application's throughput, latency and running sessions: rest as long as each chunk held the table whenever another client waited (docs/runbook.md)", Category: "Throttling"},
@@ -277,7 +278,7 @@ func applyOptions(c *cli.Context, conn dbconn.Config, tg planrun.Target, gates m
 		ServerID:    uint32(c.Uint("server-id")),
 		Cutover: cutover.Config{LockWait: c.Duration("cutover-lock-wait"), CatchUp: c.Duration("cutover-catch-up"),
 			Attempts: c.Int("cutover-attempts"), Backoff: c.Duration("cutover-backoff"), LongQuery: c.Duration("long-query"),
-			Timeout: c.Duration("cutover-timeout")},
+			SnapshotWait: c.Duration("snapshot-wait"), Timeout: c.Duration("cutover-timeout")},
 		PostponeFile: c.String("postpone-cutover-file"),
 		Gates:        gates, GateConfig: gateCfg,
 		MaxThreadsRunning: c.Int("max-threads-running"), MaxLag: c.Duration("max-lag"), FixedPace: c.Bool("fixed-pace"),
@@ -294,6 +295,9 @@ func applyOptions(c *cli.Context, conn dbconn.Config, tg planrun.Target, gates m
 	}
 	if opts.LockTimeout <= 0 {
 		return opts, outcome.New(outcome.Usage, errors.New("--lock-timeout must be positive"), "e.g. --lock-timeout 30s")
+	}
+	if opts.Cutover.SnapshotWait < 0 {
+		return opts, outcome.New(outcome.Usage, errors.New("--snapshot-wait must not be negative"), "e.g. --snapshot-wait 30s, or 0 not to wait")
 	}
 	if err := diskOptions(c, &opts); err != nil {
 		return opts, err

@@ -238,6 +238,9 @@ func TestApplyCommand(t *testing.T) {
 		if _, code := apply("--database", schema, "--table", "players", "--gate", "sometimes"); code != outcome.Usage {
 			t.Fatalf("bad gate: exit %d", code)
 		}
+		if out, code := apply("--database", schema, "--table", "players", "--snapshot-wait", "-1s"); code != outcome.Usage {
+			t.Fatalf("--snapshot-wait -1s: exit %d, want usage\n%s", code, out)
+		}
 		for _, n := range []string{"-1", "9"} {
 			if out, code := apply("--database", schema, "--table", "players", "--copy-workers", n); code != outcome.Usage {
 				t.Fatalf("--copy-workers %s: exit %d\n%s", n, code, out)

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -230,8 +231,12 @@ func (l *load) edit(n int, text string) {
 	}
 }
 
+// markup is what snippet leaves out of an HTML answer: scripts, styles and tags, so that an
+// error page's message shows (its <head> alone is longer than a snippet).
+var markup = regexp.MustCompile(`(?s)<script.*?</script>|<style.*?</style>|<[^>]*>`)
+
 func snippet(b []byte) string {
-	s := strings.Join(strings.Fields(string(b)), " ")
+	s := strings.Join(strings.Fields(markup.ReplaceAllString(string(b), " ")), " ")
 	if len(s) > 600 {
 		s = s[:600] + "…"
 	}

@@ -215,6 +215,7 @@ func sortLongest(s []Session) {
 const (
 	KindLock        = "lock"         // a statement of enginemig waits for a lock another session holds
 	KindLongQueries = "long_queries" // the cut-over waits for long statements on the table to end
+	KindSnapshots   = "snapshots"    // the cut-over waits for transactions begun before it to end
 	KindThrottle    = "throttle"     // the copy waits for the throttle (replica lag, busy server, pause)
 	KindPostponed   = "postponed"    // the cut-over waits for the postpone file to go
 	KindDisk        = "disk"         // a step that writes much waits for free disk space over the reserve
