@@ -7,7 +7,7 @@ import (
 
 func init() {
 	registerTable("fulltext", Warning,
-		"FULLTEXT index: InnoDB adds FTS_DOC_ID, uses different token sizes and stopwords and has no 50% threshold, so search results change",
+		"FULLTEXT index: InnoDB adds FTS_DOC_ID, uses different token sizes and has no 50% threshold, and a search inside a transaction misses rows changed since its snapshot, so search results change",
 		checkFulltext)
 	registerTable("spatial", Info, "SPATIAL index: supported by InnoDB (columns must be NOT NULL; MySQL 8 needs an SRID for the index to be used)", checkSpatial)
 }
@@ -40,9 +40,9 @@ func checkFulltext(in *TableInput) []Finding {
 		remedy += tokenSizeRemedy(s.Var("ft_max_word_len"), s.Var("innodb_ft_max_token_size"), "max")
 	}
 	return []Finding{newFinding("fulltext", Warning,
-		fmt.Sprintf("FULLTEXT index %s: InnoDB full-text search returns different results (no 50%% threshold, different stopwords and token sizes: %s) and adds a hidden FTS_DOC_ID column",
+		fmt.Sprintf("FULLTEXT index %s: InnoDB full-text search returns different results (no 50%% threshold, other relevance values, token sizes: %s; a search inside a transaction does not find a row changed since the transaction's snapshot, which MyISAM finds) and adds a hidden FTS_DOC_ID column",
 			strings.Join(ix, ", "), settings),
-		remedy+"; InnoDB's stopwords can be made MyISAM's with innodb_ft_server_stopword_table before the conversion")}
+		remedy+"; apply builds the InnoDB index with the stopwords MyISAM uses")}
 }
 
 // tokenSizeRemedy says which InnoDB setting makes words of MyISAM's length limit count the same

@@ -21,13 +21,20 @@ import (
 // core and leave apply's automatic pace nothing to measure but a saturated machine.
 const (
 	viewers     = 3 // page views (index.php), the latency the test reports
-	searchers   = 1 // full-text searches through the API (searchindex: a MyISAM FULLTEXT table)
-	editors     = 2 // edits through the API, each of pages of its own
+	searchers   = 1 // full-text searches through the API (searchindex: a MyISAM FULLTEXT table), of pages not edited
+	editors     = 2 // edits through the API, each of pages of its own, in the first editedPages
 	viewEvery   = 200 * time.Millisecond
 	searchEvery = 200 * time.Millisecond
 	editEvery   = 400 * time.Millisecond
 	phpWorkers  = viewers + searchers + editors + 2 // one process per request in flight, and room
 	seedPages   = 24
+	// The editors edit the first editedPages pages, the searcher searches the others: once
+	// searchindex is InnoDB, a search in a transaction whose snapshot is older than the page's last
+	// edit (MediaWiki searches inside its request's transaction; an edit REPLACEs the page's
+	// searchindex row) finds nothing, an answer MyISAM never gives and the swap does not cause
+	// (plan's fulltext warning names it). The search of every page after the load checks the
+	// edited ones.
+	editedPages = seedPages / 2
 )
 
 const pagePrefix = "Load test page "
@@ -107,14 +114,17 @@ func (l *load) start(ctx context.Context) {
 	}
 	for s := 0; s < searchers; s++ {
 		n := s
-		l.paced(ctx, searchEvery, s, searchers, func() { l.search(n); n = (n + searchers*5) % seedPages })
+		l.paced(ctx, searchEvery, s, searchers, func() {
+			l.search(editedPages + n)
+			n = (n + searchers*5) % (seedPages - editedPages)
+		})
 	}
 	for e := 0; e < editors; e++ {
 		n, rev := e, 0
 		l.paced(ctx, editEvery, e, editors, func() {
 			rev++
 			l.edit(n, fmt.Sprintf("%s\n\nRevision %d of this page by editor %d.", pageToken(n), rev, e))
-			n = (n + editors) % seedPages
+			n = (n + editors) % editedPages
 		})
 	}
 }
