@@ -81,6 +81,9 @@ func (c *Chunker) Walk(ctx context.Context, lo []any, visit Visit) error {
 		restErr := throttle.Sleep(ctx, rest-time.Since(from))
 		p := <-next
 		s, err = p.Step, errors.Join(restErr, p.err)
+		if err == nil && c.stale(s) {
+			s, err = c.plan(ctx, s.Lo)
+		}
 	}
 	return err
 }

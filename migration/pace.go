@@ -24,7 +24,7 @@ func (m *migrator) startPace(ctx context.Context) (func(), error) {
 		return nil, err
 	}
 	probe := q.Probe()
-	g := throttle.NewGentle(m.db, throttle.GentleConfig{Logger: m.log, Probe: func(ctx context.Context) error {
+	g := throttle.NewGentle(m.db, throttle.GentleConfig{Logger: m.log, LatencyFactor: m.opts.LatencyTarget, Probe: func(ctx context.Context) error {
 		return drain(ctx, m.db, probe)
 	}})
 	if err := g.Start(ctx); err != nil {
@@ -32,7 +32,14 @@ func (m *migrator) startPace(ctx context.Context) (func(), error) {
 			"check the connection; --fixed-pace runs without measuring the application")
 	}
 	m.gentle.Store(g)
-	return func() { m.gentle.Store(nil); g.Stop() }, nil
+	return func() {
+		m.gentle.Store(nil)
+		g.Stop()
+		if m.res != nil {
+			sum := g.Summary()
+			m.res.Pace = &sum
+		}
+	}, nil
 }
 
 // room is the pacing for copier.Pace, nil without it (an interface holding a nil pointer would not

@@ -303,7 +303,7 @@ func (p *Pipeline) Verify(ctx context.Context, pace copier.Pace) (verify.Result,
 
 func (p *Pipeline) verify(ctx context.Context, pace copier.Pace) (verify.Result, error) {
 	if c := p.order.copy.Load(); c != nil && pace.FirstChunk == 0 {
-		pace.FirstChunk = int(c.ChunkSize())
+		pace.FirstChunk, pace.FirstTarget = int(c.ChunkSize()), c.ChunkSizedFor()
 	}
 	if pace.MaxChunk == 0 {
 		pace.MaxChunk = verifyMaxChunk

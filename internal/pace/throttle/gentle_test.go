@@ -1,0 +1,174 @@
+package throttle
+
+import (
+	"context"
+	"database/sql"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/enginemig/enginemig/internal/sandbox"
+	"github.com/enginemig/enginemig/internal/sandbox/sandboxtest"
+)
+
+// latencyApp is an application with room to spare: 16 threads, each reading a row by key and
+// updating one every 50 ms (a ticker, which drops the ticks a busy thread misses). Waits of up to
+// a few tens of milliseconds slow its statements but cost it no request, so its throughput holds
+// while its latency rises. served counts the requests done.
+func latencyApp(ctx context.Context, db *sql.DB, served, failed *atomic.Int64) *sync.WaitGroup {
+	var wg sync.WaitGroup
+	for i := 0; i < 16; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			r := rand.New(rand.NewPCG(uint64(i), 43))
+			Sleep(ctx, time.Duration(i)*3*time.Millisecond)
+			tick := time.NewTicker(50 * time.Millisecond)
+			defer tick.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-tick.C:
+				}
+				var v int
+				err := db.QueryRow("SELECT v FROM t WHERE id = ?", 1+r.IntN(1000)).Scan(&v)
+				if err == nil {
+					_, err = db.Exec("UPDATE t SET v = v + 1 WHERE id = ?", 1+r.IntN(1000))
+				}
+				if err != nil {
+					failed.Add(1)
+				} else {
+					served.Add(1)
+				}
+			}
+		}(i)
+	}
+	return &wg
+}
+
+// lockRepeatedly locks t for hold, then lets it go for four times as long, as a copy's chunks
+// would, until ctx ends: the application's reads queue behind its writes waiting for the lock.
+func lockRepeatedly(ctx context.Context, conn *sql.Conn, hold time.Duration) error {
+	for ctx.Err() == nil {
+		if _, err := conn.ExecContext(ctx, "LOCK TABLES t WRITE"); err != nil {
+			return err
+		}
+		time.Sleep(hold)
+		if _, err := conn.ExecContext(context.Background(), "UNLOCK TABLES"); err != nil {
+			return err
+		}
+		Sleep(ctx, 4*hold)
+	}
+	return nil
+}
+
+// The latency target on a real server: when the application's reads start to wait (another
+// session holds the table for twice the target, a fifth of the time), with its throughput unchanged, the
+// pace shortens the chunks' lock bound down to the shortest (shorter chunks cannot help against
+// a lock that is not theirs) and logs it once with reason latency; once the waits stop the bound
+// lengthens again (that the pace then also rests longer is TestGovernorRestsWhenChunksCannotGetShorter's). Judged against the same run's
+// figures: the bound before the waits, the application's rate before them, the target learned.
+func TestPaceShortensChunksWhenTheApplicationsLatencyRises(t *testing.T) {
+	s := sandboxtest.ForTest(t, sandbox.Options{})
+	_, db := sandboxtest.FreshDatabase(t, s)
+	sandboxtest.MustExec(t, db, "CREATE TABLE t (id INT PRIMARY KEY, v INT) ENGINE=MyISAM", "INSERT INTO t SELECT seq, 0 FROM "+sandboxtest.Seq(1000))
+	db.SetMaxOpenConns(24)
+	ctx, stopApp := context.WithCancel(context.Background())
+	var served, failed atomic.Int64
+	app := latencyApp(ctx, db, &served, &failed)
+	defer func() { stopApp(); app.Wait() }()
+
+	var log logRecorder
+	g := NewGentle(db, GentleConfig{Interval: testInterval, ProbeEvery: 5 * time.Millisecond, Logger: log.logger(),
+		Probe: func(ctx context.Context) error {
+			var id int
+			return db.QueryRowContext(ctx, "SELECT id FROM t ORDER BY id LIMIT 1").Scan(&id)
+		}})
+	if err := g.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer g.Stop()
+	st := g.State()
+	target := seconds(st.LatencyTarget)
+	if target < latencyFloor || st.LatencyBaseline <= 0 {
+		t.Fatalf("learned a baseline of %s and a target of %s; want a baseline and a target of at least %s", seconds(st.LatencyBaseline), target, latencyFloor)
+	}
+	// Before the waits: the bound is engaged (the application is busy) and longer than the shortest.
+	servedAt, calmAt := served.Load(), time.Now()
+	before := watch(g, 500*time.Millisecond, func(GentleState) bool { return false })
+	rate0 := float64(served.Load()-servedAt) / time.Since(calmAt).Seconds()
+	if before.bound <= minLockBound {
+		t.Fatalf("before any wait the bound was %s: the application's own reads passed the target (%s), so nothing is left to show", before.bound, target)
+	}
+
+	conn, err := db.Conn(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	var lockedAt time.Time
+	lockCtx, stopLocks := context.WithCancel(context.Background())
+	locked := make(chan error, 1)
+	go func() { locked <- lockRepeatedly(lockCtx, conn, 2*target) }()
+	servedAt, lockedAt = served.Load(), time.Now()
+	during := watch(g, 4*time.Second, func(s GentleState) bool { return seconds(s.ChunkLockBound) == minLockBound })
+	rate := float64(served.Load()-servedAt) / time.Since(lockedAt).Seconds()
+	stopLocks()
+	if err := <-locked; err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("before: bound %s, level %d, p99 %s; with the waits: bound down to %s, level down to %d, p99 up to %s (target %s, baseline %s) within %s; application %.0f requests/s before, %.0f during",
+		before.bound, before.level, before.p99, during.bound, during.level, during.p99, target, seconds(st.LatencyBaseline), time.Since(lockedAt).Round(time.Millisecond), rate0, rate)
+	if rate < 0.9*rate0 {
+		t.Fatalf("the application's throughput fell from %.0f to %.0f requests/s: the test meant its latency to rise, not its throughput to fall", rate0, rate)
+	}
+	if during.p99 <= target {
+		t.Fatalf("the reads' p99 stayed at %s, within the target %s: the waits did not reach the probe", during.p99, target)
+	}
+	if during.bound != minLockBound || during.bound >= before.bound {
+		t.Fatalf("with the reads' p99 at %s over a target of %s, the chunks' lock bound went from %s to %s within 4 s, want it down to the shortest, %s",
+			during.p99, target, before.bound, during.bound, minLockBound)
+	}
+
+	unlockedAt := time.Now()
+	after := watch(g, 4*time.Second, func(s GentleState) bool { return seconds(s.ChunkLockBound) >= 2*during.bound })
+	t.Logf("after the waits: bound up to %s within %s", after.bound, time.Since(unlockedAt).Round(time.Millisecond))
+	if after.bound < 2*during.bound {
+		t.Errorf("after the waits stopped the chunks' lock bound reached only %s within 4 s, want it lengthened to twice its shortest, %s, or more", after.bound, 2*during.bound)
+	}
+	var shortened int
+	for _, l := range log.all() {
+		if strings.Contains(l, "copy shortens its chunks") && strings.Contains(l, "reason=latency") {
+			shortened++
+		}
+	}
+	if shortened != 1 {
+		t.Errorf("logged the latency target's shortening %d times, want once:\n%s", shortened, strings.Join(log.all(), "\n"))
+	}
+	if n := failed.Load(); n != 0 {
+		t.Errorf("%d application requests failed", n)
+	}
+}
+
+// seen is what watch saw of the pace: the lowest level, and the bound and p99 that ended it.
+type seen struct {
+	bound, p99 time.Duration
+	level      int
+}
+
+// watch samples g's state every 20 ms for up to d, until done says so; it returns the last
+// bound, the lowest level and the highest p99 seen.
+func watch(g *Gentle, d time.Duration, done func(GentleState) bool) seen {
+	out := seen{level: gentleTop}
+	for end := time.Now().Add(d); ; time.Sleep(20 * time.Millisecond) {
+		s := g.State()
+		out.bound, out.level, out.p99 = seconds(s.ChunkLockBound), min(out.level, s.Level), max(out.p99, seconds(s.LatencyP99))
+		if done(s) || time.Now().After(end) {
+			return out
+		}
+	}
+}
