@@ -317,6 +317,7 @@ type migrator struct {
 	rec            *recorder
 	pipe           *shadow.Pipeline
 	gentle         atomic.Pointer[throttle.Gentle] // the pacing while it runs; nil with FixedPace
+	endPace        func()                          // stops the pacing (once); nil before it starts
 	disk           atomic.Pointer[diskspace.Watch] // the free-space watch; nil when space cannot be read
 	// rec and pipe as the controller's goroutines (control, status, metrics, the waits watcher)
 	// read them: published once the run has them (liveRecord, livePipeline).

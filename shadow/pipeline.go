@@ -308,6 +308,7 @@ func (p *Pipeline) verify(ctx context.Context, pace copier.Pace) (verify.Result,
 	if pace.MaxChunk == 0 {
 		pace.MaxChunk = verifyMaxChunk
 	}
+	pace.MinLockBound = verify.MinPatience
 	var res verify.Result
 	err := p.Do(ctx, func(ctx context.Context) (err error) {
 		res, err = verify.Run(ctx, p.cfg.DB, p.q, copier.NewChunker(p.writer, p.q, pace), verifyTarget{p},
