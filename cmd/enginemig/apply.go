@@ -367,6 +367,15 @@ func printApplyResult(w io.Writer, r *migration.Result) {
 	if r.Verify != nil {
 		fmt.Fprintf(w, "  verified: %d rows in %d chunks, %d chunk(s) recopied\n", r.Verify.Rows, r.Verify.Chunks, r.Verify.Repaired)
 	}
+	if p := r.Pace; p != nil && p.Reads > 0 {
+		lat := func(s float64) time.Duration { return time.Duration(s * float64(time.Second)).Round(10 * time.Microsecond) }
+		target := "no target"
+		if p.Target > 0 {
+			target = "target " + lat(p.Target).String()
+		}
+		fmt.Fprintf(w, "  the application's latency (a primary-key read, p99): %s before, %s during the copy and verification (%s)\n",
+			lat(p.Baseline), lat(p.P99), target)
+	}
 	if e := r.Estimate; e != nil && e.ActualSeconds > 0 {
 		fmt.Fprintf(w, "  copy and index build took %s, estimated %s at the start (%.2fx)\n",
 			secs(e.ActualSeconds), secs(e.EstimatedSeconds), e.Ratio)

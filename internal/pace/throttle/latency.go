@@ -72,6 +72,9 @@ type latencyRule struct {
 // off (the reads are still reported).
 func newLatencyRule(factor float64, learned []time.Duration) latencyRule {
 	r := latencyRule{base: quantile(learned, 99), typical: quantile(learned, 50)}
+	for _, d := range learned { // until the copy's own come in
+		r.recent = appendWindow(r.recent, d)
+	}
 	if factor > 0 {
 		r.target = max(time.Duration(factor*float64(r.base)), latencyFloor)
 	}
