@@ -368,7 +368,9 @@ func printApplyResult(w io.Writer, r *migration.Result) {
 		fmt.Fprintf(w, "  verified: %d rows in %d chunks, %d chunk(s) recopied\n", r.Verify.Rows, r.Verify.Chunks, r.Verify.Repaired)
 	}
 	if p := r.Pace; p != nil && p.Reads > 0 {
-		lat := func(s float64) time.Duration { return time.Duration(s * float64(time.Second)).Round(10 * time.Microsecond) }
+		lat := func(s float64) time.Duration {
+			return time.Duration(s * float64(time.Second)).Round(10 * time.Microsecond)
+		}
 		target := "no target"
 		if p.Target > 0 {
 			target = "target " + lat(p.Target).String()
