@@ -25,14 +25,17 @@ import (
 //
 //   - as soon as two of them took longer than the target (the p99 of any window of latencyWindow
 //     reads holding them is over it), it shrinks in proportion to the overshoot, to between an
-//     eighth and 0.7 of itself, never under minLockBound;
+//     eighth and 0.7 of itself, never under half the slack (and minLockBound): a read waits at
+//     most for what is left of a chunk, so under that it is not the chunks' length that holds
+//     reads past the target but something else (the server's own load, queues), and shorter
+//     chunks would only slow the copy (their own statements cost more than their rows);
 //   - after latencyWindow of them within the target, it grows: twice as long while their p99
 //     keeps half the slack, a quarter longer while it keeps a fifth, otherwise not (a bound
 //     near the slack keeps the p99 near the target when most reads meet a chunk); at
 //     maxLockBound it no longer limits anything;
-//   - at minLockBound and still over the target, chunks cannot get shorter: the governor drops
-//     two levels (longer rests, so fewer reads meet a chunk), but not below busyStart, the pace a
-//     busy application's copy starts at: under that the latency is the server's, not the chunks'.
+//   - at its shortest and still over the target: the governor drops two levels (longer rests:
+//     fewer reads meet a chunk, and the copy takes less of the server), but not below busyStart,
+//     the pace a busy application's copy starts at: under that the latency is the server's.
 //
 // While the application is idle the bound is lifted: nobody waits for a chunk.
 const (
@@ -62,7 +65,7 @@ type latencyRule struct {
 	since   time.Time     // reads that began earlier say nothing about the bound
 	window  []time.Duration
 	recent  []time.Duration // the last latencyWindow reads, whatever the bound: the p99 reported
-	// stuck: over the target with the bound at minLockBound (the governor rests longer).
+	// stuck: over the target with the bound at its shortest (the governor rests longer).
 	stuck bool
 	// limiting: the bound has been cut and not grown back to maxLockBound since.
 	limiting bool
@@ -83,6 +86,9 @@ func newLatencyRule(factor float64, learned []time.Duration) latencyRule {
 
 // slack is how long a read may wait for a chunk within the target.
 func (r *latencyRule) slack() time.Duration { return max(r.target-r.typical, minLockBound) }
+
+// shortest is the shortest bound: half the slack, at least minLockBound.
+func (r *latencyRule) shortest() time.Duration { return max(r.slack()/2, minLockBound) }
 
 // lift removes the bound: the application is idle.
 func (r *latencyRule) lift(now time.Time) {
@@ -118,14 +124,14 @@ func (r *latencyRule) step(now time.Time, reads []probeRead, busy bool) {
 	switch {
 	case over >= 2:
 		r.limiting = true
-		if r.bound <= minLockBound {
+		if r.bound <= r.shortest() {
 			r.stuck = true
 			r.restart(now)
 			return
 		}
 		waited := max(second(r.window)-r.typical, time.Microsecond)
 		cut := min(max(float64(r.slack())/float64(waited), 0.125), 0.7)
-		r.change(now.Add(min(2*r.bound, cutGrace)), max(time.Duration(cut*float64(r.bound)), minLockBound))
+		r.change(now.Add(min(2*r.bound, cutGrace)), max(time.Duration(cut*float64(r.bound)), r.shortest()))
 	case len(r.window) >= latencyWindow:
 		r.stuck = false
 		p99 := second(r.window)

@@ -47,9 +47,9 @@ func TestLatencyRuleShortensAndLengthensTheBound(t *testing.T) {
 	}
 	now = now.Add(100 * time.Millisecond)
 	r.step(now, reads(now, 1, 12*time.Millisecond), true)
-	want := time.Duration(float64(slack) / float64(12*time.Millisecond-usual) * float64(slack))
-	if r.bound != want || !r.limiting {
-		t.Fatalf("two reads of 12 ms over a 4 ms target: bound %s (limiting %v), want %s, shrunk in proportion", r.bound, r.limiting, want)
+	if r.bound != slack/2 || !r.limiting {
+		t.Fatalf("two reads of 12 ms over a 4 ms target: bound %s (limiting %v), want half the slack, %s, the shortest: no chunk holds a read longer than the bound",
+			r.bound, r.limiting, slack/2)
 	}
 	cut := r.bound
 	// Reads that began before the grace ran out may have met a chunk sized for the old bound.
@@ -64,6 +64,10 @@ func TestLatencyRuleShortensAndLengthensTheBound(t *testing.T) {
 	}
 	if r.bound != maxLockBound || r.limiting {
 		t.Fatalf("after windows of fast reads: bound %s (limiting %v), want %s, no longer limiting", r.bound, r.limiting, maxLockBound)
+	}
+	r.step(now, reads(now, 2, 12*time.Millisecond), true)
+	if want := time.Duration(float64(slack) / float64(12*time.Millisecond-usual) * float64(maxLockBound)); r.bound != want {
+		t.Fatalf("two reads of 12 ms under a bound of %s: bound %s, want %s, shrunk in proportion to the overshoot", maxLockBound, r.bound, want)
 	}
 	r.step(now, nil, false)
 	if r.bound != 0 {
@@ -97,8 +101,8 @@ func TestGovernorRestsWhenChunksCannotGetShorter(t *testing.T) {
 		g.step(s)
 		now = now.Add(100 * time.Millisecond)
 	}
-	if g.lat.bound != minLockBound {
-		t.Fatalf("reads over the target for 10 s: bound %s, want the shortest, %s", g.lat.bound, minLockBound)
+	if g.lat.bound != g.lat.shortest() {
+		t.Fatalf("reads over the target for 10 s: bound %s, want the shortest, %s", g.lat.bound, g.lat.shortest())
 	}
 	if g.level != busyStart {
 		t.Fatalf("chunks at their shortest and reads still slow: level %d, want %d (rest as long as the lock), no lower", g.level, busyStart)
