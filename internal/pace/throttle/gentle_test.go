@@ -15,19 +15,19 @@ import (
 	"github.com/enginemig/enginemig/internal/sandbox/sandboxtest"
 )
 
-// latencyApp is an application with room to spare: 16 threads, each reading a row by key and
-// updating one every 50 ms (a ticker, which drops the ticks a busy thread misses). Waits of up to
+// latencyApp is an application with room to spare: 20 threads, each reading a row by key and
+// updating one every 80 ms (a ticker, which drops the ticks a busy thread misses). Waits of up to
 // a few tens of milliseconds slow its statements but cost it no request, so its throughput holds
 // while its latency rises. served counts the requests done.
 func latencyApp(ctx context.Context, db *sql.DB, served, failed *atomic.Int64) *sync.WaitGroup {
 	var wg sync.WaitGroup
-	for i := 0; i < 16; i++ {
+	for i := 0; i < 20; i++ {
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
 			r := rand.New(rand.NewPCG(uint64(i), 43))
-			Sleep(ctx, time.Duration(i)*3*time.Millisecond)
-			tick := time.NewTicker(50 * time.Millisecond)
+			Sleep(ctx, time.Duration(i)*4*time.Millisecond)
+			tick := time.NewTicker(80 * time.Millisecond)
 			defer tick.Stop()
 			for {
 				select {
@@ -68,7 +68,7 @@ func lockRepeatedly(ctx context.Context, conn *sql.Conn, hold time.Duration) err
 }
 
 // The latency target on a real server: when the application's reads start to wait (another
-// session holds the table for twice the target, a fifth of the time), with its throughput unchanged, the
+// session holds the table for the target and 4 ms more, a fifth of the time), with its throughput unchanged, the
 // pace shortens the chunks' lock bound down to the shortest (shorter chunks cannot help against
 // a lock that is not theirs) and logs it once with reason latency; once the waits stop the bound
 // lengthens again (that the pace then also rests longer is TestGovernorRestsWhenChunksCannotGetShorter's). Judged against the same run's
@@ -118,7 +118,7 @@ func TestPaceShortensChunksWhenTheApplicationsLatencyRises(t *testing.T) {
 	var lockedAt time.Time
 	lockCtx, stopLocks := context.WithCancel(context.Background())
 	locked := make(chan error, 1)
-	go func() { locked <- lockRepeatedly(lockCtx, conn, 2*target) }()
+	go func() { locked <- lockRepeatedly(lockCtx, conn, target+latencyFloor) }()
 	servedAt, lockedAt = served.Load(), time.Now()
 	during := watch(g, 8*time.Second, func(s GentleState) bool { return exact(s.ChunkLockBound) <= shortest })
 	rate := float64(served.Load()-servedAt) / time.Since(lockedAt).Seconds()
