@@ -72,6 +72,12 @@ type Room interface {
 	LockBound() time.Duration
 }
 
+// LockReporter is a Room told of each time a chunk held the source (throttle.Gentle: its latency
+// target tells a read that waited for a chunk from one slow for another reason).
+type LockReporter interface {
+	Held(from, to time.Time)
+}
+
 func (p Pace) withDefaults() Pace {
 	if p.ChunkTime <= 0 {
 		p.ChunkTime = DefaultChunkTime
@@ -198,6 +204,14 @@ func (c *Chunker) fit(target time.Duration) {
 	size := c.size.Load()
 	c.size.Store(max(int64(float64(size)*float64(target)/float64(was)), minChunk))
 	c.sizedFor.Store(int64(target))
+}
+
+// held reports a lock of the source that ended now and lasted d, when the Room wants to know.
+func (c *Chunker) held(d time.Duration) {
+	if r, ok := c.pace.Room.(LockReporter); ok && d > 0 {
+		now := time.Now()
+		r.Held(now.Add(-d), now)
+	}
 }
 
 // stale reports a step planned for a longer lock than the Room's bound now allows (the bound

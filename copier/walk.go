@@ -55,6 +55,7 @@ func (c *Chunker) Walk(ctx context.Context, lo []any, visit Visit) error {
 			if next != nil || s.Last() {
 				return
 			}
+			c.held(held)
 			c.took(s, took)
 			rest, next = c.restFor(held), make(chan planned, 1)
 			go func(lo []any) {

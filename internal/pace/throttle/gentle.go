@@ -36,6 +36,9 @@ type Gentle struct {
 	cfg   GentleConfig
 	reads *prober
 
+	locksMu sync.Mutex
+	locks   []lockSpan // the chunks' locks (Held), the last second's
+
 	mu  sync.Mutex
 	gov governor
 
@@ -244,6 +247,26 @@ func (g *Gentle) Room() bool {
 	return g.gov.level >= gentleTop
 }
 
+// Held is told of each time a chunk of the copy or verification held the source (the latency
+// target tells the reads that waited for a chunk by it).
+func (g *Gentle) Held(from, to time.Time) {
+	g.locksMu.Lock()
+	defer g.locksMu.Unlock()
+	g.locks = append(g.locks, lockSpan{from, to})
+}
+
+// recentLocks returns the locks that ended in the last second and forgets older ones.
+func (g *Gentle) recentLocks(now time.Time) []lockSpan {
+	g.locksMu.Lock()
+	defer g.locksMu.Unlock()
+	i := 0
+	for i < len(g.locks) && now.Sub(g.locks[i].to) > time.Second {
+		i++
+	}
+	g.locks = append(g.locks[:0], g.locks[i:]...)
+	return append([]lockSpan(nil), g.locks...)
+}
+
 // LockBound is the longest a chunk may hold the source now, by the latency target (latency.go);
 // 0: no bound.
 func (g *Gentle) LockBound() time.Duration {
@@ -331,7 +354,7 @@ func (g *Gentle) measure(ctx context.Context, prev signals) (signals, error) {
 	if err != nil {
 		return signals{}, err
 	}
-	s.reads, s.probe = reads, latest
+	s.reads, s.probe, s.locks = reads, latest, g.recentLocks(s.at)
 	s.statements -= probes // the probe's reads are SELECTs too, and slow ones come fewer a second
 	if !prev.at.IsZero() && s.at.After(prev.at) {
 		secs := s.at.Sub(prev.at).Seconds()

@@ -16,6 +16,7 @@ type signals struct {
 	writeRate  float64       // INSERTs and UPDATEs a second
 	probe      time.Duration // one primary-key read of the table: the latest
 	reads      []probeRead   // the reads completed since the previous measurement
+	locks      []lockSpan    // the chunks' locks of the last second
 	running    float64       // Threads_running
 }
 
@@ -99,7 +100,7 @@ func (g *governor) step(s signals) {
 	g.avg.running += smoothing * (s.running - g.avg.running)
 	g.avg.writeRate += smoothing * (s.writeRate - g.avg.writeRate)
 	idle := g.idle.of(g.avg) && !g.stalled()
-	g.lat.step(s.at, s.reads, !idle)
+	g.lat.step(s.at, s.reads, s.locks, !idle)
 	if idle {
 		g.level, g.calm = gentleTop, 0 // nobody to leave room for
 		return

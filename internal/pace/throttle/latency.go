@@ -19,20 +19,26 @@ import (
 // (docs/bench.md, "Measurements behind the code's constants").
 //
 // The lever is the length of a chunk's lock. A read that meets a chunk while a writer is queued
-// behind it waits for what is left of the chunk, so the chunk's lock bounds the wait. The bound
-// starts, once the application is busy, at the target's slack (target minus the usual read) and
-// follows what the reads show, judged on the reads that began after its last change:
+// behind it waits for what is left of the chunk, so the chunk's lock bounds the wait, and the
+// read ends just after the chunk lets the source go. The copy and verification report each of
+// their locks (Gentle.Held); a read counts as one that waited for a chunk when it began before a
+// lock ended and ended within chunkEcho (plus the baseline p99) of its end. Only those move the bound: a read slow for
+// another reason (the server's own load, the application's own locks) says nothing about the
+// chunks, and shortening them for it would only slow the copy. The bound starts, once the
+// application is busy, at the target's slack (target minus the usual read) and follows what the
+// reads that began after its last change show:
 //
-//   - as soon as two of them took longer than the target (the p99 of any window of latencyWindow
-//     reads holding them is over it), it shrinks in proportion to the overshoot, to between an
+//   - as soon as two of them waited for a chunk and took longer than the target (the p99 of any
+//     window of latencyWindow reads holding them is over it), it shrinks in proportion to the overshoot, to between an
 //     eighth and 0.7 of itself, never under half the slack (and minLockBound): a read waits at
 //     most for what is left of a chunk, so under that it is not the chunks' length that holds
 //     reads past the target but something else (the server's own load, queues), and shorter
 //     chunks would only slow the copy (their own statements cost more than their rows);
-//   - after latencyWindow of them within the target, it grows: twice as long while their p99
-//     keeps half the slack, a quarter longer while it keeps a fifth, otherwise not (a bound
-//     near the slack keeps the p99 near the target when most reads meet a chunk); at
-//     maxLockBound it no longer limits anything;
+//   - after latencyWindow of them with no such two, it grows: twice as long while the p99 of
+//     those that waited for a chunk keeps half the slack (none waited: the chunks cost the
+//     reads nothing), a quarter longer while it keeps a fifth, otherwise not (a bound near the
+//     slack keeps the p99 near the target when most reads meet a chunk); at maxLockBound it no
+//     longer limits anything;
 //   - at its shortest and still over the target: the governor drops two levels (longer rests:
 //     fewer reads meet a chunk, and the copy takes less of the server), but not below busyStart,
 //     the pace a busy application's copy starts at: under that the latency is the server's.
@@ -48,7 +54,14 @@ const (
 	// cutGrace: reads that began this soon after a cut (at most twice the old bound: sizes follow
 	// the target only roughly) may still meet a chunk sized for the old bound.
 	cutGrace = 300 * time.Millisecond
+	// chunkEcho: a read that waited for a chunk ends this soon after the chunk's lock, plus the
+	// baseline p99 (the writers queued ahead of it, its own round trip, the wake-ups a busy
+	// machine delays).
+	chunkEcho = time.Millisecond
 )
+
+// lockSpan is one time a chunk of the copy or verification held the source.
+type lockSpan struct{ from, to time.Time }
 
 // probeRead is one timed probe.
 type probeRead struct {
@@ -63,7 +76,9 @@ type latencyRule struct {
 	typical time.Duration // their median
 	bound   time.Duration // the longest a chunk may hold the source; 0: none
 	since   time.Time     // reads that began earlier say nothing about the bound
-	window  []time.Duration
+	window  int           // reads judged since the last change, at most latencyWindow
+	met     []time.Duration
+	pending []probeRead     // the last step's reads, judged at the next (their chunk may be reported after them)
 	recent  []time.Duration // the last latencyWindow reads, whatever the bound: the p99 reported
 	// stuck: over the target with the bound at its shortest (the governor rests longer).
 	stuck bool
@@ -96,14 +111,14 @@ func (r *latencyRule) lift(now time.Time) {
 	r.restart(now)
 }
 
-// step takes the reads completed since the last one; busy says the application is not idle.
-func (r *latencyRule) step(now time.Time, reads []probeRead, busy bool) {
+// step takes the reads completed since the last one and the chunks' recent locks; busy says the
+// application is not idle.
+func (r *latencyRule) step(now time.Time, reads []probeRead, locks []lockSpan, busy bool) {
 	for _, rd := range reads {
 		r.recent = appendWindow(r.recent, rd.took)
-		if !rd.at.Before(r.since) {
-			r.window = appendWindow(r.window, rd.took)
-		}
 	}
+	judged := r.pending
+	r.pending = append([]probeRead(nil), reads...)
 	if r.target == 0 {
 		return
 	}
@@ -115,8 +130,17 @@ func (r *latencyRule) step(now time.Time, reads []probeRead, busy bool) {
 		r.change(now, r.slack())
 		return
 	}
+	for _, rd := range judged {
+		if rd.at.Before(r.since) {
+			continue
+		}
+		r.window = min(r.window+1, latencyWindow)
+		if r.waitedForChunk(rd, locks) {
+			r.met = appendWindow(r.met, rd.took)
+		}
+	}
 	over := 0
-	for _, d := range r.window {
+	for _, d := range r.met {
 		if d > r.target {
 			over++
 		}
@@ -129,12 +153,12 @@ func (r *latencyRule) step(now time.Time, reads []probeRead, busy bool) {
 			r.restart(now)
 			return
 		}
-		waited := max(second(r.window)-r.typical, time.Microsecond)
+		waited := max(second(r.met)-r.typical, time.Microsecond)
 		cut := min(max(float64(r.slack())/float64(waited), 0.125), 0.7)
 		r.change(now.Add(min(2*r.bound, cutGrace)), max(time.Duration(cut*float64(r.bound)), r.shortest()))
-	case len(r.window) >= latencyWindow:
+	case r.window >= latencyWindow:
 		r.stuck = false
-		p99 := second(r.window)
+		p99 := second(r.met) // 0: no read met a chunk
 		switch {
 		case p99 <= r.typical+r.slack()/2:
 			r.change(now, min(2*r.bound, maxLockBound))
@@ -147,6 +171,19 @@ func (r *latencyRule) step(now time.Time, reads []probeRead, busy bool) {
 	}
 }
 
+// waitedForChunk reports a read that began before one of the chunks' locks ended and ended when
+// it did, give or take the echo (both ends are seen by clients, each woken when it can be): it
+// waited for that chunk.
+func (r *latencyRule) waitedForChunk(rd probeRead, locks []lockSpan) bool {
+	end, echo := rd.at.Add(rd.took), chunkEcho+r.base
+	for _, l := range locks {
+		if d := end.Sub(l.to); rd.at.Before(l.to) && d >= -echo && d <= echo {
+			return true
+		}
+	}
+	return false
+}
+
 // change sets the bound and judges it on the reads that begin from since on.
 func (r *latencyRule) change(since time.Time, bound time.Duration) {
 	r.bound = bound
@@ -154,7 +191,7 @@ func (r *latencyRule) change(since time.Time, bound time.Duration) {
 }
 
 func (r *latencyRule) restart(since time.Time) {
-	r.since, r.window = since, r.window[:0]
+	r.since, r.window, r.met = since, 0, r.met[:0]
 }
 
 // why explains a stuck rule for the governor's back-off.
