@@ -8,32 +8,31 @@ import (
 
 // The latency target: the one rule that keeps the application's tail latency during the copy and
 // verification near what it was before them. It is enforced here (latencyRule.step); the copy and
-// verification only read its bound (Gentle.LockBound).
+// verification only read its bound (Gentle.LockBound) and report their locks (Gentle.Held).
 //
 // The application's latency is the probe's (a primary-key read of the table, timed every
 // GentleConfig.ProbeEvery). Before the copy, while the application is busy, Gentle times it for at
 // least a second: the p99 of those reads is the baseline, their median the usual read. The target
 // is DefaultLatencyFactor (--latency-target) times the baseline, and never under latencyFloor:
-// sub-millisecond baselines move by more than half between seconds of an unchanged load, and a
-// target under the probe's own noise would hold every chunk at its shortest for nothing
-// (docs/bench.md, "Measurements behind the code's constants").
+// the probe's own p99 moves by milliseconds between seconds of an unchanged load, and a target
+// under that noise would hold every chunk at its shortest for nothing (docs/bench.md,
+// "Measurements behind the code's constants").
 //
 // The lever is the length of a chunk's lock. A read that meets a chunk while a writer is queued
 // behind it waits for what is left of the chunk, so the chunk's lock bounds the wait, and the
-// read ends just after the chunk lets the source go. The copy and verification report each of
-// their locks (Gentle.Held); a read counts as one that waited for a chunk when it began before a
-// lock ended and ended within chunkEcho (plus the baseline p99) of its end. Only those move the bound: a read slow for
-// another reason (the server's own load, the application's own locks) says nothing about the
-// chunks, and shortening them for it would only slow the copy. The bound starts, once the
-// application is busy, at the target's slack (target minus the usual read) and follows what the
-// reads that began after its last change show:
+// read ends when the chunk lets the source go. A read counts as one that waited for a chunk when
+// it began before one of the reported locks ended and ended within chunkEcho plus the baseline
+// of that end. Only those move the bound: a read slow for another reason (the server's own load,
+// another session's lock) says nothing about the chunks, and shortening them for it would only
+// slow the copy. The bound starts, once the application is busy, at the target's slack (target
+// minus the usual read) and follows what the reads that began after its last change show:
 //
 //   - as soon as two of them waited for a chunk and took longer than the target (the p99 of any
-//     window of latencyWindow reads holding them is over it), it shrinks in proportion to the overshoot, to between an
-//     eighth and 0.7 of itself, never under half the slack (and minLockBound): a read waits at
-//     most for what is left of a chunk, so under that it is not the chunks' length that holds
-//     reads past the target but something else (the server's own load, queues), and shorter
-//     chunks would only slow the copy (their own statements cost more than their rows);
+//     window of latencyWindow reads holding them is over it), it shrinks in proportion to the
+//     overshoot, to between an eighth and 0.7 of itself, never under half the slack (nor
+//     minLockBound): a read waits at most for what is left of a chunk, so under that it is not
+//     the chunks' length that holds reads past the target but queues and the server's load, and
+//     shorter chunks would only slow the copy (their own statements cost more than their rows);
 //   - after latencyWindow of them with no such two, it grows: twice as long while the p99 of
 //     those that waited for a chunk keeps half the slack (none waited: the chunks cost the
 //     reads nothing), a quarter longer while it keeps a fifth, otherwise not (a bound near the
@@ -41,7 +40,7 @@ import (
 //     longer limits anything;
 //   - at its shortest and still over the target: the governor drops two levels (longer rests:
 //     fewer reads meet a chunk, and the copy takes less of the server), but not below busyStart,
-//     the pace a busy application's copy starts at: under that the latency is the server's.
+//     the pace a busy application's copy starts at.
 //
 // While the application is idle the bound is lifted: nobody waits for a chunk.
 const (
