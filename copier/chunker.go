@@ -46,6 +46,9 @@ type Pace struct {
 	// FirstChunk is the size in rows of the first chunk (default 1000): verification starts where
 	// the copy ended instead of growing again from 1000 rows, 7 chunks to reach 100k.
 	FirstChunk int
+	// FirstTarget is the lock-time target FirstChunk was sized for (0: unknown, then the longest
+	// of ChunkTime and IdleChunkTime): a lower target shrinks the first chunk (fit).
+	FirstTarget time.Duration
 	// MaxChunk caps the chunk size in rows (default 200000). Verification raises it: a MyISAM
 	// checksum of a large range costs a full scan plus a little a row, so on an idle server few
 	// large chunks beat many capped ones (docs/bench.md, "Measurements behind the code's constants").
@@ -53,6 +56,9 @@ type Pace struct {
 	// Room, when set, decides the rests and the workers by the application's own signals
 	// (throttle.Gentle) instead of RestRatio and the lock waits seen before a chunk.
 	Room Room
+	// MinLockBound: the Room's LockBound is never taken below this (verification: its
+	// MinPatience).
+	MinLockBound time.Duration
 }
 
 // Room is how much of the server the application leaves the copy and verification.
@@ -61,6 +67,15 @@ type Room interface {
 	RestRatio() float64
 	// Workers is how many chunks may be in flight, at most limit.
 	Workers(limit int) int
+	// LockBound is the longest a chunk may hold the source now (0: no bound): what the
+	// application's latency target leaves (throttle.Gentle). It caps every target below.
+	LockBound() time.Duration
+}
+
+// LockReporter is a Room told of each time a chunk held the source (throttle.Gentle: its latency
+// target tells a read that waited for a chunk from one slow for another reason).
+type LockReporter interface {
+	Held(from, to time.Time)
 }
 
 func (p Pace) withDefaults() Pace {
@@ -93,6 +108,7 @@ type Chunker struct {
 
 	chunkTime atomic.Int64 // current Pace.ChunkTime, changeable while running
 	size      atomic.Int64
+	sizedFor  atomic.Int64 // the target the size was last computed for (took, fit)
 
 	mu        sync.Mutex
 	contended bool
@@ -101,10 +117,17 @@ type Chunker struct {
 // NewChunker sizes ranges of q's source. db must interpolate parameters (dbconn.OpenRowWriter):
 // see next.
 func NewChunker(db *sql.DB, q *table.SQL, pace Pace) *Chunker {
+	given := pace.FirstChunk > 0
 	pace = pace.withDefaults()
 	c := &Chunker{db: db, q: q, pace: pace, contention: throttle.NewContention(db)}
 	c.chunkTime.Store(int64(pace.ChunkTime))
 	c.size.Store(int64(min(max(pace.FirstChunk, minChunk), pace.MaxChunk)))
+	if given {
+		c.sizedFor.Store(int64(pace.FirstTarget))
+		if pace.FirstTarget <= 0 {
+			c.sizedFor.Store(int64(max(pace.ChunkTime, pace.IdleChunkTime)))
+		}
+	}
 	return c
 }
 
@@ -140,19 +163,62 @@ func (c *Chunker) next(ctx context.Context, lo []any) (hi []any, size int, err e
 }
 
 // target picks the next chunk's lock-time target: ChunkTime while other clients wait for the
-// table (contended), IdleChunkTime otherwise. The size still grows at most twofold a chunk
-// (took), so a chunk after contention ends is no longer than twice the last contended one.
-// Contention is checked whatever the targets: it also decides the rest and the staging of the
-// chunk.
+// table (contended), IdleChunkTime otherwise, and never over the Room's LockBound. The size still
+// grows at most twofold a chunk (took), so a chunk after contention ends is no longer than twice
+// the last contended one; a lower target shrinks it at once (fit). Contention is checked whatever
+// the targets: it also decides the rest and the staging of the chunk.
 func (c *Chunker) target(ctx context.Context) (target time.Duration, contended bool) {
-	base := time.Duration(c.chunkTime.Load())
+	target = time.Duration(c.chunkTime.Load())
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	c.contended = c.contention.Contended(ctx)
-	if c.contended || c.pace.IdleChunkTime <= base {
-		return base, c.contended
+	contended = c.contended
+	c.mu.Unlock()
+	if !contended && c.pace.IdleChunkTime > target {
+		target = c.pace.IdleChunkTime
 	}
-	return c.pace.IdleChunkTime, c.contended
+	if b := c.lockBound(); b > 0 {
+		target = min(target, b)
+	}
+	c.fit(target)
+	return target, contended
+}
+
+// lockBound is the Room's bound on a chunk's lock, 0 for none.
+func (c *Chunker) lockBound() time.Duration {
+	if c.pace.Room == nil {
+		return 0
+	}
+	if b := c.pace.Room.LockBound(); b > 0 {
+		return max(b, c.pace.MinLockBound)
+	}
+	return 0
+}
+
+// fit shrinks the size at once in proportion when the target falls below the one it was sized
+// for: a chunk sized for 250 ms must not hold the source that long once the target is 3 ms.
+func (c *Chunker) fit(target time.Duration) {
+	was := time.Duration(c.sizedFor.Load())
+	if was <= target || was <= 0 {
+		return
+	}
+	size := c.size.Load()
+	c.size.Store(max(int64(float64(size)*float64(target)/float64(was)), minChunk))
+	c.sizedFor.Store(int64(target))
+}
+
+// held reports a lock of the source that ended now and lasted d, when the Room wants to know.
+func (c *Chunker) held(d time.Duration) {
+	if r, ok := c.pace.Room.(LockReporter); ok && d > 0 {
+		now := time.Now()
+		r.Held(now.Add(-d), now)
+	}
+}
+
+// stale reports a step planned for a longer lock than the Room's bound now allows (the bound
+// fell while it waited for its rest): it is planned again.
+func (c *Chunker) stale(s Step) bool {
+	b := c.lockBound()
+	return b > 0 && s.Target > b
 }
 
 // took moves the chunk size toward the row count that takes s's target, given that s's work
@@ -166,6 +232,7 @@ func (c *Chunker) took(s Step, took time.Duration) {
 	size := s.Size
 	ideal := int(float64(size) * float64(s.Target) / float64(took))
 	c.size.Store(int64(max(min(ideal, size*2, c.pace.MaxChunk), size/2, minChunk)))
+	c.sizedFor.Store(int64(s.Target))
 }
 
 // restFor is how long to pause after a chunk that held the source for held, so the application
@@ -197,3 +264,6 @@ func (c *Chunker) SetChunkTime(d time.Duration) {
 
 // Size is the current chunk size in rows.
 func (c *Chunker) Size() int64 { return c.size.Load() }
+
+// SizedFor is the lock-time target the current size was computed for (0: none yet).
+func (c *Chunker) SizedFor() time.Duration { return time.Duration(c.sizedFor.Load()) }

@@ -263,6 +263,9 @@ func (c *Copier) Copied() int64 { return c.copied.Load() }
 // ChunkSize is the current chunk size in rows.
 func (c *Copier) ChunkSize() int64 { return c.chunks.Size() }
 
+// ChunkSizedFor is the lock-time target the current chunk size was computed for (0: none yet).
+func (c *Copier) ChunkSizedFor() time.Duration { return c.chunks.SizedFor() }
+
 // LockTime is the total time spent holding the source (the time writers may have waited on us).
 func (c *Copier) LockTime() time.Duration { return time.Duration(c.lockTime.Load()) }
 

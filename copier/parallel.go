@@ -92,6 +92,7 @@ func (c *Copier) copyAlongside(ctx context.Context, s Step, seq int) error {
 	if s.Last() {
 		n = ch.rows
 	}
+	c.chunks.held(ch.held)
 	c.chunks.took(s, ch.held)
 	c.finished(seq, s.Hi, n)
 	return nil

@@ -55,6 +55,7 @@ func (c *Chunker) Walk(ctx context.Context, lo []any, visit Visit) error {
 			if next != nil || s.Last() {
 				return
 			}
+			c.held(held)
 			c.took(s, took)
 			rest, next = c.restFor(held), make(chan planned, 1)
 			go func(lo []any) {
@@ -81,6 +82,9 @@ func (c *Chunker) Walk(ctx context.Context, lo []any, visit Visit) error {
 		restErr := throttle.Sleep(ctx, rest-time.Since(from))
 		p := <-next
 		s, err = p.Step, errors.Join(restErr, p.err)
+		if err == nil && c.stale(s) {
+			s, err = c.plan(ctx, s.Lo)
+		}
 	}
 	return err
 }

@@ -174,7 +174,12 @@ func TestMetricsScrapedDuringMigration(t *testing.T) {
 		return nil
 	}
 	done := make(chan error, 1)
-	go func() { _, err := Run(context.Background(), db, opts); done <- err }()
+	var res *Result
+	go func() {
+		var err error
+		res, err = Run(context.Background(), db, opts)
+		done <- err
+	}()
 	url := "http://" + <-addr + "/metrics"
 	served.Store(url)
 	// The stage turns "postponed" a moment before the wait is registered: wait for the wait.
@@ -194,6 +199,17 @@ func TestMetricsScrapedDuringMigration(t *testing.T) {
 	}
 	if !strings.Contains(lagged, "enginemig_capture_lag_bytes{") {
 		t.Errorf("no replay lag in bytes:\n%s", lagged)
+	}
+	// The pace runs until the cut-over: its latency target (4 ms at least) and measured p99 are
+	// served while the cut-over waits, and the result has them over the run.
+	if v, ok := metricValue(body, "enginemig_pace_latency_target_seconds{"); !ok || v < 0.004 {
+		t.Errorf("latency target while postponed: %v s (found %v), want 0.004 or more", v, ok)
+	}
+	if v, ok := metricValue(body, "enginemig_pace_latency_p99_seconds{"); !ok || v <= 0 {
+		t.Errorf("measured latency p99 while postponed: %v s (found %v), want it measured", v, ok)
+	}
+	if p := res.Pace; p == nil || p.Target < 0.004 || p.Reads == 0 || p.P99 <= 0 || p.Source != "probe" {
+		t.Errorf("the result's latency figures: %+v, want the target, the reads and their p99", p)
 	}
 	if v, ok := metricValue(afterSwap, "enginemig_cutover_attempts_total{"); !ok || v != 1 {
 		t.Errorf("cut-over attempts after the swap: %v (found %v); want 1:\n%s", v, ok, afterSwap)

@@ -74,6 +74,10 @@ type Options struct {
 	// verification beside the index build follow the application's own signals): chunks then
 	// rest as long as they held the source whenever another client waited for the table.
 	FixedPace bool
+	// LatencyTarget is the automatic pace's latency target, a factor of the application's p99
+	// before the copy (throttle.GentleConfig.LatencyFactor): 0 takes the default, negative turns
+	// it off.
+	LatencyTarget float64
 	// ControlSocket, when set, is a unix socket for live control (see package control).
 	ControlSocket string
 	// MetricsListen, when set, is a host:port serving Prometheus metrics at /metrics
@@ -162,6 +166,8 @@ type Result struct {
 	// Triggers: the statements that carry the table's triggers across the swap (a dry run lists
 	// what it would run), or the names of the triggers carried.
 	Triggers []string `json:"triggers,omitempty"`
+	// Pace is the automatic pace's latency figures over the run (absent with FixedPace).
+	Pace *throttle.LatencySummary `json:"pace,omitempty"`
 	// Estimate is plan's copy estimate beside the actual copy and index build (not for a
 	// resumed run, whose copy started earlier).
 	Estimate *EstimateCheck `json:"estimate,omitempty"`
@@ -311,6 +317,7 @@ type migrator struct {
 	rec            *recorder
 	pipe           *shadow.Pipeline
 	gentle         atomic.Pointer[throttle.Gentle] // the pacing while it runs; nil with FixedPace
+	endPace        func()                          // stops the pacing (once); nil before it starts
 	disk           atomic.Pointer[diskspace.Watch] // the free-space watch; nil when space cannot be read
 	// rec and pipe as the controller's goroutines (control, status, metrics, the waits watcher)
 	// read them: published once the run has them (liveRecord, livePipeline).

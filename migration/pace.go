@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/enginemig/enginemig/copier"
 	"github.com/enginemig/enginemig/internal/db/dbconn"
@@ -14,7 +15,9 @@ import (
 )
 
 // startPace starts the automatic pacing (throttle.Gentle) unless Options.FixedPace; it measures
-// the application before the copy begins. The returned function stops it.
+// the application before the copy begins. The returned function stops it, as the cut-over does
+// first (stopPace): the pace has nothing to say there, and its probe would queue on the table
+// behind the cut-over's lock, holding a connection of the pool the cut-over works with.
 func (m *migrator) startPace(ctx context.Context) (func(), error) {
 	if m.opts.FixedPace {
 		return func() {}, nil
@@ -24,7 +27,7 @@ func (m *migrator) startPace(ctx context.Context) (func(), error) {
 		return nil, err
 	}
 	probe := q.Probe()
-	g := throttle.NewGentle(m.db, throttle.GentleConfig{Logger: m.log, Probe: func(ctx context.Context) error {
+	g := throttle.NewGentle(m.db, throttle.GentleConfig{Logger: m.log, LatencyFactor: m.opts.LatencyTarget, Probe: func(ctx context.Context) error {
 		return drain(ctx, m.db, probe)
 	}})
 	if err := g.Start(ctx); err != nil {
@@ -32,7 +35,25 @@ func (m *migrator) startPace(ctx context.Context) (func(), error) {
 			"check the connection; --fixed-pace runs without measuring the application")
 	}
 	m.gentle.Store(g)
-	return func() { m.gentle.Store(nil); g.Stop() }, nil
+	var once sync.Once
+	m.endPace = func() {
+		once.Do(func() {
+			m.gentle.Store(nil)
+			g.Stop()
+			if m.res != nil {
+				sum := g.Summary()
+				m.res.Pace = &sum
+			}
+		})
+	}
+	return m.endPace, nil
+}
+
+// stopPace stops the pacing, if it runs.
+func (m *migrator) stopPace() {
+	if m.endPace != nil {
+		m.endPace()
+	}
 }
 
 // room is the pacing for copier.Pace, nil without it (an interface holding a nil pointer would not

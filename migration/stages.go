@@ -328,6 +328,7 @@ func (m *migrator) endDryRun(ctx context.Context) (*Result, error) {
 }
 
 func (m *migrator) cutover(ctx context.Context) error {
+	m.stopPace()
 	var err error
 	if m.probe, err = m.probeBeforeCutover(ctx); err != nil {
 		return err

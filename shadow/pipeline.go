@@ -303,11 +303,12 @@ func (p *Pipeline) Verify(ctx context.Context, pace copier.Pace) (verify.Result,
 
 func (p *Pipeline) verify(ctx context.Context, pace copier.Pace) (verify.Result, error) {
 	if c := p.order.copy.Load(); c != nil && pace.FirstChunk == 0 {
-		pace.FirstChunk = int(c.ChunkSize())
+		pace.FirstChunk, pace.FirstTarget = int(c.ChunkSize()), c.ChunkSizedFor()
 	}
 	if pace.MaxChunk == 0 {
 		pace.MaxChunk = verifyMaxChunk
 	}
+	pace.MinLockBound = verify.MinPatience
 	var res verify.Result
 	err := p.Do(ctx, func(ctx context.Context) (err error) {
 		res, err = verify.Run(ctx, p.cfg.DB, p.q, copier.NewChunker(p.writer, p.q, pace), verifyTarget{p},

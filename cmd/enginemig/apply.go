@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"os"
 	"strconv"
@@ -25,6 +26,7 @@ import (
 	"github.com/enginemig/enginemig/internal/db/table"
 	"github.com/enginemig/enginemig/internal/pace/diskspace"
 	"github.com/enginemig/enginemig/internal/pace/lockwait"
+	"github.com/enginemig/enginemig/internal/pace/throttle"
 	"github.com/enginemig/enginemig/migration"
 	"github.com/enginemig/enginemig/migration/planrun"
 	"github.com/enginemig/enginemig/migration/state"
@@ -62,6 +64,7 @@ func applyCommand() *cli.Command {
 			&cli.DurationFlag{Name: "snapshot-wait", Value: def.SnapshotWait, Usage: "before the swap, wait for each transaction that began before the cut-over until it ends or has been open this long: one that read another InnoDB table, then reads the table after the swap, would get error 1412 (0: do not wait)"},
 			&cli.DurationFlag{Name: "lock-timeout", Value: lockwait.DefaultTimeout, Usage: "how long a statement of apply may wait for another session's lock before apply stops with nothing changed (exit 6); the wait and its holder are logged"},
 			&cli.DurationFlag{Name: "reconnect-for", Value: migration.DefaultReconnectFor, Usage: "how long apply keeps reconnecting, with backoff, after a lost connection (server restart, failover), resuming where it stopped; then exit 7 with the work kept for a re-run (0: do not reconnect)"},
+			&cli.Float64Flag{Name: "latency-target", Value: throttle.DefaultLatencyFactor, Usage: "keep the application's p99 (a primary-key read of the table, timed every 10 ms) during the copy and verification at most this many times its p99 before the copy, and never under 4 ms, by shortening the chunks' locks; 0 turns it off (docs/how-it-works.md, \"The copy\")", Category: "Throttling"},
 			&cli.BoolFlag{Name: "fixed-pace", Usage: "do not pace the copy by the application's throughput, latency and running sessions: rest as long as each chunk held the table whenever another client waited (docs/runbook.md)", Category: "Throttling"},
 			&cli.IntFlag{Name: "max-threads-running", Usage: "pause the copy while the server's Threads_running exceeds this (0: no limit)", Category: "Throttling"},
 			&cli.StringSliceFlag{Name: "replica", Usage: "host:port of a replica whose lag must stay under --max-lag (same credentials; repeatable); lag is measured with a heartbeat enginemig writes, and lag that cannot be measured pauses the copy", Category: "Throttling"},
@@ -114,6 +117,9 @@ func runApply(c *cli.Context) error {
 	}
 	if err := diskOptions(c, &migration.Options{}); err != nil {
 		return err // before connecting: bad input changes nothing
+	}
+	if err := paceOptions(c, &migration.Options{}); err != nil {
+		return err
 	}
 	ctx := c.Context
 	db, conn, err := openDB(ctx, c, "", 8)
@@ -263,6 +269,23 @@ func diskOptions(c *cli.Context, opts *migration.Options) error {
 	return nil
 }
 
+// paceOptions reads --latency-target.
+func paceOptions(c *cli.Context, opts *migration.Options) error {
+	f := c.Float64("latency-target")
+	switch {
+	case c.IsSet("latency-target") && c.Bool("fixed-pace"):
+		return outcome.New(outcome.Usage, errors.New("--latency-target belongs to the automatic pace, which --fixed-pace turns off"), "drop one of the two")
+	case math.IsNaN(f) || f < 0 || f > 0 && f < 1:
+		return outcome.New(outcome.Usage, fmt.Errorf("--latency-target %v: want a factor of 1 or more of the application's p99 before the copy, or 0 to turn the target off", f),
+			"e.g. --latency-target 1.5 (the default) or --latency-target 3")
+	case f == 0:
+		opts.LatencyTarget = -1 // Options' zero means the default
+	default:
+		opts.LatencyTarget = f
+	}
+	return nil
+}
+
 // applyOptions turns the flags into one table's migration options.
 func applyOptions(c *cli.Context, conn dbconn.Config, tg planrun.Target, gates map[migration.Point]bool, gateCfg bench.GateConfig) (migration.Options, error) {
 	opts := migration.Options{
@@ -300,6 +323,9 @@ func applyOptions(c *cli.Context, conn dbconn.Config, tg planrun.Target, gates m
 		return opts, outcome.New(outcome.Usage, errors.New("--snapshot-wait must not be negative"), "e.g. --snapshot-wait 30s, or 0 not to wait")
 	}
 	if err := diskOptions(c, &opts); err != nil {
+		return opts, err
+	}
+	if err := paceOptions(c, &opts); err != nil {
 		return opts, err
 	}
 	if opts.CopyWorkers < 0 || opts.CopyWorkers > maxCopyWorkers {
@@ -344,6 +370,17 @@ func printApplyResult(w io.Writer, r *migration.Result) {
 	}
 	if r.Verify != nil {
 		fmt.Fprintf(w, "  verified: %d rows in %d chunks, %d chunk(s) recopied\n", r.Verify.Rows, r.Verify.Chunks, r.Verify.Repaired)
+	}
+	if p := r.Pace; p != nil && p.Reads > 0 {
+		lat := func(s float64) time.Duration {
+			return time.Duration(s * float64(time.Second)).Round(10 * time.Microsecond)
+		}
+		target := "no target"
+		if p.Target > 0 {
+			target = "target " + lat(p.Target).String()
+		}
+		fmt.Fprintf(w, "  the application's latency (a primary-key read, p99): %s before, %s during the copy and verification (%s)\n",
+			lat(p.Baseline), lat(p.P99), target)
 	}
 	if e := r.Estimate; e != nil && e.ActualSeconds > 0 {
 		fmt.Fprintf(w, "  copy and index build took %s, estimated %s at the start (%.2fx)\n",

@@ -138,3 +138,19 @@ func TestDiskFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestLatencyTargetFlag: --latency-target is a factor of 1 or more, or 0, and belongs to the
+// automatic pace; checked before connecting (port 1 has no server), each error naming the flag.
+func TestLatencyTargetFlag(t *testing.T) {
+	for _, args := range [][]string{
+		{"--latency-target", "0.5"},
+		{"--latency-target", "-1"},
+		{"--latency-target", "NaN"},
+		{"--latency-target", "2", "--fixed-pace"},
+	} {
+		_, code, err := runCLIErr(append([]string{"apply", "--database", "d", "--table", "t", "--host", "127.0.0.1", "--port", "1"}, args...)...)
+		if code != outcome.Usage || err == nil || !strings.Contains(err.Error(), "--latency-target") {
+			t.Errorf("%v: exit %d (%v), want %d naming --latency-target", args, code, err, outcome.Usage)
+		}
+	}
+}

@@ -85,6 +85,11 @@ func init() {
 		{"disk_free_bytes", "free space on each file system the server writes the conversion to (labels mount, roles: datadir, binlog, tmpdir)", "mount,roles"},
 		{"disk_reserve_bytes", "the free space apply keeps on each of them (--disk-reserve); under it the copy waits", "mount,roles"},
 		{"disk_low", "1 while free space is under the reserve on one of them", ""},
+		{"pace_level", "the automatic pace's level (0: the copy rests most; top: two workers, no rest)", ""},
+		{"pace_latency_baseline_seconds", "the probe's p99 before the copy (a primary-key read of the table)", ""},
+		{"pace_latency_target_seconds", "the most the probe's p99 may be during copy and verification (0: no target)", ""},
+		{"pace_latency_p99_seconds", "the probe's p99 over its last second of reads", ""},
+		{"pace_chunk_lock_bound_seconds", "the longest a chunk may hold the table by the latency target (0: none)", ""},
 		{"elapsed_seconds", "time since the migration started", ""},
 	} {
 		labels := []string{"schema", "table"}
@@ -186,6 +191,13 @@ func collect(ch chan<- prometheus.Metric, s Status) {
 		gauge("blocked_by", 1, h[0], h[1], h[2])
 	}
 	collectDisk(gauge, s.Disk)
+	if p := s.Pace; p != nil {
+		gauge("pace_level", float64(p.Level))
+		gauge("pace_latency_baseline_seconds", p.LatencyBaseline)
+		gauge("pace_latency_target_seconds", p.LatencyTarget)
+		gauge("pace_latency_p99_seconds", p.LatencyP99)
+		gauge("pace_chunk_lock_bound_seconds", p.ChunkLockBound)
+	}
 	if t := s.Throttle; t != nil {
 		gauge("throttled", b2f(t.Throttled), t.Reason)
 		gauge("paused", b2f(t.Paused))

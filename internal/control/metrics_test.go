@@ -9,6 +9,7 @@ import (
 
 	"github.com/enginemig/enginemig/internal/pace/diskspace"
 	"github.com/enginemig/enginemig/internal/pace/lockwait"
+	"github.com/enginemig/enginemig/internal/pace/throttle"
 )
 
 // One endpoint over a board of two migrations (apply --plan --parallel): each table's series are
@@ -19,7 +20,8 @@ func TestBoardServesEveryMigration(t *testing.T) {
 	holder := lockwait.Session{ID: 12, User: "app", Command: "Sleep"}
 	b.Add(func() Status {
 		return Status{Schema: "s", Table: "t1", Stage: "copy", RowsCopied: 10, Disk: &diskspace.Status{Low: true,
-			FS: []diskspace.FS{{Mount: "/data", Roles: []string{"datadir", "binlog"}, Free: 5 << 20, Reserve: 64 << 20}}}}
+			FS: []diskspace.FS{{Mount: "/data", Roles: []string{"datadir", "binlog"}, Free: 5 << 20, Reserve: 64 << 20}}},
+			Pace: &throttle.GentleState{Level: 3, LatencyBaseline: 0.0005, LatencyTarget: 0.004, LatencyP99: 0.0062, ChunkLockBound: 0.0025}}
 	})
 	remove := b.Add(func() Status {
 		return Status{Schema: "s", Table: "t2", Stage: "copy", LockWaits: 2, Waiting: []lockwait.Wait{
@@ -46,7 +48,9 @@ func TestBoardServesEveryMigration(t *testing.T) {
 		`enginemig_blocked_seconds{on="lock",schema="s",table="t2"} 3`, `enginemig_blocked_by{connection="12",on="lock",schema="s",table="t2",user="app"} 1`,
 		`enginemig_disk_free_bytes{mount="/data",roles="datadir+binlog",schema="s",table="t1"} 5.24288e+06`,
 		`enginemig_disk_reserve_bytes{mount="/data",roles="datadir+binlog",schema="s",table="t1"} 6.7108864e+07`,
-		`enginemig_disk_low{schema="s",table="t1"} 1`} {
+		`enginemig_disk_low{schema="s",table="t1"} 1`, `enginemig_pace_level{schema="s",table="t1"} 3`,
+		`enginemig_pace_latency_target_seconds{schema="s",table="t1"} 0.004`, `enginemig_pace_latency_p99_seconds{schema="s",table="t1"} 0.0062`,
+		`enginemig_pace_latency_baseline_seconds{schema="s",table="t1"} 0.0005`, `enginemig_pace_chunk_lock_bound_seconds{schema="s",table="t1"} 0.0025`} {
 		if code != http.StatusOK || !strings.Contains(body, want) {
 			t.Fatalf("status %d, metrics lack %s:\n%s", code, want, body)
 		}

@@ -95,19 +95,24 @@ var errBehind = errors.New("the target is behind")
 // stall for a reason of its own: replay waits for the target's metadata lock while the index
 // build beside verification finishes, or for a lock another session holds on the target. So a
 // chunk waits for the target under the lock for at most twice its lock-time goal (never less
-// than minPatience); past that, it lets the source go, waits for the target unlocked (up to
+// than MinPatience); past that, it lets the source go, waits for the target unlocked (up to
 // behindWait), and compares again. After maxBehind such retries it waits under the lock for up
 // to Config.CatchUp, so a replay that is merely slow cannot keep one chunk from ever being
 // compared (TestVerifyLetsTheSourceGoWhileTheShadowIsBehind holds replay still and measures the
 // application's writes).
+//
+// MinPatience is also the least verification takes from the latency target's bound on a chunk's
+// lock (copier.Pace.MinLockBound): a chunk may hold the source that long waiting for the target
+// anyway, so a shorter bound would shorten its checksum, not its lock, and only multiply the
+// chunks, each paying its own catch-up.
 const (
-	minPatience = 20 * time.Millisecond
+	MinPatience = 20 * time.Millisecond
 	maxBehind   = 3
 	behindWait  = time.Minute
 )
 
 // patience is how long a chunk aiming at goal waits under the lock for the target.
-func patience(goal time.Duration) time.Duration { return max(2*goal, minPatience) }
+func patience(goal time.Duration) time.Duration { return max(2*goal, MinPatience) }
 
 type verifier struct {
 	db     *sql.DB

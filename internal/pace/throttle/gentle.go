@@ -14,8 +14,10 @@ import (
 // Gentle paces the copy and verification by the application's own signals, measured every
 // GentleConfig.Interval:
 //
-//   - its latency: one primary-key read of the table being converted, as the application reads it
-//     (it queues behind the copy's table lock and for a core like the application's reads do);
+//   - its latency: a primary-key read of the table being converted, as the application reads it
+//     (it queues behind the copy's table lock and for a core like the application's reads do),
+//     timed every ProbeEvery: the latest read against its usual time, and the p99 of the last
+//     second's reads against the latency target (latency.go), which bounds a chunk's lock;
 //   - the sessions it keeps running: Threads_running, which counts sessions waiting for a lock or
 //     for a core;
 //   - its throughput: the server's SELECT, INSERT and UPDATE statements per second (enginemig's own
@@ -30,8 +32,12 @@ import (
 // The explicit limits of Throttler (Threads_running, replica lag, pause) still stop the copy
 // outright; Gentle only sets the pace while they allow it.
 type Gentle struct {
-	db  *sql.DB
-	cfg GentleConfig
+	db    *sql.DB
+	cfg   GentleConfig
+	reads *prober
+
+	locksMu sync.Mutex
+	locks   []lockSpan // the chunks' locks (Held), the last second's
 
 	mu  sync.Mutex
 	gov governor
@@ -47,6 +53,12 @@ type GentleConfig struct {
 	Probe func(ctx context.Context) error
 	// Interval between measurements (default 100 ms).
 	Interval time.Duration
+	// ProbeEvery is how often the probe is timed (default 10 ms: a second holds the hundred reads
+	// a p99 needs).
+	ProbeEvery time.Duration
+	// LatencyFactor is the latency target as a factor of the probe's p99 before the copy
+	// (default DefaultLatencyFactor; negative turns the target off).
+	LatencyFactor float64
 	// IdleRate: below this many application statements a second, and fewer than IdleWrites
 	// INSERTs and UPDATEs, the server counts as idle (defaults 1000 and 10). enginemig's own reads
 	// (verification's, the chunks' bounds) are SELECTs too; its writes are not INSERT or UPDATE.
@@ -79,43 +91,72 @@ func NewGentle(db *sql.DB, cfg GentleConfig) *Gentle {
 	if cfg.IdleWrites <= 0 {
 		cfg.IdleWrites = 10
 	}
+	if cfg.ProbeEvery <= 0 {
+		cfg.ProbeEvery = 10 * time.Millisecond
+	}
+	if cfg.LatencyFactor == 0 {
+		cfg.LatencyFactor = DefaultLatencyFactor
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Gentle{db: db, cfg: cfg, gov: governor{level: gentleTop}}
+	return &Gentle{db: db, cfg: cfg, reads: newProber(cfg.Probe, cfg.ProbeEvery), gov: governor{level: gentleTop}}
 }
 
-// Start measures the application for up to five intervals before anything of the copy runs (its
-// baselines; two when it is idle), then keeps measuring in the background until Stop or until ctx
+// Start measures the application before anything of the copy runs (its baselines): five
+// intervals, two when it is idle, and while it is busy until baselineReads probe reads were timed
+// (at most three seconds). Then it keeps measuring in the background until Stop or until ctx
 // ends.
 func (g *Gentle) Start(ctx context.Context) error {
 	if g.cfg.Probe == nil {
 		return errors.New("throttle: Gentle needs a probe")
 	}
+	ctx, cancel := context.WithCancel(ctx)
+	g.reads.read(ctx) // the first read, for the first measurement
+	probing := make(chan struct{})
+	go func() { defer close(probing); g.reads.run(ctx) }()
+	learn, prev, err := g.learn(ctx)
+	if err != nil {
+		cancel()
+		<-probing
+		return fmt.Errorf("throttle: measure the application: %w", err)
+	}
+	g.mu.Lock()
+	g.gov = newGovernor(learn, idleness{g.cfg.IdleRate, g.cfg.IdleWrites}, g.cfg.LatencyFactor)
+	st := g.stateLocked()
+	g.mu.Unlock()
+	g.reads.record()
+	g.cfg.Logger.Info("pacing by the application", "level", st.Level, "statements_per_second", int(g.gov.base.rate),
+		"probe", g.gov.base.probe.Round(10*time.Microsecond), "threads_running", g.gov.base.running,
+		"latency_p99", seconds(st.LatencyBaseline), "latency_target", seconds(st.LatencyTarget), "latency_source", st.LatencySource)
+	g.cancel, g.done = cancel, make(chan struct{})
+	go func() {
+		defer close(g.done)
+		g.loop(ctx, prev)
+		<-probing
+	}()
+	return nil
+}
+
+// learn takes the measurements before the copy (Start).
+func (g *Gentle) learn(ctx context.Context) ([]signals, signals, error) {
 	var learn []signals
 	prev, err := g.measure(ctx, signals{})
 	if err != nil {
-		return fmt.Errorf("throttle: measure the application: %w", err)
+		return nil, prev, err
 	}
-	for i := 0; i < 5 && (i < 2 || !g.idle(learn)); i++ {
+	deadline, reads := time.Now().Add(3*time.Second), 0
+	for i := 0; !(i >= 2 && g.idle(learn)) && (i < 5 || reads < baselineReads && time.Now().Before(deadline)); i++ {
 		if err := Sleep(ctx, g.cfg.Interval); err != nil {
-			return err
+			return nil, prev, err
 		}
 		s, err := g.measure(ctx, prev)
 		if err != nil {
-			return fmt.Errorf("throttle: measure the application: %w", err)
+			return nil, prev, err
 		}
-		learn, prev = append(learn, s), s
+		learn, prev, reads = append(learn, s), s, reads+len(s.reads)
 	}
-	g.mu.Lock()
-	g.gov = newGovernor(learn, idleness{g.cfg.IdleRate, g.cfg.IdleWrites})
-	g.mu.Unlock()
-	g.cfg.Logger.Info("pacing by the application", "level", g.gov.level, "statements_per_second", int(g.gov.base.rate),
-		"probe", g.gov.base.probe.Round(10*time.Microsecond), "threads_running", g.gov.base.running)
-	ctx, g.cancel = context.WithCancel(ctx)
-	g.done = make(chan struct{})
-	go g.loop(ctx, prev)
-	return nil
+	return learn, prev, nil
 }
 
 // idle reports whether the measurements so far saw an idle application.
@@ -129,7 +170,6 @@ func (g *Gentle) idle(learn []signals) bool {
 }
 
 func (g *Gentle) loop(ctx context.Context, prev signals) {
-	defer close(g.done)
 	tick := time.NewTicker(g.cfg.Interval)
 	defer tick.Stop()
 	for {
@@ -143,21 +183,33 @@ func (g *Gentle) loop(ctx context.Context, prev signals) {
 			return
 		}
 		g.mu.Lock()
-		before := g.gov.level
+		before, limited := g.gov.level, g.gov.lat.limiting
 		if err != nil {
 			g.gov.pressed("cannot measure the application: " + err.Error())
 		} else {
 			g.gov.step(s)
 			prev = s
 		}
-		after, why := g.gov.level, g.gov.why
+		after, why, st := g.gov.level, g.gov.why, g.stateLocked()
+		limits := g.gov.lat.limiting
 		g.mu.Unlock()
 		if after < before {
 			g.cfg.Logger.Info("copy backs off: the application needs the server", "level", after, "reason", why)
 		} else if after != before {
 			g.cfg.Logger.Debug("copy speeds up: the application leaves room", "level", after)
 		}
+		if limits && !limited {
+			g.cfg.Logger.Info("copy shortens its chunks: the application's latency is over its target", "reason", "latency",
+				"latency_p99", seconds(st.LatencyP99), "latency_target", seconds(st.LatencyTarget), "chunk_lock_bound", seconds(st.ChunkLockBound))
+		} else if limited && !limits {
+			g.cfg.Logger.Debug("the latency target no longer bounds the chunks", "latency_p99", seconds(st.LatencyP99))
+		}
 	}
+}
+
+// seconds turns a status figure back into a duration for the log.
+func seconds(f float64) time.Duration {
+	return time.Duration(f * float64(time.Second)).Round(10 * time.Microsecond)
 }
 
 // Stop ends the measurements; the pace stays where it was.
@@ -195,21 +247,82 @@ func (g *Gentle) Room() bool {
 	return g.gov.level >= gentleTop
 }
 
+// Held is told of each time a chunk of the copy or verification held the source (the latency
+// target tells the reads that waited for a chunk by it).
+func (g *Gentle) Held(from, to time.Time) {
+	g.locksMu.Lock()
+	defer g.locksMu.Unlock()
+	g.locks = append(g.locks, lockSpan{from, to})
+}
+
+// recentLocks returns the locks that ended in the last second and forgets older ones.
+func (g *Gentle) recentLocks(now time.Time) []lockSpan {
+	g.locksMu.Lock()
+	defer g.locksMu.Unlock()
+	i := 0
+	for i < len(g.locks) && now.Sub(g.locks[i].to) > time.Second {
+		i++
+	}
+	g.locks = append(g.locks[:0], g.locks[i:]...)
+	return append([]lockSpan(nil), g.locks...)
+}
+
+// LockBound is the longest a chunk may hold the source now, by the latency target (latency.go);
+// 0: no bound.
+func (g *Gentle) LockBound() time.Duration {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.gov.lat.bound
+}
+
 // GentleState is what Gentle last decided and why.
 type GentleState struct {
 	Level  int    `json:"level"`
 	Top    int    `json:"top"`
 	Reason string `json:"reason,omitempty"` // the last back-off's cause
+	// LatencySource says what the latency figures time: "probe", a primary-key read of the table.
+	LatencySource string `json:"latency_source"`
+	// LatencyBaseline is the probe's p99 before the copy, LatencyTarget the most its p99 may be
+	// (0: no target, --latency-target 0), LatencyP99 its p99 over the last second's reads.
+	LatencyBaseline float64 `json:"latency_baseline_seconds"`
+	LatencyTarget   float64 `json:"latency_target_seconds"`
+	LatencyP99      float64 `json:"latency_p99_seconds"`
+	// ChunkLockBound is the longest a chunk may hold the table by the target (0: none).
+	ChunkLockBound float64 `json:"chunk_lock_bound_seconds"`
 }
 
-// State is the current level and the last back-off's reason.
+// State is the current level, the last back-off's reason and the latency target's figures.
 func (g *Gentle) State() GentleState {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return GentleState{Level: g.gov.level, Top: gentleTop, Reason: g.gov.why}
+	return g.stateLocked()
 }
 
-// measure takes one sample: the status counters and a probe.
+func (g *Gentle) stateLocked() GentleState {
+	l := &g.gov.lat
+	return GentleState{Level: g.gov.level, Top: gentleTop, Reason: g.gov.why, LatencySource: "probe",
+		LatencyBaseline: l.base.Seconds(), LatencyTarget: l.target.Seconds(), LatencyP99: l.p99().Seconds(), ChunkLockBound: l.bound.Seconds()}
+}
+
+// LatencySummary is the latency target's account of a whole run, for apply's result.
+type LatencySummary struct {
+	Source   string  `json:"latency_source"`
+	Baseline float64 `json:"latency_baseline_seconds"`
+	Target   float64 `json:"latency_target_seconds"`
+	// P99 is the probe's p99 from the copy's start to now, over Reads reads.
+	P99   float64 `json:"latency_p99_seconds"`
+	Reads int64   `json:"latency_reads"`
+}
+
+// Summary is the latency figures of the run so far.
+func (g *Gentle) Summary() LatencySummary {
+	p99, n := g.reads.p99()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return LatencySummary{Source: "probe", Baseline: g.gov.lat.base.Seconds(), Target: g.gov.lat.target.Seconds(), P99: p99.Seconds(), Reads: n}
+}
+
+// measure takes one sample: the status counters and the probe's reads since the last one.
 func (g *Gentle) measure(ctx context.Context, prev signals) (signals, error) {
 	ctx, cancel := context.WithTimeout(ctx, minCheckTimeout)
 	defer cancel()
@@ -237,15 +350,16 @@ func (g *Gentle) measure(ctx context.Context, prev signals) (signals, error) {
 	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
 		return signals{}, err
 	}
+	reads, latest, probes, err := g.reads.take()
+	if err != nil {
+		return signals{}, err
+	}
+	s.reads, s.probe, s.locks = reads, latest, g.recentLocks(s.at)
+	s.statements -= probes // the probe's reads are SELECTs too, and slow ones come fewer a second
 	if !prev.at.IsZero() && s.at.After(prev.at) {
 		secs := s.at.Sub(prev.at).Seconds()
 		s.rate, s.writeRate = float64(s.statements-prev.statements)/secs, float64(s.writes-prev.writes)/secs
 	}
-	t0 := time.Now()
-	if err := g.cfg.Probe(ctx); err != nil && !errors.Is(err, sql.ErrNoRows) {
-		return signals{}, fmt.Errorf("probe read: %w", err)
-	}
-	s.probe = time.Since(t0)
 	return s, nil
 }
 

@@ -14,7 +14,9 @@ type signals struct {
 	writes     int64         // its INSERT+UPDATE part
 	rate       float64       // statements a second since the previous measurement
 	writeRate  float64       // INSERTs and UPDATEs a second
-	probe      time.Duration // one primary-key read of the table
+	probe      time.Duration // one primary-key read of the table: the latest
+	reads      []probeRead   // the reads completed since the previous measurement
+	locks      []lockSpan    // the chunks' locks of the last second
 	running    float64       // Threads_running
 }
 
@@ -58,23 +60,29 @@ type governor struct {
 	base   signals
 	avg    signals
 	idle   idleness
-	why    string // the last back-off's cause
+	why    string      // the last back-off's cause
+	lat    latencyRule // the latency target (latency.go)
 }
 
-// newGovernor starts from the measurements taken before the copy: their mean rate and Threads_running
-// and their median probe. An idle application gets the top level, a busy one the middle (one
-// worker resting as long as each chunk held the source).
-func newGovernor(learn []signals, idle idleness) governor {
+// newGovernor starts from the measurements taken before the copy: their mean rate and Threads_running,
+// their median probe, and all their reads for the latency target (latencyFactor, latency.go). An
+// idle application gets the top level, a busy one the middle (one worker resting as long as each
+// chunk held the source).
+func newGovernor(learn []signals, idle idleness, latencyFactor float64) governor {
 	g := governor{idle: idle, level: gentleTop}
-	var probes []time.Duration
+	var probes, reads []time.Duration
 	for _, s := range learn {
 		g.base.rate += s.rate / float64(len(learn))
 		g.base.writeRate += s.writeRate / float64(len(learn))
 		g.base.running += s.running / float64(len(learn))
 		probes = append(probes, s.probe)
+		for _, r := range s.reads {
+			reads = append(reads, r.took)
+		}
 	}
 	g.base.probe = median(probes)
 	g.avg = g.base
+	g.lat = newLatencyRule(latencyFactor, reads)
 	if !idle.of(g.base) {
 		g.level = busyStart
 	}
@@ -91,7 +99,9 @@ func (g *governor) step(s signals) {
 	g.avg.probe = median(g.probes)
 	g.avg.running += smoothing * (s.running - g.avg.running)
 	g.avg.writeRate += smoothing * (s.writeRate - g.avg.writeRate)
-	if g.idle.of(g.avg) && !g.stalled() {
+	idle := g.idle.of(g.avg) && !g.stalled()
+	g.lat.step(s.at, s.reads, s.locks, !idle)
+	if idle {
 		g.level, g.calm = gentleTop, 0 // nobody to leave room for
 		return
 	}
@@ -104,6 +114,12 @@ func (g *governor) step(s signals) {
 		g.settle--
 	} else if why := g.pressure(); why != "" {
 		g.pressed(why)
+	} else if g.lat.stuck { // the latency target's last resort (latency.go): never under busyStart
+		g.calm = 0
+		if g.level > busyStart {
+			g.pressed(g.lat.why())
+			g.level, g.lat.stuck = max(g.level, busyStart), false
+		}
 	} else if g.calm++; g.calm >= calmSteps {
 		g.level, g.calm = min(g.level+1, gentleTop), 0
 	}

@@ -25,7 +25,7 @@ func TestGovernorBacksOffAndRecovers(t *testing.T) {
 		{"throughput", busy(4200, time.Millisecond, 3)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			g := newGovernor([]signals{calm, calm, calm}, testIdle)
+			g := newGovernor([]signals{calm, calm, calm}, testIdle, DefaultLatencyFactor)
 			for i := 0; i < 40; i++ {
 				g.step(calm)
 			}
@@ -60,7 +60,7 @@ func TestGovernorBacksOffAndRecovers(t *testing.T) {
 // An idle server gets the top level at once, and an application that arrives later is left room.
 func TestGovernorIdleAndArrival(t *testing.T) {
 	quiet := signals{rate: 40, probe: time.Millisecond, running: 2}
-	g := newGovernor([]signals{quiet, quiet}, testIdle)
+	g := newGovernor([]signals{quiet, quiet}, testIdle, DefaultLatencyFactor)
 	if g.level != gentleTop {
 		t.Fatalf("idle: level %d, want %d", g.level, gentleTop)
 	}
@@ -83,7 +83,7 @@ func TestGovernorIdleAndArrival(t *testing.T) {
 // a slowdown to back off from, not an idle server.
 func TestGovernorStuckApplicationIsNotIdle(t *testing.T) {
 	calm := busy(5000, time.Millisecond, 3)
-	g := newGovernor([]signals{calm, calm, calm}, testIdle)
+	g := newGovernor([]signals{calm, calm, calm}, testIdle, DefaultLatencyFactor)
 	for i := 0; i < 40; i++ {
 		g.step(calm)
 	}
@@ -99,7 +99,7 @@ func TestGovernorStuckApplicationIsNotIdle(t *testing.T) {
 // chunk held the source.
 func TestGovernorStartsGentleUnderLoad(t *testing.T) {
 	s := busy(5000, time.Millisecond, 3)
-	if g := newGovernor([]signals{s, s, s}, testIdle); g.level != busyStart || restRatios[g.level] != 1 {
+	if g := newGovernor([]signals{s, s, s}, testIdle, DefaultLatencyFactor); g.level != busyStart || restRatios[g.level] != 1 {
 		t.Errorf("under load: level %d (rest %.2f times the lock), want %d (rest 1)", g.level, restRatios[g.level], busyStart)
 	}
 }
@@ -109,7 +109,7 @@ func TestGovernorStartsGentleUnderLoad(t *testing.T) {
 // that lasts.
 func TestGovernorUsualRateOnlyRises(t *testing.T) {
 	calm := busy(5000, time.Millisecond, 3)
-	g := newGovernor([]signals{calm, calm, calm}, testIdle)
+	g := newGovernor([]signals{calm, calm, calm}, testIdle, DefaultLatencyFactor)
 	for i := 0; i < 300; i++ {
 		g.step(busy(4200, time.Millisecond, 3))
 	}

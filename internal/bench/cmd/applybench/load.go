@@ -38,6 +38,7 @@ type loadStats struct {
 	p99         time.Duration // of a request's duration
 	seconds     *pace.Seconds // requests completed per second from the conversion's start
 	missed      int64
+	stmts       stmts // every statement that succeeded, for the latency by stage
 }
 
 // appMix is the application's request: the production mix, on game.state's primary key.
@@ -108,6 +109,7 @@ func (l load) run(ctx context.Context, rate float64, d time.Duration, countFrom 
 		}
 	}
 	lat := make([][]time.Duration, l.threads)
+	per := make([]stmts, l.threads)
 	var wg sync.WaitGroup
 	for i := 0; i < l.threads; i++ {
 		wg.Add(1)
@@ -125,7 +127,7 @@ func (l load) run(ctx context.Context, rate float64, d time.Duration, countFrom 
 					break
 				}
 				t0 := time.Now()
-				if err := l.request(context.WithoutCancel(ctx), r, n, wrote); err != nil {
+				if err := l.request(context.WithoutCancel(ctx), r, n, wrote, per[i].add); err != nil {
 					errs.Add(1)
 					continue
 				}
@@ -145,24 +147,26 @@ func (l load) run(ctx context.Context, rate float64, d time.Duration, countFrom 
 		all = append(all, l...)
 	}
 	return loadStats{rps: float64(done.Load()) / time.Since(start).Seconds(), errors: errs.Load(), maxWriteGap: maxGap,
-		longGaps: long, p99: pace.Percentile(all, 99), seconds: secs.Load(), missed: missed.Load()}
+		longGaps: long, p99: pace.Percentile(all, 99), seconds: secs.Load(), missed: missed.Load(), stmts: merge(per)}
 }
 
-// request runs one request's statements; wrote is told when each write completed.
-func (l load) request(ctx context.Context, r *rand.Rand, n int, wrote func(time.Time)) error {
-	for _, op := range request {
+// request runs one request's statements; wrote is told when each write completed, record of
+// every statement that succeeded.
+func (l load) request(ctx context.Context, r *rand.Rand, n int, wrote func(time.Time), record func(write bool, end time.Time, took time.Duration)) error {
+	ops := request
+	if n%10 == 9 {
+		ops = append(ops[:len(ops):len(ops)], bench.OpDelete)
+	}
+	for _, op := range ops {
+		t0 := time.Now()
 		if err := query(ctx, l.db, r, op, 1+r.IntN(l.rows)); err != nil {
 			return err
 		}
+		now := time.Now()
+		record(op != bench.OpSelect, now, now.Sub(t0))
 		if op != bench.OpSelect {
-			wrote(time.Now())
+			wrote(now)
 		}
-	}
-	if n%10 == 9 {
-		if err := query(ctx, l.db, r, bench.OpDelete, 1+r.IntN(l.rows)); err != nil {
-			return err
-		}
-		wrote(time.Now())
 	}
 	return nil
 }

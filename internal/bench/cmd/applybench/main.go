@@ -46,6 +46,7 @@ func main() {
 	flag.DurationVar(&holdCutover, "hold-cutover", 0, "postpone enginemig's cut-over for this long after verification: the application's throughput with only change capture running (stage \"postponed\")")
 	flag.IntVar(&repeat, "repeat", 1, "run every tool this many times at each load level, in turn, and print each one's medians: one run per build cannot show a change smaller than the run-to-run spread")
 	flag.BoolVar(&withControl, "control", false, "after the tools at each load level, run the load alone for as long as enginemig took: what the application keeps with no conversion at all, the floor the other figures stand on")
+	flag.StringVar(&jsonOut, "json", "", "also write every run under load to this file as JSON (docs/bench.md says what each field means)")
 	flag.BoolVar(&costOnly, "capture-cost", false, "only measure what trigger capture adds to a single-row UPDATE, then exit")
 	flag.Parse()
 	if keyless && (withPTOSC || ghostBin != "") {

@@ -246,8 +246,12 @@ func runLoaded(ctx context.Context, l load, port int, rate float64, window time.
 		fmt.Printf("  %s: VOID: the load reached only %.0f%% of its target before the conversion; the server was saturated, and the shares above measure that, not the conversion\n",
 			b.name, 100*base.rps/rate)
 	}
+	before, whole := latencyOf(base.stmts, time.Time{}, time.Now()), latencyOf(during.stmts, t0, t1)
+	byStage := latencyByStage(during.stmts, t0, t1, ar.stages)
+	fmt.Printf("  %s: latency before: %s; during: %s\n", b.name, formatLatency(before), formatLatency(whole))
 	if len(ar.stages) > 0 {
 		fmt.Printf("  %s: per stage: %s\n", b.name, formatShares(per))
+		fmt.Printf("  %s: latency per stage: %s\n", b.name, formatStageLatency(byStage))
 	}
 	if len(during.longGaps) > 0 {
 		fmt.Printf("  %s: write stalls over %s: %s\n", b.name, longGap, formatGaps(during.longGaps, ar.stages))
@@ -260,8 +264,12 @@ func runLoaded(ctx context.Context, l load, port int, rate float64, window time.
 		fmt.Printf("  %s: before the conversion the load kept %.2f of %d cores busy; the idle conversion used %.2fs of CPU (server and enginemig)\n",
 			b.name, busy, numCPU(), work.Seconds())
 	}
-	return loaded{build: b.name, took: took, mean: all.mean, worst: all.worst, p99: during.p99, stall: during.maxWriteGap,
-		void: base.rps < saturated*rate}, nil
+	res := loaded{build: b.name, took: took, mean: all.mean, worst: all.worst, p99: during.p99, stall: during.maxWriteGap,
+		void: base.rps < saturated*rate, before: before, during: whole}
+	if err := record(reportOf(res, rate, per, byStage)); err != nil {
+		return res, err
+	}
+	return res, nil
 }
 
 // loadAvg is the machine's load average, printed with every measurement: other jobs on a shared

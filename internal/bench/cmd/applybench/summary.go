@@ -16,7 +16,9 @@ type loaded struct {
 	took        time.Duration
 	mean, worst float64 // shares of the target rate over the conversion, and in its worst second
 	p99, stall  time.Duration
-	void        bool // the load missed its target before the conversion
+	void        bool    // the load missed its target before the conversion
+	before      latency // the application's statements before the conversion
+	during      latency // and over it
 }
 
 // summarize prints, for each build in order, the median of its runs' figures and every run's
@@ -25,7 +27,7 @@ func summarize(runs []loaded, builds []build) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "  medians over the runs that were not void:\n")
 	for _, bd := range builds {
-		var mean, worst, took, p99, stall []float64
+		var mean, worst, took, p99, stall, readP99, writeP99 []float64
 		var each []string
 		void := 0
 		for _, r := range runs {
@@ -38,14 +40,16 @@ func summarize(runs []loaded, builds []build) string {
 			}
 			mean, worst = append(mean, r.mean), append(worst, r.worst)
 			took, p99, stall = append(took, r.took.Seconds()), append(p99, r.p99.Seconds()), append(stall, r.stall.Seconds())
+			readP99, writeP99 = append(readP99, r.during.ReadP99Ms), append(writeP99, r.during.WriteP99Ms)
 			each = append(each, fmt.Sprintf("%.0f%% in %.1fs", 100*r.mean, r.took.Seconds()))
 		}
 		if len(mean) == 0 {
 			fmt.Fprintf(&b, "    %s: every run void (%d)\n", bd.name, void)
 			continue
 		}
-		fmt.Fprintf(&b, "    %s: application %.0f%% (worst second %.0f%%), wall %.1fs, p99 %s, stall %s; %d run(s): %s",
-			bd.name, 100*median(mean), 100*median(worst), median(took), seconds(median(p99)), seconds(median(stall)), len(mean), strings.Join(each, ", "))
+		fmt.Fprintf(&b, "    %s: application %.0f%% (worst second %.0f%%), wall %.1fs, p99 %s (reads %s, writes %s), stall %s; %d run(s): %s",
+			bd.name, 100*median(mean), 100*median(worst), median(took), seconds(median(p99)), ms(median(readP99)), ms(median(writeP99)),
+			seconds(median(stall)), len(mean), strings.Join(each, ", "))
 		if void > 0 {
 			fmt.Fprintf(&b, "; %d void", void)
 		}
