@@ -93,15 +93,29 @@ func (s *SQL) keyless(src *Info) {
 	s.keyOrder = newKeyOrder(cols)
 }
 
-// placeholder is how a chunk-key value of c is sent in a range predicate: a DECIMAL's bound as
-// text would be compared with the column as a double (inexact past 15 digits), so it is cast to
-// the column's type.
+// placeholder is how a value of c is sent where it is compared with the column: a DECIMAL cast
+// to the column's type, so that the two are compared as decimals. The documented rule for a
+// string and a DECIMAL is a comparison as doubles, inexact past 15 digits; the servers convert a
+// constant compared with a column to the column's type instead (exact on MariaDB 10.11, 11.8 and
+// MySQL 9.7), but only where the constant stands alone (d = ? + 0 matches both of two values that
+// differ in their 20th digit), which the CAST makes the rule.
 func placeholder(c Column) string {
-	if c.ChunkOrder() != OrderDecimal {
-		return "?"
+	switch strings.ToLower(c.DataType) {
+	case "decimal", "numeric":
+		t, _, _ := strings.Cut(strings.ToLower(c.ColumnType), " ") // without unsigned or zerofill
+		return "CAST(? AS " + t + ")"
 	}
-	t, _, _ := strings.Cut(strings.ToLower(c.ColumnType), " ") // without unsigned or zerofill
-	return "CAST(? AS " + t + ")"
+	return "?"
+}
+
+// matchPlaceholder is how a value of c is sent in a match by content (match): character columns
+// as bytes (BINARY ?), so a case-insensitive collation cannot match a row that differs in case or
+// trailing spaces; DECIMAL ones as decimals (placeholder).
+func matchPlaceholder(c Column) string {
+	if c.ComparesByCollation() {
+		return "BINARY ?"
+	}
+	return placeholder(c)
 }
 
 // Keyless reports a source without a unique key: rows are addressed by content.
@@ -111,9 +125,8 @@ func (s *SQL) Keyless() bool { return s.noKey }
 func (s *SQL) Chunked() bool { return len(s.key) > 0 }
 
 // match is the predicate that finds a row of the target by its whole content (the optimizer picks
-// the index: the chunk key's or any other). Character columns compare as bytes (BINARY ?), so a
-// case-insensitive collation cannot match a row that differs in case; <=> where NULL is possible.
-// Its arguments are the row image itself.
+// the index: the chunk key's or any other), each column compared exactly (matchPlaceholder); <=>
+// where NULL is possible. Its arguments are the row image itself.
 func (s *SQL) match() string {
 	terms := make([]string, len(s.cols))
 	for i, c := range s.cols {
@@ -121,11 +134,7 @@ func (s *SQL) match() string {
 		if s.nullable[i] {
 			op = " <=> "
 		}
-		if s.binary[i] {
-			terms[i] = c + op + "BINARY ?"
-		} else {
-			terms[i] = c + op + "?"
-		}
+		terms[i] = c + op + s.matchPH[i]
 	}
 	return strings.Join(terms, " AND ")
 }

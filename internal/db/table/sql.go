@@ -33,7 +33,7 @@ type SQL struct {
 	keyOrder *KeyOrder
 	keyPH    []string // per key column, its placeholder in a range predicate (nil: all "?")
 	nullable []bool   // per copy column, for matching by content
-	binary   []bool   // per copy column: compared as bytes
+	matchPH  []string // per copy column, its placeholder in a match by content (keyless.go, match)
 }
 
 // WriteMode is how copied rows meet rows already in the target.
@@ -65,7 +65,7 @@ func NewSQL(src *Info, target string) (*SQL, error) {
 	for _, c := range src.CopyColumns() {
 		s.cols = append(s.cols, dbconn.QuoteIdent(c.Name))
 		s.nullable = append(s.nullable, c.Nullable)
-		s.binary = append(s.binary, c.ComparesByCollation())
+		s.matchPH = append(s.matchPH, matchPlaceholder(c))
 	}
 	s.sumRow = checksumRow(src.CopyColumns())
 	s.colList = strings.Join(s.cols, ",")
