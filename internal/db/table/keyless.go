@@ -14,8 +14,8 @@ import (
 
 // ChunkKey is the index a keyless table's copy walks and its replay finds rows by, cut to its
 // walkable leading columns: those whose order rule 5 can follow outside the server
-// (Column.ChunkOrder: integers, DECIMAL, temporal types, CHAR and VARCHAR in their collation),
-// up to the first that is not or is indexed by a prefix. NULLable columns walk too (NULL sorts
+// (Column.ChunkOrder: integers, DECIMAL, temporal types, CHAR and VARCHAR in their collation,
+// ENUM), up to the first that is not or is indexed by a prefix. NULLable columns walk too (NULL sorts
 // first). Of the indexes with a walkable first column it takes the one whose walkable columns
 // the index statistics say are the most distinct (the shortest runs of equal values: a chunk
 // cannot end inside such a run), then the one with more walkable columns. ok is false when no
@@ -80,17 +80,37 @@ func (s *SQL) keyless(src *Info) {
 		c, _ := src.Column(name)
 		cols = append(cols, c)
 		s.key, s.keyNames = append(s.key, dbconn.QuoteIdent(name)), append(s.keyNames, name)
-		s.IntKeyCol = append(s.IntKeyCol, c.ChunkOrder() == OrderInt)
+		order := c.ChunkOrder()
+		s.IntKeyCol = append(s.IntKeyCol, order == OrderInt || order == OrderEnum)
 		s.keyNull = append(s.keyNull, c.Nullable)
 		s.keyPH = append(s.keyPH, placeholder(c))
+		sel, members := dbconn.QuoteIdent(name), 0
+		if order == OrderEnum {
+			// Its number, as the index orders it (MySQL gives e + 0 as a DOUBLE).
+			sel, members = "CAST("+sel+" AS UNSIGNED)", c.EnumMembers()
+		}
+		s.keySel, s.keyEnum = append(s.keySel, sel), append(s.keyEnum, members)
 		for i, cc := range src.CopyColumns() {
 			if strings.EqualFold(cc.Name, name) {
 				s.keyPos = append(s.keyPos, i)
 			}
 		}
 	}
-	s.intKey = len(s.key) == 1 && s.IntKeyCol[0] && !s.keyNull[0]
+	s.intKey = len(s.key) == 1 && cols[0].ChunkOrder() == OrderInt && !s.keyNull[0]
 	s.keyOrder = newKeyOrder(cols)
+}
+
+// keyParts is the chunk key's columns as range predicates compare them (qualified by alias when
+// given).
+func (s *SQL) keyParts(alias string) []keyPart {
+	parts := make([]keyPart, len(s.key))
+	for i, k := range s.key {
+		if alias != "" {
+			k = alias + "." + k
+		}
+		parts[i] = keyPart{col: k, ph: s.keyPH[i], null: s.keyNull[i], enum: s.keyEnum[i]}
+	}
+	return parts
 }
 
 // placeholder is how a value of c is sent where it is compared with the column: a DECIMAL cast
