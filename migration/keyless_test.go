@@ -168,11 +168,11 @@ func TestKeylessTableUnderWriters(t *testing.T) {
 		walks string // the index the copy must walk, and its columns ("" none)
 		crowd bool   // rows from crowdedRow
 	}{
-		{"non-unique index", keylessDDL, 8000, true, false, false, false, "id(id)", false},
+		{"non-unique index", keylessDDL, 3000, true, false, false, false, "id(id)", false},
 		{"no index to walk, kept keyless", noIndexDDL, 3000, true, false, true, false, "", false},
-		{"unique key with NULLs", nullUniqueDDL, 5000, false, false, false, false, "id(id,ti)", false},
-		{"resumed after a crash", keylessDDL, 5000, true, true, false, false, "id(id)", false},
-		{"trigger capture", keylessDDL, 5000, true, false, false, true, "id(id)", false},
+		{"unique key with NULLs", nullUniqueDDL, 2000, false, false, false, false, "id(id,ti)", false},
+		{"resumed after a crash", keylessDDL, 2000, true, true, false, false, "id(id)", false},
+		{"trigger capture", keylessDDL, 2000, true, false, false, true, "id(id)", false},
 		// Indexes led by columns other than integers, all NULLable, each with runs of equal
 		// leading values longer than a chunk (crowdedRow); e is an ENUM whose members are
 		// defined out of alphabetical order (red, green, blue), its index's order.
@@ -237,12 +237,12 @@ func keylessUnderWriters(t *testing.T, srv *sandbox.Server, ddl, walks string, r
 	// A copy in many chunks: many changes on each side of a chunk's read. Verification runs at
 	// apply's own pace: its chunks are not what this test is about, and at 2 ms they made it
 	// most of the test's time (docs/testing.md).
-	opts.seams.CopyChunkTime = 2 * time.Millisecond
+	// Short chunks from the first: many chunk bounds in a small table.
+	opts.seams.CopyChunkTime, opts.seams.FirstChunk = 2*time.Millisecond, 50
 	opts.KeepKeyless = keep
 	if crowd {
-		// Short chunks from the first and while idle too: many chunk bounds in a small table,
-		// several inside runs of equal values.
-		opts.seams.IdleChunkTime, opts.seams.FirstChunk = opts.seams.CopyChunkTime, 50
+		// Short chunks while idle too: several bounds inside runs of equal values.
+		opts.seams.IdleChunkTime = opts.seams.CopyChunkTime
 	}
 	// The one-chunk case holds writes for about a second on an idle machine; on a busy one the
 	// estimate passes plan's 1 s keyless-hold limit (its own test is in plan), which is not what
