@@ -33,8 +33,9 @@ func AfterArgs(key []any) []any {
 // keyPart is how one column of a keyless table's chunk key is compared in a range predicate
 // (afterKey, upToKey), in the index's order: NULL first, then the values. Such a key's columns
 // may be NULLable; a NULL part of a bound is spelled IS NULL / IS NOT NULL, without an argument,
-// and a NULLable column is compared so that a NULL in it makes a term false, never NULL (the
-// predicates also stand under NOT: CaptureSQL's notes).
+// and a NULLable column is compared so that a NULL in it makes a term true or false, never NULL
+// (a predicate then means the same under NOT: bare comparisons under NOT once left every NULL
+// row outside every range).
 type keyPart struct {
 	col  string // quoted, qualified where the statement needs it
 	ph   string // the placeholder of a value ("?" or a CAST of it: placeholder)
