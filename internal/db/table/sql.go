@@ -179,7 +179,8 @@ func (s *SQL) Probe() string {
 }
 
 // ReadRange reads the whole rows of r in key order. The text depends only on which ends of r
-// are open, so one prepared statement serves every range of a shape.
+// are open, so one prepared statement serves every range of a shape (the client-side copy's:
+// keyed tables only; a keyless chunk key's ENUM lists its members, as many as the bound asks).
 func (s *SQL) ReadRange(r Range) (string, []any) {
 	where, args := s.Where(r, "")
 	return "SELECT " + s.colList + " FROM " + s.src + " " + s.forceKey + " WHERE " + where +
