@@ -110,7 +110,7 @@ func (m *rowMapper) mapRow(row []any) ([]any, error) {
 		if _, ok := v.(*replication.JsonDiff); ok {
 			return nil, ErrPartialJSON
 		}
-		if m.unsigned[i] {
+		if m.unsigned[i] || m.types[i] == "bit" {
 			v = toUnsigned(v, m.types[i])
 		}
 		if n := m.binaryLen[i]; n > 0 {
@@ -141,7 +141,9 @@ func padBinary(v any, n int) any {
 }
 
 // toUnsigned reinterprets signed integers from events without signedness metadata (go-mysql
-// converts them itself when binlog_row_metadata=FULL provides it).
+// converts them itself when binlog_row_metadata=FULL provides it), and BIT values, which go-mysql
+// decodes as int64 whatever the metadata: a BIT(64) with its top bit set came out negative, and a
+// keyless replay's DELETE or UPDATE, which finds its row by the value, found none.
 func toUnsigned(v any, dataType string) any {
 	switch x := v.(type) {
 	case int8:

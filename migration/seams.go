@@ -19,8 +19,14 @@ type seams struct {
 	CrashAtTrigger int
 	// SaveEvery is how often progress is saved (the runner's default when 0).
 	SaveEvery time.Duration
+	// CopyChunkTime, when set, is the copy's copier.Pace.ChunkTime alone (Options.ChunkTime is the
+	// copy's and verification's): short chunks in the copy, verification at its own pace.
+	CopyChunkTime time.Duration
 	// IdleChunkTime is copier.Pace.IdleChunkTime: equal to the chunk time, it keeps a copy slow.
 	IdleChunkTime time.Duration
+	// FirstChunk is copier.Pace.FirstChunk, the copy's first chunk size in rows: small, a small
+	// table is copied in many chunks from the start.
+	FirstChunk int
 	// Stage, AlwaysParallel and OvertakeDelay are copier.Config's: which chunks are staged,
 	// parallel chunks even while clients wait, and odd chunks held back so even ones overtake.
 	Stage          copier.StagePolicy

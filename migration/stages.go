@@ -185,7 +185,11 @@ func (m *migrator) copyRows(ctx context.Context) error {
 		}
 	}
 	start := time.Now()
-	cfg := copier.Config{Pace: copier.Pace{ChunkTime: m.opts.ChunkTime, IdleChunkTime: m.opts.seams.IdleChunkTime, Room: m.room(), MaxChunk: m.galeraMaxChunk}, ClientSide: m.opts.ClientSide,
+	chunkTime := m.opts.ChunkTime
+	if m.opts.seams.CopyChunkTime > 0 {
+		chunkTime = m.opts.seams.CopyChunkTime
+	}
+	cfg := copier.Config{Pace: copier.Pace{ChunkTime: chunkTime, IdleChunkTime: m.opts.seams.IdleChunkTime, FirstChunk: m.opts.seams.FirstChunk, Room: m.room(), MaxChunk: m.galeraMaxChunk}, ClientSide: m.opts.ClientSide,
 		Stage: m.opts.seams.Stage, Workers: m.copyWorkers(ctx), AlwaysParallel: m.opts.seams.AlwaysParallel,
 		OvertakeDelay: m.opts.seams.OvertakeDelay, WriteApart: m.opts.Cutover.Galera, ChunkLocked: m.opts.seams.ChunkLocked}
 	if err := m.pipe.Copy(ctx, resumeAfter, m.copyWaiter(thr), cfg); err != nil {

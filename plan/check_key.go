@@ -25,6 +25,9 @@ func init() {
 		checkRequirePK)
 }
 
+// walkable says which indexes a keyless table's copy can walk (table.Column.ChunkOrder).
+const walkable = "one led by an integer, DECIMAL, date or time, ENUM, or a whole CHAR or VARCHAR column; not by a SET, FLOAT, DOUBLE, BIT, BLOB or TEXT column, or a prefix"
+
 func hasPrimary(in *TableInput) bool {
 	for _, ix := range in.Info.Indexes {
 		if ix.Name == "PRIMARY" {
@@ -46,7 +49,7 @@ func checkNoUsableKey(in *TableInput) []Finding {
 		return nil // trigger capture notes the chunk key's values
 	}
 	return []Finding{newFinding("no-usable-key", Blocker,
-		"no PRIMARY KEY, no UNIQUE index on NOT NULL columns and no index a copy can walk (one led by an integer, DECIMAL, date or time, or a whole CHAR or VARCHAR column), and changes would be captured with triggers, which note a key to sync by: these rows have none",
+		"no PRIMARY KEY, no UNIQUE index on NOT NULL columns and no index a copy can walk ("+walkable+"), and changes would be captured with triggers, which note a key to sync by: these rows have none",
 		"turn on the binlog for binlog capture (log_bin, binlog_format=ROW, binlog_row_image=FULL) and use --capture binlog, or add such an index; then plan again")}
 }
 
@@ -65,12 +68,12 @@ func checkKeyless(in *TableInput) []Finding {
 		if in.Estimate != nil && in.Estimate.CopySeconds > 0 {
 			hold = fmt.Sprintf("about %.1f s (the estimated copy)", in.Estimate.CopySeconds)
 		}
-		how = "no index can be walked (none is led by an integer, DECIMAL, date or time, or a whole CHAR or VARCHAR column): the copy reads the table in one chunk, which holds the application's writes for " + hold +
+		how = "no index can be walked (" + walkable + "): the copy reads the table in one chunk, which holds the application's writes for " + hold +
 			", and each replayed change scans the shadow to find its row"
 	}
 	cost := "on InnoDB a table without a primary key is clustered on a hidden row id drawn from one server-wide counter, a replica applying ROW events finds each row with a full scan, and Galera cannot replicate its DELETEs"
 	var key string
-	remedy := "convert it as it is; then give it a primary key when a maintenance window allows (ALTER TABLE ... ADD COLUMN id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT PRIMARY KEY), or add an index first (on the most distinct column an integer, DECIMAL, date or time, CHAR or VARCHAR) to copy it in short chunks"
+	remedy := "convert it as it is; then give it a primary key when a maintenance window allows (ALTER TABLE ... ADD COLUMN id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT PRIMARY KEY), or add an index first (on the most distinct column an integer, DECIMAL, date or time, ENUM, CHAR or VARCHAR) to copy it in short chunks"
 	switch {
 	case addsRowID(in):
 		key = ". Apply gives the InnoDB table an invisible auto-increment primary key, " + table.RowIDColumn + ", which SELECT * and INSERT without a column list do not see, because " + cost
@@ -112,7 +115,7 @@ func checkKeylessHold(in *TableInput) []Finding {
 		return nil
 	}
 	return []Finding{newFinding("keyless-hold", Blocker,
-		fmt.Sprintf("no unique key and no index a copy can walk (one led by an integer, DECIMAL, date or time, or a whole CHAR or VARCHAR column): the copy is one chunk, estimated at %s, and holds the application's writes all that time (limit %s)", hold.Round(time.Millisecond), limit),
+		fmt.Sprintf("no unique key and no index a copy can walk ("+walkable+"): the copy is one chunk, estimated at %s, and holds the application's writes all that time (limit %s)", hold.Round(time.Millisecond), limit),
 		"add such an index (on MyISAM that ALTER blocks writes too, for less time than the copy), or accept the wait with --max-hold "+(hold+time.Second).Truncate(time.Second).String()+" on plan and apply, or convert it in a maintenance window")}
 }
 

@@ -361,3 +361,30 @@ func TestKeylessPlanNamesTheWalkedIndex(t *testing.T) {
 		t.Fatalf("keyless-hold for a table with an index to walk: %+v", f)
 	}
 }
+
+// An ENUM-led index is walked (by member number); a SET-led one is not, and plan says which
+// indexes can be walked when it blocks the one-chunk copy.
+func TestKeylessPlanWalksEnumNotSet(t *testing.T) {
+	status := table.Column{Name: "status", DataType: "enum", ColumnType: "enum('new','done','failed')", Charset: "utf8mb4", Collation: "utf8mb4_general_ci"}
+	flags := table.Column{Name: "flags", DataType: "set", ColumnType: "set('a','b')", Charset: "utf8mb4", Collation: "utf8mb4_general_ci"}
+	ts := table.Column{Name: "ts", DataType: "datetime", ColumnType: "datetime(6)", Nullable: true}
+	withIndex := func(cols ...string) *TableInput {
+		ix := table.Index{Name: "ix", Type: "BTREE"}
+		for _, c := range cols {
+			ix.Columns = append(ix.Columns, table.IndexColumn{Name: c, Cardinality: 1000})
+		}
+		info := &table.Info{Schema: "s", Name: "jobs", Columns: []table.Column{status, flags, ts}, Indexes: []table.Index{ix}}
+		return &TableInput{Info: info, Server: server("10.11.6-MariaDB", nil), Estimate: &Estimate{Rows: 1000000, CopySeconds: 20}}
+	}
+	if f := checkKeyless(withIndex("status", "ts")); len(f) != 1 || !strings.Contains(f[0].Message, "walks index `ix` by `status`, `ts`") {
+		t.Fatalf("ENUM-led index: %+v", f)
+	}
+	in := withIndex("flags", "ts")
+	f := checkKeylessHold(in)
+	if len(f) != 1 || f[0].Severity != Blocker || !strings.Contains(f[0].Message, "ENUM") || !strings.Contains(f[0].Message, "not by a SET") {
+		t.Fatalf("SET-led index: %+v", f)
+	}
+	if f := checkKeyless(in); len(f) != 1 || !strings.Contains(f[0].Message, "no index can be walked") {
+		t.Fatalf("SET-led index, keyless: %+v", f)
+	}
+}

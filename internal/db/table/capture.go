@@ -215,8 +215,8 @@ func (c *CaptureSQL) readNoted(noted string) string {
 // whole; the copy reads the others later. The notes up to the id go either way. The first two
 // statements take the id and then hiArgs, the third the id.
 func (c *CaptureSQL) SyncUpTo(hi []any) (stmts [3]string, hiArgs []any) {
-	after, args := afterKey(c.q.key, c.q.keyPH, c.q.keyNull, hi)
-	return c.sync(" AND NOT " + after), args
+	upTo, args := upToKey(c.q.keyParts(""), hi)
+	return c.sync(" AND " + upTo), args
 }
 
 // SyncForSwap is the sync of the cut-over, whose locked session holds the source and the log but

@@ -14,8 +14,8 @@ import (
 
 // ChunkKey is the index a keyless table's copy walks and its replay finds rows by, cut to its
 // walkable leading columns: those whose order rule 5 can follow outside the server
-// (Column.ChunkOrder: integers, DECIMAL, temporal types, CHAR and VARCHAR in their collation),
-// up to the first that is not or is indexed by a prefix. NULLable columns walk too (NULL sorts
+// (Column.ChunkOrder: integers, DECIMAL, temporal types, CHAR and VARCHAR in their collation,
+// ENUM), up to the first that is not or is indexed by a prefix. NULLable columns walk too (NULL sorts
 // first). Of the indexes with a walkable first column it takes the one whose walkable columns
 // the index statistics say are the most distinct (the shortest runs of equal values: a chunk
 // cannot end inside such a run), then the one with more walkable columns. ok is false when no
@@ -80,28 +80,62 @@ func (s *SQL) keyless(src *Info) {
 		c, _ := src.Column(name)
 		cols = append(cols, c)
 		s.key, s.keyNames = append(s.key, dbconn.QuoteIdent(name)), append(s.keyNames, name)
-		s.IntKeyCol = append(s.IntKeyCol, c.ChunkOrder() == OrderInt)
+		order := c.ChunkOrder()
+		s.IntKeyCol = append(s.IntKeyCol, order == OrderInt || order == OrderEnum)
 		s.keyNull = append(s.keyNull, c.Nullable)
 		s.keyPH = append(s.keyPH, placeholder(c))
+		sel, members := dbconn.QuoteIdent(name), 0
+		if order == OrderEnum {
+			// Its number, as the index orders it (MySQL gives e + 0 as a DOUBLE).
+			sel, members = "CAST("+sel+" AS UNSIGNED)", c.EnumMembers()
+		}
+		s.keySel, s.keyEnum = append(s.keySel, sel), append(s.keyEnum, members)
 		for i, cc := range src.CopyColumns() {
 			if strings.EqualFold(cc.Name, name) {
 				s.keyPos = append(s.keyPos, i)
 			}
 		}
 	}
-	s.intKey = len(s.key) == 1 && s.IntKeyCol[0] && !s.keyNull[0]
+	s.intKey = len(s.key) == 1 && cols[0].ChunkOrder() == OrderInt && !s.keyNull[0]
 	s.keyOrder = newKeyOrder(cols)
 }
 
-// placeholder is how a chunk-key value of c is sent in a range predicate: a DECIMAL's bound as
-// text would be compared with the column as a double (inexact past 15 digits), so it is cast to
-// the column's type.
-func placeholder(c Column) string {
-	if c.ChunkOrder() != OrderDecimal {
-		return "?"
+// keyParts is the chunk key's columns as range predicates compare them (qualified by alias when
+// given).
+func (s *SQL) keyParts(alias string) []keyPart {
+	parts := make([]keyPart, len(s.key))
+	for i, k := range s.key {
+		if alias != "" {
+			k = alias + "." + k
+		}
+		parts[i] = keyPart{col: k, ph: s.keyPH[i], null: s.keyNull[i], enum: s.keyEnum[i]}
 	}
-	t, _, _ := strings.Cut(strings.ToLower(c.ColumnType), " ") // without unsigned or zerofill
-	return "CAST(? AS " + t + ")"
+	return parts
+}
+
+// placeholder is how a value of c is sent where it is compared with the column: a DECIMAL cast
+// to the column's type, so that the two are compared as decimals. The documented rule for a
+// string and a DECIMAL is a comparison as doubles, inexact past 15 digits; the servers convert a
+// constant compared with a column to the column's type instead (exact on MariaDB 10.11, 11.8 and
+// MySQL 9.7), but only where the constant stands alone (d = ? + 0 matches both of two values that
+// differ in their 20th digit), which the CAST makes the rule.
+func placeholder(c Column) string {
+	switch strings.ToLower(c.DataType) {
+	case "decimal", "numeric":
+		t, _, _ := strings.Cut(strings.ToLower(c.ColumnType), " ") // without unsigned or zerofill
+		return "CAST(? AS " + t + ")"
+	}
+	return "?"
+}
+
+// matchPlaceholder is how a value of c is sent in a match by content (match): character columns
+// as bytes (BINARY ?), so a case-insensitive collation cannot match a row that differs in case or
+// trailing spaces; DECIMAL ones as decimals (placeholder).
+func matchPlaceholder(c Column) string {
+	if c.ComparesByCollation() {
+		return "BINARY ?"
+	}
+	return placeholder(c)
 }
 
 // Keyless reports a source without a unique key: rows are addressed by content.
@@ -111,9 +145,8 @@ func (s *SQL) Keyless() bool { return s.noKey }
 func (s *SQL) Chunked() bool { return len(s.key) > 0 }
 
 // match is the predicate that finds a row of the target by its whole content (the optimizer picks
-// the index: the chunk key's or any other). Character columns compare as bytes (BINARY ?), so a
-// case-insensitive collation cannot match a row that differs in case; <=> where NULL is possible.
-// Its arguments are the row image itself.
+// the index: the chunk key's or any other), each column compared exactly (matchPlaceholder); <=>
+// where NULL is possible. Its arguments are the row image itself.
 func (s *SQL) match() string {
 	terms := make([]string, len(s.cols))
 	for i, c := range s.cols {
@@ -121,11 +154,7 @@ func (s *SQL) match() string {
 		if s.nullable[i] {
 			op = " <=> "
 		}
-		if s.binary[i] {
-			terms[i] = c + op + "BINARY ?"
-		} else {
-			terms[i] = c + op + "?"
-		}
+		terms[i] = c + op + s.matchPH[i]
 	}
 	return strings.Join(terms, " AND ")
 }

@@ -14,8 +14,9 @@ import (
 type Order int
 
 const (
-	// Unordered: not a chunk-key column (ENUM and SET order by their numbers, which a range
-	// predicate does not use; floats are inexact; BLOB and TEXT are indexed by prefixes).
+	// Unordered: not a chunk-key column (a SET orders by its number, which no range predicate
+	// uses and which has too many values to list, unlike an ENUM's members; floats are inexact;
+	// BLOB and TEXT are indexed by prefixes).
 	Unordered Order = iota
 	// OrderInt: integers and YEAR, compared as integers of any width (CompareInts).
 	OrderInt
@@ -29,7 +30,15 @@ const (
 	// OrderWeight: CHAR and VARCHAR, compared by the weight strings the server computes in the
 	// column's collation (KeyOrder.WeightQuery, compareWeights): Go cannot follow a collation.
 	OrderWeight
+	// OrderEnum: ENUM, ordered by its member's number (its place in the definition; 0 for the
+	// error value ''), as its index is, not by its name: read and sent as that number (SQL.Bound,
+	// keyPart), as the binlog reader decodes it.
+	OrderEnum
 )
+
+// maxEnumMembers is the most members an ENUM chunk-key column may have: its ranges are lists of
+// member numbers (keyPart), at most this long.
+const maxEnumMembers = 1024
 
 // ChunkOrder is the column's Order as a chunk-key column: Unordered when a keyless copy cannot
 // walk it.
@@ -50,8 +59,45 @@ func (c Column) ChunkOrder() Order {
 		if c.Charset != "" && c.Collation != "" && c.CharLength > 0 {
 			return OrderWeight
 		}
+	case "enum":
+		if n := c.EnumMembers(); n > 0 && n <= maxEnumMembers {
+			return OrderEnum
+		}
 	}
 	return Unordered
+}
+
+// EnumMembers is the number of members of an ENUM column, 0 for another column, counted in its
+// type as information_schema spells it (each name quoted, a quote in a name doubled).
+func (c Column) EnumMembers() int {
+	t := c.ColumnType
+	if !strings.HasPrefix(strings.ToLower(t), "enum(") {
+		return 0
+	}
+	n, quoted := 0, false
+	for i := len("enum("); i < len(t); i++ {
+		switch {
+		case t[i] != '\'':
+		case !quoted:
+			quoted = true
+			n++
+		case i+1 < len(t) && t[i+1] == '\'':
+			i++ // a quote doubled inside a name
+		default:
+			quoted = false
+		}
+	}
+	return n
+}
+
+// enumNumber reads an ENUM's member number as the binlog reader decodes it (an integer) or a
+// row session reads it (text).
+func enumNumber(v any) (int, bool) {
+	m, ok := toSignMag(v)
+	if !ok || m.neg || m.mag > maxEnumMembers {
+		return 0, false
+	}
+	return int(m.mag), true
 }
 
 // KeyOrder compares chunk-key values (tuples of a keyless table's chunk-key columns) in the
@@ -173,6 +219,12 @@ func (o *KeyOrder) compareOne(i int, a, b any, w Weigher) (int, error) {
 		}
 	case OrderWeight:
 		return compareWeights(w.Weight(i, a), w.Weight(i, b), w.SpaceWeight(i)), nil
+	case OrderEnum:
+		x, aok := enumNumber(a)
+		y, bok := enumNumber(b)
+		if aok && bok {
+			return cmpInt(int64(x), int64(y)), nil
+		}
 	}
 	return 0, fmt.Errorf("chunk key column %d: cannot order %v (%T) and %v (%T)", i+1, a, a, b, b)
 }

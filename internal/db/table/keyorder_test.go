@@ -2,7 +2,9 @@ package table
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -11,11 +13,15 @@ import (
 )
 
 // KeyOrder must order chunk-key values exactly as the server's index does (rule 5 places each
-// replayed change of a keyless table in a chunk by it): every pair of values, read as the row
-// sessions read them, compares as the server ranks them (DENSE_RANK over the index's order,
-// equal in the collation included). The values are the awkward ones: case and trailing spaces
-// in a PAD SPACE collation (and a tab, which sorts before a space), accents, a NO PAD collation,
-// negative and long decimals, fractions of a second, negative and long times, NULL.
+// replayed change of a keyless table in a chunk by it): every pair of values, read as the copy
+// reads its chunk bounds (SQL.Bound, in a row session), compares as the server ranks them
+// (DENSE_RANK over the index's order, equal in the collation included). The values are the
+// awkward ones: case and trailing spaces in a PAD SPACE collation (and a tab, which sorts before
+// a space), accents, a NO PAD collation, negative and long decimals, fractions of a second,
+// negative and long times, an ENUM whose members' names sort otherwise than their places (and
+// its error value, the empty string, which INSERT IGNORE stores for a name it does not have), NULL. The range
+// predicates on each value as a bound (SQL.Where) hold the rows the server ranks on each side,
+// and a chunk reads its range through the index (chunkReadsItsRange).
 func TestKeyOrderFollowsTheServer(t *testing.T) {
 	schema, db := sandboxtest.FreshDatabase(t, srv)
 	ctx := context.Background()
@@ -42,11 +48,12 @@ func TestKeyOrderFollowsTheServer(t *testing.T) {
 		{"TIME(2)", []string{"'-838:59:59'", "'-00:00:00.01'", "'00:00:00'", "'838:59:59'", "'100:00:00'", "'23:59:59.99'", "'-1:00:00'", "NULL"}},
 		{"BIGINT UNSIGNED", []string{"0", "18446744073709551615", "9223372036854775808", "NULL"}},
 		{"YEAR", []string{"2024", "1901", "2155", "0", "NULL"}},
+		{"ENUM('red','green','blue','ápple','Zed') CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci", []string{"'red'", "'RED'", "'green'", "'blue'", "'ápple'", "'zed'", "'none of them'", "NULL"}},
 	} {
 		t.Run(c.typ, func(t *testing.T) {
 			sandboxtest.MustExec(t, db, "DROP TABLE IF EXISTS "+dbconn.QualifiedName(schema, "o"),
 				"CREATE TABLE "+dbconn.QualifiedName(schema, "o")+" (v "+c.typ+", KEY (v)) ENGINE=MyISAM",
-				"INSERT INTO "+dbconn.QualifiedName(schema, "o")+" VALUES ("+strings.Join(c.vals, "),(")+")")
+				"INSERT IGNORE INTO "+dbconn.QualifiedName(schema, "o")+" VALUES ("+strings.Join(c.vals, "),(")+")")
 			ti, err := Load(ctx, db, schema, "o")
 			if err != nil {
 				t.Fatal(err)
@@ -59,41 +66,8 @@ func TestKeyOrderFollowsTheServer(t *testing.T) {
 			if o == nil || o.Columns() != 1 {
 				t.Fatalf("%s: no chunk key", c.typ)
 			}
-			rows, err := rowDB.QueryContext(ctx, "SELECT v, DENSE_RANK() OVER (ORDER BY v) FROM "+dbconn.QualifiedName(schema, "o"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			var vals []any
-			var ranks []int
-			for rows.Next() {
-				var v any
-				var r int
-				if err := rows.Scan(&v, &r); err != nil {
-					t.Fatal(err)
-				}
-				vals, ranks = append(vals, v), append(ranks, r)
-			}
-			rows.Close()
-			weights := testWeights{w: map[string][]byte{}}
-			if o.Weighed(0) {
-				var pad bool
-				if err := rowDB.QueryRowContext(ctx, o.CollationQuery(0)).Scan(&pad, &weights.space); err != nil {
-					t.Fatal(err)
-				}
-				if !pad {
-					weights.space = nil
-				}
-				for _, v := range vals {
-					if v == nil {
-						continue
-					}
-					var w []byte
-					if err := rowDB.QueryRowContext(ctx, o.WeightQuery(0, 1), v).Scan(&w); err != nil {
-						t.Fatal(err)
-					}
-					weights.w[string(v.([]byte))] = w
-				}
-			}
+			vals, ranks := rankedBounds(t, rowDB, q, dbconn.QualifiedName(schema, "o"))
+			weights := weightsOf(t, rowDB, o, vals)
 			for i := range vals {
 				for j := range vals {
 					got, err := o.Compare([]any{vals[i]}, []any{vals[j]}, weights)
@@ -105,7 +79,147 @@ func TestKeyOrderFollowsTheServer(t *testing.T) {
 					}
 				}
 			}
+			// Each value as a chunk bound: the ranges after it and up to it hold the rows the
+			// server ranks after it and not after it.
+			for i, v := range vals {
+				after := 0
+				for _, r := range ranks {
+					if r > ranks[i] {
+						after++
+					}
+				}
+				for _, side := range []struct {
+					name string
+					r    Range
+					want int
+				}{{"after", Range{Lo: []any{v}}, after}, {"up to", Range{Hi: []any{v}}, len(ranks) - after}} {
+					query, args := q.Checksum(side.r, false)
+					var n int
+					var sum string
+					if err := rowDB.QueryRowContext(ctx, query, args...).Scan(&n, &sum); err != nil {
+						t.Fatal(err)
+					}
+					if n != side.want {
+						t.Errorf("%s: %d rows %s %s, the server ranks %d there", c.typ, n, side.name, show(v), side.want)
+					}
+				}
+			}
+			chunkReadsItsRange(t, db, rowDB, q, dbconn.QualifiedName(schema, "o"), vals, ranks)
 		})
+	}
+}
+
+// rankedBounds reads tbl's values in the index's order as a chunk bound reads them (q.Bound, in
+// a row session), and their ranks in that order: ranks do not decrease along the order, so rows
+// equal in it may come in any order.
+func rankedBounds(t *testing.T, rowDB *sql.DB, q *SQL, tbl string) (vals []any, ranks []int) {
+	t.Helper()
+	rows, err := rowDB.Query("SELECT DENSE_RANK() OVER (ORDER BY v) r FROM " + tbl + " ORDER BY r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var r int
+		if err := rows.Scan(&r); err != nil {
+			t.Fatal(err)
+		}
+		ranks = append(ranks, r)
+	}
+	for i := range ranks {
+		query, args := q.Bound(nil)
+		v, err := dbconn.ScanValues(rowDB.QueryRow(query, append(args, i)...), 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		vals = append(vals, v[0])
+	}
+	return vals, ranks
+}
+
+// weightsOf reads the weights of vals if o weighs them.
+func weightsOf(t *testing.T, rowDB *sql.DB, o *KeyOrder, vals []any) testWeights {
+	t.Helper()
+	weights := testWeights{w: map[string][]byte{}}
+	if !o.Weighed(0) {
+		return weights
+	}
+	var pad bool
+	if err := rowDB.QueryRow(o.CollationQuery(0)).Scan(&pad, &weights.space); err != nil {
+		t.Fatal(err)
+	}
+	if !pad {
+		weights.space = nil
+	}
+	for _, v := range vals {
+		if v == nil {
+			continue
+		}
+		var w []byte
+		if err := rowDB.QueryRow(o.WeightQuery(0, 1), v).Scan(&w); err != nil {
+			t.Fatal(err)
+		}
+		weights.w[string(v.([]byte))] = w
+	}
+	return weights
+}
+
+// chunkReadsItsRange: a chunk's read finds its rows through the index and reads little else
+// (an ENUM compared by <, > or NOT IN is read whole; its lists of members are ranges), counted
+// by the session's handler reads with every value in tbl copied 40 times. The chunk is a run of
+// equal values in the middle of the order.
+func chunkReadsItsRange(t *testing.T, db, rowDB *sql.DB, q *SQL, tbl string, vals []any, ranks []int) {
+	t.Helper()
+	const copies = 40
+	sandboxtest.MustExec(t, db, "INSERT IGNORE INTO "+tbl+" SELECT o.v FROM "+tbl+" o, "+sandboxtest.Seq(copies-1)) // IGNORE: zero dates
+	i := len(vals) / 2
+	for i > 0 && ranks[i-1] == ranks[i] {
+		i--
+	}
+	j := i
+	for j < len(vals) && ranks[j] == ranks[i] {
+		j++
+	}
+	if i == 0 || j == len(vals) {
+		t.Fatalf("no run of equal values between others in %v", ranks)
+	}
+	inRange := (j - i) * copies
+	conn, err := rowDB.Conn(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	reads := func() (n int) {
+		rows, err := conn.QueryContext(context.Background(), "SHOW SESSION STATUS WHERE Variable_name IN ('Handler_read_key', 'Handler_read_next')")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var name string
+			var v int
+			if err := rows.Scan(&name, &v); err != nil {
+				t.Fatal(err)
+			}
+			n += v
+		}
+		return n
+	}
+	query, args := q.ReadRange(Range{Lo: []any{vals[i-1]}, Hi: []any{vals[j-1]}})
+	before := reads()
+	rows, err := conn.QueryContext(context.Background(), query, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := 0
+	for rows.Next() {
+		got++
+	}
+	rows.Close()
+	n := reads() - before
+	t.Logf("%d rows, %d index reads: %s %v", got, n, query, args)
+	if got != inRange || n < inRange || n > inRange+copies/2 {
+		t.Errorf("a chunk of %d rows read %d rows and %d through the index: %s %v", inRange, got, n, query, args)
 	}
 }
 
@@ -124,18 +238,62 @@ func show(v any) string {
 	return fmt.Sprint(v)
 }
 
-// A NULL part of a chunk-key bound is spelled IS NULL / IS NOT NULL (NULL sorts first), and a
-// DECIMAL part is cast to its type (as text it would be compared as a double).
+// A NULL part of a chunk-key bound is spelled IS NULL / IS NOT NULL (NULL sorts first), a
+// DECIMAL part is cast to its type (as text it would be compared as a double), an ENUM part is a
+// list of member numbers (a range comparison of an ENUM is a scan on every server), and the
+// upper end is spelled without NOT (NOT e IN (...) is a scan too).
 func TestRangePredicateWithNulls(t *testing.T) {
-	ph, null := []string{"?", "CAST(? AS decimal(9,2))"}, []bool{true, true}
-	got, args := afterKey([]string{"`a`", "`b`"}, ph, null, []any{nil, "1.5"})
-	want := "((`a` IS NOT NULL) OR (`a` IS NULL AND `b` IS NOT NULL AND `b` > CAST(? AS decimal(9,2))))"
-	if got != want || len(args) != 1 || args[0] != "1.5" {
-		t.Fatalf("got %s %v, want %s [1.5]", got, args, want)
+	parts := []keyPart{{col: "`a`", ph: "?", null: true}, {col: "`b`", ph: "CAST(? AS decimal(9,2))", null: true}}
+	for _, c := range []struct {
+		upTo bool
+		v    []any
+		want string
+		args []any
+	}{
+		{false, []any{nil, "1.5"}, "((`a` IS NOT NULL) OR (`a` IS NULL AND `b` IS NOT NULL AND `b` > CAST(? AS decimal(9,2))))", []any{"1.5"}},
+		{false, []any{"x", "1.5"}, "((`a` IS NOT NULL AND `a` > ?) OR (`a` <=> ? AND `b` IS NOT NULL AND `b` > CAST(? AS decimal(9,2))))", []any{"x", "x", "1.5"}},
+		{true, []any{nil, "1.5"}, "((`a` IS NULL AND (`b` IS NULL OR `b` <= CAST(? AS decimal(9,2)))))", []any{"1.5"}},
+		{true, []any{"x", nil}, "(((`a` IS NULL OR `a` < ?)) OR (`a` <=> ? AND `b` IS NULL))", []any{"x", "x"}},
+	} {
+		got, args := afterKey(parts, c.v)
+		if c.upTo {
+			got, args = upToKey(parts, c.v)
+		}
+		if got != c.want || !reflect.DeepEqual(args, c.args) {
+			t.Errorf("%v (up to %v): got %s %v, want %s %v", c.v, c.upTo, got, args, c.want, c.args)
+		}
 	}
-	got, args = afterKey([]string{"`a`", "`b`"}, ph, null, []any{"x", "1.5"})
-	want = "((`a` IS NOT NULL AND `a` > ?) OR (`a` <=> ? AND `b` IS NOT NULL AND `b` > CAST(? AS decimal(9,2))))"
-	if got != want || len(args) != 3 {
-		t.Fatalf("got %s %v, want %s [x x 1.5]", got, args, want)
+	enum := []keyPart{{col: "`e`", ph: "?", enum: 3}, {col: "`n`", ph: "?"}}
+	for _, c := range []struct {
+		upTo bool
+		v    []any
+		want string
+		args []any
+	}{
+		{false, []any{[]byte("1"), int64(7)}, "((`e` IN (?,?)) OR (`e` = ? AND `n` > ?))", []any{int64(2), int64(3), int64(1), int64(7)}},
+		{false, []any{int64(3), int64(7)}, "((`e` = ? AND `n` > ?))", []any{int64(3), int64(7)}},
+		{true, []any{int64(0), int64(7)}, "((`e` = ? AND `n` <= ?))", []any{int64(0), int64(7)}},
+		{true, []any{int64(2), int64(7)}, "((`e` IN (?,?)) OR (`e` = ? AND `n` <= ?))", []any{int64(0), int64(1), int64(2), int64(7)}},
+		{true, []any{int64(2)}, "((`e` IN (?,?,?)))", []any{int64(0), int64(1), int64(2)}},
+		{false, []any{int64(3)}, "FALSE", nil},
+	} {
+		got, args := afterKey(enum[:len(c.v)], c.v)
+		if c.upTo {
+			got, args = upToKey(enum[:len(c.v)], c.v)
+		}
+		if got != c.want || !reflect.DeepEqual(args, c.args) {
+			t.Errorf("ENUM %v (up to %v): got %s %v, want %s %v", c.v, c.upTo, got, args, c.want, c.args)
+		}
+	}
+}
+
+// An ENUM's members are counted from its type as information_schema spells it: a name may hold
+// commas, parentheses and quotes (doubled).
+func TestEnumMembers(t *testing.T) {
+	for typ, want := range map[string]int{"enum('red','green','blue')": 3, "enum('a,b','c''d','(x)',''',''')": 4,
+		"enum('')": 1, "set('a','b')": 0, "varchar(3)": 0} {
+		if got := (Column{ColumnType: typ}).EnumMembers(); got != want {
+			t.Errorf("%s: %d members, want %d", typ, got, want)
+		}
 	}
 }

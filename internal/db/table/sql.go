@@ -25,15 +25,17 @@ type SQL struct {
 	keyList   string
 	intKey    bool   // single integer key column
 	sumRow    string // the expression a row is checksummed by (checksumRow)
-	IntKeyCol []bool
+	IntKeyCol []bool // per key column: its values travel as integers (a keyless key's ENUM: numbers)
 
 	keyNames []string // unquoted key columns
 	noKey    bool     // no unique key: rows are addressed by content (keyless.go)
 	keyNull  []bool   // per key column: NULLable (a keyless table's chunk key may be)
 	keyOrder *KeyOrder
 	keyPH    []string // per key column, its placeholder in a range predicate (nil: all "?")
+	keyEnum  []int    // per keyless chunk-key column, an ENUM's number of members (keyPart)
+	keySel   []string // per keyless chunk-key column, how Bound reads it (an ENUM as its number)
 	nullable []bool   // per copy column, for matching by content
-	binary   []bool   // per copy column: compared as bytes
+	matchPH  []string // per copy column, its placeholder in a match by content (keyless.go, match)
 }
 
 // WriteMode is how copied rows meet rows already in the target.
@@ -65,7 +67,7 @@ func NewSQL(src *Info, target string) (*SQL, error) {
 	for _, c := range src.CopyColumns() {
 		s.cols = append(s.cols, dbconn.QuoteIdent(c.Name))
 		s.nullable = append(s.nullable, c.Nullable)
-		s.binary = append(s.binary, c.ComparesByCollation())
+		s.matchPH = append(s.matchPH, matchPlaceholder(c))
 	}
 	s.sumRow = checksumRow(src.CopyColumns())
 	s.colList = strings.Join(s.cols, ",")
@@ -121,22 +123,32 @@ type Range struct{ Lo, Hi []any }
 // Where renders the range as a predicate on the key columns (qualified by alias when given) and
 // its arguments.
 func (s *SQL) Where(r Range, alias string) (string, []any) {
-	key := s.key
-	if alias != "" {
-		key = make([]string, len(s.key))
-		for i, k := range s.key {
-			key[i] = alias + "." + k
-		}
-	}
-	conds := []string{}
+	var conds []string
 	var args []any
-	if r.Lo != nil {
-		p, a := afterKey(key, s.keyPH, s.keyNull, r.Lo)
-		conds, args = append(conds, p), append(args, a...)
-	}
-	if r.Hi != nil {
-		p, a := afterKey(key, s.keyPH, s.keyNull, r.Hi)
-		conds, args = append(conds, "NOT "+p), append(args, a...)
+	add := func(p string, a []any) { conds, args = append(conds, p), append(args, a...) }
+	switch {
+	case s.noKey:
+		parts := s.keyParts(alias)
+		if r.Lo != nil {
+			add(afterKey(parts, r.Lo))
+		}
+		if r.Hi != nil {
+			add(upToKey(parts, r.Hi))
+		}
+	default:
+		key := s.key
+		if alias != "" {
+			key = make([]string, len(s.key))
+			for i, k := range s.key {
+				key[i] = alias + "." + k
+			}
+		}
+		if r.Lo != nil {
+			add(AfterPredicate(key), AfterArgs(r.Lo))
+		}
+		if r.Hi != nil {
+			add("NOT "+AfterPredicate(key), AfterArgs(r.Hi))
+		}
 	}
 	if len(conds) == 0 {
 		return "1=1", nil
@@ -148,7 +160,11 @@ func (s *SQL) Where(r Range, alias string) (string, []any) {
 // index; its one argument after the range's is the OFFSET (n-1).
 func (s *SQL) Bound(lo []any) (string, []any) {
 	where, args := s.Where(Range{Lo: lo}, "")
-	return "SELECT " + s.keyList + " FROM " + s.src + " " + s.forceKey + " WHERE " + where +
+	sel := s.keyList
+	if s.noKey {
+		sel = strings.Join(s.keySel, ",")
+	}
+	return "SELECT " + sel + " FROM " + s.src + " " + s.forceKey + " WHERE " + where +
 		" ORDER BY " + s.keyList + " LIMIT 1 OFFSET ?", args
 }
 
@@ -163,7 +179,8 @@ func (s *SQL) Probe() string {
 }
 
 // ReadRange reads the whole rows of r in key order. The text depends only on which ends of r
-// are open, so one prepared statement serves every range of a shape.
+// are open, so one prepared statement serves every range of a shape (the client-side copy's:
+// keyed tables only; a keyless chunk key's ENUM lists its members, as many as the bound asks).
 func (s *SQL) ReadRange(r Range) (string, []any) {
 	where, args := s.Where(r, "")
 	return "SELECT " + s.colList + " FROM " + s.src + " " + s.forceKey + " WHERE " + where +

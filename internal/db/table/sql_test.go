@@ -107,7 +107,7 @@ func TestKeylessSQL(t *testing.T) {
 	lo, hi := []any{int64(5)}, []any{int64(9)}
 	cp, _ := s.CopyRange(Range{lo, hi}, Replace)
 	for got, want := range map[string]string{
-		cp:                           "INSERT INTO `db`.`_t_new` (`k`,`s`,`e`) SELECT `k`,`s`,`e` FROM `db`.`t` FORCE INDEX (`by_k`) WHERE ((`k` > ?)) AND NOT ((`k` > ?))",
+		cp:                           "INSERT INTO `db`.`_t_new` (`k`,`s`,`e`) SELECT `k`,`s`,`e` FROM `db`.`t` FORCE INDEX (`by_k`) WHERE ((`k` > ?)) AND ((`k` <= ?))",
 		s.WriteRows(1, InsertIgnore): "INSERT INTO `db`.`_t_new` (`k`,`s`,`e`) VALUES (?,?,?)",
 		s.DeleteOne():                "DELETE FROM `db`.`_t_new` WHERE `k` = ? AND `s` <=> BINARY ? AND `e` = ? LIMIT 1",
 		s.UpdateOne():                "UPDATE `db`.`_t_new` SET `k` = ?, `s` = ?, `e` = ? WHERE `k` = ? AND `s` <=> BINARY ? AND `e` = ? LIMIT 1",
