@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"fmt"
+	"time"
 
 	"github.com/enginemig/enginemig/internal/db/dbconn"
 	"github.com/enginemig/enginemig/internal/db/outcome"
@@ -23,8 +24,11 @@ func Lock(ctx context.Context, c dbconn.Config, schema, name string) (*sql.DB, e
 	if err != nil {
 		return nil, err
 	}
+	// Waited for up to lockGrace: the server releases a closed connection's lock a moment after
+	// the close, so an apply run again at once after one that failed (a script's retry) would
+	// otherwise be refused by its own predecessor.
 	var got sql.NullInt64
-	if err := conn.QueryRowContext(ctx, "SELECT GET_LOCK(?, 0)", lockName).Scan(&got); err != nil {
+	if err := conn.QueryRowContext(ctx, "SELECT GET_LOCK(?, ?)", lockName, lockGrace.Seconds()).Scan(&got); err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("take the migration lock: %w", err)
 	}
@@ -37,6 +41,9 @@ func Lock(ctx context.Context, c dbconn.Config, schema, name string) (*sql.DB, e
 	}
 	return conn, nil
 }
+
+// lockGrace is how long Lock waits for the table's lock held by another connection.
+const lockGrace = 2 * time.Second
 
 // tableLockName is the server-side advisory lock an apply holds on its table for its whole run.
 func tableLockName(schema, name string) string {

@@ -2,8 +2,12 @@ package state_test
 
 import (
 	"context"
+	"strings"
 	"testing"
+	"time"
 
+	"github.com/enginemig/enginemig/internal/db/dbconn"
+	"github.com/enginemig/enginemig/internal/db/outcome"
 	"github.com/enginemig/enginemig/internal/sandbox"
 	"github.com/enginemig/enginemig/internal/sandbox/sandboxtest"
 	"github.com/enginemig/enginemig/migration/state"
@@ -43,4 +47,33 @@ func TestStateTableOfAnEarlierVersion(t *testing.T) {
 			t.Fatalf("Ensure did not add the %s column", col)
 		}
 	}
+}
+
+// A second Lock on the same table is refused, naming the holder; one whose holder lets go a moment
+// later is granted: the server releases a dead or closed connection's lock a moment after it goes
+// (under load, long enough that an apply run again at once after a crashed one was refused by its
+// predecessor).
+func TestLockRefusesASecondApplyButNotAFinishedOne(t *testing.T) {
+	srv := sandboxtest.ForTest(t, sandbox.Options{})
+	cfg := dbconn.Config{Host: "127.0.0.1", Port: srv.Port, User: "root", SSLMode: dbconn.SSLDisabled}
+	ctx := context.Background()
+	first, err := state.Lock(ctx, cfg, "d", "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if second, err := state.Lock(ctx, cfg, "d", "t"); err == nil || outcome.CodeOf(err) != outcome.Refused || !strings.Contains(err.Error(), "another enginemig is migrating") {
+		if second != nil {
+			second.Close()
+		}
+		t.Fatalf("a second lock while the first is held: %v (exit %d), want refused naming the other enginemig", err, outcome.CodeOf(err))
+	}
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		first.Close()
+	}()
+	next, err := state.Lock(ctx, cfg, "d", "t")
+	if err != nil {
+		t.Fatalf("a lock whose holder let go 300 ms later: %v", err)
+	}
+	next.Close()
 }
