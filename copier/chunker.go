@@ -56,9 +56,6 @@ type Pace struct {
 	// Room, when set, decides the rests and the workers by the application's own signals
 	// (throttle.Gentle) instead of RestRatio and the lock waits seen before a chunk.
 	Room Room
-	// MinLockBound: the Room's LockBound is never taken below this (verification: its
-	// MinPatience).
-	MinLockBound time.Duration
 }
 
 // Room is how much of the server the application leaves the copy and verification.
@@ -188,10 +185,7 @@ func (c *Chunker) lockBound() time.Duration {
 	if c.pace.Room == nil {
 		return 0
 	}
-	if b := c.pace.Room.LockBound(); b > 0 {
-		return max(b, c.pace.MinLockBound)
-	}
-	return 0
+	return c.pace.Room.LockBound()
 }
 
 // fit shrinks the size at once in proportion when the target falls below the one it was sized

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"time"
 
 	"github.com/enginemig/enginemig/internal/db/table"
@@ -100,5 +101,10 @@ func (c *Chunker) plan(ctx context.Context, lo []any) (Step, error) {
 	s.Target, s.Contended = c.target(ctx)
 	var err error
 	s.Hi, s.Size, err = c.next(ctx, lo)
+	if err == nil && lo != nil && s.Hi != nil && reflect.DeepEqual(lo, s.Hi) {
+		// A range that ends where it begins holds no row, and the next would be the same: the
+		// walk would never end. Only a key order that disagrees with the server's does that.
+		return s, fmt.Errorf("the copy's walk did not advance past %v: the key order disagrees with the server's (a bug: please report it with the table's CREATE TABLE)", lo)
+	}
 	return s, err
 }

@@ -29,8 +29,9 @@ type still struct{}
 func (still) WaitFor(ctx context.Context, _ *sql.Conn) error {
 	return ctx.Err()
 }
-func (still) Exclusive(fn func() error) error { return fn() }
-func (still) Hold(fn func() error) error      { return fn() }
+func (still) WaitUnlocked(ctx context.Context, _ *sql.Conn) error { return ctx.Err() }
+func (still) Exclusive(fn func() error) error                     { return fn() }
+func (still) Hold(fn func() error) error                          { return fn() }
 
 // pair is a source table and its target in a fresh database, with the pools verification runs on.
 type pair struct {

@@ -24,6 +24,8 @@ type Target interface {
 	// WaitFor returns once the target holds every change committed before it was called; the
 	// caller holds the source read-locked on conn, so nothing new arrives meanwhile.
 	WaitFor(ctx context.Context, conn *sql.Conn) error
+	// WaitUnlocked is WaitFor without the source locked: the capture takes what locks it needs.
+	WaitUnlocked(ctx context.Context, conn *sql.Conn) error
 	// Exclusive runs fn while no captured change is being written to the target.
 	Exclusive(fn func() error) error
 	// Hold runs fn while no captured change is being written to the target, without waiting for
@@ -100,11 +102,6 @@ var errBehind = errors.New("the target is behind")
 // to Config.CatchUp, so a replay that is merely slow cannot keep one chunk from ever being
 // compared (TestVerifyLetsTheSourceGoWhileTheShadowIsBehind holds replay still and measures the
 // application's writes).
-//
-// MinPatience is also the least verification takes from the latency target's bound on a chunk's
-// lock (copier.Pace.MinLockBound): a chunk may hold the source that long waiting for the target
-// anyway, so a shorter bound would shorten its checksum, not its lock, and only multiply the
-// chunks, each paying its own catch-up.
 const (
 	MinPatience = 20 * time.Millisecond
 	maxBehind   = 3
@@ -243,7 +240,7 @@ func (v *verifier) waitUnlocked(ctx context.Context) error {
 	defer conn.Close()
 	waitCtx, cancel := context.WithTimeout(ctx, behindWait)
 	defer cancel()
-	if err := v.target.WaitFor(waitCtx, conn); err != nil {
+	if err := v.target.WaitUnlocked(waitCtx, conn); err != nil {
 		return fmt.Errorf("verify: the target did not catch up within %s, with the source unlocked: %w", behindWait, err)
 	}
 	return nil
@@ -286,17 +283,20 @@ func (v *verifier) compare(ctx context.Context, r table.Range, release bool, pat
 		}
 		c.unlocked = time.Now()
 		c.held = c.unlocked.Sub(locked)
-		if _, err := conn.ExecContext(context.WithoutCancel(ctx), "UNLOCK TABLES"); err != nil {
-			return fmt.Errorf("verify: unlock: %w", err)
-		}
+		_, err := conn.ExecContext(context.WithoutCancel(ctx), "UNLOCK TABLES")
 		if released != nil {
 			released(c)
+		}
+		// A connection the driver closed (a statement cancelled at its deadline: the catch-up
+		// past its patience) took its locks with it.
+		if err != nil && !errors.Is(err, sql.ErrConnDone) {
+			return fmt.Errorf("verify: unlock: %w", err)
 		}
 		return nil
 	}
 	defer func() { err = errors.Join(err, unlock()) }()
 	if len(v.cfg.LockWith) > 0 {
-		return v.compareInSession(ctx, conn, r)
+		return v.compareInSession(ctx, conn, r, patience)
 	}
 	dstDone := make(chan sum, 1)
 	go func() { dstDone <- v.catchUp(ctx, r, !release, patience) }()
@@ -366,12 +366,22 @@ func (v *verifier) catchUp(ctx context.Context, r table.Range, checksum bool, pa
 
 // compareInSession compares with trigger capture, whose catch-up needs conn's locks: the target
 // is checksummed in the same session, after the source (no other session can read a table conn
-// holds WRITE-locked).
-func (v *verifier) compareInSession(ctx context.Context, conn *sql.Conn, r table.Range) (comparison, error) {
+// holds WRITE-locked). Past patience (when shorter than Config.CatchUp) it returns errBehind, as
+// catchUp does: a backlog of changes the capture has not synced yet (a rollback's first chunk,
+// under writers, on a busy machine) is then synced with the source unlocked.
+func (v *verifier) compareInSession(ctx context.Context, conn *sql.Conn, r table.Range, patience time.Duration) (comparison, error) {
 	var c comparison
-	waitCtx, cancel := context.WithTimeout(ctx, v.cfg.CatchUp)
+	limit := v.cfg.CatchUp
+	impatient := patience > 0 && patience < limit
+	if impatient {
+		limit = patience
+	}
+	waitCtx, cancel := context.WithTimeout(ctx, limit)
 	err := v.target.WaitFor(waitCtx, conn)
 	cancel()
+	if err != nil && impatient && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+		return c, errBehind
+	}
 	if err != nil {
 		return c, fmt.Errorf("verify: the target did not catch up within %s: %w", v.cfg.CatchUp, err)
 	}
