@@ -378,8 +378,9 @@ func (v *verifier) compareInSession(ctx context.Context, conn *sql.Conn, r table
 	}
 	waitCtx, cancel := context.WithTimeout(ctx, limit)
 	err := v.target.WaitFor(waitCtx, conn)
+	late := waitCtx.Err() != nil // the capture's error may not wrap the deadline (Galera's sync)
 	cancel()
-	if err != nil && impatient && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+	if err != nil && impatient && ctx.Err() == nil && late {
 		return c, errBehind
 	}
 	if err != nil {
