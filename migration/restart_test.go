@@ -22,7 +22,7 @@ func TestServerRestartMidCopyResumesByItself(t *testing.T) {
 		"CREATE TABLE ref LIKE t", "INSERT INTO ref SELECT * FROM t")
 	db := openControl(t, s)
 	opts := testOptions(s, schema, "t")
-	opts.ChunkTime = 2 * time.Millisecond
+	opts.seams.CopyChunkTime = 2 * time.Millisecond // many small copy chunks under the writers; verification at apply's chunk time
 	opts.ProgressEvery, opts.seams.SaveEvery = 50*time.Millisecond, 50*time.Millisecond
 	var logs logLines
 	restarted := make(chan struct{})

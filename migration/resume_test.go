@@ -56,7 +56,7 @@ func resumeAfterCrash(t *testing.T, srv *sandbox.Server, cases []crashCase) {
 				}
 			}}
 			opts := testOptions(srv, schema, "t")
-			opts.ChunkTime = 2 * time.Millisecond
+			opts.seams.CopyChunkTime = 2 * time.Millisecond // many small copy chunks under the writers; verification at apply's chunk time
 			opts.ProgressEvery, opts.seams.SaveEvery = 50*time.Millisecond, 50*time.Millisecond
 			opts.seams.CrashAfterRows, opts.seams.CrashAtStage = c.afterRows, string(c.stage)
 			if c.parallel {

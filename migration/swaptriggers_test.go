@@ -214,7 +214,7 @@ func triggersCarried(t *testing.T, srv *sandbox.Server) string {
 	}
 	ws, stop := startTrigWriters(sdb, schema, 3)
 	opts := testOptions(srv, schema, "t")
-	opts.ChunkTime = 2 * time.Millisecond
+	opts.seams.CopyChunkTime = 2 * time.Millisecond // many small copy chunks under the writers; verification at apply's chunk time
 	// The first swap attempt dies after the stand-ins were installed: its connection is killed
 	// while the rename waits, which must leave the original with all its triggers.
 	var killed atomic.Bool

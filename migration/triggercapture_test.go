@@ -89,7 +89,7 @@ func TestTriggerCaptureExplicitTransactions(t *testing.T) {
 		}()
 	}
 	opts := testOptions(s, schema, "t")
-	opts.ChunkTime = 2 * time.Millisecond
+	opts.seams.CopyChunkTime = 2 * time.Millisecond // many small copy chunks under the writers; verification at apply's chunk time
 	res, err := Run(context.Background(), db, opts)
 	time.Sleep(200 * time.Millisecond)
 	cancel()
@@ -256,7 +256,7 @@ func TestTriggerCaptureCleanupAfterCrash(t *testing.T) {
 	sandboxtest.MustExec(t, db, "CREATE TABLE "+tbl+" (id INT PRIMARY KEY, v INT) ENGINE=MyISAM",
 		"INSERT INTO "+tbl+" SELECT seq, seq FROM seq_1_to_20000")
 	opts := testOptions(s, schema, "t")
-	opts.ChunkTime = 2 * time.Millisecond
+	opts.seams.CopyChunkTime = 2 * time.Millisecond // many small copy chunks under the writers; verification at apply's chunk time
 	opts.seams.CrashAfterRows = 5000
 	if _, err := Run(context.Background(), db, opts); !errors.Is(err, errSimulatedCrash) {
 		t.Fatalf("want a simulated crash, got %v", err)

@@ -127,7 +127,7 @@ func TestUniqueIndexUpFrontResumed(t *testing.T) {
 	stop := runWriters(ws, appPause)
 	defer stop()
 	opts := testOptions(srv, schema, "t")
-	opts.ChunkTime = 2 * time.Millisecond
+	opts.seams.CopyChunkTime = 2 * time.Millisecond // many small copy chunks under the writers; verification at apply's chunk time
 	opts.ProgressEvery, opts.seams.SaveEvery = 50*time.Millisecond, 50*time.Millisecond
 	opts.seams.AllIndexesUpFront = true
 	opts.seams.CrashAfterRows = rows / 2
@@ -170,7 +170,7 @@ func galeraUnique(t *testing.T, c *sandboxtest.Cluster) {
 	defer stop()
 	time.Sleep(100 * time.Millisecond)
 	opts := testOptions(c.Nodes[0], schema, "t")
-	opts.ChunkTime = 2 * time.Millisecond // many small chunks: more interleaving with the writers
+	opts.seams.CopyChunkTime = 2 * time.Millisecond // many small copy chunks under the writers; verification at apply's chunk time
 	res, err := runBounded(t, opts, c)
 	time.Sleep(200 * time.Millisecond) // writes to the converted table must land too
 	stop()
