@@ -68,10 +68,11 @@ func sigkillDuringApply(t *testing.T, database string, extra []string) {
 	// 60k rows: the staged copy of 24k rows under these writers sometimes ended within the 650 ms
 	// before the first kill.
 	l, stop := startLoad(t, e, schema, "t", 4, 15000)
-	apply := append([]string{"apply", "--database", schema, "--table", "t", "--chunk-time", "1ms", "--no-progress"}, extra...)
+	apply := append([]string{"apply", "--database", schema, "--table", "t", "--no-progress"}, extra...)
 
-	// 1. Killed at a random moment of the copy.
-	p := e.start(t, apply...)
+	// 1. Killed at a random moment of the copy, which 1 ms chunks make long enough to land in.
+	// The runs after it resume with apply's defaults, as a DBA runs it again.
+	p := e.start(t, append(apply, "--chunk-time", "1ms")...)
 	e.waitStage(t, p, schema, "t", func(s string) bool { return s == "copy" })
 	time.Sleep(time.Duration(50+r.IntN(600)) * time.Millisecond)
 	p.cmd.Process.Kill()
@@ -381,8 +382,10 @@ func TestSIGKILLDuringPlanResumes(t *testing.T) {
 		t.Fatalf("plan file: %v %+v", err, pl)
 	}
 	first, second := pl.Tables[0].Table, pl.Tables[1].Table // the plan's order (by contention)
-	apply := []string{"apply", "--plan", planFile, "--chunk-time", "1ms", "--no-progress"}
-	p := e.start(t, apply...)
+	apply := []string{"apply", "--plan", planFile, "--no-progress"}
+	// 1 ms chunks make the second table's copy long enough for the kill to land in it; the runs
+	// after it are apply's defaults, as a DBA runs it again.
+	p := e.start(t, append(apply, "--chunk-time", "1ms")...)
 	e.waitStage(t, p, schema, second, func(s string) bool { return s == "copy" })
 	time.Sleep(100 * time.Millisecond)
 	p.cmd.Process.Kill()
