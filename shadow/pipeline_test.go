@@ -151,3 +151,36 @@ func TestRepairWaitsForTheIndexBuild(t *testing.T) {
 		t.Fatalf("a repair ran %s after a %s index build started", waited, build)
 	}
 }
+
+// boundRoom is a pace's Room at full speed whose latency target bounds every chunk's lock to bound.
+type boundRoom struct{ bound time.Duration }
+
+func (boundRoom) RestRatio() float64         { return 0 }
+func (boundRoom) Workers(limit int) int      { return limit }
+func (r boundRoom) LockBound() time.Duration { return r.bound }
+
+// Verification does not take the latency target's bound on a chunk's lock (unbounded): each of
+// its chunks holds the source while the target catches up, whatever its rows, so a bound would
+// only multiply the chunks. With a bound of 50 µs, which would shrink every chunk to the smallest,
+// it walks in as many chunks as without one.
+func TestVerifyIgnoresTheLatencyBound(t *testing.T) {
+	p, _, _ := open(t, 20000)
+	if err := p.Copy(context.Background(), nil, nil, copier.Config{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.CatchUp(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	free, err := p.Verify(context.Background(), copier.Pace{Room: boundRoom{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bound, err := p.Verify(context.Background(), copier.Pace{Room: boundRoom{50 * time.Microsecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d chunks without a bound, %d with", free.Chunks, bound.Chunks)
+	if bound.Chunks > 2*free.Chunks+2 {
+		t.Fatalf("verification took the latency bound: %d chunks with it, %d without", bound.Chunks, free.Chunks)
+	}
+}
