@@ -330,10 +330,18 @@ func (p *Pipeline) verify(ctx context.Context, pace copier.Pace) (verify.Result,
 // lock: a chunk holds the source while the shadow catches up (its patience) whatever its rows, so
 // shorter checksums only multiplied the chunks, each paying its own catch-up (a resumed
 // verification under writers: 251 chunks and 231 retries behind the shadow in 43 s, against
-// 70-100 chunks in 1.5-6 s unbounded). Its locks stay those of the pace's levels and patience.
+// 70-100 chunks in 1.5-6 s unbounded). Its locks stay those of the pace's levels and patience,
+// and are still reported to the Room (Held): the latency target tells the reads that waited for
+// them from those slowed by something else.
 type unbounded struct{ copier.Room }
 
 func (unbounded) LockBound() time.Duration { return 0 }
+
+func (u unbounded) Held(from, to time.Time) {
+	if r, ok := u.Room.(copier.LockReporter); ok {
+		r.Held(from, to)
+	}
+}
 
 // Reconcile brings up to date a target the capture did not follow until now (a rollback's kept
 // original): a capture that replays history from Config.Start catches up; one that starts now

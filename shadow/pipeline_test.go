@@ -8,6 +8,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -182,5 +183,34 @@ func TestVerifyIgnoresTheLatencyBound(t *testing.T) {
 	t.Logf("%d chunks without a bound, %d with", free.Chunks, bound.Chunks)
 	if bound.Chunks > 2*free.Chunks+2 {
 		t.Fatalf("verification took the latency bound: %d chunks with it, %d without", bound.Chunks, free.Chunks)
+	}
+}
+
+// reportingRoom is boundRoom that counts the locks reported to it (copier.LockReporter).
+type reportingRoom struct {
+	boundRoom
+	held atomic.Int64
+}
+
+func (r *reportingRoom) Held(from, to time.Time) { r.held.Add(1) }
+
+// Verification's chunks report their locks to the Room, as the copy's do, bound or not: the
+// latency target needs them to tell the application's reads that waited for a chunk.
+func TestVerifyReportsItsLocksToTheRoom(t *testing.T) {
+	p, _, _ := open(t, 20000)
+	if err := p.Copy(context.Background(), nil, nil, copier.Config{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.CatchUp(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	room := &reportingRoom{}
+	res, err := p.Verify(context.Background(), copier.Pace{Room: room})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The walk reports a chunk's lock when it plans the next chunk: every one but the last.
+	if got := room.held.Load(); got < int64(res.Chunks-1) || res.Chunks < 2 {
+		t.Fatalf("verification walked %d chunks and reported %d locks to the Room", res.Chunks, got)
 	}
 }
