@@ -19,11 +19,10 @@ type progressDisplay struct {
 	bar      *progressbar.ProgressBar
 	label    string
 	lastLine time.Time
-	started  time.Time
 }
 
 func newProgressDisplay(w io.Writer, allowBar bool, label string) *progressDisplay {
-	d := &progressDisplay{w: w, label: label, started: time.Now()}
+	d := &progressDisplay{w: w, label: label}
 	if f, ok := w.(*os.File); ok && allowBar && term.IsTerminal(int(f.Fd())) {
 		d.bar = progressbar.NewOptions64(-1, progressbar.OptionSetWriter(w), progressbar.OptionSetDescription(label+" copy"),
 			progressbar.OptionShowCount(), progressbar.OptionShowIts(), progressbar.OptionSetItsString("rows"),

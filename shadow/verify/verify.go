@@ -343,25 +343,37 @@ func (v *verifier) catchUp(ctx context.Context, r table.Range, checksum bool, pa
 	if err != nil {
 		return sum{err: err}
 	}
+	err = v.waitFor(ctx, posConn, patience)
+	posConn.Close()
+	if err != nil {
+		return sum{err: err}
+	}
+	if !checksum {
+		return sum{}
+	}
+	return v.checksum(ctx, v.db, r, true)
+}
+
+// waitFor waits on conn until the target holds every change committed before the call, for
+// patience when that is shorter than Config.CatchUp (then errBehind), else for Config.CatchUp.
+// Past its deadline the wait counts as behind whatever the capture's error says (Galera's
+// trigger sync does not wrap the deadline).
+func (v *verifier) waitFor(ctx context.Context, conn *sql.Conn, patience time.Duration) error {
 	limit := v.cfg.CatchUp
 	impatient := patience > 0 && patience < limit
 	if impatient {
 		limit = patience
 	}
 	waitCtx, cancel := context.WithTimeout(ctx, limit)
-	err = v.target.WaitFor(waitCtx, posConn)
-	cancel()
-	posConn.Close()
-	if err != nil && impatient && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
-		return sum{err: errBehind}
+	defer cancel()
+	err := v.target.WaitFor(waitCtx, conn)
+	if err != nil && impatient && ctx.Err() == nil && waitCtx.Err() != nil {
+		return errBehind
 	}
 	if err != nil {
-		return sum{err: fmt.Errorf("verify: the target did not catch up within %s: %w", v.cfg.CatchUp, err)}
+		return fmt.Errorf("verify: the target did not catch up within %s: %w", limit, err)
 	}
-	if !checksum {
-		return sum{}
-	}
-	return v.checksum(ctx, v.db, r, true)
+	return nil
 }
 
 // compareInSession compares with trigger capture, whose catch-up needs conn's locks: the target
@@ -371,20 +383,8 @@ func (v *verifier) catchUp(ctx context.Context, r table.Range, checksum bool, pa
 // under writers, on a busy machine) is then synced with the source unlocked.
 func (v *verifier) compareInSession(ctx context.Context, conn *sql.Conn, r table.Range, patience time.Duration) (comparison, error) {
 	var c comparison
-	limit := v.cfg.CatchUp
-	impatient := patience > 0 && patience < limit
-	if impatient {
-		limit = patience
-	}
-	waitCtx, cancel := context.WithTimeout(ctx, limit)
-	err := v.target.WaitFor(waitCtx, conn)
-	late := waitCtx.Err() != nil // the capture's error may not wrap the deadline (Galera's sync)
-	cancel()
-	if err != nil && impatient && ctx.Err() == nil && late {
-		return c, errBehind
-	}
-	if err != nil {
-		return c, fmt.Errorf("verify: the target did not catch up within %s: %w", v.cfg.CatchUp, err)
+	if err := v.waitFor(ctx, conn, patience); err != nil {
+		return c, err
 	}
 	src := v.checksum(ctx, conn, r, false)
 	if src.err != nil {
