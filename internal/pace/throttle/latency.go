@@ -36,8 +36,8 @@ import (
 //   - after latencyWindow of them with no such two, it grows: twice as long while the p99 of
 //     those that waited for a chunk keeps half the slack (none waited: the chunks cost the
 //     reads nothing), a quarter longer while it keeps a fifth, otherwise not (a bound near the
-//     slack keeps the p99 near the target when most reads meet a chunk); at maxLockBound it no
-//     longer limits anything;
+//     slack keeps the p99 near the target when most reads meet a chunk); either way the next
+//     window judges only its own reads; at maxLockBound it no longer limits anything;
 //   - at its shortest and still over the target: the governor drops two levels (longer rests:
 //     fewer reads meet a chunk, and the copy takes less of the server), but not below busyStart,
 //     the pace a busy application's copy starts at.
@@ -163,6 +163,8 @@ func (r *latencyRule) step(now time.Time, reads []probeRead, locks []lockSpan, b
 			r.change(now, min(2*r.bound, maxLockBound))
 		case p99 <= r.typical+r.slack()*4/5:
 			r.change(now, min(r.bound*5/4, maxLockBound))
+		default: // judged: the next window starts afresh (kept, it would hold the bound forever)
+			r.restart(now)
 		}
 		if r.bound >= maxLockBound {
 			r.limiting = false

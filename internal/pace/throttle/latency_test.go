@@ -143,3 +143,26 @@ func TestGovernorRestsWhenChunksCannotGetShorter(t *testing.T) {
 		t.Fatalf("back-off reason %q, want the latency", g.why)
 	}
 }
+
+// A window judges its own reads: one in which reads waited for chunks close to the target (the
+// bound neither shrinks nor grows) is forgotten once judged, so when the chunks stop costing the
+// reads anything the next window grows the bound (a window kept since would hold it forever).
+func TestLatencyRuleForgetsAJudgedWindow(t *testing.T) {
+	t0 := time.Date(2026, 12, 5, 10, 0, 0, 0, time.UTC)
+	usual := 300 * time.Microsecond
+	r := newLatencyRule(DefaultLatencyFactor, durations(reads(t0, baselineReads, usual)))
+	now := t0.Add(time.Second)
+	r.step(now, nil, nil, true)
+	bound, slack := r.bound, r.slack()
+	near := usual + slack*9/10 // within the target, past four fifths of the slack: no change
+	now = now.Add(100 * time.Millisecond)
+	rs, ls := waits(now, latencyWindow, near)
+	now = judge(&r, now.Add(latencyWindow*20*time.Millisecond), rs, ls)
+	if r.bound != bound {
+		t.Fatalf("a window of reads that waited %s for chunks (target %s): bound %s, want it unchanged (%s)", near, r.target, r.bound, bound)
+	}
+	now = judge(&r, now, reads(now, latencyWindow, usual), nil)
+	if r.bound != 2*bound {
+		t.Fatalf("then a window of reads that met no chunk: bound %s, want it doubled to %s", r.bound, 2*bound)
+	}
+}
