@@ -89,7 +89,7 @@ func (s *SQL) keyless(src *Info) {
 			// Its number, as the index orders it (MySQL gives e + 0 as a DOUBLE).
 			sel, members = "CAST("+sel+" AS UNSIGNED)", c.EnumMembers()
 		}
-		s.keySel, s.keyEnum = append(s.keySel, sel), append(s.keyEnum, members)
+		s.keySel, s.keyEnum, s.enumOf = append(s.keySel, sel), append(s.keyEnum, members), append(s.enumOf, c.EnumNames())
 		for i, cc := range src.CopyColumns() {
 			if strings.EqualFold(cc.Name, name) {
 				s.keyPos = append(s.keyPos, i)
@@ -108,7 +108,7 @@ func (s *SQL) keyParts(alias string) []keyPart {
 		if alias != "" {
 			k = alias + "." + k
 		}
-		parts[i] = keyPart{col: k, ph: s.keyPH[i], null: s.keyNull[i], enum: s.keyEnum[i]}
+		parts[i] = keyPart{col: k, ph: s.keyPH[i], null: s.keyNull[i], enum: s.keyEnum[i], names: s.enumOf[i]}
 	}
 	return parts
 }

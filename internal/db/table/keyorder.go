@@ -67,27 +67,38 @@ func (c Column) ChunkOrder() Order {
 	return Unordered
 }
 
-// EnumMembers is the number of members of an ENUM column, 0 for another column, counted in its
-// type as information_schema spells it (each name quoted, a quote in a name doubled).
-func (c Column) EnumMembers() int {
+// EnumMembers is the number of members of an ENUM column, 0 for another column.
+func (c Column) EnumMembers() int { return len(c.EnumNames()) }
+
+// EnumNames is an ENUM column's members in their order (member number i+1 is names[i]), nil for
+// another column, read from its type as information_schema spells it (each name quoted, a quote
+// in a name doubled).
+func (c Column) EnumNames() []string {
 	t := c.ColumnType
 	if !strings.HasPrefix(strings.ToLower(t), "enum(") {
-		return 0
+		return nil
 	}
-	n, quoted := 0, false
+	var names []string
+	var name strings.Builder
+	quoted := false
 	for i := len("enum("); i < len(t); i++ {
 		switch {
 		case t[i] != '\'':
+			if quoted {
+				name.WriteByte(t[i])
+			}
 		case !quoted:
 			quoted = true
-			n++
+			name.Reset()
 		case i+1 < len(t) && t[i+1] == '\'':
 			i++ // a quote doubled inside a name
+			name.WriteByte('\'')
 		default:
 			quoted = false
+			names = append(names, name.String())
 		}
 	}
-	return n
+	return names
 }
 
 // enumNumber reads an ENUM's member number as the binlog reader decodes it (an integer) or a

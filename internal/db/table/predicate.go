@@ -43,8 +43,10 @@ type keyPart struct {
 	// enum is an ENUM's number of members, 0 for another type. An ENUM is ordered by its member's
 	// number, and a range comparison of it (e > 2) is a scan on every server (the range optimizer
 	// takes only equalities of an ENUM): its ranges are spelled as lists of member numbers
-	// (e IN (3,4)), from 0, the number of the error value ''. A bound's part is its number.
-	enum int
+	// (e IN (3,4)), from 0, the number of the error value ''. A bound's part is its number, or
+	// its name (a keyed table's key, read as rows are), turned into its number by names.
+	enum  int
+	names []string
 }
 
 // afterKey is AfterPredicate for a keyless table's chunk key: the rows after the key value v.
@@ -155,13 +157,43 @@ func (p keyPart) compare(op string, x any) (string, []any) {
 	return p.col + " " + op + " " + p.placeholder(), []any{x}
 }
 
-// number is an ENUM bound's member number (ok false for another column, or a bound that is not
-// an integer).
+// number is an ENUM bound's member number (ok false for another column, or a bound that is
+// neither an integer nor one of its names).
 func (p keyPart) number(x any) (int, bool) {
 	if p.enum == 0 {
 		return 0, false
 	}
-	return enumNumber(x)
+	if n, ok := enumNumber(x); ok {
+		return n, true
+	}
+	return enumByName(p.names, x)
+}
+
+// enumByName is the member number of the ENUM member named x ('' is 0, the error value): the
+// name as spelled in the definition, else one equal to it but for letter case (MySQL keeps a
+// member's spelling; a case-insensitive collation matches it either way).
+func enumByName(names []string, x any) (int, bool) {
+	var v string
+	switch t := x.(type) {
+	case string:
+		v = t
+	case []byte:
+		v = string(t)
+	default:
+		return 0, false
+	}
+	if v == "" {
+		return 0, true
+	}
+	if i := slices.Index(names, v); i >= 0 {
+		return i + 1, true
+	}
+	for i, n := range names {
+		if strings.EqualFold(n, v) {
+			return i + 1, true
+		}
+	}
+	return 0, false
 }
 
 // inMembers is an ENUM column's IN list of the member numbers from..to ("": none).
@@ -186,10 +218,8 @@ func (p keyPart) placeholder() string {
 // value is x as sent: an ENUM's member number as an integer, so that it is compared as one
 // (as text it would be compared with the member's name).
 func (p keyPart) value(x any) any {
-	if p.enum > 0 {
-		if n, ok := enumNumber(x); ok {
-			return int64(n)
-		}
+	if n, ok := p.number(x); ok {
+		return int64(n)
 	}
 	return x
 }

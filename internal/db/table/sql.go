@@ -31,8 +31,15 @@ type SQL struct {
 	noKey    bool     // no unique key: rows are addressed by content (keyless.go)
 	keyNull  []bool   // per key column: NULLable (a keyless table's chunk key may be)
 	keyOrder *KeyOrder
-	keyPH    []string // per key column, its placeholder in a range predicate (nil: all "?")
-	keyEnum  []int    // per keyless chunk-key column, an ENUM's number of members (keyPart)
+	keyPH    []string   // per key column, its placeholder in a range predicate (nil: all "?")
+	keyEnum  []int      // per key column, an ENUM's number of members (keyPart)
+	enumOf   [][]string // per key column, an ENUM's member names (keyPart)
+	// enumKey: a keyed table's key has an ENUM column. Its ranges are then spelled as a keyless
+	// chunk key's are (keyPart): a comparison of an ENUM with a name compares text, not the
+	// member numbers its index is ordered by, so the range optimizer scans the whole index for
+	// every chunk, and a walk in index order cuts chunks of any size (the first one once held two
+	// thirds of a table).
+	enumKey  bool
 	keySel   []string // per keyless chunk-key column, how Bound reads it (an ENUM as its number)
 	nullable []bool   // per copy column, for matching by content
 	matchPH  []string // per copy column, its placeholder in a match by content (keyless.go, match)
@@ -83,6 +90,9 @@ func NewSQL(src *Info, target string) (*SQL, error) {
 		s.key = append(s.key, dbconn.QuoteIdent(k))
 		col, _ := src.Column(k)
 		s.IntKeyCol = append(s.IntKeyCol, col.IsInteger())
+		s.keyNull, s.keyPH = append(s.keyNull, col.Nullable), append(s.keyPH, "?")
+		names := col.EnumNames()
+		s.keyEnum, s.enumOf, s.enumKey = append(s.keyEnum, len(names)), append(s.enumOf, names), s.enumKey || names != nil
 		found := false
 		for i, c := range src.CopyColumns() {
 			if strings.EqualFold(c.Name, k) {
@@ -127,7 +137,7 @@ func (s *SQL) Where(r Range, alias string) (string, []any) {
 	var args []any
 	add := func(p string, a []any) { conds, args = append(conds, p), append(args, a...) }
 	switch {
-	case s.noKey:
+	case s.noKey || s.enumKey:
 		parts := s.keyParts(alias)
 		if r.Lo != nil {
 			add(afterKey(parts, r.Lo))
