@@ -161,9 +161,19 @@ func (t *triggerCapture) WaitFor(ctx context.Context, q dbconn.Execer, held Held
 		return "", t.syncVerify(ctx, q)
 	case held == HeldForVerify:
 		// No order needed: q's lock on the target keeps every chunk's write out, and
-		// verification comes after the copy.
-		_, err := t.syncLocked(ctx, q, 0)
-		return "", err
+		// verification comes after the copy. In batches, ctx's deadline (the chunk's patience)
+		// looked at between them: a cancelled statement goes on in the server, holding the
+		// source, until it ends, and one statement for a whole backlog (a rollback's first chunk
+		// under writers that kept every periodic sync out) held it for seconds.
+		for {
+			more, err := t.syncLocked(ctx, q, syncMaxNotes)
+			if err != nil || !more {
+				return "", err
+			}
+			if err := ctx.Err(); err != nil {
+				return "", err
+			}
+		}
 	case held == HeldForSwap:
 		return "", t.syncForSwap(ctx, q)
 	}
