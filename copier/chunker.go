@@ -33,7 +33,10 @@ const (
 	// to about half of the time under contention.
 	DefaultRestRatio = 1.0
 
-	initialChunk = 1000
+	// FirstChunkRows is the first chunk's rows: a table of no more rows is copied in one chunk.
+	FirstChunkRows = 1000
+
+	initialChunk = FirstChunkRows
 	minChunk     = 50
 	maxChunk     = 200000
 )
