@@ -176,24 +176,26 @@ func percentile(d []time.Duration, p float64) time.Duration {
 	return d[max(0, min(i, len(d)-1))]
 }
 
-// p99BudgetEnforced turns the issue's latency goal for a real application (page views' p99 during
-// a whole-database apply at most p99Budget times their p99 before) into an assertion. Off while
-// the cut-over change of issue 39 is pending: until then the test logs the ratio only.
+// p99Goal is the issue's latency goal for a real application: page views' p99 during a
+// whole-database apply at most this many times their p99 before. Not met yet (docs/testing.md:
+// 1.18 to 1.58 in five quiet runs), so it is reported; the test fails past p99Bound, twice the
+// p99 before, which no run with the pace working came near since small tables stopped paying a
+// second of measurement each (each run's windows are seconds apart on the same machine).
 const (
-	p99BudgetEnforced = false
-	p99Budget         = 1.25
+	p99Goal  = 1.25
+	p99Bound = 2.0
 )
 
-// checkPageViewP99 logs the page views' latency before and during apply and, when
-// p99BudgetEnforced, fails the test if the p99 during exceeds p99Budget times the p99 before.
+// checkPageViewP99 logs the page views' latency before and during apply against p99Goal and fails
+// the test if the p99 during exceeds p99Bound times the p99 before.
 func checkPageViewP99(t *testing.T, before, during []time.Duration) {
 	t.Helper()
 	b99, d99 := percentile(before, 99), percentile(during, 99)
 	ratio := float64(d99) / float64(max(b99, time.Microsecond))
-	t.Logf("page views before apply: %d, p50 %v, p99 %v; during apply: %d, p50 %v, p99 %v; p99 during/before %.2f (budget %.2f, enforced: %v)",
+	t.Logf("page views before apply: %d, p50 %v, p99 %v; during apply: %d, p50 %v, p99 %v; p99 during/before %.2f (goal %.2f, bound %.2f)",
 		len(before), percentile(before, 50).Round(time.Millisecond), b99.Round(time.Millisecond),
-		len(during), percentile(during, 50).Round(time.Millisecond), d99.Round(time.Millisecond), ratio, p99Budget, p99BudgetEnforced)
-	if p99BudgetEnforced && ratio > p99Budget {
-		t.Errorf("page views' p99 during apply %v is %.2f× their p99 before (%v); the budget is %.2f×", d99, ratio, b99, p99Budget)
+		len(during), percentile(during, 50).Round(time.Millisecond), d99.Round(time.Millisecond), ratio, p99Goal, p99Bound)
+	if ratio > p99Bound {
+		t.Errorf("page views' p99 during apply %v is %.2f× their p99 before (%v); the bound is %.2f×", d99, ratio, b99, p99Bound)
 	}
 }
