@@ -23,6 +23,7 @@ import (
 
 // TestGalera runs every Galera case on one 3-node cluster (its start is most of the cost).
 func TestGalera(t *testing.T) {
+	t.Parallel() // servers of its own (docs/testing.md, "Parallel tests")
 	c := sandboxtest.ClusterForTest(t, 3)
 	t.Run("plan", func(t *testing.T) { galeraPlan(t, c) })
 	t.Run("refused", func(t *testing.T) { galeraRefused(t, c.Nodes[0]) })

@@ -32,6 +32,7 @@ var noRowBinlog = []string{"OFF", "STATEMENT"}
 // then during a rollback, and the table equals the reference after each. With the binlog off the
 // copy runs two chunks at once throughout; with STATEMENT it is client-side.
 func TestTriggerCaptureConcurrentWritersAndRollback(t *testing.T) {
+	t.Parallel() // servers of its own (docs/testing.md, "Parallel tests")
 	for _, format := range noRowBinlog {
 		t.Run("binlog-"+strings.ToLower(format), func(t *testing.T) {
 			s := sandboxtest.ForTest(t, sandbox.Options{BinlogFormat: format})
