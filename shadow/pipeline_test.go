@@ -18,6 +18,7 @@ import (
 	"github.com/enginemig/enginemig/internal/db/table"
 	"github.com/enginemig/enginemig/internal/sandbox"
 	"github.com/enginemig/enginemig/internal/sandbox/sandboxtest"
+	"github.com/enginemig/enginemig/shadow/verify"
 )
 
 var srv *sandbox.Server
@@ -213,4 +214,74 @@ func TestVerifyReportsItsLocksToTheRoom(t *testing.T) {
 	if got := room.held.Load(); got < int64(res.Chunks-1) || res.Chunks < 2 {
 		t.Fatalf("verification walked %d chunks and reported %d locks to the Room", res.Chunks, got)
 	}
+}
+
+// Verification's catch-up under its lock brings trigger capture's notes into the target in
+// batches, and lets the source go at the chunk's patience: a backlog synced in one statement
+// held the source (and the application's writes) until it was all written, however short the
+// chunk's patience (a statement cancelled at its deadline goes on in the server). Here periodic
+// syncs are off, a note for every row waits when verification begins, and a writer times its
+// writes meanwhile. Four times the backlog may not make it wait twice as long (in one statement
+// its longest wait grew with the backlog: 88 ms for 40,000 notes).
+func TestVerifySyncsABacklogInBatches(t *testing.T) {
+	const rows = 40000
+	small, _ := verifyBacklog(t, rows)
+	large, res := verifyBacklog(t, 4*rows)
+	t.Logf("the writer's longest wait: %s with %d notes waiting, %s with %d", small, rows, large, 4*rows)
+	if res.Repaired > 0 || res.BehindRetries == 0 {
+		t.Errorf("verification repaired %d chunks and let the source go %d times; want none repaired, and the backlog synced unlocked", res.Repaired, res.BehindRetries)
+	}
+	if large > 2*small {
+		t.Errorf("a write waited %s with %d notes waiting, %s with %d: a chunk held the source while it synced the backlog", large, 4*rows, small, rows)
+	}
+}
+
+// verifyBacklog verifies a target equal to a source of rows rows after each row was changed once
+// with trigger capture's periodic syncs off, and returns the longest wait of a writer meanwhile.
+func verifyBacklog(t *testing.T, rows int) (time.Duration, verify.Result) {
+	t.Helper()
+	schema, sdb := sandboxtest.FreshDatabase(t, srv)
+	sandboxtest.MustExec(t, sdb, "CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(40)) ENGINE=MyISAM",
+		"INSERT INTO t SELECT seq, CONCAT('v', seq) FROM seq_1_to_"+strconv.Itoa(rows),
+		"CREATE TABLE tgt LIKE t", "ALTER TABLE tgt ENGINE=InnoDB", "INSERT INTO tgt SELECT * FROM t")
+	conn := dbconn.Config{Host: "127.0.0.1", Port: srv.Port, User: "root", SSLMode: dbconn.SSLDisabled}
+	db, err := dbconn.Open(context.Background(), conn, "", 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	ti, err := table.Load(context.Background(), db, schema, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := Open(context.Background(), Config{Conn: conn, DB: db, Source: ti, Target: "tgt", Version: "10.11.0-MariaDB",
+		Mode: Triggers, ChangeLog: table.ChangeLogName("t", false), Filled: true, Seams: &Seams{SyncEvery: time.Hour}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	q := dbconn.QualifiedName(schema, "t")
+	sandboxtest.MustExec(t, sdb, "UPDATE "+q+" SET v = CONCAT('u', id)") // a note a row
+	ctx, stop := context.WithCancel(context.Background())
+	var longest time.Duration
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for last := time.Now(); ctx.Err() == nil; time.Sleep(time.Millisecond) {
+			if _, err := sdb.Exec("UPDATE " + q + " SET v = 'w' WHERE id = 1"); err != nil {
+				t.Error(err)
+				return
+			}
+			now := time.Now()
+			longest, last = max(longest, now.Sub(last)), now
+		}
+	}()
+	res, err := p.Verify(context.Background(), copier.Pace{})
+	stop()
+	<-done
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d rows: verify %+v", rows, res)
+	return longest, res
 }

@@ -17,6 +17,9 @@ type Seams struct {
 	// the source locked and before the sync writes the target: a DDL in total-order isolation sent
 	// then is ordered while the lock is held.
 	SyncLocked func()
+	// SyncEvery, when set, is how often trigger capture syncs on its own (200 ms otherwise): a
+	// long one lets a backlog of notes grow.
+	SyncEvery time.Duration
 	// VerifyRelease and VerifyHold are verify.Config's Release and HoldDelay: which verification
 	// chunks let the source go early, and a pause while replay is held.
 	VerifyRelease verify.Release

@@ -30,8 +30,12 @@ func (k triggerKind) open(ctx context.Context, p *Pipeline) (Capture, error) {
 	if err != nil {
 		return nil, err
 	}
+	every := 200 * time.Millisecond
+	if e := cfg.Seams.get().SyncEvery; e > 0 {
+		every = e
+	}
 	return &triggerCapture{c: p.q.Capture(cfg.Source, cfg.ChangeLog), q: p.q, db: cfg.DB, writer: p.writer, order: &p.order,
-		every: 200 * time.Millisecond, log: cfg.Logger, handedOut: dbconn.MariaDB(version), galera: cfg.Galera,
+		every: every, log: cfg.Logger, handedOut: dbconn.MariaDB(version), galera: cfg.Galera,
 		locker: locker, onLocked: cfg.Seams.get().SyncLocked}, nil
 }
 
