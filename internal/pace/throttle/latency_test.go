@@ -161,7 +161,7 @@ func TestLatencyRuleForgetsAJudgedWindow(t *testing.T) {
 	if r.bound != bound {
 		t.Fatalf("a window of reads that waited %s for chunks (target %s): bound %s, want it unchanged (%s)", near, r.target, r.bound, bound)
 	}
-	now = judge(&r, now, reads(now, latencyWindow, usual), nil)
+	judge(&r, now, reads(now, latencyWindow, usual), nil)
 	if r.bound != 2*bound {
 		t.Fatalf("then a window of reads that met no chunk: bound %s, want it doubled to %s", r.bound, 2*bound)
 	}
