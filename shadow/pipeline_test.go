@@ -27,8 +27,9 @@ func TestMain(m *testing.M) {
 	os.Exit(sandboxtest.Main(m, sandbox.Options{}, func(s *sandbox.Server) { srv = s }))
 }
 
-// open prepares t (MyISAM, rows) and an empty InnoDB target, and opens a pipeline into it.
-func open(t *testing.T, rows int) (*Pipeline, string, *dbconn.Config) {
+// open prepares t (MyISAM, rows) and an empty InnoDB target, and opens a pipeline into it
+// (binlog capture, unless a with changes its Config).
+func open(t *testing.T, rows int, with ...func(*Config)) (*Pipeline, string, *dbconn.Config) {
 	t.Helper()
 	schema, sdb := sandboxtest.FreshDatabase(t, srv)
 	sandboxtest.MustExec(t, sdb, "CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(40)) ENGINE=MyISAM",
@@ -44,13 +45,29 @@ func open(t *testing.T, rows int) (*Pipeline, string, *dbconn.Config) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := Open(context.Background(), Config{Conn: conn, DB: db, Source: ti, Target: "tgt", Version: "10.11.0-MariaDB",
-		ServerID: 1<<30 + rand.Uint32N(1<<30)})
+	cfg := Config{Conn: conn, DB: db, Source: ti, Target: "tgt", Version: "10.11.0-MariaDB", ServerID: 1<<30 + rand.Uint32N(1<<30)}
+	for _, w := range with {
+		w(&cfg)
+	}
+	p, err := Open(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { p.Close() })
 	return p, schema, &conn
+}
+
+// copied is open's pipeline with t copied and the target caught up.
+func copied(t *testing.T, rows int) *Pipeline {
+	t.Helper()
+	p, _, _ := open(t, rows)
+	if err := p.Copy(context.Background(), nil, nil, copier.Config{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.CatchUp(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 // Writers change the source while the pipeline copies it; afterwards the target equals the source
@@ -166,13 +183,7 @@ func (r boundRoom) LockBound() time.Duration { return r.bound }
 // only multiply the chunks. With a bound of 50 µs, which would shrink every chunk to the smallest,
 // it walks in as many chunks as without one.
 func TestVerifyIgnoresTheLatencyBound(t *testing.T) {
-	p, _, _ := open(t, 20000)
-	if err := p.Copy(context.Background(), nil, nil, copier.Config{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.CatchUp(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	p := copied(t, 20000)
 	free, err := p.Verify(context.Background(), copier.Pace{Room: boundRoom{}})
 	if err != nil {
 		t.Fatal(err)
@@ -198,13 +209,7 @@ func (r *reportingRoom) Held(from, to time.Time) { r.held.Add(1) }
 // Verification's chunks report their locks to the Room, as the copy's do, bound or not: the
 // latency target needs them to tell the application's reads that waited for a chunk.
 func TestVerifyReportsItsLocksToTheRoom(t *testing.T) {
-	p, _, _ := open(t, 20000)
-	if err := p.Copy(context.Background(), nil, nil, copier.Config{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.CatchUp(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	p := copied(t, 20000)
 	room := &reportingRoom{}
 	res, err := p.Verify(context.Background(), copier.Pace{Room: room})
 	if err != nil {
@@ -240,26 +245,11 @@ func TestVerifySyncsABacklogInBatches(t *testing.T) {
 // with trigger capture's periodic syncs off, and returns the longest wait of a writer meanwhile.
 func verifyBacklog(t *testing.T, rows int) (time.Duration, verify.Result) {
 	t.Helper()
-	schema, sdb := sandboxtest.FreshDatabase(t, srv)
-	sandboxtest.MustExec(t, sdb, "CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(40)) ENGINE=MyISAM",
-		"INSERT INTO t SELECT seq, CONCAT('v', seq) FROM seq_1_to_"+strconv.Itoa(rows),
-		"CREATE TABLE tgt LIKE t", "ALTER TABLE tgt ENGINE=InnoDB", "INSERT INTO tgt SELECT * FROM t")
-	conn := dbconn.Config{Host: "127.0.0.1", Port: srv.Port, User: "root", SSLMode: dbconn.SSLDisabled}
-	db, err := dbconn.Open(context.Background(), conn, "", 8)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	ti, err := table.Load(context.Background(), db, schema, "t")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := Open(context.Background(), Config{Conn: conn, DB: db, Source: ti, Target: "tgt", Version: "10.11.0-MariaDB",
-		Mode: Triggers, ChangeLog: table.ChangeLogName("t", false), Filled: true, Seams: &Seams{SyncEvery: time.Hour}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	p, schema, _ := open(t, rows, func(c *Config) {
+		c.Mode, c.ChangeLog, c.Filled, c.Seams = Triggers, table.ChangeLogName("t", false), true, &Seams{SyncEvery: time.Hour}
+	})
+	sdb := p.cfg.DB
+	sandboxtest.MustExec(t, sdb, "INSERT INTO "+dbconn.QualifiedName(schema, "tgt")+" SELECT * FROM "+dbconn.QualifiedName(schema, "t"))
 	q := dbconn.QualifiedName(schema, "t")
 	sandboxtest.MustExec(t, sdb, "UPDATE "+q+" SET v = CONCAT('u', id)") // a note a row
 	ctx, stop := context.WithCancel(context.Background())
