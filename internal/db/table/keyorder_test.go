@@ -189,24 +189,8 @@ func chunkReadsItsRange(t *testing.T, db, rowDB *sql.DB, q *SQL, tbl string, val
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	reads := func() (n int) {
-		rows, err := conn.QueryContext(context.Background(), "SHOW SESSION STATUS WHERE Variable_name IN ('Handler_read_key', 'Handler_read_next')")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var name string
-			var v int
-			if err := rows.Scan(&name, &v); err != nil {
-				t.Fatal(err)
-			}
-			n += v
-		}
-		return n
-	}
 	query, args := q.ReadRange(Range{Lo: []any{vals[i-1]}, Hi: []any{vals[j-1]}})
-	before := reads()
+	before := handlerReads(t, conn)
 	rows, err := conn.QueryContext(context.Background(), query, args...)
 	if err != nil {
 		t.Fatal(err)
@@ -216,7 +200,7 @@ func chunkReadsItsRange(t *testing.T, db, rowDB *sql.DB, q *SQL, tbl string, val
 		got++
 	}
 	rows.Close()
-	n := reads() - before
+	n := handlerReads(t, conn) - before
 	t.Logf("%d rows, %d index reads: %s %v", got, n, query, args)
 	if got != inRange || n < inRange || n > inRange+copies/2 {
 		t.Errorf("a chunk of %d rows read %d rows and %d through the index: %s %v", inRange, got, n, query, args)
