@@ -166,7 +166,8 @@ type Result struct {
 	// Triggers: the statements that carry the table's triggers across the swap (a dry run lists
 	// what it would run), or the names of the triggers carried.
 	Triggers []string `json:"triggers,omitempty"`
-	// Pace is the automatic pace's latency figures over the run (absent with FixedPace).
+	// Pace is the automatic pace's latency figures over the run (absent with FixedPace, and for a
+	// table copied in one chunk, which is not paced).
 	Pace *throttle.LatencySummary `json:"pace,omitempty"`
 	// Estimate is plan's copy estimate beside the actual copy and index build (not for a
 	// resumed run, whose copy started earlier).

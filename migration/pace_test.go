@@ -184,3 +184,25 @@ func servedRate(c *atomic.Int64, d time.Duration) float64 {
 	time.Sleep(d)
 	return float64(c.Load()-start) / time.Since(t0).Seconds()
 }
+
+// A table the copy takes in one chunk (copier.FirstChunkRows rows or fewer) is not paced: its
+// result has no pace figures. One row more and it is.
+func TestOnlyTablesOfMoreThanOneChunkArePaced(t *testing.T) {
+	schema, sdb := sandboxtest.FreshDatabase(t, srv)
+	db := openControl(t, srv)
+	for _, c := range []struct {
+		rows  int
+		paced bool
+	}{{copier.FirstChunkRows, false}, {copier.FirstChunkRows + 1, true}} {
+		tbl := fmt.Sprintf("t%d", c.rows)
+		sandboxtest.MustExec(t, sdb, "CREATE TABLE "+tbl+" (id INT PRIMARY KEY, v INT) ENGINE=MyISAM",
+			"INSERT INTO "+tbl+" SELECT seq, seq FROM "+sandboxtest.Seq(c.rows))
+		res, err := Run(context.Background(), db, testOptions(srv, schema, tbl))
+		if err != nil {
+			t.Fatalf("%d rows: %v", c.rows, err)
+		}
+		if paced := res.Pace != nil; paced != c.paced {
+			t.Errorf("%d rows: paced %v, want %v", c.rows, paced, c.paced)
+		}
+	}
+}

@@ -30,13 +30,13 @@ func (k triggerKind) open(ctx context.Context, p *Pipeline) (Capture, error) {
 	if err != nil {
 		return nil, err
 	}
-	every := 200 * time.Millisecond
-	if e := cfg.Seams.get().SyncEvery; e > 0 {
-		every = e
+	seams, every := cfg.Seams.get(), 200*time.Millisecond
+	if seams.SyncEvery > 0 {
+		every = seams.SyncEvery
 	}
 	return &triggerCapture{c: p.q.Capture(cfg.Source, cfg.ChangeLog), q: p.q, db: cfg.DB, writer: p.writer, order: &p.order,
 		every: every, log: cfg.Logger, handedOut: dbconn.MariaDB(version), galera: cfg.Galera,
-		locker: locker, onLocked: cfg.Seams.get().SyncLocked}, nil
+		locker: locker, onLocked: seams.SyncLocked}, nil
 }
 
 func (triggerKind) install(ctx context.Context, cfg Config) error {

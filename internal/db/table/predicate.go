@@ -169,9 +169,9 @@ func (p keyPart) number(x any) (int, bool) {
 	return enumByName(p.names, x)
 }
 
-// enumByName is the member number of the ENUM member named x (the empty name is 0, the error value): the
-// name as spelled in the definition, else one equal to it but for letter case (MySQL keeps a
-// member's spelling; a case-insensitive collation matches it either way).
+// enumByName is the member number of the ENUM member named x (the empty name is 0, the error
+// value): the name as spelled in the definition, else one equal to it but for letter case (MySQL
+// keeps a member's spelling; a case-insensitive collation matches it either way).
 func enumByName(names []string, x any) (int, bool) {
 	var v string
 	switch t := x.(type) {
