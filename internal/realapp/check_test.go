@@ -177,13 +177,14 @@ func percentile(d []time.Duration, p float64) time.Duration {
 }
 
 // p99Goal is the latency goal for a real application: page views' p99 during a
-// whole-database apply at most this many times their p99 before. Not met yet (docs/testing.md:
-// 1.18 to 1.58 in five quiet runs), so it is reported; the test fails past p99Bound, twice the
-// p99 before, which no run with the pace working came near since small tables stopped paying a
-// second of measurement each (each run's windows are seconds apart on the same machine).
+// whole-database apply at most this many times their p99 before. Not met (docs/testing.md), so it
+// is reported. The test fails past p99Bound, a regression bound: the p99 of about 280 views is
+// their third slowest, and on a quiet 2-core machine the same build measured 1.14 to 2.56 over 16
+// runs (the before window alone moved its p99 between 62 and 121 ms), while what the bound is for
+// (a lock or a pause that page views wait for) adds hundreds of milliseconds to them.
 const (
 	p99Goal  = 1.25
-	p99Bound = 2.0
+	p99Bound = 3.0
 )
 
 // checkPageViewP99 logs the page views' latency before and during apply against p99Goal and fails
