@@ -38,6 +38,16 @@ type Replayer struct {
 	// hurry wakes a patient batch when WaitFor starts waiting (mu guards waiters).
 	hurry    chan struct{}
 	patience time.Duration // patientBatchDelay; tests set their own
+	// barrier (mu guards it) is set by Barrier; held is the event read past it, the first of the
+	// batch after it is lifted (only the collecting goroutine touches held).
+	barrier *barrier
+	held    *Item
+}
+
+// barrier is a position no change past which is applied until lifted is closed.
+type barrier struct {
+	at     Position
+	lifted chan struct{}
 }
 
 // NewReplayer replays stream, starting from the stream's current position.
@@ -78,11 +88,86 @@ func eventTime(header, arrived time.Time) time.Time {
 	return header
 }
 
+// Barrier keeps replay from applying any change of an event past p until lift is called: events
+// up to p are applied as usual (WaitFor(p) returns once they are), the first event past p that
+// changes the table waits with the rest behind it, and events without changes of the table go
+// on, so positions keep moving. Verification sets one at the position it read while the source
+// was read-locked: the target then stays at the source's state under that lock, for as long as
+// its checksum takes, after the source is let go (shadow/verify). One barrier at a time; lift is
+// idempotent.
+func (r *Replayer) Barrier(p Position) (lift func()) {
+	b := &barrier{at: p, lifted: make(chan struct{})}
+	r.mu.Lock()
+	r.barrier = b
+	r.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			r.mu.Lock()
+			if r.barrier == b {
+				r.barrier = nil
+			}
+			r.mu.Unlock()
+			close(b.lifted)
+		})
+	}
+}
+
+// stopsAt returns the barrier's lifted channel when item must wait for it (it changes the table
+// and lies past the barrier), nil otherwise.
+func (r *Replayer) stopsAt(item Item) chan struct{} {
+	if len(item.Changes) == 0 {
+		return nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.barrier == nil || item.Pos.Compare(r.barrier.at) <= 0 {
+		return nil
+	}
+	return r.barrier.lifted
+}
+
+// first takes a batch's first event: the one held back at a barrier, or the stream's next, once
+// no barrier holds it.
+func (r *Replayer) first(ctx context.Context) (Item, error) {
+	var item Item
+	if r.held != nil {
+		item, r.held = *r.held, nil
+	} else {
+		var err error
+		if item, err = r.stream.Next(ctx); err != nil {
+			return Item{}, err
+		}
+	}
+	for {
+		lifted := r.stopsAt(item)
+		if lifted == nil {
+			return item, nil
+		}
+		select {
+		case <-lifted:
+		case <-ctx.Done():
+			r.held = &item
+			return Item{}, ctx.Err()
+		}
+	}
+}
+
+// more reports whether item joins the batch being collected; if a barrier stops it, it is held
+// for the next batch.
+func (r *Replayer) more(item Item) bool {
+	if r.stopsAt(item) != nil {
+		r.held = &item
+		return false
+	}
+	return true
+}
+
 // collect blocks for one event, then takes what else arrives while the batch may grow (see the
-// batch limits). It returns the position after the batch and the last group boundary within it
-// (zero if none).
+// batch limits) and no barrier stops it. It returns the position after the batch and the last
+// group boundary within it (zero if none).
 func (r *Replayer) collect(ctx context.Context) ([]Change, Position, Position, error) {
-	item, err := r.stream.Next(ctx)
+	item, err := r.first(ctx)
 	if err != nil {
 		return nil, Position{}, Position{}, err
 	}
@@ -94,7 +179,11 @@ func (r *Replayer) collect(ctx context.Context) ([]Change, Position, Position, e
 	default:
 	}
 	if !r.waited() {
-		if err := r.collectPatiently(ctx, &b); err != nil {
+		err := r.collectPatiently(ctx, &b)
+		if errors.Is(err, errStopped) {
+			return b.changes, b.pos, b.boundary, nil
+		}
+		if err != nil {
 			return nil, Position{}, Position{}, err
 		}
 	}
@@ -140,12 +229,18 @@ func (r *Replayer) collectPatiently(ctx context.Context, b *collected) error {
 			}
 			return err
 		}
+		if !r.more(item) {
+			return errStopped
+		}
 		b.changes = append(b.changes, item.Changes...)
 		b.add(item)
 	}
 	r.behind.Store(true) // full: more events were waiting
 	return nil
 }
+
+// errStopped ends a batch at a barrier.
+var errStopped = errors.New("replay stopped at a barrier")
 
 // collectPromptly adds events until the stream is idle for batchIdleGap or maxBatchDelay has
 // passed: someone waits for this batch.
@@ -169,6 +264,9 @@ func (r *Replayer) collectPromptly(ctx context.Context, b *collected) error {
 				return nil
 			}
 			return err
+		}
+		if !r.more(item) {
+			return nil
 		}
 		b.changes = append(b.changes, item.Changes...)
 		b.add(item)

@@ -280,9 +280,12 @@ func TestConcurrentWritersDuringCopyAndCutover(t *testing.T) {
 					o.CopyWorkers, o.seams.AlwaysParallel, o.seams.OvertakeDelay = 2, true, 30*time.Millisecond
 				}
 				if v.release == verify.ReleaseAlways {
-					// Writes land in the pause; were replay not held, the target would move on
-					// past the source's checksum and chunks would differ (repairs fail the test).
-					o.seams.VerifyHold = 25 * time.Millisecond
+					// Writes land in the pause; were replay not held (at verification's mark),
+					// the target would move on past the source's checksum and chunks would differ
+					// (repairs fail the test). The pause outlasts a patient replay batch (100 ms),
+					// which would otherwise hide an unheld replay: with 25 ms, a barrier that held
+					// nothing passed.
+					o.seams.VerifyHold = 150 * time.Millisecond
 				}
 			})
 			m := regexp.MustCompile(`msg=copied .*staged_chunks=(\d+)`).FindStringSubmatch(logs.String())

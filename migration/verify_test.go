@@ -77,12 +77,14 @@ func verifyRepairs(t *testing.T, index string) {
 	}
 }
 
-// A verification chunk holds the source read-locked while the shadow catches up, and the
-// application's writers wait meanwhile. When replay stalls (here another session holds the shadow
-// READ-locked for 600 ms; in production the index build's last phase takes its metadata lock),
-// the chunk must let the source go after its patience instead of holding the writers for the whole
-// stall (verify.patience), then compare again once the shadow has caught up. Every acknowledged
-// write must still be in the converted table.
+// The application's writers must not wait for a shadow that is behind while verification
+// compares it. Here replay stalls (another session holds the shadow READ-locked for 600 ms; in
+// production the index build's last phase takes its metadata lock) while writers write and
+// verification runs in 2 ms chunks: with binlog capture (apply's default here) a chunk's lock
+// covers the source's checksum only and the shadow is compared at a mark, unlocked
+// (verify.compareMarked); a capture that waits for the shadow under the lock lets the source go
+// after its patience (verify.patience). Either way no write may wait for the stall, and every
+// acknowledged write must be in the converted table.
 func TestVerifyLetsTheSourceGoWhileTheShadowIsBehind(t *testing.T) {
 	schema, sdb := sandboxtest.FreshDatabase(t, srv)
 	db := openControl(t, srv)
@@ -117,9 +119,6 @@ func TestVerifyLetsTheSourceGoWhileTheShadowIsBehind(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("verify: %+v; longest write gap in the stall %s; %d writes", *res.Verify, w.maxGap, w.acked.Load())
-	if res.Verify.BehindRetries == 0 {
-		t.Error("no chunk let the source go while the shadow was behind")
-	}
 	if w.maxGap > stall/2 {
 		t.Errorf("writes waited %s while the shadow was stalled for %s: a chunk held the source through the stall", w.maxGap, stall)
 	}

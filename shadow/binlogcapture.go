@@ -160,6 +160,29 @@ func (b *binlogCapture) WaitFor(ctx context.Context, q dbconn.Execer, _ Held) (P
 	return binlogPos(pos), nil
 }
 
+// Barrier reads the binlog's position on q, whose session holds the source read-locked (no change
+// of the table lies past it), and keeps replay from writing any later change until lift
+// (binlog.Replayer.Barrier).
+func (b *binlogCapture) Barrier(ctx context.Context, q dbconn.Execer) (Position, func(), error) {
+	pos, err := binlog.CurrentPosition(ctx, q)
+	if err != nil {
+		return "", nil, err
+	}
+	return binlogPos(pos), b.replay.Barrier(pos), nil
+}
+
+// Reached returns once replay has applied every change up to p, a Barrier's position.
+func (b *binlogCapture) Reached(ctx context.Context, p Position) error {
+	pos, err := parseBinlogPos(p)
+	if err != nil {
+		return err
+	}
+	if err := b.replay.WaitFor(ctx, pos); err != nil {
+		return fmt.Errorf("replay did not reach %s: %w", p, err)
+	}
+	return nil
+}
+
 func (b *binlogCapture) LockWith(Held) []string    { return nil }
 func (b *binlogCapture) CopyMode() table.WriteMode { return table.Replace }
 

@@ -75,6 +75,17 @@ type Capture interface {
 	Close()
 }
 
+// barrierCapture is a Capture that can stop its writes to the target at a position (binlog
+// capture), so that verification lets the source go before it compares the target
+// (verify.Target.Mark).
+type barrierCapture interface {
+	// Barrier reads the position on q, which holds the source read-locked, and stops the
+	// capture's writes of any later change until lift.
+	Barrier(ctx context.Context, q dbconn.Execer) (pos Position, lift func(), err error)
+	// Reached returns once every change up to pos is in the target.
+	Reached(ctx context.Context, pos Position) error
+}
+
 // Held is what the session passed to Capture.WaitFor holds locked.
 type Held int
 

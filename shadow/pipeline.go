@@ -248,6 +248,23 @@ func (v verifyTarget) Exclusive(fn func() error) error {
 	return v.p.Exclusive(fn)
 }
 
+// Mark stops replay at the moment conn's lock of the source stands for, where the capture can
+// (binlog capture); a zero Mark where it cannot.
+func (v verifyTarget) Mark(ctx context.Context, conn *sql.Conn) (verify.Mark, error) {
+	bc, ok := v.p.capture.(barrierCapture)
+	if !ok {
+		return verify.Mark{}, nil
+	}
+	pos, lift, err := bc.Barrier(ctx, conn)
+	if err != nil {
+		return verify.Mark{}, err
+	}
+	reached := func(ctx context.Context) error {
+		return v.p.Do(ctx, func(ctx context.Context) error { return bc.Reached(ctx, pos) })
+	}
+	return verify.Mark{Reached: reached, Lift: lift}, nil
+}
+
 // Hold keeps replay where it is while fn runs; the copy is over by verification's time.
 func (v verifyTarget) Hold(fn func() error) error { return v.p.order.Exclusive(fn) }
 

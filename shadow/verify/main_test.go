@@ -29,15 +29,25 @@ type still struct{}
 func (still) WaitFor(ctx context.Context, _ *sql.Conn) error {
 	return ctx.Err()
 }
-func (still) WaitUnlocked(ctx context.Context, _ *sql.Conn) error { return ctx.Err() }
-func (still) Exclusive(fn func() error) error                     { return fn() }
-func (still) Hold(fn func() error) error                          { return fn() }
+func (still) WaitUnlocked(ctx context.Context, _ *sql.Conn) error  { return ctx.Err() }
+func (still) Exclusive(fn func() error) error                      { return fn() }
+func (still) Hold(fn func() error) error                           { return fn() }
+func (still) Mark(context.Context, *sql.Conn) (verify.Mark, error) { return verify.Mark{}, nil }
+
+// marked is still with a capture that can stop at a mark (binlog capture's way): nothing writes,
+// so the mark is reached at once.
+type marked struct{ still }
+
+func (marked) Mark(context.Context, *sql.Conn) (verify.Mark, error) {
+	return verify.Mark{Reached: func(ctx context.Context) error { return ctx.Err() }, Lift: func() {}}, nil
+}
 
 // pair is a source table and its target in a fresh database, with the pools verification runs on.
 type pair struct {
 	schema          string
 	control, writer *sql.DB
 	q               *table.SQL
+	capture         verify.Target // nil: still
 }
 
 func (p pair) source() string { return dbconn.QualifiedName(p.schema, "t") }
@@ -82,7 +92,11 @@ var fixedChunks = copier.Pace{ChunkTime: time.Minute, IdleChunkTime: time.Minute
 // verifyPair runs verification of p with fixed chunks.
 func verifyPair(t *testing.T, p pair, cfg verify.Config) (verify.Result, error) {
 	t.Helper()
-	return verify.Run(context.Background(), p.control, p.q, copier.NewChunker(p.writer, p.q, fixedChunks), still{}, cfg)
+	var capture verify.Target = still{}
+	if p.capture != nil {
+		capture = p.capture
+	}
+	return verify.Run(context.Background(), p.control, p.q, copier.NewChunker(p.writer, p.q, fixedChunks), capture, cfg)
 }
 
 func exec(t *testing.T, db *sql.DB, stmts ...string) {

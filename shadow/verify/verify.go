@@ -31,6 +31,17 @@ type Target interface {
 	// Hold runs fn while no captured change is being written to the target, without waiting for
 	// anything else (an index build): the target then stays at the moment WaitFor reached.
 	Hold(fn func() error) error
+	// Mark, called on conn while it holds the source read-locked, stops the capture's writes to
+	// the target at that moment (see Mark). A zero Mark: the capture cannot (trigger capture).
+	Mark(ctx context.Context, conn *sql.Conn) (Mark, error)
+}
+
+// Mark is a target's capture stopped at the moment a chunk's lock of the source stands for:
+// Reached returns once the target holds every change made before it, and the target stays there,
+// whatever the application writes to the source meanwhile, until Lift.
+type Mark struct {
+	Reached func(ctx context.Context) error
+	Lift    func()
 }
 
 // Config tunes verification.
@@ -60,11 +71,13 @@ type Config struct {
 	HoldDelay time.Duration
 }
 
-// Release chooses the chunks whose source lock covers the source's checksum only.
+// Release chooses the chunks whose source lock covers the source's checksum only. With a target
+// that can Mark, every chunk but ReleaseNever's does (compareMarked).
 type Release int
 
 const (
-	// ReleaseContended releases early while other clients wait for the table.
+	// ReleaseContended releases early while other clients wait for the table, and on every chunk
+	// where the target can Mark.
 	ReleaseContended Release = iota
 	// ReleaseAlways releases early on every chunk (tests of that path).
 	ReleaseAlways
@@ -298,6 +311,16 @@ func (v *verifier) compare(ctx context.Context, r table.Range, release bool, pat
 	if len(v.cfg.LockWith) > 0 {
 		return v.compareInSession(ctx, conn, r, patience)
 	}
+	if v.cfg.Release != ReleaseNever {
+		m, err := v.target.Mark(ctx, conn)
+		if err != nil {
+			return c, fmt.Errorf("verify: mark the target: %w", err)
+		}
+		if m.Lift != nil {
+			err = v.compareMarked(ctx, conn, r, m, &c, unlock)
+			return c, err
+		}
+	}
 	dstDone := make(chan sum, 1)
 	go func() { dstDone <- v.catchUp(ctx, r, !release, patience) }()
 	src := v.checksum(ctx, conn, r, false)
@@ -322,6 +345,41 @@ func (v *verifier) compare(ctx context.Context, r table.Range, release bool, pat
 	})
 	c.rows, c.same = src.n, src.equal(dst)
 	return c, err
+}
+
+// compareMarked compares with a target stopped at the source's locked moment (Mark): the target
+// is checksummed on a session of its own once it reached the mark, beside the source's checksum,
+// and the source's lock covers that checksum only. The application's writers wait for nothing
+// else; the target waits at the mark until its checksum is done. Unlike the other ways, nothing
+// waits for the target under the lock, so a target that is behind costs the application nothing
+// (it is waited for, up to behindWait, with the source unlocked).
+func (v *verifier) compareMarked(ctx context.Context, conn *sql.Conn, r table.Range, m Mark, c *comparison, unlock func() error) error {
+	defer m.Lift()
+	unlocked := make(chan struct{})
+	dstDone := make(chan sum, 1)
+	go func() {
+		waitCtx, cancel := context.WithTimeout(ctx, behindWait)
+		defer cancel()
+		if err := m.Reached(waitCtx); err != nil {
+			dstDone <- sum{err: fmt.Errorf("verify: the target did not reach the source's lock within %s: %w", behindWait, err)}
+			return
+		}
+		if v.cfg.HoldDelay > 0 { // the fault seam: the target compared only after writes resumed
+			<-unlocked
+			if err := throttle.Sleep(ctx, v.cfg.HoldDelay); err != nil {
+				dstDone <- sum{err: err}
+				return
+			}
+		}
+		dstDone <- v.checksum(ctx, v.db, r, true)
+	}()
+	src := v.checksum(ctx, conn, r, false)
+	c.sumTime = src.took
+	uerr := unlock()
+	close(unlocked)
+	dst := <-dstDone
+	c.rows, c.same = src.n, src.equal(dst)
+	return errors.Join(src.err, uerr, dst.err)
 }
 
 // sum is one side's checksum of a range.

@@ -56,17 +56,19 @@ var differences = []struct {
 	{"the next chunk's first row", "UPDATE _t_new SET c = 'start' WHERE id = 1602", 9},
 }
 
-// modes are the three ways a chunk is compared: both sides under the source's lock, the target
-// after the source is let go, and both in the locked session (trigger capture's way).
+// modes are the four ways a chunk is compared: both sides under the source's lock, the target
+// after the source is let go, both in the locked session (trigger capture's way), and the target
+// stopped at a mark beside the source's checksum (binlog capture's way). cfg may set p's capture.
 var modes = []struct {
 	name string
-	cfg  func(p pair) verify.Config
+	cfg  func(p *pair) verify.Config
 }{
-	{"source locked throughout", func(pair) verify.Config { return verify.Config{Release: verify.ReleaseNever} }},
-	{"source released early", func(pair) verify.Config { return verify.Config{Release: verify.ReleaseAlways} }},
-	{"target locked with the source", func(p pair) verify.Config {
+	{"source locked throughout", func(*pair) verify.Config { return verify.Config{Release: verify.ReleaseNever} }},
+	{"source released early", func(*pair) verify.Config { return verify.Config{Release: verify.ReleaseAlways} }},
+	{"target locked with the source", func(p *pair) verify.Config {
 		return verify.Config{LockWith: []string{p.target() + " WRITE"}}
 	}},
+	{"target marked", func(p *pair) verify.Config { p.capture = marked{}; return verify.Config{} }},
 }
 
 // Equal tables pass in every mode, chunk by chunk, with every row counted once.
@@ -75,7 +77,7 @@ func TestVerifyPassesEqualTables(t *testing.T) {
 		t.Run(m.name, func(t *testing.T) {
 			p := newPair(t, tableDDL, seed())
 			var rows atomic.Int64
-			cfg := m.cfg(p)
+			cfg := m.cfg(&p)
 			cfg.Rows = &rows
 			res, err := verifyPair(t, p, cfg)
 			if err != nil {
@@ -96,14 +98,14 @@ func TestVerifyFindsAndRepairsEachDifference(t *testing.T) {
 		t.Run(d.name+", "+m.name, func(t *testing.T) {
 			p := newPair(t, tableDDL, seed())
 			exec(t, p.control, strings.ReplaceAll(d.stmt, "_t_new", p.target()))
-			res, err := verifyPair(t, p, m.cfg(p))
+			res, err := verifyPair(t, p, m.cfg(&p))
 			if err != nil {
 				t.Fatal(err)
 			}
 			if res.Repaired != 1 {
 				t.Fatalf("%d chunks repaired, want 1 (%+v)", res.Repaired, res)
 			}
-			assertRepaired(t, p, m.cfg(p))
+			assertRepaired(t, p, m.cfg(&p))
 		})
 	}
 }
@@ -119,14 +121,14 @@ func TestVerifyRepairsOnlyTheChunksThatDiffer(t *testing.T) {
 				exec(t, p.control, strings.ReplaceAll(d.stmt, "_t_new", p.target()))
 				chunks[d.chunk] = true
 			}
-			res, err := verifyPair(t, p, m.cfg(p))
+			res, err := verifyPair(t, p, m.cfg(&p))
 			if err != nil {
 				t.Fatal(err)
 			}
 			if res.Chunks != tableChunks || res.Repaired != len(chunks) {
 				t.Fatalf("%d chunks, %d repaired; want %d, %d", res.Chunks, res.Repaired, tableChunks, len(chunks))
 			}
-			assertRepaired(t, p, m.cfg(p))
+			assertRepaired(t, p, m.cfg(&p))
 		})
 	}
 }
