@@ -178,23 +178,40 @@ func (boundRoom) RestRatio() float64         { return 0 }
 func (boundRoom) Workers(limit int) int      { return limit }
 func (r boundRoom) LockBound() time.Duration { return r.bound }
 
-// Verification does not take the latency target's bound on a chunk's lock (unbounded): each of
-// its chunks holds the source while the target catches up, whatever its rows, so a bound would
-// only multiply the chunks. With a bound of 50 µs, which would shrink every chunk to the smallest,
-// it walks in as many chunks as without one.
-func TestVerifyIgnoresTheLatencyBound(t *testing.T) {
-	p := copied(t, 20000)
-	free, err := p.Verify(context.Background(), copier.Pace{Room: boundRoom{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	bound, err := p.Verify(context.Background(), copier.Pace{Room: boundRoom{50 * time.Microsecond}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("%d chunks without a bound, %d with", free.Chunks, bound.Chunks)
-	if bound.Chunks > 2*free.Chunks+2 {
-		t.Fatalf("verification took the latency bound: %d chunks with it, %d without", bound.Chunks, free.Chunks)
+// Verification takes the latency target's bound on a chunk's lock where the capture marks the
+// target (binlog capture: a chunk's lock covers the source's checksum only, which the bound sizes),
+// and not where a chunk holds the source while the target catches up (trigger capture: unbounded),
+// whatever its rows, where a bound would only multiply the chunks. With a bound of 50 µs, which
+// shrinks every bounded chunk to the smallest, binlog capture walks in many more chunks than
+// without one, trigger capture in as many.
+func TestVerifyTakesTheLatencyBoundWhereTheCaptureMarks(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		mode  Mode
+		takes bool
+	}{{"binlog", Binlog, true}, {"triggers", Triggers, false}} {
+		t.Run(c.name, func(t *testing.T) {
+			p, _, _ := open(t, 20000, func(cfg *Config) {
+				if cfg.Mode = c.mode; c.mode == Triggers {
+					cfg.ChangeLog = table.ChangeLogName("t", false)
+				}
+			})
+			if err := p.Copy(context.Background(), nil, nil, copier.Config{}); err != nil {
+				t.Fatal(err)
+			}
+			free, err := p.Verify(context.Background(), copier.Pace{Room: boundRoom{}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			bound, err := p.Verify(context.Background(), copier.Pace{Room: boundRoom{50 * time.Microsecond}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%d chunks without a bound, %d with", free.Chunks, bound.Chunks)
+			if took := bound.Chunks > 2*free.Chunks+2; took != c.takes {
+				t.Fatalf("verification took the latency bound: %v, want %v (%d chunks with it, %d without)", took, c.takes, bound.Chunks, free.Chunks)
+			}
+		})
 	}
 }
 
