@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/enginemig/enginemig/internal/sandbox"
 	"github.com/enginemig/enginemig/internal/sandbox/sandboxtest"
 )
 
@@ -14,25 +13,9 @@ import (
 // lifted, the held changes are applied. Verification relies on it to compare a target that
 // stands still while the application writes the source again (shadow/verify, compareMarked).
 func TestBarrierHoldsTheTablesLaterChanges(t *testing.T) {
-	f, err := sandboxtest.Flavour()
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := sandboxtest.ForFlavour(t, f, sandbox.Options{})
-	schema, db := sandboxtest.FreshDatabase(t, s)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	var version string
-	if err := db.QueryRow("SELECT VERSION()").Scan(&version); err != nil {
-		t.Fatal(err)
-	}
-	sandboxtest.MustExec(t, db, "CREATE TABLE t (id INT PRIMARY KEY, v INT) ENGINE=MyISAM",
-		"CREATE TABLE u (id INT PRIMARY KEY) ENGINE=MyISAM")
-	start, err := CurrentPosition(ctx, db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := NewReplayer(openTestStream(ctx, t, s, db, schema, version, start))
+	db, r := testReplayer(ctx, t, "CREATE TABLE u (id INT PRIMARY KEY) ENGINE=MyISAM")
 	applied := make(chan int, 100) // the changes of each batch written
 	go func() {
 		for {

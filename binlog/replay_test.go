@@ -19,25 +19,9 @@ import (
 // before the test's deadline, and writes 5 ms apart would each be a batch of their own if the
 // batch ended at the first idle gap.
 func TestPatientBatchEndsWhenSomeoneWaits(t *testing.T) {
-	f, err := sandboxtest.Flavour()
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := sandboxtest.ForFlavour(t, f, sandbox.Options{})
-	schema, db := sandboxtest.FreshDatabase(t, s)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	var version string
-	if err := db.QueryRow("SELECT VERSION()").Scan(&version); err != nil {
-		t.Fatal(err)
-	}
-	sandboxtest.MustExec(t, db, "CREATE TABLE t (id INT PRIMARY KEY, v INT) ENGINE=MyISAM")
-	start, err := CurrentPosition(ctx, db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st := openTestStream(ctx, t, s, db, schema, version, start)
-	r := NewReplayer(st)
+	db, r := testReplayer(ctx, t)
 	r.patience = time.Hour
 
 	batches := make(chan int, 100)
@@ -87,6 +71,28 @@ func TestPatientBatchEndsWhenSomeoneWaits(t *testing.T) {
 		t.Fatalf("%d inserts 5 ms apart came in batches %v; want one patient batch", rows, sizes)
 	}
 
+}
+
+// testReplayer starts a server of the test flavour with table t (MyISAM) in a fresh database, and
+// a replayer of t's changes from now on; the stream closes with the test. More DDL may come first.
+func testReplayer(ctx context.Context, t *testing.T, ddl ...string) (*sql.DB, *Replayer) {
+	t.Helper()
+	f, err := sandboxtest.Flavour()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := sandboxtest.ForFlavour(t, f, sandbox.Options{})
+	schema, db := sandboxtest.FreshDatabase(t, s)
+	var version string
+	if err := db.QueryRow("SELECT VERSION()").Scan(&version); err != nil {
+		t.Fatal(err)
+	}
+	sandboxtest.MustExec(t, db, append([]string{"CREATE TABLE t (id INT PRIMARY KEY, v INT) ENGINE=MyISAM"}, ddl...)...)
+	start, err := CurrentPosition(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return db, NewReplayer(openTestStream(ctx, t, s, db, schema, version, start))
 }
 
 // openTestStream streams table t of schema from start, as a replica of s running version; the
