@@ -18,15 +18,16 @@ import (
 )
 
 // The disk tests give a server of their own a datadir (and with it the binlog) on a small tmpfs:
-// the fresh datadir takes about 66 MiB, the table and its binlog about 10 MiB, its copy (the
-// shadow and the copy's binlog) about 11 MiB, the application's writes about 0.1 MiB a second.
+// the fresh datadir takes about 66 MiB, the table and its binlog about 17 MiB, its copy (the
+// shadow and the copy's binlog) about 18 MiB, the application's writes about 0.1 MiB a second.
 const (
-	diskFS      = 224 << 20
+	diskFS      = 240 << 20
 	diskReserve = 64 << 20 // --disk-reserve for these tests: the default (1 GiB) is more than the tmpfs
-	// The filler leaves this much free: under the reserve, more than the application writes while
-	// the copy waits, and less than what the rest of the copy writes (a copy that does not wait
-	// fills the disk).
-	diskLeft = 6 << 20
+	// The filler leaves this much free: under the reserve; more than the application writes while
+	// the copy waits plus what the copy writes before it sees the space gone (up to a watch
+	// interval, 250 ms, and the chunks in flight: with 6 MiB a CI run filled the disk); and less
+	// than what the rest of the copy writes (a copy that does not wait fills the disk).
+	diskLeft = 12 << 20
 	// It starts once the run has written this much (the copy has begun).
 	diskGrown = 1536 << 10
 )
@@ -129,7 +130,7 @@ func (f *filler) end() uint64 {
 func diskLoad(t *testing.T, s *sandbox.Server) (*ackload.Load, func()) {
 	db := openControl(t, s)
 	sandboxtest.MustExec(t, db, "CREATE DATABASE d")
-	l, err := ackload.Create(context.Background(), db, "d", "t", ackload.Config{Writers: 4, RowsPerWriter: 15000, Pause: appPause})
+	l, err := ackload.Create(context.Background(), db, "d", "t", ackload.Config{Writers: 4, RowsPerWriter: 25000, Pause: appPause})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,14 +154,23 @@ func TestDiskReserve(t *testing.T) {
 			once.Do(func() { close(waited) })
 		}
 	}
+	// The space comes back 3 s after the copy began to wait (the application must not notice the
+	// wait), or at once when the run ended first; the test waits for it before it ends.
+	ended, released := make(chan struct{}), make(chan struct{})
 	go func() {
+		defer close(released)
 		select {
 		case <-waited:
+			select {
+			case <-time.After(3 * time.Second):
+			case <-ended:
+			}
+		case <-ended:
 		case <-time.After(40 * time.Second):
 		}
-		time.Sleep(3 * time.Second) // the copy waits a while under load: the application must not notice
 		f.release()
 	}()
+	defer func() { close(ended); <-released }()
 	opts := testOptions(s, "d", "t")
 	r := diskspace.Reserve{Bytes: diskReserve}
 	opts.DiskReserve = &r
