@@ -18,16 +18,19 @@ import (
 )
 
 // The disk tests give a server of their own a datadir (and with it the binlog) on a small tmpfs:
-// the fresh datadir takes about 66 MiB, the table and its binlog about 17 MiB, its copy (the
-// shadow and the copy's binlog) about 18 MiB, the application's writes about 0.1 MiB a second.
+// the fresh datadir takes about 66 MiB, the table and its binlog about 10 MiB, its copy (the
+// shadow and the copy's binlog) about 11 MiB, the application's writes about 0.1 MiB a second.
 const (
-	diskFS      = 240 << 20
+	diskFS      = 224 << 20
 	diskReserve = 64 << 20 // --disk-reserve for these tests: the default (1 GiB) is more than the tmpfs
-	// The filler leaves this much free: under the reserve; more than the application writes while
-	// the copy waits plus what the copy writes before it sees the space gone (up to a watch
-	// interval, 250 ms, and the chunks in flight: with 6 MiB a CI run filled the disk); and less
-	// than what the rest of the copy writes (a copy that does not wait fills the disk).
-	diskLeft = 12 << 20
+	// The filler leaves this much free: under the reserve, more than the application writes while
+	// the copy waits, and less than what the rest of the copy writes (a copy that does not wait
+	// fills the disk: TestDiskFull).
+	diskLeft = 6 << 20
+	// The tests where the copy must wait before the disk fills leave more: what the copy writes
+	// before its watch (every 250 ms) sees the space gone, and its chunks in flight, once took
+	// all of diskLeft in a CI run (TestDiskReserve: 1114).
+	diskHeadroom = 12 << 20
 	// It starts once the run has written this much (the copy has begun).
 	diskGrown = 1536 << 10
 )
@@ -130,7 +133,7 @@ func (f *filler) end() uint64 {
 func diskLoad(t *testing.T, s *sandbox.Server) (*ackload.Load, func()) {
 	db := openControl(t, s)
 	sandboxtest.MustExec(t, db, "CREATE DATABASE d")
-	l, err := ackload.Create(context.Background(), db, "d", "t", ackload.Config{Writers: 4, RowsPerWriter: 25000, Pause: appPause})
+	l, err := ackload.Create(context.Background(), db, "d", "t", ackload.Config{Writers: 4, RowsPerWriter: 15000, Pause: appPause})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +148,7 @@ func TestDiskReserve(t *testing.T) {
 	s, dir := diskServer(t)
 	l, stopLoad := diskLoad(t, s)
 	var log logLines
-	f := startFiller(t, dir, diskGrown, diskLeft)
+	f := startFiller(t, dir, diskGrown, diskHeadroom)
 	waited := make(chan struct{})
 	var once sync.Once
 	log.each = func(line string) {
@@ -263,7 +266,7 @@ func TestDiskPauseLimitKeepsTheShadow(t *testing.T) {
 	l, stopLoad := diskLoad(t, s)
 	var log logLines
 	log.each = func(line string) { os.Stderr.WriteString("    migration: " + line) }
-	f := startFiller(t, dir, diskGrown, diskLeft)
+	f := startFiller(t, dir, diskGrown, diskHeadroom)
 	opts := testOptions(s, "d", "t")
 	r := diskspace.Reserve{Bytes: diskReserve}
 	opts.DiskReserve = &r
