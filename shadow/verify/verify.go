@@ -457,43 +457,6 @@ func (v *verifier) compareInSession(ctx context.Context, conn *sql.Conn, r table
 	return c, dst.err
 }
 
-// repair recopies the range in one locked session, with no captured change being written to the
-// target meanwhile (Exclusive). It cannot run beside compare's READ lock from another connection:
-// MyISAM queues a new read behind waiting writers, which wait for that lock. LOCK TABLES must name
-// the target and the source's alias too (every table a locked session touches must be locked).
-func (v *verifier) repair(ctx context.Context, r table.Range) (held time.Duration, err error) {
-	err = v.target.Exclusive(func() error {
-		held, err = v.recopy(ctx, r)
-		return err
-	})
-	return held, err
-}
-
-func (v *verifier) recopy(ctx context.Context, r table.Range) (held time.Duration, err error) {
-	conn, err := v.db.Conn(ctx)
-	if err != nil {
-		return 0, err
-	}
-	defer conn.Close()
-	src, dst := v.q.Source(), v.q.Target()
-	if err := v.lock(ctx, conn, "LOCK TABLES "+src+" READ, "+src+" AS s READ, "+dst+" WRITE"); err != nil {
-		return 0, fmt.Errorf("verify: lock for recopy: %w", err)
-	}
-	locked := time.Now()
-	defer func() {
-		if _, uerr := conn.ExecContext(context.WithoutCancel(ctx), "UNLOCK TABLES"); uerr != nil && err == nil {
-			err = fmt.Errorf("verify: unlock: %w", uerr)
-		}
-		held = time.Since(locked)
-	}()
-	for _, st := range v.q.Recopy(r) {
-		if _, err := conn.ExecContext(ctx, st.SQL, st.Args...); err != nil {
-			return 0, fmt.Errorf("verify: recopy: %w", err)
-		}
-	}
-	return 0, nil
-}
-
 func (v *verifier) checksum(ctx context.Context, q dbconn.Querier, r table.Range, target bool) sum {
 	var s sum
 	query, args := v.q.Checksum(r, target)
@@ -503,32 +466,4 @@ func (v *verifier) checksum(ctx context.Context, q dbconn.Querier, r table.Range
 	}
 	s.took = time.Since(start)
 	return s
-}
-
-// lock takes a chunk's locks without queuing behind another session's hold of the source
-// (mdl.Locker.LockEventually), or, where it queues (MySQL), retrying after a deadlock.
-func (v *verifier) lock(ctx context.Context, conn *sql.Conn, lock string) error {
-	if !v.locker.Queues() {
-		return v.locker.LockEventually(ctx, conn, lock, lockSpin)
-	}
-	return lockRetrying(ctx, conn, lock)
-}
-
-// lockSpin is how long a chunk's lock is tried without queuing before it may queue.
-const lockSpin = time.Second
-
-// lockRetrying takes a chunk's locks, again when the server chose the LOCK TABLES as a deadlock's
-// victim (1213; seen in a rollback under trigger capture, whose source is InnoDB and whose
-// writers' triggers write the change log): nothing was locked then, and the transaction it met
-// goes on, so trying again after a moment is safe.
-func lockRetrying(ctx context.Context, conn *sql.Conn, lock string) error {
-	for try := 1; ; try++ {
-		_, err := conn.ExecContext(ctx, lock)
-		if err == nil || try == 5 || !dbconn.IsDeadlock(err) {
-			return err
-		}
-		if err := throttle.Sleep(ctx, time.Duration(try)*20*time.Millisecond); err != nil {
-			return err
-		}
-	}
 }
