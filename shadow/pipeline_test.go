@@ -242,28 +242,34 @@ func TestVerifyReportsItsLocksToTheRoom(t *testing.T) {
 // batches, and lets the source go at the chunk's patience: a backlog synced in one statement
 // held the source (and the application's writes) until it was all written, however short the
 // chunk's patience (a statement cancelled at its deadline goes on in the server). Here periodic
-// syncs are off, a note for every row waits when verification begins, and a writer times its
-// writes meanwhile. Four times the backlog may not make it wait twice as long (in one statement
-// its longest wait grew with the backlog: 88 ms for 40,000 notes).
+// syncs are off and a note for every row waits when verification begins. The test looks at the
+// mechanism, not at the writer's waits, which on a busy machine vary as much as a larger
+// backlog would make them grow: no sync wrote more than a batch, and verification let the source
+// go rather than sync the backlog under a chunk's lock.
 func TestVerifySyncsABacklogInBatches(t *testing.T) {
-	const rows = 40000
-	small, _ := verifyBacklog(t, rows)
-	large, res := verifyBacklog(t, 4*rows)
-	t.Logf("the writer's longest wait: %s with %d notes waiting, %s with %d", small, rows, large, 4*rows)
+	const rows = 100000
+	longest, res, largest := verifyBacklog(t, rows)
+	t.Logf("%d notes waiting: the writer's longest wait %s, the largest sync %d notes", rows, longest, largest)
+	if largest > syncMaxNotes {
+		t.Errorf("a sync wrote %d notes at once; want batches of at most %d", largest, syncMaxNotes)
+	}
 	if res.Repaired > 0 || res.BehindRetries == 0 {
 		t.Errorf("verification repaired %d chunks and let the source go %d times; want none repaired, and the backlog synced unlocked", res.Repaired, res.BehindRetries)
-	}
-	if large > 2*small {
-		t.Errorf("a write waited %s with %d notes waiting, %s with %d: a chunk held the source while it synced the backlog", large, 4*rows, small, rows)
 	}
 }
 
 // verifyBacklog verifies a target equal to a source of rows rows after each row was changed once
-// with trigger capture's periodic syncs off, and returns the longest wait of a writer meanwhile.
-func verifyBacklog(t *testing.T, rows int) (time.Duration, verify.Result) {
+// with trigger capture's periodic syncs off, and returns the longest wait of a writer meanwhile
+// and the most notes one sync wrote.
+func verifyBacklog(t *testing.T, rows int) (time.Duration, verify.Result, int64) {
 	t.Helper()
+	var largest atomic.Int64
+	seams := &Seams{SyncEvery: time.Hour, Synced: func(n int64) {
+		for old := largest.Load(); n > old && !largest.CompareAndSwap(old, n); old = largest.Load() {
+		}
+	}}
 	p, schema, _ := open(t, rows, func(c *Config) {
-		c.Mode, c.ChangeLog, c.Filled, c.Seams = Triggers, table.ChangeLogName("t", false), true, &Seams{SyncEvery: time.Hour}
+		c.Mode, c.ChangeLog, c.Filled, c.Seams = Triggers, table.ChangeLogName("t", false), true, seams
 	})
 	sdb := p.cfg.DB
 	sandboxtest.MustExec(t, sdb, "INSERT INTO "+dbconn.QualifiedName(schema, "tgt")+" SELECT * FROM "+dbconn.QualifiedName(schema, "t"))
@@ -290,5 +296,5 @@ func verifyBacklog(t *testing.T, rows int) (time.Duration, verify.Result) {
 		t.Fatal(err)
 	}
 	t.Logf("%d rows: verify %+v", rows, res)
-	return longest, res
+	return longest, res, largest.Load()
 }

@@ -17,6 +17,9 @@ type Seams struct {
 	// the source locked and before the sync writes the target: a DDL in total-order isolation sent
 	// then is ordered while the lock is held.
 	SyncLocked func()
+	// Synced is told how many notes each sync of trigger capture's is about to write into the
+	// target: a test sees the batches a backlog was synced in.
+	Synced func(notes int64)
 	// SyncEvery, when set, is how often trigger capture syncs on its own (200 ms otherwise): a
 	// long one lets a backlog of notes grow.
 	SyncEvery time.Duration

@@ -62,8 +62,9 @@ type triggerCapture struct {
 	galera  bool
 	pendMu  sync.Mutex
 	pending chan error
-	// onLocked is Seams.SyncLocked (tests only).
+	// onLocked and onSynced are Seams.SyncLocked and Seams.Synced (tests only).
 	onLocked func()
+	onSynced func(notes int64)
 }
 
 // locked calls the test seam onLocked, if any.
@@ -367,6 +368,9 @@ func (t *triggerCapture) syncLocked(ctx context.Context, q dbconn.Execer, limit 
 			err = uerr
 		}
 	}()
+	if t.onSynced != nil {
+		t.onSynced(last - first + 1)
+	}
 	stmts, args := t.c.Sync(), [3][]any{{last}, {last}, {last}}
 	switch all, hi := t.order.syncUpTo(); {
 	case all:
