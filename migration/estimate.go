@@ -1,7 +1,6 @@
 package migration
 
 import (
-	"context"
 	"time"
 
 	"github.com/enginemig/enginemig/plan"
@@ -19,11 +18,11 @@ type EstimateCheck struct {
 	Basis string  `json:"basis"`
 }
 
-// estimate takes plan's estimate for the table; a failure only leaves it out.
-func (m *migrator) estimate(ctx context.Context) {
-	e, err := plan.EstimateTable(ctx, m.db, m.ti.Schema, m.ti.Name, 0)
-	if err != nil || e.CopySeconds <= 0 {
-		m.log.Debug("no copy estimate", "error", err, "basis", e.Basis)
+// estimate keeps plan's estimate for the table (the preflight's checks measured it); none when
+// they could not (an empty table, nothing read).
+func (m *migrator) estimate(e plan.Estimate) {
+	if e.CopySeconds <= 0 {
+		m.log.Debug("no copy estimate", "basis", e.Basis)
 		return
 	}
 	m.res.Estimate = &EstimateCheck{EstimatedSeconds: e.CopySeconds, Basis: e.Basis}

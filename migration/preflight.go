@@ -57,7 +57,7 @@ func (m *migrator) preflight(ctx context.Context) error {
 			return err
 		}
 	}
-	server, err := preflight.PlanBlockers(ctx, m.db, ti, m.capture, m.opts.MaxHold, m.log)
+	server, estimate, err := preflight.PlanBlockers(ctx, m.db, ti, m.capture, m.opts.MaxHold, m.log)
 	if err != nil {
 		return err
 	}
@@ -75,7 +75,7 @@ func (m *migrator) preflight(ctx context.Context) error {
 	m.deferred = m.ddl.Deferred
 	m.res = &Result{Schema: ti.Schema, Table: ti.Name, DryRun: m.opts.DryRun, DeferredIndex: len(m.ddl.Deferred), ShadowChanges: m.ddl.Changes}
 	if m.resume == nil {
-		m.estimate(ctx)
+		m.estimate(estimate)
 	}
 	return nil
 }

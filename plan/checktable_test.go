@@ -13,27 +13,35 @@ import (
 func TestCheckTableForApply(t *testing.T) {
 	schema, db := sandboxtest.FreshDatabase(t, srv)
 	runScript(t, db, `CREATE TABLE good (id INT PRIMARY KEY, v INT) ENGINE=MyISAM;
+		INSERT INTO good VALUES (1, 1), (2, 2), (3, 3);
 		CREATE TABLE bad (a INT NOT NULL, b INT NOT NULL AUTO_INCREMENT, PRIMARY KEY (a, b)) ENGINE=MyISAM;
 		BEGIN; ROLLBACK;`)
 	ctx := context.Background()
-	fs, err := CheckTable(ctx, db, schema, "good", CaptureAuto, 0)
+	srv, _, err := CheckServer(ctx, db, CaptureAuto)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs, e, err := CheckTable(ctx, db, srv, schema, "good", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if b := Blockers(fs); len(b) != 0 {
 		t.Fatalf("good table has blockers %+v", b)
 	}
+	if e.SampleRows != 3 || e.CopySeconds <= 0 {
+		t.Fatalf("good table's copy estimate: %+v; want one from a sample read of its 3 rows", e)
+	}
 	if f, ok := hasCheck(fs, "transactions"); !ok || f.Schema != schema {
 		t.Fatalf("database-level transactions finding missing from CheckTable: %+v", fs)
 	}
-	fs, err = CheckTable(ctx, db, schema, "bad", CaptureAuto, 0)
+	fs, _, err = CheckTable(ctx, db, srv, schema, "bad", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if b := Blockers(fs); len(b) != 1 || b[0].Check != "autoinc-not-leading" || !strings.Contains(b[0].Message, "test-compile") {
 		t.Fatalf("bad table: want one confirmed autoinc-not-leading blocker, got %+v", fs)
 	}
-	if _, err := CheckTable(ctx, db, schema, "missing", CaptureAuto, 0); !errors.Is(err, table.ErrNotFound) {
+	if _, _, err := CheckTable(ctx, db, srv, schema, "missing", 0); !errors.Is(err, table.ErrNotFound) {
 		t.Fatalf("missing table: %v", err)
 	}
 }

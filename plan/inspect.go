@@ -348,53 +348,53 @@ func discard(conn *sql.Conn) {
 }
 
 // CheckTable runs every table-level and database-level check on one table, test-compile
-// included, as apply's preflight does. The table need not be MyISAM (apply may call it on a
-// table that was converted meanwhile; the caller decides what that means). Like Inspect it
-// holds two connections of db's pool at once.
-func CheckTable(ctx context.Context, db *sql.DB, schema, name, capture string, maxHold time.Duration) ([]Finding, error) {
+// included, as apply's preflight does, against srv as CheckServer read it (read once, not again
+// for the table: apply's preflight of each table of a whole-database run competes with the
+// application for the server). The table need not be MyISAM (apply may call it on a table that
+// was converted meanwhile; the caller decides what that means). It returns the findings and the
+// copy's estimate (its sample read, the one `enginemig plan` makes; zero for a table that is not
+// MyISAM). Like Inspect it holds two connections of db's pool at once.
+func CheckTable(ctx context.Context, db *sql.DB, srv *ServerInfo, schema, name string, maxHold time.Duration) ([]Finding, Estimate, error) {
 	conn, err := db.Conn(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("check %s.%s: connect: %w", schema, name, err)
+		return nil, Estimate{}, fmt.Errorf("check %s.%s: connect: %w", schema, name, err)
 	}
 	defer discard(conn)
 	freshStatistics(ctx, conn)
-	srv, err := LoadServer(ctx, conn)
-	if err != nil {
-		return nil, err
-	}
-	srv.WantCapture, srv.MaxHold = capture, maxHold
+	s := *srv
+	s.MaxHold = maxHold
 	cat, err := loadCatalog(ctx, conn)
 	if err != nil {
-		return nil, err
+		return nil, Estimate{}, err
 	}
 	c := candidate{schema: schema, name: name}
 	var engine, comment sql.NullString
 	err = conn.QueryRowContext(ctx, `SELECT ENGINE, TABLE_COMMENT FROM information_schema.TABLES
 		WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?`, schema, name).Scan(&engine, &comment)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, fmt.Errorf("check %s.%s: %w", schema, name, table.ErrNotFound)
+		return nil, Estimate{}, fmt.Errorf("check %s.%s: %w", schema, name, table.ErrNotFound)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("check %s.%s: %w", schema, name, err)
+		return nil, Estimate{}, fmt.Errorf("check %s.%s: %w", schema, name, err)
 	}
 	if !engine.Valid {
 		c.crashed = comment.String
 	}
 	compileConn, err := db.Conn(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("check %s.%s: connect for test-compile: %w", schema, name, err)
+		return nil, Estimate{}, fmt.Errorf("check %s.%s: connect for test-compile: %w", schema, name, err)
 	}
 	defer discard(compileConn)
-	if srv.TestCompileBinlogged, err = compileSession(ctx, compileConn); err != nil {
-		return nil, err
+	if s.TestCompileBinlogged, err = compileSession(ctx, compileConn); err != nil {
+		return nil, Estimate{}, err
 	}
-	tp, err := planTable(ctx, conn, compileConn, srv, cat, c, 0)
+	tp, err := planTable(ctx, conn, compileConn, &s, cat, c, 0)
 	if err != nil {
-		return nil, err
+		return nil, Estimate{}, err
 	}
-	fs := append(tp.Findings, runSchemaChecks(&SchemaInput{Schema: schema, Server: srv})...)
+	fs := append(tp.Findings, runSchemaChecks(&SchemaInput{Schema: schema, Server: &s})...)
 	sortFindings(fs)
-	return fs, nil
+	return fs, tp.Estimate, nil
 }
 
 // CheckServer runs the server-level checks (binlog, configuration, global privileges) and

@@ -67,15 +67,16 @@ func CheckTable(ctx context.Context, db *sql.DB, ti *table.Info) error {
 
 // PlanBlockers runs plan's server and table checks (the same ones `enginemig plan` reports) and
 // refuses when any is a blocker. Warnings are logged: the DBA has seen them in the plan. It
-// returns the server as the checks read it.
-func PlanBlockers(ctx context.Context, db *sql.DB, ti *table.Info, capture shadow.Mode, maxHold time.Duration, log *slog.Logger) (*plan.ServerInfo, error) {
+// returns the server as the checks read it (once, for both) and plan's copy estimate of the
+// table (zero when there is none).
+func PlanBlockers(ctx context.Context, db *sql.DB, ti *table.Info, capture shadow.Mode, maxHold time.Duration, log *slog.Logger) (*plan.ServerInfo, plan.Estimate, error) {
 	srv, serverFindings, err := plan.CheckServer(ctx, db, string(capture))
 	if err != nil {
-		return nil, fmt.Errorf("server checks: %w", err)
+		return nil, plan.Estimate{}, fmt.Errorf("server checks: %w", err)
 	}
-	findings, err := plan.CheckTable(ctx, db, ti.Schema, ti.Name, string(capture), maxHold)
+	findings, estimate, err := plan.CheckTable(ctx, db, srv, ti.Schema, ti.Name, maxHold)
 	if err != nil {
-		return nil, fmt.Errorf("table checks: %w", err)
+		return nil, plan.Estimate{}, fmt.Errorf("table checks: %w", err)
 	}
 	all := append(serverFindings, findings...)
 	for _, f := range all {
@@ -91,9 +92,9 @@ func PlanBlockers(ctx context.Context, db *sql.DB, ti *table.Info, capture shado
 				remedies = append(remedies, f.Remedy)
 			}
 		}
-		return nil, Refuse(strings.Join(remedies, "; "), "%s has %d blocker(s): %s", ti.QuotedName(), len(b), strings.Join(msgs, "; "))
+		return nil, plan.Estimate{}, Refuse(strings.Join(remedies, "; "), "%s has %d blocker(s): %s", ti.QuotedName(), len(b), strings.Join(msgs, "; "))
 	}
-	return srv, nil
+	return srv, estimate, nil
 }
 
 // LoadTable reads the table, mapping "not found" to a usage error.
