@@ -331,20 +331,21 @@ func (p *Pipeline) verify(ctx context.Context, pace copier.Pace) (verify.Result,
 	if pace.MaxChunk == 0 {
 		pace.MaxChunk = verifyMaxChunk
 	}
-	if _, marks := p.capture.(barrierCapture); pace.Room != nil && !marks {
+	seams := p.cfg.Seams.get()
+	if _, marks := p.capture.(barrierCapture); pace.Room != nil && (!marks || seams.VerifyRelease == verify.ReleaseNever) {
 		pace.Room = unbounded{pace.Room}
 	}
 	var res verify.Result
 	err := p.Do(ctx, func(ctx context.Context) (err error) {
 		res, err = verify.Run(ctx, p.cfg.DB, p.q, copier.NewChunker(p.writer, p.q, pace), verifyTarget{p},
-			verify.Config{Logger: p.cfg.Logger, Rows: &p.verified, LockWith: p.capture.LockWith(HeldForVerify), TargetApart: p.cfg.Galera && p.cfg.Mode == Triggers, NoRepair: p.cfg.Galera, Release: p.cfg.Seams.get().VerifyRelease, HoldDelay: p.cfg.Seams.get().VerifyHold})
+			verify.Config{Logger: p.cfg.Logger, Rows: &p.verified, LockWith: p.capture.LockWith(HeldForVerify), TargetApart: p.cfg.Galera && p.cfg.Mode == Triggers, NoRepair: p.cfg.Galera, Release: seams.VerifyRelease, HoldDelay: seams.VerifyHold})
 		return err
 	})
 	return res, err
 }
 
 // unbounded is the pace's Room for verification where the capture cannot mark the target (trigger
-// capture), without the latency target's bound on a chunk's lock: a chunk holds the source while
+// capture, and the tests' ReleaseNever, which does not use the mark), without the latency target's bound on a chunk's lock: a chunk holds the source while
 // the shadow catches up (its patience) whatever its rows, so shorter checksums only multiplied the
 // chunks, each paying its own catch-up (a resumed verification under writers: 251 chunks and 231
 // retries behind the shadow in 43 s, against 70-100 chunks in 1.5-6 s unbounded). Its locks stay
