@@ -4,8 +4,10 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
+	"fmt"
 	"strconv"
 	"sync"
+	"time"
 )
 
 // Own connections: every connection this process opens through OpenDriverConfig records its
@@ -57,7 +59,7 @@ func (c ownConnector) Connect(ctx context.Context) (driver.Conn, error) {
 	}
 	own.ids[c.key][id] = true
 	own.Unlock()
-	return &ownConn{Conn: conn, key: c.key, id: id}, nil
+	return &ownConn{Conn: conn, key: c.key, id: id, killer: c.Connector}, nil
 }
 
 func connectionID(ctx context.Context, conn driver.Conn) (int64, bool) {
@@ -86,13 +88,44 @@ func connectionID(ctx context.Context, conn driver.Conn) (int64, bool) {
 	return 0, false
 }
 
-// ownConn is the driver's connection with a Close that leaves the registry. It forwards every
-// optional interface database/sql looks for, so the pool behaves as with the bare connection.
+// ownConn is the driver's connection with a Close that leaves the registry, and statements its
+// caller gave up on stopped on the server (abandoned). It forwards every optional interface
+// database/sql looks for, so the pool behaves as with the bare connection.
 type ownConn struct {
 	driver.Conn
-	key string
-	id  int64
+	key    string
+	id     int64
+	killer driver.Connector // the bare connector: a session that is not itself registered
 }
+
+// killWait bounds the session that stops an abandoned statement.
+const killWait = 5 * time.Second
+
+// abandoned stops on the server the statement whose caller stopped waiting for it (ctx ended):
+// the driver then closes the connection, but the server goes on with the statement until it ends
+// or next writes to the closed socket, holding what it locked. A copy chunk's read queued behind
+// an application write that waited for disk space kept the shadow's metadata lock, and the DROP
+// that would have given the space back waited for it (docs/how-it-works.md, "A full disk"). Only
+// a connection the driver closed is killed: it is never used again, so no later statement of its
+// can be the one stopped.
+func (c *ownConn) abandoned(ctx context.Context, err error) {
+	if err == nil || ctx.Err() == nil || c.IsValid() {
+		return
+	}
+	kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), killWait)
+	defer cancel()
+	conn, err := c.killer.Connect(kctx)
+	if err != nil {
+		return
+	}
+	defer conn.Close()
+	if e, ok := conn.(driver.ExecerContext); ok {
+		e.ExecContext(kctx, KillQuery(c.id), nil) // gone already: nothing to stop
+	}
+}
+
+// KillQuery ends the statement connection id runs, keeping its session.
+func KillQuery(id int64) string { return fmt.Sprintf("KILL QUERY %d", id) }
 
 func (c *ownConn) Close() error {
 	own.Lock()
@@ -117,14 +150,18 @@ func (c *ownConn) PrepareContext(ctx context.Context, query string) (driver.Stmt
 
 func (c *ownConn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
 	if e, ok := c.Conn.(driver.ExecerContext); ok {
-		return e.ExecContext(ctx, query, args)
+		res, err := e.ExecContext(ctx, query, args)
+		c.abandoned(ctx, err)
+		return res, err
 	}
 	return nil, driver.ErrSkip
 }
 
 func (c *ownConn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
 	if q, ok := c.Conn.(driver.QueryerContext); ok {
-		return q.QueryContext(ctx, query, args)
+		rows, err := q.QueryContext(ctx, query, args)
+		c.abandoned(ctx, err)
+		return rows, err
 	}
 	return nil, driver.ErrSkip
 }

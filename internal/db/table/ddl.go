@@ -48,8 +48,9 @@ func DropTrigger(schema, name string) string {
 // KillConnection ends the server connection id (its statement and its session).
 func KillConnection(id int64) string { return fmt.Sprintf("KILL %d", id) }
 
-// KillQuery ends the statement connection id runs, keeping its session.
-func KillQuery(id int64) string { return fmt.Sprintf("KILL QUERY %d", id) }
+// KillQuery ends the statement connection id runs, keeping its session (spelled in dbconn, whose
+// connections stop their own abandoned statements with it).
+func KillQuery(id int64) string { return dbconn.KillQuery(id) }
 
 // AutoIncLockMode reads innodb_autoinc_lock_mode (MySQL's say in whether inserts of an
 // auto-increment table may run side by side).
