@@ -326,15 +326,8 @@ func (s *Server) launch(ctx context.Context) error {
 
 	deadline := time.Now().Add(startTimeout)
 	for {
-		db, err := sql.Open("mysql", s.DSN(""))
-		if err == nil {
-			pingCtx, cancel := context.WithTimeout(ctx, time.Second)
-			err = db.PingContext(pingCtx)
-			cancel()
-			db.Close()
-			if err == nil {
-				return nil
-			}
+		if s.answers(ctx) {
+			return nil
 		}
 		select {
 		case <-s.exited:
@@ -349,6 +342,24 @@ func (s *Server) launch(ctx context.Context) error {
 			return fmt.Errorf("sandbox: %s did not answer within %s:\n%s", bin, startTimeout, s.ErrorLogTail(20))
 		}
 	}
+}
+
+// answers reports whether this server answers on its port. The one answering must be this server
+// (its own socket): freePort's port is free only until someone binds it, and another test's
+// server once took it first and answered in its place (a Galera node, whose "WSREP has not yet
+// prepared node" then failed a test of another flavour). This server then fails to bind and
+// exits, and Start tries another port.
+func (s *Server) answers(ctx context.Context) bool {
+	db, err := sql.Open("mysql", s.DSN(""))
+	if err != nil {
+		return false
+	}
+	defer db.Close()
+	qctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	// SHOW, not SELECT: a Galera node answers it before it has joined its cluster.
+	var name, socket string
+	return db.QueryRowContext(qctx, "SHOW VARIABLES LIKE 'socket'").Scan(&name, &socket) == nil && socket == s.inner(s.Socket)
 }
 
 // ErrorLogTail returns the last n lines of the server's error log, for failure messages.
