@@ -310,7 +310,7 @@ func TestConcurrentWritersDuringCopyAndCutover(t *testing.T) {
 // writers, still owning their rows, and the database.
 func concurrentWriters(t *testing.T, srv *sandbox.Server, pause time.Duration, set func(*Options)) (string, *sql.DB, []*writer) {
 	seed := func(t *testing.T, db *sql.DB, schema string) []*writer {
-		return seedAllTypes(t, db, schema, 12000, 4, 42) // about a hundred 2 ms chunks
+		return seedAllTypes(t, db, schema, 6000, 4, 42) // about fifty 2 ms chunks (12000 until 2026-12-05: CI's time)
 	}
 	return concurrentWritersOn(t, srv, seed, allTypesColumns, pause, set)
 }
