@@ -346,7 +346,7 @@ func seedKeyless(t *testing.T, db *sql.DB, schema, ddl string, rows int, dups, c
 	return ws
 }
 
-const keylessPause = 2 * appPause
+const keylessPause = appPause
 
 func runKeyless(ws []*keylessWriter) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
@@ -355,9 +355,9 @@ func runKeyless(ws []*keylessWriter) (stop func()) {
 	for i, w := range ws {
 		go func() {
 			defer func() { done <- struct{}{} }()
-			// An application, not a bulk load (appPause), at half that rate: replay finds each
-			// change's row of a keyless table through an index scan, a few thousand a second here,
-			// and at appPause the replay fell behind for a minute of verification in CI.
+			// An application, not a bulk load (appPause, 6 ms): replay finds each change's row of
+			// a keyless table through an index scan, a few thousand a second here, and at 3 ms the
+			// replay fell behind for a minute of verification in CI.
 			slots := pace.NewSlots(start.Add(time.Duration(i)*keylessPause/time.Duration(len(ws))), keylessPause)
 			for slots.Wait(ctx) == nil {
 				w.step(ctx)
