@@ -9,7 +9,7 @@ import (
 
 // Three servers, one with a blocker: check mode changes nothing anywhere and shows what would
 // change; the real run converts the two clean hosts (every row equal) and refuses the blocked one,
-// untouched; the summary says so; a second run over the clean hosts changes nothing and exits 0.
+// untouched; the summary says so.
 func TestConvertFleet(t *testing.T) {
 	f := newFleet(t, hostSpec{name: "db1", rows: 2000}, hostSpec{name: "db2", rows: 2000, blocker: true}, hostSpec{name: "db3", rows: 2000})
 	before := f.states(t)
@@ -87,24 +87,7 @@ func TestConvertFleet(t *testing.T) {
 	if t.Failed() {
 		t.Fatalf("ansible-playbook output:\n%s", out)
 	}
-
-	// 3. Again over the clean hosts: already InnoDB, nothing changes, exit 0.
-	after := []map[string]tableState{db1.state(t), db3.state(t)}
-	code, out = f.play(t, "convert.yml", nil, "--limit", "db1,db3")
-	if code != 0 {
-		t.Errorf("the second run exited %d", code)
-	}
-	if r := recap(out); len(r) != 2 || r["db1"].changed != 0 || r["db3"].changed != 0 || r["db1"].failed+r["db3"].failed != 0 {
-		t.Errorf("second run's recap %v: want db1 and db3 unchanged", r)
-	}
-	s, by = f.summary(t, "fleet-summary")
-	if outcomes(s) != "db1=done db3=done" || !strings.Contains(by["db1"].Reason, "already InnoDB") || by["db3"].Changed {
-		t.Errorf("second run's summary: %s (db1: %s)", outcomes(s), by["db1"].Reason)
-	}
-	if !equalStates(db1.state(t), after[0]) || !equalStates(db3.state(t), after[1]) {
-		t.Errorf("the second run changed a table")
-	}
-	if t.Failed() {
-		t.Fatalf("second run's output:\n%s", out)
-	}
+	// A run over hosts already converted changes nothing and exits 0: the stopped-fleet test
+	// checks it (db1 there, in the run after the server came back), in the same playbook run that
+	// resumes db2.
 }
