@@ -126,12 +126,25 @@ func (a *Applier) Write(ctx context.Context, changes []Change) (n int, commit fu
 		}
 		start = end
 	}
-	return len(ops), func() error {
-		if err := tx.Commit(); err != nil {
-			return fmt.Errorf("replay: commit: %w", err)
-		}
-		return nil
-	}, nil
+	return len(ops), func() error { return commitWithin(ctx, tx) }, nil
+}
+
+// commitWithin commits tx as a statement under ctx, then ends database/sql's transaction (a
+// second COMMIT, with nothing left to commit). tx.Commit has no context: the driver waits for the
+// server's answer however long it takes, and a commit the server held waiting for disk space for
+// the binlog kept replay, the stop of the run that waited for it, and so the DROP of the shadow
+// that would have freed the space, waiting for good (a CI run of TestDiskFull, 15 minutes). Under
+// ctx the driver closes the connection when ctx ends, and dbconn's connection stops the statement
+// on the server (KILL QUERY; the server gives a write that waits for space up at its next retry).
+func commitWithin(ctx context.Context, tx *sql.Tx) error {
+	if _, err := tx.ExecContext(ctx, "COMMIT"); err != nil {
+		tx.Rollback()
+		return fmt.Errorf("replay: commit: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("replay: commit: %w", err)
+	}
+	return nil
 }
 
 // sameRun: upserts and deletes by key merge with their own kind into one statement; a keyless
