@@ -63,7 +63,8 @@ func (m *migrator) stopped(ctx context.Context, err error) (*Result, error) {
 // fail records the failure, drops the shadow when asked and returns err (coded FailedSafe if it
 // had no code).
 func (m *migrator) fail(ctx context.Context, err error, drop bool) error {
-	bg := context.WithoutCancel(ctx)
+	bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupBudget)
+	defer cancel()
 	if m.pipe != nil {
 		m.pipe.Stop() // no replay batch may land after the drop
 	}

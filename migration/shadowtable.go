@@ -3,6 +3,7 @@ package migration
 import (
 	"context"
 	"database/sql"
+	"time"
 
 	"github.com/enginemig/enginemig/internal/db/table"
 	"github.com/enginemig/enginemig/shadow"
@@ -20,10 +21,25 @@ func (m *migrator) originalInPlace(ctx context.Context) bool {
 	return err == nil && ti.Engine == m.ti.Engine
 }
 
+// cleanupBudget bounds a failed or dry run's clean-up (the capture's removal, the shadow's DROP):
+// past it the statement is stopped on the server (dbconn) and the run ends naming what is left
+// for `enginemig cleanup`. Unbounded, a clean-up statement waiting for disk space, or for the
+// metadata lock of an application statement that waits for it, held the run for good.
+const cleanupBudget = 5 * time.Minute
+
+// dropShadow removes the capture's set-up, then the shadow, if it is there: a DROP ... IF EXISTS
+// of nothing is still written to the binlog, where a full disk holds it.
 func (m *migrator) dropShadow(ctx context.Context) error {
-	if err := shadow.Remove(context.WithoutCancel(ctx), applyCapture(m.db, m.ti, m.capture)); err != nil {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupBudget)
+	defer cancel()
+	if err := shadow.Remove(ctx, applyCapture(m.db, m.ti, m.capture)); err != nil {
 		return err
 	}
-	_, err := m.db.ExecContext(context.WithoutCancel(ctx), table.DropTableIfExists(m.ti.Schema, table.ShadowName(m.ti.Name)))
+	name := table.ShadowName(m.ti.Name)
+	there, err := table.Exists(ctx, m.db, m.ti.Schema, name)
+	if err != nil || !there {
+		return err
+	}
+	_, err = m.db.ExecContext(ctx, table.DropTableIfExists(m.ti.Schema, name))
 	return err
 }

@@ -115,12 +115,26 @@ func installTriggers(ctx context.Context, db *sql.DB, c *table.CaptureSQL) error
 
 // removeTriggers drops the capture triggers, then the change log: in that order, so no
 // application write ever fires a trigger whose log is gone. The triggers move with their table
-// when it is renamed, and are found by name.
+// when it is renamed, and are found by name. Only what is there is dropped: a DROP ... IF EXISTS
+// of nothing is still written to the binlog, and on a full disk it waits for binlog space with
+// nothing to free it (a binlog-captured run stopped for a full disk hung so, before the shadow's
+// DROP that gives the space back).
 func removeTriggers(ctx context.Context, db *sql.DB, c *table.CaptureSQL) error {
-	for _, stmt := range c.DropTriggers() {
+	for i, stmt := range c.DropTriggers() {
+		there, err := table.TriggerExists(ctx, db, c.Schema(), c.TriggerNames()[i])
+		if err != nil {
+			return fmt.Errorf("find capture trigger: %w", err)
+		}
+		if !there {
+			continue
+		}
 		if _, err := db.ExecContext(ctx, stmt); err != nil {
 			return fmt.Errorf("drop capture trigger: %w", err)
 		}
+	}
+	there, err := table.Exists(ctx, db, c.Schema(), c.LogName())
+	if err != nil || !there {
+		return err
 	}
 	if _, err := db.ExecContext(ctx, c.DropLog()); err != nil {
 		return fmt.Errorf("drop change log %s: %w", c.Log(), err)
@@ -144,11 +158,11 @@ func (triggerKind) leftovers(ctx context.Context, db *sql.DB, schema, name strin
 	}
 	for _, back := range []bool{false, true} {
 		log := table.ChangeLogName(name, back)
-		var n int
-		if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?", schema, log).Scan(&n); err != nil {
+		there, err := table.Exists(ctx, db, schema, log)
+		if err != nil {
 			return dropped, err
 		}
-		if n == 0 {
+		if !there {
 			continue
 		}
 		if _, err := db.ExecContext(ctx, "DROP TABLE "+dbconn.QualifiedName(schema, log)); err != nil {

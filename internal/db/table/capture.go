@@ -73,6 +73,9 @@ func (c *CaptureSQL) Source() (schema, name string) { return c.q.SourceTable() }
 // Log is the change log's qualified name.
 func (c *CaptureSQL) Log() string { return c.log }
 
+// LogName is the change log's name, unquoted (in Schema).
+func (c *CaptureSQL) LogName() string { return c.logName }
+
 // TriggerNames are the three capture triggers' names (INSERT, UPDATE, DELETE).
 func (c *CaptureSQL) TriggerNames() []string { return c.names[:] }
 
