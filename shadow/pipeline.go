@@ -44,6 +44,9 @@ type Config struct {
 	// Filled says the target already holds the source's rows as of Start, so nothing will be
 	// copied (a rollback's kept original): a keyless table's changes then all apply (rule 5).
 	Filled bool
+	// LockWithin is how long trigger capture's set-up keeps trying for a moment the source is
+	// free of the application's statements (DefaultLockWithin when 0).
+	LockWithin time.Duration
 	// Galera says the server is a Galera node: no session of trigger capture then holds a lock
 	// on a table that commits through the cluster (triggercapture_galera.go).
 	Galera bool

@@ -17,6 +17,10 @@ import (
 // restart needs no position; tear-down drops the triggers, then the log.
 type triggerKind struct{}
 
+// DefaultLockWithin is how long trigger capture's set-up tries for a moment the source is free
+// when its caller sets no bound (Config.LockWithin).
+const DefaultLockWithin = 30 * time.Second
+
 func (k triggerKind) open(ctx context.Context, p *Pipeline) (Capture, error) {
 	cfg := p.cfg
 	if err := k.install(ctx, cfg); err != nil {
@@ -44,7 +48,7 @@ func (triggerKind) install(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	return installTriggers(ctx, cfg.DB, q.Capture(cfg.Source, cfg.ChangeLog))
+	return installTriggers(ctx, cfg, q.Capture(cfg.Source, cfg.ChangeLog))
 }
 
 func (triggerKind) setupRemedy() string { return "the user needs the TRIGGER privilege on the table" }
@@ -70,9 +74,12 @@ func (triggerKind) behind(Position, Position) (int64, string)      { return 0, "
 
 // installTriggers creates the change log and whichever capture triggers are missing (a resumed
 // run finds them still capturing). Creating a trigger takes the source's metadata lock, through an
-// mdl.Locker: each attempt waits at most 2 s (where it queues, the application's new statements
-// on the table queue behind it meanwhile) and is retried up to 10 times.
-func installTriggers(ctx context.Context, db *sql.DB, c *table.CaptureSQL) error {
+// mdl.Locker, which never queues it behind a session that holds the table: it tries for a gap in
+// spins of 2 s, resting between spins (longer each time, up to 2 s), until cfg.LockWithin has
+// passed without one. A table whose application never leaves it (transactions that overlap
+// without a pause, under load) gave no gap in ten spins, and a rollback gave up on it.
+func installTriggers(ctx context.Context, cfg Config, c *table.CaptureSQL) error {
+	db := cfg.DB
 	if _, err := db.ExecContext(ctx, c.CreateLog()); err != nil {
 		return fmt.Errorf("create change log %s: %w", c.Log(), err)
 	}
@@ -90,23 +97,36 @@ func installTriggers(ctx context.Context, db *sql.DB, c *table.CaptureSQL) error
 	if _, err := conn.ExecContext(ctx, "SET SESSION lock_wait_timeout = 2"); err != nil {
 		return err
 	}
+	within := cfg.LockWithin
+	if within <= 0 {
+		within = DefaultLockWithin
+	}
+	began := time.Now()
 	for i, stmt := range c.CreateTriggers() {
 		name := c.TriggerNames()[i]
-		for attempt := 1; ; attempt++ {
-			var n int
-			if err := conn.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = ? AND TRIGGER_NAME = ?",
-				c.Schema(), name).Scan(&n); err != nil {
+		for spin := 1; ; spin++ {
+			there, err := table.TriggerExists(ctx, conn, c.Schema(), name)
+			if err != nil {
 				return err
 			}
-			if n > 0 {
+			if there {
 				break
 			}
-			err := locker.Exec(ctx, conn, stmt, 2*time.Second)
+			err = locker.Exec(ctx, conn, stmt, 2*time.Second)
 			if err == nil {
 				break
 			}
-			if !dbconn.IsLockWait(err) || attempt == 10 {
-				return fmt.Errorf("create capture trigger %s: %w", name, err)
+			waited := time.Since(began)
+			if !dbconn.IsLockWait(err) || waited >= within {
+				return fmt.Errorf("create capture trigger %s (tried for %s): %w", name, waited.Round(time.Second), err)
+			}
+			if spin%5 == 0 && cfg.Logger != nil {
+				cfg.Logger.Info("capture triggers: waiting for a moment the table is free of the application's statements", "table", name, "waited", waited.Round(time.Second), "gives_up_after", within)
+			}
+			select {
+			case <-time.After(min(time.Duration(spin)*250*time.Millisecond, 2*time.Second)):
+			case <-ctx.Done():
+				return ctx.Err()
 			}
 		}
 	}

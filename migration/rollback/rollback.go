@@ -129,6 +129,7 @@ func swapBack(ctx context.Context, db *sql.DB, opts Options, st *state.State, cu
 	ignore := isCutoverRename(opts.Table)
 	cfg := rollbackCapture(db, cur, st.CaptureMode())
 	cfg.Conn, cfg.Version, cfg.ServerID, cfg.Start, cfg.Logger = opts.Conn, version, opts.ServerID, from, opts.Logger
+	cfg.LockWithin = lockwait.TimeoutOr(opts.LockTimeout)
 	cfg.IgnoreQuery = func(q string) bool { return ignore(q) || isTriggerDDL(q) }
 	sh := opts.Seams.get().Shadow
 	cfg.Seams = &sh

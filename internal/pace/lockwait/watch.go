@@ -120,11 +120,17 @@ func TablesOf(schema string, names []string) []Table {
 	return out
 }
 
+// TimeoutOr is the lock timeout a run keeps: t, or DefaultTimeout when t is 0 (not set).
+func TimeoutOr(t time.Duration) time.Duration {
+	if t <= 0 {
+		return DefaultTimeout
+	}
+	return t
+}
+
 // NewWatcher watches as cfg says, from Start on.
 func NewWatcher(cfg WatchConfig) *Watcher {
-	if cfg.Timeout <= 0 {
-		cfg.Timeout = DefaultTimeout
-	}
+	cfg.Timeout = TimeoutOr(cfg.Timeout)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
