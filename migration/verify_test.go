@@ -88,7 +88,7 @@ func verifyRepairs(t *testing.T, index string) {
 func TestVerifyLetsTheSourceGoWhileTheShadowIsBehind(t *testing.T) {
 	schema, sdb := sandboxtest.FreshDatabase(t, srv)
 	db := openControl(t, srv)
-	const rows = 150000
+	const rows = 40000
 	sandboxtest.MustExec(t, sdb, "CREATE TABLE t (id INT NOT NULL PRIMARY KEY, v INT NOT NULL) ENGINE=MyISAM",
 		"INSERT INTO t SELECT seq, 0 FROM "+sandboxtest.Seq(rows))
 	const stall = 600 * time.Millisecond
