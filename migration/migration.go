@@ -25,6 +25,7 @@ import (
 	"github.com/enginemig/enginemig/internal/pace/lockwait"
 	"github.com/enginemig/enginemig/internal/pace/throttle"
 	"github.com/enginemig/enginemig/migration/state"
+	"github.com/enginemig/enginemig/plan"
 	"github.com/enginemig/enginemig/shadow"
 	"github.com/enginemig/enginemig/shadow/verify"
 )
@@ -91,6 +92,9 @@ type Options struct {
 	// --parallel): the copy waits on it and the caller stops it. Otherwise each migration starts
 	// its own from MaxThreadsRunning, Replicas and MaxLag.
 	Throttle *throttle.Throttler
+	// Catalog, when set, is a whole run's server-wide lookups for the preflight's checks (MERGE
+	// tables, foreign keys), read once for all its tables (apply --plan); nil: read for this table.
+	Catalog *plan.Catalog
 	// LockTimeout bounds how long one statement of the migration may wait for a lock another
 	// session holds before the migration stops with nothing changed (lockwait.DefaultTimeout when 0).
 	LockTimeout time.Duration

@@ -57,7 +57,7 @@ func (m *migrator) preflight(ctx context.Context) error {
 			return err
 		}
 	}
-	server, estimate, err := preflight.PlanBlockers(ctx, m.db, ti, m.capture, m.opts.MaxHold, m.log)
+	server, estimate, err := preflight.PlanBlockers(ctx, m.db, ti, m.capture, m.opts.Catalog, m.opts.MaxHold, m.log)
 	if err != nil {
 		return err
 	}

@@ -21,7 +21,7 @@ func TestCheckTableForApply(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fs, e, err := CheckTable(ctx, db, srv, schema, "good", 0)
+	fs, e, err := CheckTable(ctx, db, srv, nil, schema, "good", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,15 +34,38 @@ func TestCheckTableForApply(t *testing.T) {
 	if f, ok := hasCheck(fs, "transactions"); !ok || f.Schema != schema {
 		t.Fatalf("database-level transactions finding missing from CheckTable: %+v", fs)
 	}
-	fs, _, err = CheckTable(ctx, db, srv, schema, "bad", 0)
+	fs, _, err = CheckTable(ctx, db, srv, nil, schema, "bad", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if b := Blockers(fs); len(b) != 1 || b[0].Check != "autoinc-not-leading" || !strings.Contains(b[0].Message, "test-compile") {
 		t.Fatalf("bad table: want one confirmed autoinc-not-leading blocker, got %+v", fs)
 	}
-	if _, _, err := CheckTable(ctx, db, srv, schema, "missing", 0); !errors.Is(err, table.ErrNotFound) {
+	if _, _, err := CheckTable(ctx, db, srv, nil, schema, "missing", 0); !errors.Is(err, table.ErrNotFound) {
 		t.Fatalf("missing table: %v", err)
+	}
+
+	// A whole run's Catalog, read once, names a MERGE table over a member and a foreign key to it,
+	// as the table's own read does.
+	runScript(t, db, `CREATE TABLE good2 LIKE good;
+		CREATE TABLE m (id INT NOT NULL, v INT, KEY (id)) ENGINE=MRG_MyISAM UNION=(good, good2);
+		SET foreign_key_checks = 0;
+		CREATE TABLE child (id INT PRIMARY KEY, gid INT, FOREIGN KEY (gid) REFERENCES good (id)) ENGINE=InnoDB;
+		SET foreign_key_checks = 1`)
+	cat, err := LoadCatalog(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []*Catalog{cat, nil} {
+		fs, _, err := CheckTable(ctx, db, srv, c, schema, "good", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		merge, okM := hasCheck(fs, "merge-member")
+		fk, okF := hasCheck(fs, "foreign-keys")
+		if !okM || !strings.Contains(merge.Message, schema+".m") || !okF || !strings.Contains(fk.Message, schema+".child") {
+			t.Fatalf("catalog %v: want the MERGE table m and the foreign key of child named, got %+v", c != nil, fs)
+		}
 	}
 }
 

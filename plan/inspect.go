@@ -85,7 +85,7 @@ func Inspect(ctx context.Context, db *sql.DB, opts Options) (*Plan, error) {
 		}
 		srv.Galera.countRows(ctx, conn, opts.OpenNode, cands)
 	}
-	cat, err := loadCatalog(ctx, conn)
+	cat, err := LoadCatalog(ctx, conn)
 	if err != nil {
 		return nil, err
 	}
@@ -263,7 +263,7 @@ func selected(patterns []string, schema, name string) bool {
 }
 
 // planTable loads one table, gathers its facts, test-compiles and estimates it, runs the checks.
-func planTable(ctx context.Context, q Querier, compileQ Querier, srv *ServerInfo, cat *catalog, c candidate, sample int64) (*TablePlan, error) {
+func planTable(ctx context.Context, q Querier, compileQ Querier, srv *ServerInfo, cat *Catalog, c candidate, sample int64) (*TablePlan, error) {
 	info, err := loadInfo(ctx, q, c)
 	if msg, broken := tableOpenError(err); broken {
 		// information_schema may still show ENGINE=MyISAM for a damaged table until something
@@ -353,8 +353,9 @@ func discard(conn *sql.Conn) {
 // application for the server). The table need not be MyISAM (apply may call it on a table that
 // was converted meanwhile; the caller decides what that means). It returns the findings and the
 // copy's estimate (its sample read, the one `enginemig plan` makes; zero for a table that is not
-// MyISAM). Like Inspect it holds two connections of db's pool at once.
-func CheckTable(ctx context.Context, db *sql.DB, srv *ServerInfo, schema, name string, maxHold time.Duration) ([]Finding, Estimate, error) {
+// MyISAM). cat is the run's Catalog (nil: read here). Like Inspect it holds two connections of
+// db's pool at once.
+func CheckTable(ctx context.Context, db *sql.DB, srv *ServerInfo, cat *Catalog, schema, name string, maxHold time.Duration) ([]Finding, Estimate, error) {
 	conn, err := db.Conn(ctx)
 	if err != nil {
 		return nil, Estimate{}, fmt.Errorf("check %s.%s: connect: %w", schema, name, err)
@@ -363,9 +364,10 @@ func CheckTable(ctx context.Context, db *sql.DB, srv *ServerInfo, schema, name s
 	freshStatistics(ctx, conn)
 	s := *srv
 	s.MaxHold = maxHold
-	cat, err := loadCatalog(ctx, conn)
-	if err != nil {
-		return nil, Estimate{}, err
+	if cat == nil {
+		if cat, err = LoadCatalog(ctx, conn); err != nil {
+			return nil, Estimate{}, err
+		}
 	}
 	c := candidate{schema: schema, name: name}
 	var engine, comment sql.NullString

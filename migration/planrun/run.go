@@ -21,6 +21,7 @@ import (
 	"github.com/enginemig/enginemig/internal/pace/throttle"
 	"github.com/enginemig/enginemig/migration"
 	"github.com/enginemig/enginemig/migration/state"
+	"github.com/enginemig/enginemig/plan"
 )
 
 // Target is one table to convert.
@@ -60,6 +61,8 @@ type Runner struct {
 	// With Parallel > 1: one throttle and one metrics endpoint for all the tables.
 	throttle *throttle.Throttler
 	board    *control.Board
+	// catalog: one read of the server-wide lookups for every table's preflight (plan.Catalog).
+	catalog *plan.Catalog
 }
 
 // Run runs the targets and returns the results, one summary line per target, and the first
@@ -72,6 +75,10 @@ func (r *Runner) Run(ctx context.Context, targets []Target) ([]*migration.Result
 			return nil, nil, "", err
 		}
 		defer stop()
+	}
+	// A failed read leaves each table to read its own, whose error names what failed.
+	if cat, err := plan.LoadCatalog(ctx, r.DB); err == nil {
+		r.catalog = cat
 	}
 	results := make([]*migration.Result, len(targets))
 	lines := make([]Outcome, len(targets))
@@ -162,6 +169,7 @@ func (r *Runner) one(ctx context.Context, tg Target) (*migration.Result, Outcome
 	if err != nil {
 		return nil, Outcome{}, &setupError{err}
 	}
+	opts.Catalog = r.catalog
 	finish := r.Show(tg, &opts)
 	if r.Parallel > 1 {
 		opts.Throttle, opts.Board, opts.MetricsListen = r.throttle, r.board, ""

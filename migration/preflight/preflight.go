@@ -68,13 +68,13 @@ func CheckTable(ctx context.Context, db *sql.DB, ti *table.Info) error {
 // PlanBlockers runs plan's server and table checks (the same ones `enginemig plan` reports) and
 // refuses when any is a blocker. Warnings are logged: the DBA has seen them in the plan. It
 // returns the server as the checks read it (once, for both) and plan's copy estimate of the
-// table (zero when there is none).
-func PlanBlockers(ctx context.Context, db *sql.DB, ti *table.Info, capture shadow.Mode, maxHold time.Duration, log *slog.Logger) (*plan.ServerInfo, plan.Estimate, error) {
+// table (zero when there is none). cat is a whole run's server-wide lookups (nil: read here).
+func PlanBlockers(ctx context.Context, db *sql.DB, ti *table.Info, capture shadow.Mode, cat *plan.Catalog, maxHold time.Duration, log *slog.Logger) (*plan.ServerInfo, plan.Estimate, error) {
 	srv, serverFindings, err := plan.CheckServer(ctx, db, string(capture))
 	if err != nil {
 		return nil, plan.Estimate{}, fmt.Errorf("server checks: %w", err)
 	}
-	findings, estimate, err := plan.CheckTable(ctx, db, srv, ti.Schema, ti.Name, maxHold)
+	findings, estimate, err := plan.CheckTable(ctx, db, srv, cat, ti.Schema, ti.Name, maxHold)
 	if err != nil {
 		return nil, plan.Estimate{}, fmt.Errorf("table checks: %w", err)
 	}
