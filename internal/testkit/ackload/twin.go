@@ -54,9 +54,12 @@ type TwinLoad struct {
 	problems     []string
 }
 
-// twinRow is a writer's model of one N: its value and, for a table without a key, how many
-// identical copies it has.
-type twinRow struct{ v, copies int64 }
+// twinRow is a writer's model of one N: its value, the N its payload was computed from (a key
+// change keeps the payload), and, for a table without a key, how many identical copies it has.
+// Copies must stay identical: a DELETE ... LIMIT 1 removes whichever copy the engine finds first,
+// which differs between MyISAM and InnoDB, so a copy that differed would make the table and its
+// twin differ with no fault of the conversion.
+type twinRow struct{ v, pay, copies int64 }
 
 // NewTwinLoad seeds table and twin (both created by the caller with the same definition, empty)
 // with the same rows.
@@ -79,7 +82,8 @@ func NewTwinLoad(ctx context.Context, db *sql.DB, schema, table, twin string, sh
 			for start := 0; start < cfg.RowsPerWriter; start += 500 {
 				var rows [][]any
 				for i := start; i < min(start+500, cfg.RowsPerWriter); i++ {
-					rows = append(rows, l.values(l.nOf(w, int64(i)), 0))
+					n := l.nOf(w, int64(i))
+					rows = append(rows, l.values(n, 0, n))
 				}
 				if err := l.insert(ctx, db, tbl, rows); err != nil {
 					return nil, fmt.Errorf("seed %s: %w", tbl, err)
@@ -101,14 +105,15 @@ func (l *TwinLoad) columns() []string {
 	return append(append(cols, "n", "v"), l.shape.Payload...)
 }
 
-func (l *TwinLoad) values(n, v int64) []any {
+// values are a row's columns: key and n from n, the payload from (pay, v).
+func (l *TwinLoad) values(n, v, pay int64) []any {
 	var vals []any
 	if !l.shape.keyless() {
 		vals = append(vals, l.shape.KeyOf(n)...)
 	}
 	vals = append(vals, n, v)
 	if l.shape.PayloadOf != nil {
-		vals = append(vals, l.shape.PayloadOf(n, v)...)
+		vals = append(vals, l.shape.PayloadOf(pay, v)...)
 	}
 	return vals
 }
@@ -169,7 +174,7 @@ func (l *TwinLoad) write(ctx context.Context, w int) {
 	var live []int64
 	for i := 0; i < l.cfg.RowsPerWriter; i++ {
 		n := l.nOf(w, int64(i))
-		model[n] = &twinRow{copies: 1}
+		model[n] = &twinRow{pay: n, copies: 1}
 		live = append(live, n)
 	}
 	next := int64(l.cfg.RowsPerWriter)
@@ -194,18 +199,19 @@ func (l *TwinLoad) write(ctx context.Context, w int) {
 			where, args := l.match(n)
 			if l.mirror("UPDATE %s SET v = ?"+l.setPayload()+" WHERE "+where, append(append([]any{row.v + 1}, l.payloadArgs(n, row.v+1)...), args...)...) {
 				row.v++
+				row.pay = n
 			}
 		case op < 16: // insert a new row, or (no key) a duplicate of this one
 			if l.shape.keyless() && op == 15 {
-				if l.mirror(l.insertOne(), l.values(n, row.v)...) {
+				if l.mirror(l.insertOne(), l.values(n, row.v, row.pay)...) {
 					row.copies++
 				}
 				continue
 			}
 			n2 := l.nOf(w, next)
 			next++
-			if l.mirror(l.insertOne(), l.values(n2, 0)...) {
-				model[n2] = &twinRow{copies: 1}
+			if l.mirror(l.insertOne(), l.values(n2, 0, n2)...) {
+				model[n2] = &twinRow{pay: n2, copies: 1}
 				live = append(live, n2)
 			}
 		case op < 18: // delete (one copy where rows are duplicates)
