@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -71,6 +72,7 @@ func TestMediaWikiConvertsUnderItsOwnTraffic(t *testing.T) {
 
 	reportLoad(t, l, beforeFrom, beforeTo, applyFrom, applyTo)
 	t.Logf("cut-overs that waited for older transactions: %s", snapshotWaits(out))
+	t.Logf("the slowest page views during apply, and what apply logged meanwhile:\n%s", slowestViews(l.reqs, out, applyFrom, applyTo, 5))
 	logged := w.appErrors(t)
 	if len(l.failures) > 0 {
 		t.Errorf("%d requests failed (0 allowed):\n%s", len(l.failures), strings.Join(l.failures, "\n"))
@@ -115,6 +117,47 @@ func cutoverLines(out string) string {
 		}
 	}
 	return strings.Join(lines, "\n")
+}
+
+// slowestViews lists the n slowest page views that started while apply ran, each with apply's log
+// lines from its time (or the last line before it): where a whole-database run's tail latency
+// comes from (#39's p99 goal).
+func slowestViews(reqs []request, out string, from, to time.Time, n int) string {
+	type logged struct {
+		at   time.Time
+		line string
+	}
+	var lines []logged
+	for _, line := range strings.Split(out, "\n") {
+		stamp, _, ok := strings.Cut(strings.TrimPrefix(line, "time="), " ")
+		if at, err := time.Parse(time.RFC3339Nano, stamp); ok && err == nil {
+			lines = append(lines, logged{at, line})
+		}
+	}
+	var views []request
+	for _, r := range reqs {
+		if r.kind == "view" && !r.start.Before(from) && r.start.Before(to) {
+			views = append(views, r)
+		}
+	}
+	sort.Slice(views, func(i, j int) bool { return views[i].took > views[j].took })
+	var b strings.Builder
+	for _, v := range views[:min(n, len(views))] {
+		fmt.Fprintf(&b, "  %v at +%v:\n", v.took.Round(time.Millisecond), v.start.Sub(from).Round(time.Millisecond))
+		last, shown := "", 0
+		for _, l := range lines {
+			if l.at.Before(v.start) {
+				last = l.line
+			} else if l.at.Before(v.start.Add(v.took)) && shown < 4 {
+				fmt.Fprintf(&b, "    %s\n", l.line)
+				shown++
+			}
+		}
+		if shown == 0 {
+			fmt.Fprintf(&b, "    (before it) %s\n", last)
+		}
+	}
+	return b.String()
 }
 
 // snapshotWaits sums up apply's waits for transactions older than a cut-over: how many cut-overs
