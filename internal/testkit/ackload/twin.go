@@ -111,11 +111,7 @@ func (l *TwinLoad) values(n, v, pay int64) []any {
 	if !l.shape.keyless() {
 		vals = append(vals, l.shape.KeyOf(n)...)
 	}
-	vals = append(vals, n, v)
-	if l.shape.PayloadOf != nil {
-		vals = append(vals, l.shape.PayloadOf(pay, v)...)
-	}
-	return vals
+	return append(append(vals, n, v), l.payloadArgs(pay, v)...)
 }
 
 func (l *TwinLoad) insert(ctx context.Context, db *sql.DB, tbl string, rows [][]any) error {
