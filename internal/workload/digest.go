@@ -65,19 +65,8 @@ const digestQuery = `SELECT IFNULL(SCHEMA_NAME, ''), IFNULL(DIGEST, ''), DIGEST_
 // when performance_schema is off, the statements_digest consumer is disabled, or the user
 // cannot read performance_schema.
 func ReadDigests(ctx context.Context, q dbconn.Querier) ([]Statement, error) {
-	var enabled string
-	if err := q.QueryRowContext(ctx, "SELECT @@performance_schema").Scan(&enabled); err != nil {
-		return nil, fmt.Errorf("read @@performance_schema: %w", err)
-	}
-	if enabled != "1" && !strings.EqualFold(enabled, "ON") {
-		return nil, fmt.Errorf("%w: performance_schema is OFF on this server (it needs performance_schema=ON in the server's configuration and a restart)", ErrDigestsOff)
-	}
-	err := q.QueryRowContext(ctx, "SELECT ENABLED FROM performance_schema.setup_consumers WHERE NAME = 'statements_digest'").Scan(&enabled)
-	if err != nil {
-		return nil, fmt.Errorf("%w: cannot read performance_schema.setup_consumers (%v); grant SELECT ON performance_schema.* to the user", ErrDigestsOff, err)
-	}
-	if enabled != "YES" {
-		return nil, fmt.Errorf("%w: the statements_digest consumer is disabled (UPDATE performance_schema.setup_consumers SET ENABLED = 'YES' WHERE NAME = 'statements_digest' turns it on)", ErrDigestsOff)
+	if err := CheckDigests(ctx, q); err != nil {
+		return nil, err
 	}
 	rows, err := q.QueryContext(ctx, digestQuery)
 	if err != nil {
@@ -100,6 +89,27 @@ func ReadDigests(ctx context.Context, q dbconn.Querier) ([]Statement, error) {
 		return nil, fmt.Errorf("read statement digests: %w", err)
 	}
 	return out, nil
+}
+
+// CheckDigests fails with ErrDigestsOff (wrapped, saying why and what to do) when
+// performance_schema is off, the statements_digest consumer is disabled, or the user cannot read
+// performance_schema.
+func CheckDigests(ctx context.Context, q dbconn.Querier) error {
+	var enabled string
+	if err := q.QueryRowContext(ctx, "SELECT @@performance_schema").Scan(&enabled); err != nil {
+		return fmt.Errorf("read @@performance_schema: %w", err)
+	}
+	if enabled != "1" && !strings.EqualFold(enabled, "ON") {
+		return fmt.Errorf("%w: performance_schema is OFF on this server (it needs performance_schema=ON in the server's configuration and a restart)", ErrDigestsOff)
+	}
+	err := q.QueryRowContext(ctx, "SELECT ENABLED FROM performance_schema.setup_consumers WHERE NAME = 'statements_digest'").Scan(&enabled)
+	if err != nil {
+		return fmt.Errorf("%w: cannot read performance_schema.setup_consumers (%v); grant SELECT ON performance_schema.* to the user", ErrDigestsOff, err)
+	}
+	if enabled != "YES" {
+		return fmt.Errorf("%w: the statements_digest consumer is disabled (UPDATE performance_schema.setup_consumers SET ENABLED = 'YES' WHERE NAME = 'statements_digest' turns it on)", ErrDigestsOff)
+	}
+	return nil
 }
 
 // Delta is after minus before for each digest: what ran between two readings. A digest absent
@@ -151,17 +161,26 @@ func observe(ctx context.Context, q dbconn.Querier, window time.Duration) ([]Sta
 	return Delta(before, after), running, nil
 }
 
+// ExamplesKept reports whether performance_schema keeps literal statements
+// (events_statements_history_long, a consumer that is off by default).
+func ExamplesKept(ctx context.Context, q dbconn.Querier) (bool, error) {
+	var enabled string
+	err := q.QueryRowContext(ctx, "SELECT ENABLED FROM performance_schema.setup_consumers WHERE NAME = 'events_statements_history_long'").Scan(&enabled)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("read setup_consumers: %w", err)
+	}
+	return enabled == "YES", nil
+}
+
 // AddExamples fills Example from events_statements_history_long, where that consumer is on (it is
 // off by default; nothing is enabled here). Missing examples are not an error: replay then binds
 // every parameter from the table's data alone.
 func AddExamples(ctx context.Context, q dbconn.Querier, stmts []Statement) (bool, error) {
-	var enabled string
-	err := q.QueryRowContext(ctx, "SELECT ENABLED FROM performance_schema.setup_consumers WHERE NAME = 'events_statements_history_long'").Scan(&enabled)
-	if errors.Is(err, sql.ErrNoRows) || err == nil && enabled != "YES" {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("read setup_consumers: %w", err)
+	if on, err := ExamplesKept(ctx, q); !on || err != nil {
+		return false, err
 	}
 	rows, err := q.QueryContext(ctx, `SELECT DIGEST, SQL_TEXT FROM performance_schema.events_statements_history_long
 		WHERE DIGEST IS NOT NULL AND SQL_TEXT IS NOT NULL ORDER BY EVENT_ID DESC`)
