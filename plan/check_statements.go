@@ -3,9 +3,6 @@ package plan
 import (
 	"fmt"
 	"regexp"
-	"strings"
-
-	"github.com/enginemig/enginemig/internal/workload"
 )
 
 // Statement findings: each of the application's statements on the table (from the digests) whose
@@ -33,19 +30,7 @@ func (in *TableInput) selectsOn() []Digest {
 	if in.Server == nil || in.Info == nil {
 		return nil
 	}
-	var out []Digest
-	for _, d := range in.Server.Digests {
-		if workload.Kind(d.Text) != "SELECT" || workload.OwnRead(d.Text) {
-			continue
-		}
-		for _, r := range workload.Tables(d.Text, d.Schema) {
-			if r.Schema == in.Info.Schema && strings.EqualFold(r.Name, in.Info.Name) {
-				out = append(out, d)
-				break
-			}
-		}
-	}
-	return out
+	return in.Server.readsOf(in.Info.Schema, in.Info.Name)
 }
 
 func checkLimitWithoutOrderBy(in *TableInput) []Finding {

@@ -17,7 +17,7 @@ func TestCheckTableForApply(t *testing.T) {
 		CREATE TABLE bad (a INT NOT NULL, b INT NOT NULL AUTO_INCREMENT, PRIMARY KEY (a, b)) ENGINE=MyISAM;
 		BEGIN; ROLLBACK;`)
 	ctx := context.Background()
-	srv, _, err := CheckServer(ctx, db, CaptureAuto)
+	srv, _, err := CheckServer(ctx, db, CaptureAuto, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,5 +88,47 @@ func TestTransactionsAreAttributedToTheirDatabase(t *testing.T) {
 	f, _ := sandboxtest.Flavour()
 	if swap := strings.Contains(got[0].Message, "1213 at the swap"); swap != f.MySQL() {
 		t.Errorf("the warning names the cut-over's deadlock %v, on MySQL %v (only MySQL's cut-over lock queues behind open transactions): %s", swap, f.MySQL(), got[0].Message)
+	}
+}
+
+// The tables of a whole run take the statement digests from one reading (Catalog.ShareDigests):
+// a later table's server checks reuse it, and its statement checks find what they find on a
+// reading of their own.
+func TestARunSharesOneReadingOfTheDigests(t *testing.T) {
+	schema, db := sandboxtest.FreshDatabase(t, srv)
+	runScript(t, db, "CREATE TABLE t (id INT PRIMARY KEY, v INT) ENGINE=MyISAM; SELECT v FROM t LIMIT 1")
+	ctx := context.Background()
+	cat, err := LoadCatalog(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cat.ShareDigests()
+	first, _, err := CheckServer(ctx, db, CaptureAuto, cat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runScript(t, db, "SELECT id FROM t WHERE v = 5")
+	second, _, err := CheckServer(ctx, db, CaptureAuto, cat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	own, _, err := CheckServer(ctx, db, CaptureAuto, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(first.Digests) == 0 || len(second.Digests) != len(first.Digests) || &second.Digests[0] != &first.Digests[0] {
+		t.Fatalf("the second table's server checks read the digests again (%d, then %d)", len(first.Digests), len(second.Digests))
+	}
+	if len(own.Digests) <= len(first.Digests) {
+		t.Fatalf("a reading of its own holds %d digests, the shared one %d: the statement run in between is missing", len(own.Digests), len(first.Digests))
+	}
+	for _, s := range []*ServerInfo{second, own} {
+		fs, _, err := CheckTable(ctx, db, s, cat, schema, "t", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f, ok := hasCheck(fs, "limit-without-order-by"); !ok || !strings.Contains(f.Message, "SELECT `v` FROM `t` LIMIT ?") {
+			t.Fatalf("shared %v: want the LIMIT without ORDER BY named, got %+v", s == second, fs)
+		}
 	}
 }

@@ -54,6 +54,8 @@ type Catalog struct {
 	mergeUnions map[string][]string
 	// referencedBy maps "db.table" to the foreign keys that point at it.
 	referencedBy map[string][]string
+	// digests: the statement digests the run's tables share, once ShareDigests asks for it.
+	digests sharedDigests
 }
 
 var unionRe = regexp.MustCompile(`UNION=\((.*)\)`)

@@ -401,9 +401,10 @@ func CheckTable(ctx context.Context, db *sql.DB, srv *ServerInfo, cat *Catalog, 
 
 // CheckServer runs the server-level checks (binlog, configuration, global privileges) and
 // returns them with the server as it read it (for CheckGalera). The capacity checks that need
-// all planned tables' totals are left to Inspect.
-func CheckServer(ctx context.Context, db *sql.DB, capture string) (*ServerInfo, []Finding, error) {
-	srv, err := LoadServer(ctx, db)
+// all planned tables' totals are left to Inspect. cat, when it shares the statement digests
+// (Catalog.ShareDigests), gives them instead of a reading of its own; nil reads them.
+func CheckServer(ctx context.Context, db *sql.DB, capture string, cat *Catalog) (*ServerInfo, []Finding, error) {
+	srv, err := loadServer(ctx, db, cat)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -50,9 +50,10 @@ type ServerInfo struct {
 	// application's writes for its one-chunk copy (DefaultMaxHold when 0; check keyless-hold).
 	MaxHold time.Duration `json:"-"`
 
-	Grants    *Grants  `json:"-"`
-	GrantsErr string   `json:"-"`
-	Digests   []Digest `json:"-"`
+	Grants    *Grants      `json:"-"`
+	GrantsErr string       `json:"-"`
+	Digests   []Digest     `json:"-"`
+	reads     *digestReads // Digests' SELECTs by the tables they read (readsOf)
 	// Totals over the planned tables, for the capacity checks; nil outside Inspect.
 	Totals *Totals `json:"-"`
 
@@ -135,7 +136,10 @@ var serverStatus = []string{"Com_lock_tables", "Com_rollback", "Com_begin", "Com
 	"Delayed_writes", "Table_locks_waited", "Table_locks_immediate", "Uptime"}
 
 // LoadServer reads the server facts every check needs. It only reads.
-func LoadServer(ctx context.Context, q Querier) (*ServerInfo, error) {
+func LoadServer(ctx context.Context, q Querier) (*ServerInfo, error) { return loadServer(ctx, q, nil) }
+
+// loadServer is LoadServer with the digests taken from cat where it shares them.
+func loadServer(ctx context.Context, q Querier, cat *Catalog) (*ServerInfo, error) {
 	s := &ServerInfo{Variables: map[string]string{}, Status: map[string]int64{}, FreeDiskBytes: -1}
 	if err := readNameValues(ctx, q, "SHOW GLOBAL VARIABLES WHERE Variable_name IN "+inList(serverVariables), func(k, v string) {
 		s.Variables[strings.ToLower(k)] = v
@@ -155,7 +159,7 @@ func LoadServer(ctx context.Context, q Querier) (*ServerInfo, error) {
 		return nil, fmt.Errorf("read current user: %w", err)
 	}
 	s.PerformanceSchema = s.VarOn("performance_schema")
-	if s.PerformanceSchema {
+	if s.PerformanceSchema && !cat.fillDigests(ctx, q, s) {
 		s.loadDigests(ctx, q)
 	}
 	s.Grants, s.GrantsErr = loadGrants(ctx, q)

@@ -61,7 +61,8 @@ type Runner struct {
 	// With Parallel > 1: one throttle and one metrics endpoint for all the tables.
 	throttle *throttle.Throttler
 	board    *control.Board
-	// catalog: one read of the server-wide lookups for every table's preflight (plan.Catalog).
+	// catalog: one read of the server-wide lookups, and of the statement digests, for every
+	// table's preflight (plan.Catalog).
 	catalog *plan.Catalog
 }
 
@@ -78,6 +79,7 @@ func (r *Runner) Run(ctx context.Context, targets []Target) ([]*migration.Result
 	}
 	// A failed read leaves each table to read its own, whose error names what failed.
 	if cat, err := plan.LoadCatalog(ctx, r.DB); err == nil {
+		cat.ShareDigests()
 		r.catalog = cat
 	}
 	results := make([]*migration.Result, len(targets))

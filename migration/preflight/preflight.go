@@ -70,7 +70,7 @@ func CheckTable(ctx context.Context, db *sql.DB, ti *table.Info) error {
 // returns the server as the checks read it (once, for both) and plan's copy estimate of the
 // table (zero when there is none). cat is a whole run's server-wide lookups (nil: read here).
 func PlanBlockers(ctx context.Context, db *sql.DB, ti *table.Info, capture shadow.Mode, cat *plan.Catalog, maxHold time.Duration, log *slog.Logger) (*plan.ServerInfo, plan.Estimate, error) {
-	srv, serverFindings, err := plan.CheckServer(ctx, db, string(capture))
+	srv, serverFindings, err := plan.CheckServer(ctx, db, string(capture), cat)
 	if err != nil {
 		return nil, plan.Estimate{}, fmt.Errorf("server checks: %w", err)
 	}
