@@ -50,18 +50,20 @@ func TestMediaWikiConvertsUnderItsOwnTraffic(t *testing.T) {
 	defer stop()
 	l.start(ctx)
 	time.Sleep(warmUp)
-	beforeFrom := time.Now()
+	beforeFrom, cpuFrom := time.Now(), cpuNow(srv.Pid())
 	time.Sleep(beforeWindow)
-	beforeTo := time.Now()
+	beforeTo, cpuTo := time.Now(), cpuNow(srv.Pid())
+	t.Logf("CPU before apply: %s", cpuReport(cpuFrom, cpuTo, 0, beforeTo.Sub(beforeFrom)))
 
 	conn := connArgs(t, srv)
 	planFile := filepath.Join(t.TempDir(), "plan.json")
 	if out, err := runEnginemig(bin, append(append([]string{"plan"}, conn...), "--database", wikiDB, "--out", planFile)...); err != nil {
 		t.Fatalf("enginemig plan: %v\n%s", err, out)
 	}
-	applyFrom := time.Now()
-	out, err := runEnginemig(bin, append([]string{"apply", "--plan", planFile}, conn...)...)
-	applyTo := time.Now()
+	applyFrom, cpuFrom := time.Now(), cpuNow(srv.Pid())
+	out, used, err := runEnginemigCPU(bin, append([]string{"apply", "--plan", planFile}, conn...)...)
+	applyTo, cpuTo := time.Now(), cpuNow(srv.Pid())
+	t.Logf("CPU during apply: %s", cpuReport(cpuFrom, cpuTo, used, applyTo.Sub(applyFrom)))
 	time.Sleep(afterApply)
 	stop()
 	l.wait()
@@ -207,8 +209,19 @@ func connArgs(t *testing.T, srv *sandbox.Server) []string {
 // runEnginemig runs the CLI to its end and returns its output. The limit only stops a hung run:
 // apply took up to 2 min 19 s on a 2-core machine busy with other tests.
 func runEnginemig(bin string, args ...string) (string, error) {
+	out, _, err := runEnginemigCPU(bin, args...)
+	return out, err
+}
+
+// runEnginemigCPU is runEnginemig that also says how much CPU time the run used.
+func runEnginemigCPU(bin string, args ...string) (string, time.Duration, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, bin, args...).CombinedOutput()
-	return string(out), err
+	cmd := exec.CommandContext(ctx, bin, args...)
+	out, err := cmd.CombinedOutput()
+	var used time.Duration
+	if cmd.ProcessState != nil {
+		used = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+	}
+	return string(out), used, err
 }
