@@ -71,22 +71,17 @@ const digestsMaxAge = time.Minute
 
 // sharedDigests is the Catalog's reading of the digests, for every table's ServerInfo of a run.
 type sharedDigests struct {
-	mu     sync.Mutex
-	on     bool // ShareDigests was called
-	at     time.Time
-	ok     bool
-	digest []Digest
-	reads  *digestReads
+	on      bool // ShareDigests was called (before the run's tables start)
+	mu      sync.Mutex
+	at      time.Time  // when reading was read; zero before the first
+	reading ServerInfo // its Digests, DigestsAvailable and reads
 }
 
 // ShareDigests has every table of the run that checks against this catalog (CheckServer) take the
 // statement digests from one reading, renewed once it is digestsMaxAge old, instead of reading
-// performance_schema's summary (every statement shape the server has seen) for each table.
-func (c *Catalog) ShareDigests() {
-	c.digests.mu.Lock()
-	c.digests.on = true
-	c.digests.mu.Unlock()
-}
+// performance_schema's summary (every statement shape the server has seen) for each table. Call
+// it before the tables' checks start.
+func (c *Catalog) ShareDigests() { c.digests.on = true }
 
 // fillDigests gives s the catalog's reading of the digests, reading them when it has none younger
 // than digestsMaxAge; false when the catalog does not share them.
@@ -95,17 +90,17 @@ func (c *Catalog) fillDigests(ctx context.Context, q Querier, s *ServerInfo) boo
 		return false
 	}
 	d := &c.digests
-	d.mu.Lock()
-	defer d.mu.Unlock()
 	if !d.on {
 		return false
 	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	if d.at.IsZero() || time.Since(d.at) > digestsMaxAge {
-		s.loadDigests(ctx, q)
-		d.at, d.ok, d.digest, d.reads = time.Now(), s.DigestsAvailable, s.Digests, s.reads
-		return true
+		d.reading = ServerInfo{}
+		d.reading.loadDigests(ctx, q)
+		d.at = time.Now()
 	}
-	s.Digests, s.DigestsAvailable, s.reads = d.digest, d.ok, d.reads
+	s.Digests, s.DigestsAvailable, s.reads = d.reading.Digests, d.reading.DigestsAvailable, d.reading.reads
 	return true
 }
 

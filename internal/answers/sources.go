@@ -15,16 +15,13 @@ import (
 // Where the application's statements come from: literal SQL, one example per statement shape.
 
 // ErrNoExamples: the server keeps the statements' shapes but no literal example of them.
-var ErrNoExamples = errors.New("performance_schema keeps no literal statements (events_statements_history_long is off)")
-
-// enableHistory is the statement that turns on the consumer examples come from.
-const enableHistory = "UPDATE performance_schema.setup_consumers SET ENABLED = 'YES' WHERE NAME = 'events_statements_history_long'"
+var ErrNoExamples = errors.New("performance_schema keeps no literal example of the statements on the table")
 
 // FromServer reads literal examples of the statements on schema.table from performance_schema
 // (digests, with examples from events_statements_history_long), enginemig's own reads left out
 // (workload.OwnRead).
 //
-// Where events_statements_history_long is off (the servers' default) there can be no example, so
+// Where that history is off (the servers' default: workload.ExamplesKept) there can be no example, so
 // the digests are not read: apply asks this of every table of a whole-database run, and reading
 // and parsing every digest was about 18 ms of each table's preflight on a busy wiki.
 func FromServer(ctx context.Context, q dbconn.Querier, schema, table string) ([]string, error) {
@@ -36,7 +33,7 @@ func FromServer(ctx context.Context, q dbconn.Querier, schema, table string) ([]
 		return nil, err
 	}
 	if !on {
-		return nil, fmt.Errorf("%w; enable the consumer (%s), let the application run, and check again, or give --statements FILE or --from-log FILE", ErrNoExamples, enableHistory)
+		return nil, fmt.Errorf("%w: events_statements_history_long is off; turn it on (%s), let the application run, and check again, or give --statements FILE or --from-log FILE", ErrNoExamples, workload.EnableExamples)
 	}
 	c, err := workload.FromDigests(ctx, q, schema, table, 0)
 	if err != nil {

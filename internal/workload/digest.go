@@ -2,7 +2,6 @@ package workload
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"strings"
@@ -161,19 +160,21 @@ func observe(ctx context.Context, q dbconn.Querier, window time.Duration) ([]Sta
 	return Delta(before, after), running, nil
 }
 
-// ExamplesKept reports whether performance_schema keeps literal statements
-// (events_statements_history_long, a consumer that is off by default).
+// ExamplesKept reports whether performance_schema keeps literal statements: the consumer
+// events_statements_history_long (off by default) and events_statements_current, which feeds it
+// (off by default on MariaDB), both on. EnableExamples is the statement that turns them on.
 func ExamplesKept(ctx context.Context, q dbconn.Querier) (bool, error) {
-	var enabled string
-	err := q.QueryRowContext(ctx, "SELECT ENABLED FROM performance_schema.setup_consumers WHERE NAME = 'events_statements_history_long'").Scan(&enabled)
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		return false, nil
-	case err != nil:
+	var on int
+	err := q.QueryRowContext(ctx, `SELECT COUNT(*) FROM performance_schema.setup_consumers
+		WHERE NAME IN ('events_statements_current', 'events_statements_history_long') AND ENABLED = 'YES'`).Scan(&on)
+	if err != nil {
 		return false, fmt.Errorf("read setup_consumers: %w", err)
 	}
-	return enabled == "YES", nil
+	return on == 2, nil
 }
+
+// EnableExamples turns on the consumers ExamplesKept asks for.
+const EnableExamples = "UPDATE performance_schema.setup_consumers SET ENABLED = 'YES' WHERE NAME IN ('events_statements_current', 'events_statements_history_long')"
 
 // AddExamples fills Example from events_statements_history_long, where that consumer is on (it is
 // off by default; nothing is enabled here). Missing examples are not an error: replay then binds
