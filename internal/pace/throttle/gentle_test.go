@@ -214,3 +214,54 @@ func watch(g *Gentle, d time.Duration, done func(GentleState) bool) seen {
 		}
 	}
 }
+
+// A probe read that waits past its timeout (here behind another session's LOCK TABLES ... WRITE,
+// in CI behind a keyless table's writers) is a slow read the pace learns from, not an error that
+// ends the run before its copy; a probe that cannot read at all still is one.
+func TestPaceTakesAReadHeldPastItsTimeoutAsSlow(t *testing.T) {
+	s := sandboxtest.ForTest(t, sandbox.Options{})
+	_, db := sandboxtest.FreshDatabase(t, s)
+	sandboxtest.MustExec(t, db, "CREATE TABLE t (id INT PRIMARY KEY, v INT) ENGINE=MyISAM", "INSERT INTO t VALUES (1, 0)")
+	probe := func(table string) func(ctx context.Context) error {
+		return func(ctx context.Context) error {
+			var id int
+			return db.QueryRowContext(ctx, "SELECT id FROM "+table+" ORDER BY id LIMIT 1").Scan(&id)
+		}
+	}
+	conn, err := db.Conn(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(context.Background(), "LOCK TABLES t WRITE"); err != nil {
+		t.Fatal(err)
+	}
+	held := minCheckTimeout + minCheckTimeout/2
+	unlocked := make(chan error, 1)
+	go func() {
+		time.Sleep(held)
+		_, err := conn.ExecContext(context.Background(), "UNLOCK TABLES")
+		unlocked <- err
+	}()
+	g := NewGentle(db, GentleConfig{Interval: testInterval, Probe: probe("t")})
+	at := time.Now()
+	err = g.Start(context.Background())
+	took := time.Since(at)
+	if uerr := <-unlocked; uerr != nil {
+		t.Fatal(uerr)
+	}
+	if err != nil {
+		t.Fatalf("with t locked for %s, the pace did not start: %v", held, err)
+	}
+	g.Stop()
+	if took < minCheckTimeout {
+		t.Fatalf("Start took %s: its first read did not wait for the lock, the test shows nothing", took)
+	}
+	_, latest, _, _ := g.reads.take()
+	t.Logf("Start took %s with t locked for %s; the latest read took %s", took.Round(time.Millisecond), held, latest)
+
+	if err := NewGentle(db, GentleConfig{Interval: testInterval, Probe: probe("missing")}).Start(context.Background()); err == nil ||
+		!strings.Contains(err.Error(), "probe read") {
+		t.Fatalf("a probe of a missing table: Start returned %v, want its read's error", err)
+	}
+}
