@@ -132,6 +132,9 @@ func (c *Copier) locker(ctx context.Context) (*mdl.Locker, error) {
 	c.lockerOnce.Do(func() {
 		_, name := c.q.SourceTable()
 		c.lockerVal, c.lockerErr = mdl.New(ctx, c.writer, name, c.q.Target())
+		if c.lockerErr == nil && c.cfg.Logger != nil {
+			c.lockerVal.Waiting = c.lockerVal.ReportEvery(c.cfg.Logger, "copy", mdl.ReportAfter)
+		}
 	})
 	return c.lockerVal, c.lockerErr
 }

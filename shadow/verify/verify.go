@@ -146,6 +146,7 @@ func Run(ctx context.Context, db *sql.DB, q *table.SQL, chunks *copier.Chunker, 
 	if err != nil {
 		return Result{}, err
 	}
+	locker.Waiting = locker.ReportEvery(cfg.Logger, "verify", mdl.ReportAfter)
 	v := &verifier{db: db, locker: locker, q: q, target: target, cfg: cfg}
 	start := time.Now()
 	var res Result

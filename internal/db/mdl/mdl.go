@@ -31,6 +31,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"strings"
 	"time"
@@ -51,6 +52,10 @@ type Locker struct {
 	mode   mode
 	tables []string
 	ours   []string // marks of enginemig's own statements (MayQueue)
+	// Waiting, when set, is told how long LockEventually has found no gap so far, each time a
+	// spin ends without one and the lock may not queue: a table that transactions hold without
+	// pause keeps the caller waiting for as long as they do, and the operator should know why.
+	Waiting func(waited time.Duration)
 }
 
 // ErrNotGranted: the lock was not granted within the time allowed.
@@ -125,6 +130,7 @@ func (l *Locker) LockEventually(ctx context.Context, conn *sql.Conn, stmt string
 		_, err := conn.ExecContext(ctx, stmt)
 		return err
 	}
+	start := time.Now()
 	for {
 		err := l.Lock(ctx, conn, stmt, spin)
 		if !errors.Is(err, ErrNotGranted) {
@@ -133,6 +139,9 @@ func (l *Locker) LockEventually(ctx context.Context, conn *sql.Conn, stmt string
 		if l.MayQueue(ctx, conn) {
 			_, err := conn.ExecContext(ctx, stmt)
 			return err
+		}
+		if l.Waiting != nil {
+			l.Waiting(time.Since(start))
 		}
 	}
 }
@@ -170,4 +179,22 @@ func (l *Locker) MayQueue(ctx context.Context, conn *sql.Conn) bool {
 		}
 	}
 	return true
+}
+
+// ReportAfter is how long a wait for a gap goes unreported, and then how often it is reported.
+const ReportAfter = 15 * time.Second
+
+// ReportEvery returns a Waiting that logs, at most once per every, that what (a verification, a
+// copy) still waits for a moment without a transaction on the Locker's tables, and for how long.
+func (l *Locker) ReportEvery(log *slog.Logger, what string, every time.Duration) func(time.Duration) {
+	var last time.Time
+	return func(waited time.Duration) {
+		if waited < every || time.Since(last) < every {
+			return
+		}
+		last = time.Now()
+		log.Info(what+": waiting for a moment when no open transaction holds "+strings.Join(l.tables, ", ")+
+			" or a table locked with it; a lock queued behind them could make their statements fail",
+			"waited", waited.Round(100*time.Millisecond))
+	}
 }

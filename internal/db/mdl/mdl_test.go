@@ -3,7 +3,9 @@ package mdl_test
 import (
 	"context"
 	"database/sql"
+	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -166,3 +168,76 @@ func TestMayQueueSeesOpenTransactionsButNotEnginemigsOwn(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A lock that must not queue behind an open transaction holding the table waits for it, and the
+// wait is reported (Waiting, ReportEvery) while it lasts; once the transaction commits the lock
+// is taken.
+func TestLockEventuallyReportsTheWaitForAnOpenTransaction(t *testing.T) {
+	if f, _ := sandboxtest.Flavour(); f.MySQL() {
+		t.Skip("MySQL: every lock queues (package comment); the wait for a gap is MariaDB's")
+	}
+	srv := sandboxtest.ForTest(t, sandbox.Options{})
+	_, db := sandboxtest.FreshDatabase(t, srv)
+	sandboxtest.MustExec(t, db, "CREATE TABLE t (id INT PRIMARY KEY, v INT) ENGINE=MyISAM", "INSERT INTO t VALUES (1, 0)",
+		"CREATE TABLE o (id INT PRIMARY KEY) ENGINE=InnoDB")
+	ctx := context.Background()
+	l, err := mdl.New(ctx, db, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	app, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer app.Close()
+	// A transaction that wrote t and, as trigger capture's triggers do, an InnoDB table that the
+	// lock takes with t (verification locks the change log with the source): o's metadata lock is
+	// held until COMMIT, and INNODB_TRX lists the transaction (MayQueue says no).
+	for _, q := range []string{"BEGIN", "UPDATE t SET v = v + 1 WHERE id = 1", "INSERT INTO o VALUES (1)"} {
+		if _, err := app.ExecContext(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var reports []string
+	var mu sync.Mutex
+	log := slog.New(slog.NewTextHandler(writerFunc(func(p []byte) {
+		mu.Lock()
+		reports = append(reports, string(p))
+		mu.Unlock()
+	}), nil))
+	l.Waiting = l.ReportEvery(log, "verify", 300*time.Millisecond)
+	committed := make(chan time.Time, 1)
+	go func() {
+		time.Sleep(time.Second)
+		sent := time.Now() // the lock cannot be granted before the COMMIT is sent
+		if _, err := app.ExecContext(ctx, "COMMIT"); err != nil {
+			t.Error(err)
+		}
+		committed <- sent
+	}()
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if err := l.LockEventually(ctx, conn, "LOCK TABLES t READ, o WRITE", 100*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	granted := time.Now()
+	conn.ExecContext(ctx, "UNLOCK TABLES")
+	at := <-committed
+	mu.Lock()
+	defer mu.Unlock()
+	t.Logf("granted %s after the COMMIT was sent; reports:\n%s", granted.Sub(at).Round(time.Millisecond), strings.Join(reports, ""))
+	if granted.Before(at) {
+		t.Fatalf("the lock was granted %s before the transaction holding o was told to commit", at.Sub(granted))
+	}
+	if len(reports) == 0 || !strings.Contains(reports[0], "verify: waiting for a moment when no open transaction holds t") {
+		t.Fatalf("the wait of a second was not reported: %q", reports)
+	}
+}
+
+// writerFunc is an io.Writer calling f with each write.
+type writerFunc func(p []byte)
+
+func (f writerFunc) Write(p []byte) (int, error) { f(p); return len(p), nil }
