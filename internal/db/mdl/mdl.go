@@ -34,6 +34,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/enginemig/enginemig/internal/db/dbconn"
@@ -52,10 +53,11 @@ type Locker struct {
 	mode   mode
 	tables []string
 	ours   []string // marks of enginemig's own statements (MayQueue)
-	// Waiting, when set, is told how long LockEventually has found no gap so far, each time a
-	// spin ends without one and the lock may not queue: a table that transactions hold without
-	// pause keeps the caller waiting for as long as they do, and the operator should know why.
-	Waiting func(waited time.Duration)
+	// Waiting, when set, is told how long LockEventually's last spin (and look at the
+	// transactions) took, each time one ends without a gap and the lock may not queue: a table
+	// that transactions hold without pause keeps the caller waiting for as long as they do, chunk
+	// after chunk, and the operator should know why.
+	Waiting func(spun time.Duration)
 }
 
 // ErrNotGranted: the lock was not granted within the time allowed.
@@ -130,8 +132,8 @@ func (l *Locker) LockEventually(ctx context.Context, conn *sql.Conn, stmt string
 		_, err := conn.ExecContext(ctx, stmt)
 		return err
 	}
-	start := time.Now()
 	for {
+		start := time.Now()
 		err := l.Lock(ctx, conn, stmt, spin)
 		if !errors.Is(err, ErrNotGranted) {
 			return err
@@ -184,17 +186,23 @@ func (l *Locker) MayQueue(ctx context.Context, conn *sql.Conn) bool {
 // ReportAfter is how long a wait for a gap goes unreported, and then how often it is reported.
 const ReportAfter = 15 * time.Second
 
-// ReportEvery returns a Waiting that logs, at most once per every, that what (a verification, a
-// copy) still waits for a moment without a transaction on the Locker's tables, and for how long.
+// ReportEvery returns a Waiting that logs, each time another every of waiting has added up over
+// the Locker's locks (a verification's chunks, one after another), that what (a verification, a
+// copy) still waits for a moment without a transaction on the Locker's tables, and how long in all.
+// Safe for concurrent use.
 func (l *Locker) ReportEvery(log *slog.Logger, what string, every time.Duration) func(time.Duration) {
-	var last time.Time
-	return func(waited time.Duration) {
-		if waited < every || time.Since(last) < every {
+	var mu sync.Mutex // parallel chunks share the Locker
+	var total, reported time.Duration
+	return func(spun time.Duration) {
+		mu.Lock()
+		defer mu.Unlock()
+		total += spun
+		if total-reported < every {
 			return
 		}
-		last = time.Now()
+		reported = total
 		log.Info(what+": waiting for a moment when no open transaction holds "+strings.Join(l.tables, ", ")+
 			" or a table locked with it; a lock queued behind them could make their statements fail",
-			"waited", waited.Round(100*time.Millisecond))
+			"waited", total.Round(100*time.Millisecond))
 	}
 }

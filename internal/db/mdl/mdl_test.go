@@ -241,3 +241,17 @@ func TestLockEventuallyReportsTheWaitForAnOpenTransaction(t *testing.T) {
 type writerFunc func(p []byte)
 
 func (f writerFunc) Write(p []byte) (int, error) { f(p); return len(p), nil }
+
+// The report adds the waits of one lock after another (a verification's chunks, each waiting less
+// than the report's interval) and says how long in all.
+func TestReportEveryAddsUpTheWaits(t *testing.T) {
+	var lines []string
+	log := slog.New(slog.NewTextHandler(writerFunc(func(p []byte) { lines = append(lines, string(p)) }), nil))
+	report := (&mdl.Locker{}).ReportEvery(log, "verify", time.Second)
+	for range 25 { // 25 spins of 100 ms: 2.5 s in all, however many locks they belonged to
+		report(100 * time.Millisecond)
+	}
+	if len(lines) != 2 || !strings.Contains(lines[0], "waited=1s") || !strings.Contains(lines[1], "waited=2s") {
+		t.Fatalf("want reports at 1 s and 2 s in all, got %q", lines)
+	}
+}
