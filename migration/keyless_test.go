@@ -149,56 +149,71 @@ func sameMultiset(t *testing.T, db *sql.DB, schema, a, b string) {
 	t.Fatalf("%s (%d rows) and %s (%d rows) differ: %d rows only in %s, %d only in %s", a, len(ra), b, len(rb), only(ra, rb), a, only(rb, ra), b)
 }
 
+// keylessCase is one table of the keyless tests under writers.
+type keylessCase struct {
+	name  string
+	ddl   string
+	rows  int
+	dups  bool
+	crash bool
+	keep  bool   // --keep-keyless: no row id
+	trig  bool   // trigger capture, on a server without a binlog
+	walks string // the index the copy must walk, and its columns ("" none)
+	crowd bool   // rows from crowdedRow
+}
+
+var keylessCases = []keylessCase{
+	{"non-unique index", keylessDDL, 3000, true, false, false, false, "id(id)", false},
+	{"no index to walk, kept keyless", noIndexDDL, 3000, true, false, true, false, "", false},
+	{"unique key with NULLs", nullUniqueDDL, 2000, false, false, false, false, "id(id,ti)", false},
+	{"resumed after a crash", keylessDDL, 2000, true, true, false, false, "id(id)", false},
+	{"trigger capture", keylessDDL, 2000, true, false, false, true, "id(id)", false},
+	// Indexes led by columns other than integers, all NULLable, each with runs of equal
+	// leading values longer than a chunk (crowdedRow); e is an ENUM whose members are
+	// defined out of alphabetical order (red, green, blue), its index's order.
+	{"DATETIME(6) index", walkDDL("KEY dt (dt)"), 1000, true, false, false, false, "dt(dt)", true},
+	{"DECIMAL index", walkDDL("KEY d (d)"), 1000, true, false, false, false, "d(d)", true},
+	{"case-insensitive VARCHAR index", walkDDL("KEY vc (vc)"), 1000, true, false, false, false, "vc(vc)", true},
+	{"(VARCHAR, DATETIME) index", walkDDL("KEY vc_dt (vc, dt)"), 1000, true, false, false, false, "vc_dt(vc,dt)", true},
+	{"(ENUM, DATETIME) index", walkDDL("KEY e_dt (e, dt)"), 1000, true, false, false, false, "e_dt(e,dt)", true},
+	{"trigger capture, (VARCHAR, DATETIME) index", walkDDL("KEY vc_dt (vc, dt)"), 1000, true, false, false, true, "vc_dt(vc,dt)", true},
+	{"trigger capture, (ENUM, DECIMAL) index", walkDDL("KEY e_d (e, d)"), 1000, true, false, false, true, "e_d(e,d)", true},
+}
+
 // TestKeylessTableUnderWriters converts tables without a unique key while writers run the
 // application mix and change single copies of identical rows, through the cut-over and a while
 // after, then rolls them back under the same writers: every acknowledged write is in the table
 // (same multiset of rows as a reference table that got the same writes), verification found
 // nothing to repair (rule 5 left no change out and wrote none twice), duplicates stay duplicates.
-// One case dies during the copy first: the next run starts the copy again.
+// One case dies during the copy first: the next run starts the copy again. These are the binlog
+// cases, on the package's shared server; TestKeylessTableUnderWritersWithTriggerCapture has the
+// others.
 func TestKeylessTableUnderWriters(t *testing.T) {
-	var trigSrv *sandbox.Server // one server without a binlog for the trigger-capture cases
-	for _, c := range []struct {
-		name  string
-		ddl   string
-		rows  int
-		dups  bool
-		crash bool
-		keep  bool   // --keep-keyless: no row id
-		trig  bool   // trigger capture, on a server without a binlog
-		walks string // the index the copy must walk, and its columns ("" none)
-		crowd bool   // rows from crowdedRow
-	}{
-		{"non-unique index", keylessDDL, 3000, true, false, false, false, "id(id)", false},
-		{"no index to walk, kept keyless", noIndexDDL, 3000, true, false, true, false, "", false},
-		{"unique key with NULLs", nullUniqueDDL, 2000, false, false, false, false, "id(id,ti)", false},
-		{"resumed after a crash", keylessDDL, 2000, true, true, false, false, "id(id)", false},
-		{"trigger capture", keylessDDL, 2000, true, false, false, true, "id(id)", false},
-		// Indexes led by columns other than integers, all NULLable, each with runs of equal
-		// leading values longer than a chunk (crowdedRow); e is an ENUM whose members are
-		// defined out of alphabetical order (red, green, blue), its index's order.
-		{"DATETIME(6) index", walkDDL("KEY dt (dt)"), 1000, true, false, false, false, "dt(dt)", true},
-		{"DECIMAL index", walkDDL("KEY d (d)"), 1000, true, false, false, false, "d(d)", true},
-		{"case-insensitive VARCHAR index", walkDDL("KEY vc (vc)"), 1000, true, false, false, false, "vc(vc)", true},
-		{"(VARCHAR, DATETIME) index", walkDDL("KEY vc_dt (vc, dt)"), 1000, true, false, false, false, "vc_dt(vc,dt)", true},
-		{"(ENUM, DATETIME) index", walkDDL("KEY e_dt (e, dt)"), 1000, true, false, false, false, "e_dt(e,dt)", true},
-		{"trigger capture, (VARCHAR, DATETIME) index", walkDDL("KEY vc_dt (vc, dt)"), 1000, true, false, false, true, "vc_dt(vc,dt)", true},
-		{"trigger capture, (ENUM, DECIMAL) index", walkDDL("KEY e_d (e, d)"), 1000, true, false, false, true, "e_d(e,d)", true},
-	} {
-		t.Run(c.name, func(st *testing.T) {
-			s := srv
-			if c.trig {
-				if trigSrv == nil {
-					opts := sandbox.Options{BinlogFormat: "OFF"}
-					if f, _ := sandboxtest.Flavour(); strings.HasPrefix(string(f), "mysql") {
-						// MySQL's default enforce_gtid_consistency refuses trigger capture (plan says so).
-						opts.ExtraArgs = []string{"--gtid-mode=OFF", "--enforce-gtid-consistency=OFF"}
-					}
-					trigSrv = sandboxtest.ForTest(t, opts)
-				}
-				s = trigSrv
-			}
-			keylessUnderWriters(st, s, c.ddl, c.walks, c.rows, c.dups, c.crash, c.keep, c.crowd)
-		})
+	for _, c := range keylessCases {
+		if !c.trig {
+			t.Run(c.name, func(st *testing.T) {
+				keylessUnderWriters(st, srv, c.ddl, c.walks, c.rows, c.dups, c.crash, c.keep, c.crowd)
+			})
+		}
+	}
+}
+
+// TestKeylessTableUnderWritersWithTriggerCapture is TestKeylessTableUnderWriters' trigger-capture
+// cases, on a server of its own without a binlog.
+func TestKeylessTableUnderWritersWithTriggerCapture(t *testing.T) {
+	t.Parallel() // a server of its own (docs/testing.md, "Parallel tests")
+	opts := sandbox.Options{BinlogFormat: "OFF"}
+	if f, _ := sandboxtest.Flavour(); strings.HasPrefix(string(f), "mysql") {
+		// MySQL's default enforce_gtid_consistency refuses trigger capture (plan says so).
+		opts.ExtraArgs = []string{"--gtid-mode=OFF", "--enforce-gtid-consistency=OFF"}
+	}
+	s := sandboxtest.ForTest(t, opts)
+	for _, c := range keylessCases {
+		if c.trig {
+			t.Run(c.name, func(st *testing.T) {
+				keylessUnderWriters(st, s, c.ddl, c.walks, c.rows, c.dups, c.crash, c.keep, c.crowd)
+			})
+		}
 	}
 }
 
