@@ -33,7 +33,15 @@ type App struct {
 	Updates   atomic.Int64 // updates of t in them
 	mu        sync.Mutex
 	errs      []string
+	paused    atomic.Bool
 }
+
+// Pause holds every client before its next transaction until Resume: a pause the whole
+// application takes at once, the gap a lock that never queues behind a transaction waits for.
+func (a *App) Pause() { a.paused.Store(true) }
+
+// Resume lets the clients go on after Pause.
+func (a *App) Resume() { a.paused.Store(false) }
 
 // Errors are the statements that failed, with the time they did.
 func (a *App) Errors() []string {
@@ -69,6 +77,10 @@ func (a *App) client(ctx context.Context, db *sql.DB, i, rows, clients int) {
 	// another changed, the application's own conflict.
 	own := func() int { return 1 + i + clients*r.IntN(rows/clients) }
 	for ctx.Err() == nil {
+		if a.paused.Load() {
+			time.Sleep(time.Millisecond)
+			continue
+		}
 		c := &txn{conn: conn, ctx: bg}
 		switch i % 3 {
 		case 0:
