@@ -31,13 +31,13 @@ func (m *migrator) startPace(ctx context.Context) (func(), error) {
 		m.log.Info("not pacing: the table is copied in one chunk", "rows", m.ti.Rows)
 		return func() {}, nil
 	}
-	if _, walks := m.ti.ChunkKey(); m.ti.Keyless() && !walks {
-		m.log.Info("not pacing: the table is copied in one chunk", "rows", m.ti.Rows, "reason", "no unique key and no index to walk")
-		return func() {}, nil
-	}
 	q, err := table.NewSQL(m.ti, table.ShadowName(m.ti.Name))
 	if err != nil {
 		return nil, err
+	}
+	if !q.Chunked() {
+		m.log.Info("not pacing: the table is copied in one chunk", "rows", m.ti.Rows, "reason", "no unique key and no index to walk")
+		return func() {}, nil
 	}
 	probe := q.Probe()
 	g := throttle.NewGentle(m.db, throttle.GentleConfig{Logger: m.log, LatencyFactor: m.opts.LatencyTarget, Probe: func(ctx context.Context) error {

@@ -185,24 +185,30 @@ func servedRate(c *atomic.Int64, d time.Duration) float64 {
 	return float64(c.Load()-start) / time.Since(t0).Seconds()
 }
 
-// A table the copy takes in one chunk (copier.FirstChunkRows rows or fewer) is not paced: its
-// result has no pace figures. One row more and it is.
+// A table the copy takes in one chunk (copier.FirstChunkRows rows or fewer, or one with no unique
+// key and no index to walk) is not paced: its result has no pace figures. One row more and it is.
 func TestOnlyTablesOfMoreThanOneChunkArePaced(t *testing.T) {
 	schema, sdb := sandboxtest.FreshDatabase(t, srv)
 	db := openControl(t, srv)
 	for _, c := range []struct {
+		tbl   string
+		ddl   string
 		rows  int
 		paced bool
-	}{{copier.FirstChunkRows, false}, {copier.FirstChunkRows + 1, true}} {
-		tbl := fmt.Sprintf("t%d", c.rows)
-		sandboxtest.MustExec(t, sdb, "CREATE TABLE "+tbl+" (id INT PRIMARY KEY, v INT) ENGINE=MyISAM",
+	}{
+		{"small", "id INT PRIMARY KEY, v INT", copier.FirstChunkRows, false},
+		{"larger", "id INT PRIMARY KEY, v INT", copier.FirstChunkRows + 1, true},
+		{"no_index", "id INT, v INT", copier.FirstChunkRows + 1, false},
+	} {
+		tbl := c.tbl
+		sandboxtest.MustExec(t, sdb, "CREATE TABLE "+tbl+" ("+c.ddl+") ENGINE=MyISAM",
 			"INSERT INTO "+tbl+" SELECT seq, seq FROM "+sandboxtest.Seq(c.rows))
 		res, err := Run(context.Background(), db, testOptions(srv, schema, tbl))
 		if err != nil {
-			t.Fatalf("%d rows: %v", c.rows, err)
+			t.Fatalf("%s (%d rows): %v", tbl, c.rows, err)
 		}
 		if paced := res.Pace != nil; paced != c.paced {
-			t.Errorf("%d rows: paced %v, want %v", c.rows, paced, c.paced)
+			t.Errorf("%s (%d rows): paced %v, want %v", tbl, c.rows, paced, c.paced)
 		}
 	}
 }

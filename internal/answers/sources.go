@@ -21,9 +21,10 @@ var ErrNoExamples = errors.New("performance_schema keeps no literal example of t
 // (digests, with examples from events_statements_history_long), enginemig's own reads left out
 // (workload.OwnRead).
 //
-// Where that history is off (the servers' default: workload.ExamplesKept) there can be no example, so
-// the digests are not read: apply asks this of every table of a whole-database run, and reading
-// and parsing every digest was about 18 ms of each table's preflight on a busy wiki.
+// Where that history or the consumer feeding it is off (the servers' default:
+// workload.ExamplesKept) there can be no example, so the digests are not read: apply asks this of
+// every table of a whole-database run, and reading and parsing every digest was about 18 ms of
+// each table's preflight on a busy wiki.
 func FromServer(ctx context.Context, q dbconn.Querier, schema, table string) ([]string, error) {
 	if err := workload.CheckDigests(ctx, q); err != nil {
 		return nil, err
@@ -33,7 +34,7 @@ func FromServer(ctx context.Context, q dbconn.Querier, schema, table string) ([]
 		return nil, err
 	}
 	if !on {
-		return nil, fmt.Errorf("%w: events_statements_history_long is off; turn it on (%s), let the application run, and check again, or give --statements FILE or --from-log FILE", ErrNoExamples, workload.EnableExamples)
+		return nil, fmt.Errorf("%w: events_statements_current or events_statements_history_long is off; turn them on (%s), let the application run, and check again, or give --statements FILE or --from-log FILE", ErrNoExamples, workload.EnableExamples)
 	}
 	c, err := workload.FromDigests(ctx, q, schema, table, 0)
 	if err != nil {
