@@ -201,7 +201,6 @@ func TestKeylessTableUnderWriters(t *testing.T) {
 // TestKeylessTableUnderWritersWithTriggerCapture is TestKeylessTableUnderWriters' trigger-capture
 // cases, on a server of its own without a binlog.
 func TestKeylessTableUnderWritersWithTriggerCapture(t *testing.T) {
-	t.Parallel() // a server of its own (docs/testing.md, "Parallel tests")
 	opts := sandbox.Options{BinlogFormat: "OFF"}
 	if f, _ := sandboxtest.Flavour(); strings.HasPrefix(string(f), "mysql") {
 		// MySQL's default enforce_gtid_consistency refuses trigger capture (plan says so).

@@ -17,7 +17,6 @@ import (
 // a named lock) run through apply and rollback (writers stopped and checked in between), and
 // none may fail; at the end t counts exactly the committed transactions' updates.
 func TestCutoverNeverFailsAnOpenTransaction(t *testing.T) {
-	t.Parallel() // servers of its own (docs/testing.md, "Parallel tests")
 	if f, _ := sandboxtest.Flavour(); f.MySQL() {
 		t.Skip("MySQL has no LOCK TABLES ... NOWAIT: its swaps still queue behind such transactions (docs/runbook.md, \"Open transactions and the cut-over\")")
 	}

@@ -73,7 +73,6 @@ func TestTriggerCaptureConcurrentWritersAndRollback(t *testing.T) {
 // multi-row INSERT that fails half-way): the converted table must keep them too. Triggers that
 // wrote the InnoDB shadow directly would lose each of them with the transaction.
 func TestTriggerCaptureExplicitTransactions(t *testing.T) {
-	t.Parallel() // a server of its own (docs/testing.md, "Parallel tests")
 	s := sandboxtest.ForTest(t, sandbox.Options{BinlogFormat: "OFF"})
 	schema, db := sandboxtest.FreshDatabase(t, s)
 	for _, tbl := range []string{"t", "ref"} {
