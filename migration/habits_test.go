@@ -416,7 +416,10 @@ func habitMixed(t *testing.T, e *habitEnv) {
 // table once the swap is done; but on MariaDB the cut-over never waits for its lock (package mdl),
 // so the kept HANDLER holds the swap out like an idle holder (habitIdleHolders): at
 // --cutover-timeout apply exits 8 with the shadow kept, and once the HANDLER is closed the same
-// apply swaps. On MySQL the swap's lock queues, and goes through with the HANDLER kept.
+// apply swaps. On MySQL the swap's lock queues, and goes through with the HANDLER kept; a statement
+// the kept session runs while it queues may fail with 1213, as for any session that holds the
+// table and asks for more then (docs/runbook.md), so on MySQL only that is let pass, and only
+// there.
 func habitHandler(t *testing.T, e *habitEnv) {
 	qt := e.q("t")
 	conn, err := e.app.Conn(context.Background())
@@ -431,7 +434,9 @@ func habitHandler(t *testing.T, e *habitEnv) {
 	var wg sync.WaitGroup
 	var errs []string
 	var mu sync.Mutex
-	reads := 0
+	reads, queued := 0, 0
+	f, _ := sandboxtest.Flavour()
+	mysql := f.MySQL()
 	read := func(c *sql.Conn, stmts ...string) {
 		for _, s := range stmts {
 			rows, err := c.QueryContext(context.Background(), s)
@@ -446,7 +451,11 @@ func habitHandler(t *testing.T, e *habitEnv) {
 			}
 			if err != nil {
 				mu.Lock()
-				errs = append(errs, fmt.Sprintf("%s: %v", s, err))
+				if mysql && c == conn && dbconn.IsDeadlock(err) {
+					queued++ // MySQL's limitation (see above), not a failure
+				} else {
+					errs = append(errs, fmt.Sprintf("%s: %v", s, err))
+				}
 				mu.Unlock()
 			}
 		}
@@ -473,7 +482,7 @@ func habitHandler(t *testing.T, e *habitEnv) {
 	}()
 	defer func() { cancel(); wg.Wait() }()
 	opts, kept := e.options(), true
-	if f, _ := sandboxtest.Flavour(); !f.MySQL() {
+	if !mysql {
 		opts.Cutover.Timeout = 2 * time.Second // to see the kept HANDLER hold the swap out
 		_, err := Run(context.Background(), e.db, opts)
 		if outcome.CodeOf(err) != outcome.CutoverPending || !errors.Is(err, cutover.ErrGaveUp) {
@@ -498,6 +507,9 @@ func habitHandler(t *testing.T, e *habitEnv) {
 	}
 	if len(errs) > 0 {
 		t.Errorf("the HANDLER sessions saw %d errors: %s", len(errs), strings.Join(errs[:min(3, len(errs))], "; "))
+	}
+	if queued > 0 {
+		t.Logf("MySQL: the kept HANDLER's session had %d statement(s) fail with 1213 while the swap's lock queued (the runbook's limitation)", queued)
 	}
 	if reads == 0 {
 		t.Error("the HANDLER sessions read nothing")
