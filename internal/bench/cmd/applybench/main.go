@@ -42,6 +42,7 @@ func main() {
 	flag.BoolVar(&loadOnly, "load-only", false, "skip the idle runs")
 	flag.BoolVar(&keyless, "keyless", false, "seed the table without a unique key: id keeps a non-unique index the load's statements use (no AUTO_INCREMENT; gh-ost and pt-online-schema-change refuse such tables)")
 	flag.BoolVar(&keylessTS, "keyless-ts", false, "with -keyless: the table also has ts DATETIME(6) (ten rows a second, the load's inserts take the time of day) and KEY ts (ts, player), the index the copy walks (seeding ends with ANALYZE TABLE: its statistics then rate it as distinct as id's, and it has more columns)")
+	flag.BoolVar(&grown, "grown", false, "seed the table with dynamic rows (name VARCHAR(60)) and then lengthen every other row, as years of UPDATEs leave a MyISAM table: its rows split into pieces, which a scan (native ALTER's) and a read by key (enginemig's) both read apart")
 	flag.BoolVar(&noAutoInc, "no-autoinc", false, "seed the table without AUTO_INCREMENT on its key (copy chunks can then run in parallel: copier/parallel.go)")
 	flag.DurationVar(&holdCutover, "hold-cutover", 0, "postpone enginemig's cut-over for this long after verification: the application's throughput with only change capture running (stage \"postponed\")")
 	flag.IntVar(&repeat, "repeat", 1, "run every tool this many times at each load level, in turn, and print each one's medians: one run per build cannot show a change smaller than the run-to-run spread")
@@ -96,6 +97,9 @@ func seed(db *sql.DB, name string, rows int) error {
 	if keyless {
 		create = strings.Replace(create, "PRIMARY KEY (id)", "KEY id (id)", 1)
 	}
+	if grown {
+		create = strings.Replace(create, "name CHAR(40)", "name VARCHAR(60)", 1)
+	}
 	if keylessTS {
 		create = strings.Replace(create, "name CHAR(40) NOT NULL,", "name CHAR(40) NOT NULL, ts DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6), KEY ts (ts, player),", 1)
 	}
@@ -106,6 +110,11 @@ func seed(db *sql.DB, name string, rows int) error {
 		SELECT seq, seq %% 100000, seq %% 977, seq %% 60, seq * 7 %% 100003, SHA1(seq) FROM seq_1_to_%d`, name, rows))
 	if err != nil {
 		return err
+	}
+	if grown {
+		if _, err := db.Exec("UPDATE " + name + " SET name = CONCAT(name, CONVERT(LEFT(SHA1(id), 10 + id % 10) USING latin1)) WHERE id % 2 = 0"); err != nil {
+			return err
+		}
 	}
 	if keylessTS {
 		if _, err := db.Exec("UPDATE " + name + " SET ts = TIMESTAMP'2026-01-01 00:00:00' + INTERVAL (id DIV 10) SECOND + INTERVAL (id % 10) * 1000 MICROSECOND"); err != nil {
@@ -136,7 +145,7 @@ type applyResult struct {
 }
 
 var extraApplyArgs, serverArgs, binlogFormat string
-var withPTOSC, costOnly, noAutoInc, loadOnly, keyless, keylessTS bool
+var withPTOSC, costOnly, noAutoInc, loadOnly, keyless, keylessTS, grown bool
 var holdCutover time.Duration
 
 // serverPid is the sandbox server's process; idleWork is each build's CPU (server and
