@@ -89,7 +89,6 @@ func Inspect(ctx context.Context, db *sql.DB, opts Options) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	contention := loadContention(ctx, conn, opts.Databases)
 	// compileQ stays a nil interface (not a typed nil) when the test-compile is off.
 	var compileQ Querier
 	if opts.TestCompile {
@@ -105,19 +104,36 @@ func Inspect(ctx context.Context, db *sql.DB, opts Options) (*Plan, error) {
 	}
 	logger := dbconn.Logger(opts.Logger)
 	logger.Debug("plan: tables found", slog.Int("myisam", len(cands)), slog.Int("skipped", len(skipped)), slog.Bool("test_compile", opts.TestCompile))
+	if err := p.planTables(ctx, conn, compileQ, cat, cands, opts.SampleRows, logger); err != nil {
+		return nil, err
+	}
+	p.RankedBy = rankTables(p.Tables)
+	p.addServerFindings(opts)
+	sortFindings(p.Findings)
+	p.Summary.add(p.Findings)
+	for _, t := range p.Tables {
+		p.Summary.add(t.Findings)
+	}
+	return p, nil
+}
+
+// planTables plans each candidate table, with its contention and locking statements, and adds
+// its estimate to the totals.
+func (p *Plan) planTables(ctx context.Context, conn *sql.Conn, compileQ Querier, cat *Catalog, cands []candidate, sampleRows int64, logger *slog.Logger) error {
+	contention := loadContention(ctx, conn, p.Databases)
 	var binlogs int64
 	for _, c := range cands {
 		start := time.Now()
-		tp, err := planTable(ctx, conn, compileQ, srv, cat, c, opts.SampleRows)
+		tp, err := planTable(ctx, conn, compileQ, p.Server, cat, c, sampleRows)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		logger.Debug("plan: table planned", slog.String("table", c.schema+"."+c.name), slog.Int64("rows", tp.Rows),
 			slog.Int("findings", len(tp.Findings)), slog.Bool("blocked", tp.Blocked), slog.Duration("took", time.Since(start).Round(time.Millisecond)))
 		if ct := contention[c.schema+"."+c.name]; ct != nil {
 			tp.Contention = *ct
 		}
-		tp.Contention.Statements = lockStatements(srv.Digests, c.schema, c.name)
+		tp.Contention.Statements = lockStatements(p.Server.Digests, c.schema, c.name)
 		p.Tables = append(p.Tables, *tp)
 		p.Totals.add(tp.Estimate)
 		binlogs += tp.Estimate.BinlogBytes
@@ -126,8 +142,13 @@ func Inspect(ctx context.Context, db *sql.DB, opts Options) (*Plan, error) {
 	// binlog, until the server expires it or someone purges it (days, or never, while the
 	// conversions take hours).
 	p.Totals.ExtraDiskBytes += binlogs
-	srv.Totals = &p.Totals
-	p.RankedBy = rankTables(p.Tables)
+	p.Server.Totals = &p.Totals
+	return nil
+}
+
+// addServerFindings adds the findings on the server and on each database as a whole.
+func (p *Plan) addServerFindings(opts Options) {
+	srv := p.Server
 	p.Findings = append(p.Findings, runServerChecks(srv)...)
 	if srv.TestCompileBinlogged && opts.TestCompile && len(p.Tables) > 0 {
 		p.Findings = append(p.Findings, newFinding("shadow-compile", Info,
@@ -137,12 +158,6 @@ func Inspect(ctx context.Context, db *sql.DB, opts Options) (*Plan, error) {
 	for _, schema := range opts.Databases {
 		p.Findings = append(p.Findings, runSchemaChecks(&SchemaInput{Schema: schema, Server: srv})...)
 	}
-	sortFindings(p.Findings)
-	p.Summary.add(p.Findings)
-	for _, t := range p.Tables {
-		p.Summary.add(t.Findings)
-	}
-	return p, nil
 }
 
 func (t *Totals) add(e Estimate) {

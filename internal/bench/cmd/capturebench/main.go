@@ -228,33 +228,7 @@ func main() {
 	log.Printf("captured %d statements from %s", len(c.Statements), c.Source)
 
 	// 2. The true workload on full copies.
-	for _, q := range []string{
-		"CREATE TABLE players_myisam LIKE players", "INSERT INTO players_myisam SELECT * FROM players",
-		"CREATE TABLE players_innodb LIKE players", "ALTER TABLE players_innodb ENGINE=InnoDB", "INSERT INTO players_innodb SELECT * FROM players",
-	} {
-		if _, err := db.ExecContext(ctx, q); err != nil {
-			log.Fatalf("%s: %v", q, err)
-		}
-	}
-	truth := map[string]map[int]bench.Stats{"players_myisam": {}, "players_innodb": {}}
-	for i, n := range threads {
-		order := []string{"players_myisam", "players_innodb"}
-		if i%2 == 1 {
-			order[0], order[1] = order[1], order[0]
-		}
-		for _, t := range order {
-			stepCtx, cancel := context.WithTimeout(ctx, *warmup+*duration)
-			h, errs := drive(stepCtx, db, t, *rows, n, time.Now().Add(*warmup))
-			cancel()
-			st := bench.Stats{Count: h.TotalCount(), QPS: float64(h.TotalCount()) / duration.Seconds(),
-				P99: float64(h.ValueAtQuantile(99)) / 1000, Errors: errs}
-			truth[t][n] = st
-			log.Printf("true workload %s threads=%d qps=%.0f p99=%.2fms errors=%d", t, n, st.QPS, st.P99, errs)
-		}
-	}
-	if _, err := db.ExecContext(ctx, "DROP TABLE players_myisam, players_innodb"); err != nil {
-		log.Fatal(err)
-	}
+	truth := measureTruth(ctx, db, *rows, threads, *warmup, *duration)
 
 	// 3. The captured mix, replayed by bench on scratch copies of the whole table (weighted, and
 	// with -report-rows also with reports as background loops); 4. for contrast, what the gate ran
@@ -275,6 +249,39 @@ func main() {
 	}
 	reps = append(reps, run("PK mix 16:7:1", bench.Config{Mix: bench.DefaultMix()}))
 	report(threads, truth, reps)
+}
+
+// measureTruth runs the application's true workload on full MyISAM and InnoDB copies of the
+// table at each thread count, alternating which goes first.
+func measureTruth(ctx context.Context, db *sql.DB, rows int, threads []int, warmup, duration time.Duration) map[string]map[int]bench.Stats {
+	for _, q := range []string{
+		"CREATE TABLE players_myisam LIKE players", "INSERT INTO players_myisam SELECT * FROM players",
+		"CREATE TABLE players_innodb LIKE players", "ALTER TABLE players_innodb ENGINE=InnoDB", "INSERT INTO players_innodb SELECT * FROM players",
+	} {
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			log.Fatalf("%s: %v", q, err)
+		}
+	}
+	truth := map[string]map[int]bench.Stats{"players_myisam": {}, "players_innodb": {}}
+	for i, n := range threads {
+		order := []string{"players_myisam", "players_innodb"}
+		if i%2 == 1 {
+			order[0], order[1] = order[1], order[0]
+		}
+		for _, t := range order {
+			stepCtx, cancel := context.WithTimeout(ctx, warmup+duration)
+			h, errs := drive(stepCtx, db, t, rows, n, time.Now().Add(warmup))
+			cancel()
+			st := bench.Stats{Count: h.TotalCount(), QPS: float64(h.TotalCount()) / duration.Seconds(),
+				P99: float64(h.ValueAtQuantile(99)) / 1000, Errors: errs}
+			truth[t][n] = st
+			log.Printf("true workload %s threads=%d qps=%.0f p99=%.2fms errors=%d", t, n, st.QPS, st.P99, errs)
+		}
+	}
+	if _, err := db.ExecContext(ctx, "DROP TABLE players_myisam, players_innodb"); err != nil {
+		log.Fatal(err)
+	}
+	return truth
 }
 
 type named struct {
