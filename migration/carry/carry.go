@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
+
 	"github.com/enginemig/enginemig/cutover"
 	"github.com/enginemig/enginemig/internal/db/dbconn"
 	"github.com/enginemig/enginemig/internal/db/table"
@@ -137,25 +139,49 @@ func (c *Carrier) Finish(ctx context.Context) error {
 }
 
 // finished fails unless the live table holds every carried trigger under its own name and none
-// of their stand-ins.
+// of their stand-ins. A stand-in still listed there is asked for by name first: on a Galera node
+// information_schema went on listing a dropped stand-in on the live table for a second or more
+// (a second DROP answered 1360); SHOW CREATE TRIGGER finds a trigger by its name as DROP does.
 func (c *Carrier) finished(ctx context.Context) error {
-	now, err := table.LoadTriggers(ctx, c.DB, c.Schema, c.Live)
-	if err != nil {
-		return err
-	}
-	on := map[string]bool{}
-	for _, tr := range now {
-		on[tr.Name] = true
-	}
 	for _, tr := range c.Triggers {
-		if tmp := table.TempTriggerName(c.Schema, c.Live, tr.Name); on[tmp] {
-			return fmt.Errorf("stand-in %s of trigger %s is still on %s", tmp, tr.Name, c.Live)
+		tmp := table.TempTriggerName(c.Schema, c.Live, tr.Name)
+		on, err := c.tableOf(ctx, tmp)
+		if err != nil {
+			return err
 		}
-		if !on[tr.Name] {
+		if on == c.Live {
+			if there, err := c.exists(ctx, tmp); err != nil {
+				return err
+			} else if there {
+				return fmt.Errorf("stand-in %s of trigger %s is still on %s", tmp, tr.Name, c.Live)
+			}
+		}
+		if on, err = c.tableOf(ctx, tr.Name); err != nil {
+			return err
+		} else if on != c.Live {
 			return fmt.Errorf("trigger %s is not on %s", tr.Name, c.Live)
 		}
 	}
 	return nil
+}
+
+// exists reports whether the server has the named trigger, from its own definition.
+func (c *Carrier) exists(ctx context.Context, name string) (bool, error) {
+	rows, err := c.DB.QueryContext(ctx, table.ShowCreateTrigger(c.Schema, name))
+	if noSuchTrigger(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("look up trigger %s: %w", name, err)
+	}
+	defer rows.Close()
+	return rows.Next(), rows.Err()
+}
+
+// noSuchTrigger reports error 1360: the trigger does not exist.
+func noSuchTrigger(err error) bool {
+	var me *mysql.MySQLError
+	return errors.As(err, &me) && me.Number == 1360
 }
 
 // finishPass is one pass of Finish over the triggers, in firing order.
@@ -191,7 +217,8 @@ func (c *Carrier) finishPass(ctx context.Context) error {
 			}
 		}
 		if onTmp == c.Live {
-			if _, err := c.DB.ExecContext(ctx, table.DropTrigger(c.Schema, tmp)); err != nil {
+			// 1360: already dropped, though information_schema still listed it (finished).
+			if _, err := c.DB.ExecContext(ctx, table.DropTrigger(c.Schema, tmp)); err != nil && !noSuchTrigger(err) {
 				return fmt.Errorf("drop stand-in %s: %w", tmp, err)
 			}
 		}

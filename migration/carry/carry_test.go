@@ -3,6 +3,7 @@ package carry
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"log/slog"
 	"strings"
 	"testing"
@@ -19,25 +20,8 @@ import (
 // live table, the stand-in still on the shadow. Finish acts on it (nothing to do), then finds the
 // live table without its trigger and with the stand-in, reads again and completes the move.
 func TestFinishReadsAgainAfterAStaleAnswer(t *testing.T) {
-	srv := sandboxtest.ForTest(t, sandbox.Options{})
-	schema, db := sandboxtest.FreshDatabase(t, srv)
-	q := func(n string) string { return dbconn.QualifiedName(schema, n) }
-	sandboxtest.MustExec(t, db,
-		"CREATE TABLE "+q("t")+" (id INT PRIMARY KEY, tag INT NULL) ENGINE=MyISAM",
-		"CREATE TABLE "+q("_t_new")+" (id INT PRIMARY KEY, tag INT NULL) ENGINE=InnoDB",
-		"CREATE TRIGGER "+q("t_bi")+" BEFORE INSERT ON "+q("t")+" FOR EACH ROW SET NEW.tag = COALESCE(NEW.tag, 0) + 1")
 	ctx := context.Background()
-	trs, err := table.LoadTriggers(ctx, db, schema, "t")
-	if err != nil || len(trs) != 1 {
-		t.Fatalf("triggers of t: %v %v", trs, err)
-	}
-	var logged bytes.Buffer
-	c := &Carrier{DB: db, Schema: schema, Live: "t", Triggers: trs, Log: slog.New(slog.NewTextHandler(&logged, nil))}
-	if err := c.Install(ctx, "_t_new"); err != nil {
-		t.Fatal(err)
-	}
-	sandboxtest.MustExec(t, db, table.RenameTables(schema, [2]string{"t", "_t_old"}, [2]string{"_t_new", "t"}))
-
+	db, schema, c, logged := swapped(t)
 	tmp := table.TempTriggerName(schema, "t", "t_bi")
 	before := map[string]string{"t_bi": "t", tmp: "_t_new"} // where each was before the rename
 	c.lookup = func(ctx context.Context, trigger string) (string, error) {
@@ -53,11 +37,64 @@ func TestFinishReadsAgainAfterAStaleAnswer(t *testing.T) {
 	if !strings.Contains(logged.String(), "reading it again") {
 		t.Errorf("finish did not read the live table again:\n%s", logged.String())
 	}
+	checkCarried(t, db, schema)
+}
+
+// TestFinishAsksForADroppedStandIn: on a Galera node information_schema went on listing a
+// stand-in on the live table after its DROP succeeded (a second DROP answered 1360). Here it lists
+// the stand-in there at every reading; Finish must take the server's own answer for it.
+func TestFinishAsksForADroppedStandIn(t *testing.T) {
+	ctx := context.Background()
+	db, schema, c, logged := swapped(t)
+	tmp := table.TempTriggerName(schema, "t", "t_bi")
+	c.lookup = func(ctx context.Context, trigger string) (string, error) {
+		if trigger == tmp {
+			return "t", nil
+		}
+		return table.TriggerTable(ctx, db, schema, trigger)
+	}
+	if err := c.Finish(ctx); err != nil {
+		t.Fatalf("finish with a dropped stand-in still listed: %v\n%s", err, logged.String())
+	}
+	checkCarried(t, db, schema)
+}
+
+// swapped gives a MyISAM t with a trigger of its own, its stand-in installed on the InnoDB
+// _t_new, and the two swapped: what Finish starts from after a cut-over.
+func swapped(t *testing.T) (*sql.DB, string, *Carrier, *bytes.Buffer) {
+	t.Helper()
+	srv := sandboxtest.ForTest(t, sandbox.Options{})
+	schema, db := sandboxtest.FreshDatabase(t, srv)
+	q := func(n string) string { return dbconn.QualifiedName(schema, n) }
+	sandboxtest.MustExec(t, db,
+		"CREATE TABLE "+q("t")+" (id INT PRIMARY KEY, tag INT NULL) ENGINE=MyISAM",
+		"CREATE TABLE "+q("_t_new")+" (id INT PRIMARY KEY, tag INT NULL) ENGINE=InnoDB",
+		"CREATE TRIGGER "+q("t_bi")+" BEFORE INSERT ON "+q("t")+" FOR EACH ROW SET NEW.tag = COALESCE(NEW.tag, 0) + 1")
+	ctx := context.Background()
+	trs, err := table.LoadTriggers(ctx, db, schema, "t")
+	if err != nil || len(trs) != 1 {
+		t.Fatalf("triggers of t: %v %v", trs, err)
+	}
+	logged := &bytes.Buffer{}
+	c := &Carrier{DB: db, Schema: schema, Live: "t", Triggers: trs, Log: slog.New(slog.NewTextHandler(logged, nil))}
+	if err := c.Install(ctx, "_t_new"); err != nil {
+		t.Fatal(err)
+	}
+	sandboxtest.MustExec(t, db, table.RenameTables(schema, [2]string{"t", "_t_old"}, [2]string{"_t_new", "t"}))
+	return db, schema, c, logged
+}
+
+// checkCarried: t_bi on t, its stand-in gone, and a write to t firing it exactly once.
+func checkCarried(t *testing.T, db *sql.DB, schema string) {
+	t.Helper()
+	ctx := context.Background()
+	tmp := table.TempTriggerName(schema, "t", "t_bi")
 	for name, want := range map[string]string{"t_bi": "t", tmp: ""} {
 		if on, err := table.TriggerTable(ctx, db, schema, name); err != nil || on != want {
 			t.Errorf("trigger %s on %q (%v), want %q", name, on, err, want)
 		}
 	}
+	q := func(n string) string { return dbconn.QualifiedName(schema, n) }
 	sandboxtest.MustExec(t, db, "INSERT INTO "+q("t")+" (id) VALUES (1)")
 	var tag int
 	if err := db.QueryRow("SELECT tag FROM " + q("t") + " WHERE id = 1").Scan(&tag); err != nil || tag != 1 {

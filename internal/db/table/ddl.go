@@ -45,6 +45,11 @@ func DropTrigger(schema, name string) string {
 	return "DROP TRIGGER " + dbconn.QualifiedName(schema, name)
 }
 
+// ShowCreateTrigger asks for the named trigger's own definition (error 1360 when there is none).
+func ShowCreateTrigger(schema, name string) string {
+	return "SHOW CREATE TRIGGER " + dbconn.QualifiedName(schema, name)
+}
+
 // KillConnection ends the server connection id (its statement and its session).
 func KillConnection(id int64) string { return fmt.Sprintf("KILL %d", id) }
 

@@ -17,6 +17,7 @@ func TestRunDDL(t *testing.T) {
 			"RENAME TABLE `d`.`#t_gate` TO `d`.`#t_gone`, `d`.`t` TO `d`.`_t_new`, `d`.`_t_old` TO `d`.`t`"},
 		{DropIndexes("d", "_t_new", []string{"u", "b`q"}), "ALTER TABLE `d`.`_t_new` DROP INDEX `u`, DROP INDEX `b``q`"},
 		{DropTrigger("d", "tr"), "DROP TRIGGER `d`.`tr`"},
+		{ShowCreateTrigger("d", "tr"), "SHOW CREATE TRIGGER `d`.`tr`"},
 		{DropTable("we`ird", "na`me"), "DROP TABLE `we``ird`.`na``me`"},
 		{KillConnection(42), "KILL 42"},
 		{KillQuery(42), "KILL QUERY 42"},
