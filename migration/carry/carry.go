@@ -97,10 +97,9 @@ func (c *Carrier) DropStandIns(ctx context.Context, onTable string) error {
 	return nil
 }
 
-// finishTries bounds Finish's passes: information_schema on a Galera node may answer for a
-// table renamed a moment ago as it was before (TestGalera: after the swap, a stand-in not yet
-// shown on the live table, in about 1 run in 4 with one core busy), and a pass that acts on that
-// answer leaves a step undone, which the next pass, reading again, completes.
+// finishTries bounds Finish's passes: information_schema on a Galera node may list a table's
+// triggers as they were a moment ago (docs/how-it-works.md, "Triggers"), and a pass that acts on
+// such a listing leaves a step undone, which the next pass, reading again, completes.
 const finishTries = 5
 
 // errStop is an error Finish does not retry (the AfterCreate seam's).
