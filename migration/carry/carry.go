@@ -12,8 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
-
 	"github.com/enginemig/enginemig/cutover"
 	"github.com/enginemig/enginemig/internal/db/dbconn"
 	"github.com/enginemig/enginemig/internal/db/table"
@@ -43,8 +41,8 @@ type Carrier struct {
 	// AfterCreate is a test seam: Finish stops with its error right after creating the n-th real
 	// trigger (from 1), while its stand-in is still on the live table too.
 	AfterCreate func(n int) error
-	// lookup, when set, answers tableOf instead of the server (a test gives a stale answer).
-	lookup func(ctx context.Context, trigger string) (string, error)
+	// listing, when set, answers names instead of the server (a test gives a stale answer).
+	listing func(ctx context.Context, onTable string) ([]string, error)
 }
 
 // Unchanged fails when the live table's triggers differ from those being carried: a trigger
@@ -82,17 +80,25 @@ func (c *Carrier) create(ctx context.Context, onTable string) error {
 
 // DropStandIns removes the stand-ins from onTable (a failed attempt's, or a crashed run's).
 func (c *Carrier) DropStandIns(ctx context.Context, onTable string) error {
+	on, err := c.names(ctx, onTable)
+	if err != nil {
+		return err
+	}
 	for _, tr := range c.Triggers {
-		tmp := table.TempTriggerName(c.Schema, c.Live, tr.Name)
-		on, err := c.tableOf(ctx, tmp)
-		if err != nil {
-			return err
-		}
-		if on == onTable {
-			if _, err := c.DB.ExecContext(ctx, table.DropTrigger(c.Schema, tmp)); err != nil {
-				return fmt.Errorf("drop stand-in %s: %w", tmp, err)
+		if tmp := table.TempTriggerName(c.Schema, c.Live, tr.Name); on[tmp] {
+			if err := c.dropStandIn(ctx, tmp); err != nil {
+				return err
 			}
 		}
+	}
+	return nil
+}
+
+// dropStandIn drops a stand-in information_schema listed. 1360 counts as done: on a Galera node
+// information_schema went on listing a dropped stand-in for a second or more (finished).
+func (c *Carrier) dropStandIn(ctx context.Context, tmp string) error {
+	if _, err := c.DB.ExecContext(ctx, table.DropTrigger(c.Schema, tmp)); err != nil && !dbconn.IsNoSuchTrigger(err) {
+		return fmt.Errorf("drop stand-in %s: %w", tmp, err)
 	}
 	return nil
 }
@@ -142,84 +148,78 @@ func (c *Carrier) Finish(ctx context.Context) error {
 // information_schema went on listing a dropped stand-in on the live table for a second or more
 // (a second DROP answered 1360); SHOW CREATE TRIGGER finds a trigger by its name as DROP does.
 func (c *Carrier) finished(ctx context.Context) error {
+	on, err := c.names(ctx, c.Live)
+	if err != nil {
+		return err
+	}
 	for _, tr := range c.Triggers {
-		tmp := table.TempTriggerName(c.Schema, c.Live, tr.Name)
-		on, err := c.tableOf(ctx, tmp)
-		if err != nil {
-			return err
-		}
-		if on == c.Live {
-			if there, err := c.exists(ctx, tmp); err != nil {
-				return err
-			} else if there {
-				return fmt.Errorf("stand-in %s of trigger %s is still on %s", tmp, tr.Name, c.Live)
-			}
-		}
-		if on, err = c.tableOf(ctx, tr.Name); err != nil {
-			return err
-		} else if on != c.Live {
+		if !on[tr.Name] {
 			return fmt.Errorf("trigger %s is not on %s", tr.Name, c.Live)
+		}
+		tmp := table.TempTriggerName(c.Schema, c.Live, tr.Name)
+		if !on[tmp] {
+			continue
+		}
+		if there, err := table.TriggerExists(ctx, c.DB, c.Schema, tmp); err != nil {
+			return err
+		} else if there {
+			return fmt.Errorf("stand-in %s of trigger %s is still on %s", tmp, tr.Name, c.Live)
 		}
 	}
 	return nil
 }
 
-// exists reports whether the server has the named trigger, from its own definition.
-func (c *Carrier) exists(ctx context.Context, name string) (bool, error) {
-	rows, err := c.DB.QueryContext(ctx, table.ShowCreateTrigger(c.Schema, name))
-	if noSuchTrigger(err) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("look up trigger %s: %w", name, err)
-	}
-	defer rows.Close()
-	return rows.Next(), rows.Err()
-}
-
-// noSuchTrigger reports error 1360: the trigger does not exist.
-func noSuchTrigger(err error) bool {
-	var me *mysql.MySQLError
-	return errors.As(err, &me) && me.Number == 1360
-}
-
-// finishPass is one pass of Finish over the triggers, in firing order.
+// finishPass is one pass of Finish over the triggers, in firing order. It decides from the live
+// table's listing in information_schema, the view the stand-ins' guards act on: where the listing
+// shows the real trigger on the live table, the guard silences the stand-in, and only then is the
+// stand-in dropped.
 func (c *Carrier) finishPass(ctx context.Context) error {
+	on, err := c.names(ctx, c.Live)
+	if err != nil {
+		return err
+	}
 	for i, tr := range c.Triggers {
 		tmp := table.TempTriggerName(c.Schema, c.Live, tr.Name)
-		onReal, err := c.tableOf(ctx, tr.Name)
-		if err != nil {
-			return err
-		}
-		onTmp, err := c.tableOf(ctx, tmp)
-		if err != nil {
-			return err
-		}
-		switch {
-		case onReal == c.Live:
-		case onTmp != c.Live:
-			return fmt.Errorf("trigger %s: neither it nor its stand-in %s is on %s; recreate it by hand from `SHOW CREATE TRIGGER` on %s",
-				tr.Name, tmp, c.Live, orNone(onReal))
-		default:
-			if onReal != "" {
-				if _, err := c.DB.ExecContext(ctx, table.DropTrigger(c.Schema, tr.Name)); err != nil {
-					return fmt.Errorf("drop trigger %s from %s: %w", tr.Name, onReal, err)
-				}
-			}
-			if err := c.exec(ctx, tr, tr.Create(c.Schema, c.Live, tr.Name, tmp)); err != nil {
-				return fmt.Errorf("create trigger %s on %s: %w", tr.Name, c.Live, err)
-			}
-			if c.AfterCreate != nil {
-				if err := c.AfterCreate(i + 1); err != nil {
-					return errStop{err}
-				}
+		if !on[tr.Name] {
+			if err := c.move(ctx, i, tr, tmp, on[tmp]); err != nil {
+				return err
 			}
 		}
-		if onTmp == c.Live {
-			// 1360: already dropped, though information_schema still listed it (finished).
-			if _, err := c.DB.ExecContext(ctx, table.DropTrigger(c.Schema, tmp)); err != nil && !noSuchTrigger(err) {
-				return fmt.Errorf("drop stand-in %s: %w", tmp, err)
+		if on[tmp] {
+			if err := c.dropStandIn(ctx, tmp); err != nil {
+				return err
 			}
+		}
+	}
+	return nil
+}
+
+// move gives the i-th trigger its real name on the live table, where its stand-in speaks for it:
+// the real one is dropped from the table that left (found by name) and created on the live table
+// just before the stand-in, whose guard silences it at that instant.
+func (c *Carrier) move(ctx context.Context, i int, tr table.Trigger, tmp string, standIn bool) error {
+	real, err := table.TriggerExists(ctx, c.DB, c.Schema, tr.Name)
+	if err != nil {
+		return err
+	}
+	if !standIn {
+		where := "the server has no trigger of that name: create it again from its definition before the migration"
+		if real {
+			where = "it is on another table: `SHOW CREATE TRIGGER " + dbconn.QualifiedName(c.Schema, tr.Name) + "` gives its definition"
+		}
+		return fmt.Errorf("trigger %s: neither it nor its stand-in %s is on %s; recreate it there by hand (%s)", tr.Name, tmp, c.Live, where)
+	}
+	if real {
+		if _, err := c.DB.ExecContext(ctx, table.DropTrigger(c.Schema, tr.Name)); err != nil {
+			return fmt.Errorf("drop trigger %s from the table that left: %w", tr.Name, err)
+		}
+	}
+	if err := c.exec(ctx, tr, tr.Create(c.Schema, c.Live, tr.Name, tmp)); err != nil {
+		return fmt.Errorf("create trigger %s on %s: %w", tr.Name, c.Live, err)
+	}
+	if c.AfterCreate != nil {
+		if err := c.AfterCreate(i + 1); err != nil {
+			return errStop{err}
 		}
 	}
 	return nil
@@ -239,12 +239,23 @@ func (c *Carrier) Statements(onTable string) []string {
 	return out
 }
 
-// tableOf is the table the named trigger is on ("" when there is none).
-func (c *Carrier) tableOf(ctx context.Context, trigger string) (string, error) {
-	if c.lookup != nil {
-		return c.lookup(ctx, trigger)
+// names is the set of triggers information_schema lists on onTable.
+func (c *Carrier) names(ctx context.Context, onTable string) (map[string]bool, error) {
+	var names []string
+	var err error
+	if c.listing != nil {
+		names, err = c.listing(ctx, onTable)
+	} else {
+		names, err = table.TriggerNames(ctx, c.DB, c.Schema, onTable)
 	}
-	return table.TriggerTable(ctx, c.DB, c.Schema, trigger)
+	if err != nil {
+		return nil, err
+	}
+	set := make(map[string]bool, len(names))
+	for _, n := range names {
+		set[n] = true
+	}
+	return set, nil
 }
 
 // exec runs a CREATE TRIGGER in the original's session context (sql_mode, client character set,

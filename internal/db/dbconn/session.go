@@ -67,6 +67,12 @@ func IsDeadlock(err error) bool {
 	return errors.As(err, &me) && me.Number == 1213
 }
 
+// IsNoSuchTrigger reports error 1360: the trigger does not exist.
+func IsNoSuchTrigger(err error) bool {
+	var me *mysql.MySQLError
+	return errors.As(err, &me) && me.Number == 1360
+}
+
 // IsLockConflict reports a lock wait timeout or a deadlock (error 1213): worth retrying.
 func IsLockConflict(err error) bool {
 	var me *mysql.MySQLError

@@ -5,7 +5,6 @@ import (
 	"crypto/sha1"
 	"database/sql"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"regexp"
 	"strings"
@@ -105,18 +104,39 @@ func (t Trigger) Carryable(schema, table string) string {
 	return ""
 }
 
-// TriggerTable is the table the trigger schema.name is on ("" when there is no such trigger).
-func TriggerTable(ctx context.Context, q Querier, schema, name string) (string, error) {
-	var on string
-	err := q.QueryRowContext(ctx, "SELECT EVENT_OBJECT_TABLE FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = ? AND TRIGGER_NAME = ?",
-		schema, name).Scan(&on)
-	if errors.Is(err, sql.ErrNoRows) {
-		return "", nil
+// TriggerNames lists the triggers on schema.name, capture triggers and stand-ins included, by
+// the lookup a stand-in's guard makes (CreateGuarded): a table's own, where a lookup by trigger
+// name may open every table of the schema.
+func TriggerNames(ctx context.Context, q Querier, schema, name string) ([]string, error) {
+	rows, err := q.QueryContext(ctx, "SELECT TRIGGER_NAME FROM information_schema.TRIGGERS WHERE EVENT_OBJECT_SCHEMA = ? AND EVENT_OBJECT_TABLE = ?",
+		schema, name)
+	if err != nil {
+		return nil, fmt.Errorf("list the triggers of %s: %w", dbconn.QualifiedName(schema, name), err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			return nil, err
+		}
+		out = append(out, n)
+	}
+	return out, rows.Err()
+}
+
+// TriggerExists reports whether the server has the trigger schema.name, found by its name as DROP
+// TRIGGER finds it (SHOW CREATE TRIGGER), not from information_schema's listing.
+func TriggerExists(ctx context.Context, q Querier, schema, name string) (bool, error) {
+	rows, err := q.QueryContext(ctx, ShowCreateTrigger(schema, name))
+	if dbconn.IsNoSuchTrigger(err) {
+		return false, nil
 	}
 	if err != nil {
-		return "", fmt.Errorf("look up trigger %s: %w", name, err)
+		return false, fmt.Errorf("look up trigger %s: %w", name, err)
 	}
-	return on, nil
+	defer rows.Close()
+	return rows.Next(), rows.Err()
 }
 
 // TempTriggerName is the name a trigger carries on the new table between the swap and the moment

@@ -3,6 +3,7 @@ package table
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/enginemig/enginemig/internal/sandbox/sandboxtest"
@@ -28,23 +29,34 @@ func TestRunDDL(t *testing.T) {
 	}
 }
 
-// The statements above run as written, and TriggerTable finds a trigger where they leave it.
+// The statements above run as written, and TriggerNames and TriggerExists find a trigger where
+// they leave it.
 func TestRunDDLOnAServer(t *testing.T) {
 	schema, db := sandboxtest.FreshDatabase(t, srv)
 	ctx := context.Background()
 	sandboxtest.MustExec(t, db, "CREATE TABLE t_emswap (id INT PRIMARY KEY, u INT, UNIQUE KEY u (u)) ENGINE=MyISAM",
 		"CREATE TRIGGER tr AFTER INSERT ON t_emswap FOR EACH ROW SET @x = 1")
-	if on, err := TriggerTable(ctx, db, schema, "tr"); err != nil || on != "t_emswap" {
-		t.Fatalf("TriggerTable: %q %v", on, err)
+	on := func(tbl string, want ...string) {
+		t.Helper()
+		if got, err := TriggerNames(ctx, db, schema, tbl); err != nil || !slices.Equal(got, want) {
+			t.Fatalf("triggers on %s: %q %v, want %q", tbl, got, err, want)
+		}
 	}
+	exists := func(want bool) {
+		t.Helper()
+		if got, err := TriggerExists(ctx, db, schema, "tr"); err != nil || got != want {
+			t.Fatalf("TriggerExists: %v %v, want %v", got, err, want)
+		}
+	}
+	on("t_emswap", "tr")
+	exists(true)
 	sandboxtest.MustExec(t, db, RenameTable(schema, "t_emswap", "_t_old"), DropIndexes(schema, "_t_old", []string{"u"}))
-	if on, err := TriggerTable(ctx, db, schema, "tr"); err != nil || on != "_t_old" {
-		t.Fatalf("TriggerTable after the rename: %q %v", on, err)
-	}
+	on("_t_old", "tr")
+	on("t_emswap")
+	exists(true)
 	sandboxtest.MustExec(t, db, DropTrigger(schema, "tr"))
-	if on, err := TriggerTable(ctx, db, schema, "tr"); err != nil || on != "" {
-		t.Fatalf("TriggerTable of a dropped trigger: %q %v", on, err)
-	}
+	on("_t_old")
+	exists(false)
 	ti, err := Load(ctx, db, schema, "_t_old")
 	if err != nil || len(ti.Indexes) != 1 {
 		t.Fatalf("after DropIndexes: %+v %v", ti, err)

@@ -126,13 +126,6 @@ func Exists(ctx context.Context, q Querier, schema, name string) (bool, error) {
 	return n > 0, err
 }
 
-// TriggerExists reports whether the trigger schema.name is there.
-func TriggerExists(ctx context.Context, q Querier, schema, name string) (bool, error) {
-	var n int
-	err := q.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = ? AND TRIGGER_NAME = ?", schema, name).Scan(&n)
-	return n > 0, err
-}
-
 // Load reads a table's description. It returns ErrNotFound (wrapped) when the table is missing.
 func Load(ctx context.Context, q Querier, schema, name string) (*Info, error) {
 	t := &Info{Schema: schema, Name: name}
