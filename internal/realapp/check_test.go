@@ -1,10 +1,13 @@
 package realapp
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
+	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -177,15 +180,87 @@ func percentile(d []time.Duration, p float64) time.Duration {
 }
 
 // p99Goal is the issue's latency goal for a real application: page views' p99 during a
-// whole-database apply at most this many times their p99 before. Not met (docs/testing.md), so it
-// is reported. The test fails past p99Bound, a regression bound: the p99 of about 280 views is
-// their third slowest, and on a quiet 2-core machine the same build measured 1.14 to 2.56 over 16
-// runs (the before window alone moved its p99 between 62 and 121 ms), while what the bound is for
-// (a lock or a pause that page views wait for) adds hundreds of milliseconds to them.
+// whole-database apply at most this many times their p99 before. The p99 of about 300 views is
+// their third slowest and moves a lot from run to run (one build, 16 quiet runs: 0.75 to 1.51), so
+// the goal is judged on runs pooled (viewsEnv) and a run only reports it. The test fails past
+// p99Bound, a regression bound: what it is for (a lock or a pause that page views wait for) adds
+// hundreds of milliseconds to them.
 const (
 	p99Goal  = 1.25
 	p99Bound = 3.0
 )
+
+// viewsEnv names a file that, when set, collects each run's page-view latencies (one JSON line a
+// run) so that a run logs the p99 ratio pooled over every run the file holds
+// (docs/testing.md, "A real application").
+const viewsEnv = "ENGINEMIG_WIKI_VIEWS"
+
+// viewRun is one run's page-view latencies in milliseconds, as viewsEnv's file holds them.
+type viewRun struct {
+	Before []float64 `json:"before_ms"`
+	During []float64 `json:"during_ms"`
+}
+
+// poolViews appends this run's latencies to viewsEnv's file and logs the p99 during/before over
+// all the runs it holds.
+func poolViews(t *testing.T, before, during []time.Duration) {
+	t.Helper()
+	path := os.Getenv(viewsEnv)
+	if path == "" {
+		return
+	}
+	ms := func(ds []time.Duration) []float64 {
+		out := make([]float64, len(ds))
+		for i, d := range ds {
+			out[i] = float64(d.Microseconds()) / 1000
+		}
+		return out
+	}
+	line, err := json.Marshal(viewRun{ms(before), ms(during)})
+	if err == nil {
+		err = appendLine(path, line)
+	}
+	var data []byte
+	if err == nil {
+		data, err = os.ReadFile(path)
+	}
+	if err != nil {
+		t.Fatalf("%s: %v", viewsEnv, err)
+	}
+	var all [2][]time.Duration
+	runs := 0
+	for _, l := range bytes.Split(bytes.TrimSpace(data), []byte("\n")) {
+		var r viewRun
+		if err := json.Unmarshal(l, &r); err != nil {
+			t.Fatalf("%s: %v", viewsEnv, err)
+		}
+		runs++
+		for i, ms := range [][]float64{r.Before, r.During} {
+			for _, v := range ms {
+				all[i] = append(all[i], time.Duration(v*float64(time.Millisecond)))
+			}
+		}
+	}
+	for i := range all {
+		slices.Sort(all[i])
+	}
+	b99, d99 := percentile(all[0], 99), percentile(all[1], 99)
+	t.Logf("page views pooled over %d run(s) in %s: before %d, p99 %v; during %d, p99 %v; p99 during/before %.2f (goal %.2f)",
+		runs, path, len(all[0]), b99.Round(time.Millisecond), len(all[1]), d99.Round(time.Millisecond),
+		float64(d99)/float64(max(b99, time.Microsecond)), p99Goal)
+}
+
+func appendLine(path string, line []byte) error {
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(append(line, '\n')); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
 
 // checkPageViewP99 logs the page views' latency before and during apply against p99Goal and fails
 // the test if the p99 during exceeds p99Bound times the p99 before.
@@ -196,6 +271,7 @@ func checkPageViewP99(t *testing.T, before, during []time.Duration) {
 	t.Logf("page views before apply: %d, p50 %v, p99 %v; during apply: %d, p50 %v, p99 %v; p99 during/before %.2f (goal %.2f, bound %.2f)",
 		len(before), percentile(before, 50).Round(time.Millisecond), b99.Round(time.Millisecond),
 		len(during), percentile(during, 50).Round(time.Millisecond), d99.Round(time.Millisecond), ratio, p99Goal, p99Bound)
+	poolViews(t, before, during)
 	if ratio > p99Bound {
 		t.Errorf("page views' p99 during apply %v is %.2f× their p99 before (%v); the bound is %.2f×", d99, ratio, b99, p99Bound)
 	}
