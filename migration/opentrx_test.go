@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/enginemig/enginemig/internal/db/table"
 	"github.com/enginemig/enginemig/internal/sandbox"
 	"github.com/enginemig/enginemig/internal/sandbox/sandboxtest"
 	"github.com/enginemig/enginemig/internal/testkit/trxapp"
@@ -15,13 +16,16 @@ import (
 // The cut-over never makes an application statement fail, and no committed write is lost: the
 // transactions of package trxapp (holding t across statements, then asking for more of t or for
 // a named lock) run through apply and rollback (writers stopped and checked in between), and
-// none may fail; at the end t counts exactly the committed transactions' updates.
+// none may fail; at the end t counts exactly the committed transactions' updates. With a trigger
+// of t's own, the carry's CREATE and DROP TRIGGER on the live table, after each swap, are held to
+// the same rule.
 func TestCutoverNeverFailsAnOpenTransaction(t *testing.T) {
 	if f, _ := sandboxtest.Flavour(); f.MySQL() {
 		t.Skip("MySQL has no LOCK TABLES ... NOWAIT: its swaps still queue behind such transactions (docs/runbook.md, \"Open transactions and the cut-over\")")
 	}
-	for _, capture := range []string{"binlog", "triggers"} {
-		t.Run(capture, func(t *testing.T) {
+	for _, c := range []struct{ name, capture string }{{"binlog", "binlog"}, {"triggers", "triggers"}, {"a trigger of its own", "binlog"}} {
+		capture, ownTrigger := c.capture, c.name == "a trigger of its own"
+		t.Run(c.name, func(t *testing.T) {
 			opts := sandbox.Options{}
 			if capture == "triggers" {
 				opts.BinlogFormat = "OFF" // where apply's default capture is triggers
@@ -30,6 +34,9 @@ func TestCutoverNeverFailsAnOpenTransaction(t *testing.T) {
 			const rows = 20000
 			schema, sdb := sandboxtest.FreshDatabase(t, s)
 			sandboxtest.MustExec(t, sdb, trxapp.Schema("MyISAM", sandboxtest.Seq(rows))...)
+			if ownTrigger {
+				sandboxtest.MustExec(t, sdb, "CREATE TRIGGER t_bu BEFORE UPDATE ON t FOR EACH ROW SET NEW.pad = UPPER(NEW.pad)")
+			}
 			db := openControl(t, s)
 			appDB, err := s.Open(schema)
 			if err != nil {
@@ -72,6 +79,11 @@ func TestCutoverNeverFailsAnOpenTransaction(t *testing.T) {
 				app.Committed.Load(), committedAtSwap)
 			if errs := app.Errors(); len(errs) > 0 {
 				t.Errorf("%d application statement(s) failed, the first: %s", len(errs), strings.Join(errs[:min(3, len(errs))], "; "))
+			}
+			if ownTrigger {
+				if trs, err := table.LoadTriggers(context.Background(), db, schema, "t"); err != nil || len(trs) != 1 || trs[0].Name != "t_bu" {
+					t.Errorf("t's triggers after the rollback: %+v (%v), want t_bu", trs, err)
+				}
 			}
 			var sum, n int64
 			db.QueryRow("SELECT COALESCE(SUM(v), 0) FROM `" + schema + "`.t").Scan(&sum)

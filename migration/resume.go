@@ -51,7 +51,7 @@ func (m *migrator) settleInterrupted(ctx context.Context, store *state.Store, pr
 		// The rename went through before the process died: the migration is complete once its
 		// triggers have their own names on the new table.
 		if len(prev.Triggers) > 0 {
-			c := &carry.Carrier{DB: m.db, Schema: schema, Live: name, Triggers: prev.Triggers, Log: m.log}
+			c := &carry.Carrier{DB: m.db, Schema: schema, Live: name, Triggers: prev.Triggers, Log: m.log, LockWithin: m.opts.LockTimeout}
 			if err := c.Finish(ctx); err != nil {
 				return nil, false, err
 			}
@@ -149,7 +149,7 @@ func (m *migrator) prepareResume(ctx context.Context, st *state.State, deferred 
 	}
 	// Stand-ins left on the shadow by a cut-over attempt never fire there, but each costs a query
 	// per replayed row: the next attempt installs them again.
-	c := &carry.Carrier{DB: m.db, Schema: m.ti.Schema, Live: m.ti.Name, Triggers: st.Triggers, Log: m.log}
+	c := &carry.Carrier{DB: m.db, Schema: m.ti.Schema, Live: m.ti.Name, Triggers: st.Triggers, Log: m.log, LockWithin: m.opts.LockTimeout}
 	if err := c.DropStandIns(ctx, shadowName); err != nil {
 		return nil, err
 	}

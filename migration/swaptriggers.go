@@ -33,7 +33,7 @@ func (m *migrator) loadTriggers(ctx context.Context) error {
 }
 
 func (m *migrator) carrier() *carry.Carrier {
-	return &carry.Carrier{DB: m.db, Schema: m.ti.Schema, Live: m.ti.Name, Triggers: m.triggers, Log: m.log}
+	return &carry.Carrier{DB: m.db, Schema: m.ti.Schema, Live: m.ti.Name, Triggers: m.triggers, Log: m.log, LockWithin: m.opts.LockTimeout}
 }
 
 // swapHook takes part in each cut-over attempt: it installs the triggers' stand-ins on the shadow

@@ -349,8 +349,9 @@ func TestTriggersDryRunReportsStatements(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Per trigger: its stand-in, then drop, create with its own name, drop the stand-in.
-	if len(res.Triggers) != 4*len(orig) || !strings.Contains(res.Triggers[0], "_emtrg_") ||
+	// Per trigger: its stand-in, then drop, and under the live table's lock create with its own
+	// name and drop the stand-in.
+	if len(res.Triggers) != 6*len(orig) || !strings.Contains(res.Triggers[0], "_emtrg_") ||
 		!strings.Contains(strings.Join(res.Triggers, "\n"), "TRIGGER "+dbconn.QualifiedName(schema, "t_bu")+" BEFORE UPDATE ON "+dbconn.QualifiedName(schema, "t")) {
 		t.Fatalf("dry run reported %d trigger statements:\n%s", len(res.Triggers), strings.Join(res.Triggers, "\n"))
 	}

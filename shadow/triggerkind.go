@@ -104,30 +104,20 @@ func installTriggers(ctx context.Context, cfg Config, c *table.CaptureSQL) error
 	began := time.Now()
 	for i, stmt := range c.CreateTriggers() {
 		name := c.TriggerNames()[i]
-		for spin := 1; ; spin++ {
-			there, err := table.TriggerExists(ctx, conn, c.Schema(), name)
-			if err != nil {
-				return err
+		there, err := table.TriggerExists(ctx, conn, c.Schema(), name)
+		if err != nil {
+			return err
+		}
+		if there {
+			continue
+		}
+		waiting := func(time.Duration) {
+			if cfg.Logger != nil {
+				cfg.Logger.Info("capture triggers: waiting for a moment the table is free of the application's statements", "table", name, "waited", (time.Since(began)).Round(time.Second), "gives_up_after", within)
 			}
-			if there {
-				break
-			}
-			err = locker.Exec(ctx, conn, stmt, 2*time.Second)
-			if err == nil {
-				break
-			}
-			waited := time.Since(began)
-			if !dbconn.IsLockWait(err) || waited >= within {
-				return fmt.Errorf("create capture trigger %s (tried for %s): %w", name, waited.Round(time.Second), err)
-			}
-			if spin%5 == 0 && cfg.Logger != nil {
-				cfg.Logger.Info("capture triggers: waiting for a moment the table is free of the application's statements", "table", name, "waited", waited.Round(time.Second), "gives_up_after", within)
-			}
-			select {
-			case <-time.After(min(time.Duration(spin)*250*time.Millisecond, 2*time.Second)):
-			case <-ctx.Done():
-				return ctx.Err()
-			}
+		}
+		if err := locker.ExecWithin(ctx, conn, stmt, within-time.Since(began), waiting); err != nil {
+			return fmt.Errorf("create capture trigger %s: %w", name, err)
 		}
 	}
 	return nil

@@ -14,7 +14,9 @@ import (
 
 	"github.com/enginemig/enginemig/cutover"
 	"github.com/enginemig/enginemig/internal/db/dbconn"
+	"github.com/enginemig/enginemig/internal/db/mdl"
 	"github.com/enginemig/enginemig/internal/db/table"
+	"github.com/enginemig/enginemig/internal/pace/lockwait"
 )
 
 // Carrier moves a table's triggers to the table that replaces it in a swap (apply and
@@ -38,11 +40,15 @@ type Carrier struct {
 	Live     string // the name the application writes
 	Triggers []table.Trigger
 	Log      *slog.Logger
+	// LockWithin bounds each wait of Finish's statements on the live table for a moment no
+	// application transaction holds it (lockwait.DefaultTimeout when 0).
+	LockWithin time.Duration
 	// AfterCreate is a test seam: Finish stops with its error right after creating the n-th real
 	// trigger (from 1), while its stand-in is still on the live table too.
 	AfterCreate func(n int) error
 	// listing, when set, answers names instead of the server (a test gives a stale answer).
 	listing func(ctx context.Context, onTable string) ([]string, error)
+	locker  *mdl.Locker // liveDDL's, made on first use
 }
 
 // Unchanged fails when the live table's triggers differ from those being carried: a trigger
@@ -94,8 +100,9 @@ func (c *Carrier) DropStandIns(ctx context.Context, onTable string) error {
 	return nil
 }
 
-// dropStandIn drops a stand-in information_schema listed. 1360 counts as done: on a Galera node
-// information_schema went on listing a dropped stand-in for a second or more (finished).
+// dropStandIn drops a stand-in information_schema listed on the shadow. 1360 counts as done: on
+// a Galera node information_schema went on listing a dropped trigger for a second or more
+// (finished).
 func (c *Carrier) dropStandIn(ctx context.Context, tmp string) error {
 	if _, err := c.DB.ExecContext(ctx, table.DropTrigger(c.Schema, tmp)); err != nil && !dbconn.IsNoSuchTrigger(err) {
 		return fmt.Errorf("drop stand-in %s: %w", tmp, err)
@@ -180,13 +187,14 @@ func (c *Carrier) finishPass(ctx context.Context) error {
 	}
 	for i, tr := range c.Triggers {
 		tmp := table.TempTriggerName(c.Schema, c.Live, tr.Name)
-		if !on[tr.Name] {
-			if err := c.move(ctx, i, tr, tmp, on[tmp]); err != nil {
+		create := !on[tr.Name]
+		if create {
+			if err := c.leave(ctx, tr, tmp, on[tmp]); err != nil {
 				return err
 			}
 		}
-		if on[tmp] {
-			if err := c.dropStandIn(ctx, tmp); err != nil {
+		if create || on[tmp] {
+			if err := c.onLive(ctx, i, tr, tmp, create, on[tmp]); err != nil {
 				return err
 			}
 		}
@@ -194,10 +202,9 @@ func (c *Carrier) finishPass(ctx context.Context) error {
 	return nil
 }
 
-// move gives the i-th trigger its real name on the live table, where its stand-in speaks for it:
-// the real one is dropped from the table that left (found by name) and created on the live table
-// just before the stand-in, whose guard silences it at that instant.
-func (c *Carrier) move(ctx context.Context, i int, tr table.Trigger, tmp string, standIn bool) error {
+// leave drops the real trigger from the table that left (found by name), where the stand-in on
+// the live table (standIn) speaks for it; from then on the stand-in's guard lets it fire.
+func (c *Carrier) leave(ctx context.Context, tr table.Trigger, tmp string, standIn bool) error {
 	real, err := table.TriggerExists(ctx, c.DB, c.Schema, tr.Name)
 	if err != nil {
 		return err
@@ -214,15 +221,72 @@ func (c *Carrier) move(ctx context.Context, i int, tr table.Trigger, tmp string,
 			return fmt.Errorf("drop trigger %s from the table that left: %w", tr.Name, err)
 		}
 	}
-	if err := c.exec(ctx, tr, tr.Create(c.Schema, c.Live, tr.Name, tmp)); err != nil {
-		return fmt.Errorf("create trigger %s on %s: %w", tr.Name, c.Live, err)
+	return nil
+}
+
+// onLive does the i-th trigger's steps on the live table, which the application uses, under its
+// write lock: the real trigger created just before its stand-in (create), whose guard silences
+// the stand-in at that instant, then the stand-in dropped (drop; 1360 counts as done). The lock
+// is taken as the cut-over's is (lockLive), never queued behind an application transaction: a
+// queued CREATE or DROP TRIGGER makes a transaction that holds the table and asks for more of it
+// fail with 1213 (docs/how-it-works.md, "The cut-over and open transactions"), and one sent with
+// no lock wait needs a moment when no session even reads the table, which eight transactional
+// clients left for up to a minute. The application waits for the two statements (about 20 ms
+// each) as for a cut-over.
+func (c *Carrier) onLive(ctx context.Context, i int, tr table.Trigger, tmp string, create, drop bool) error {
+	conn, err := c.DB.Conn(ctx)
+	if err != nil {
+		return err
 	}
-	if c.AfterCreate != nil {
-		if err := c.AfterCreate(i + 1); err != nil {
-			return errStop{err}
+	defer conn.Close()
+	// Closed, not returned to the pool: its session settings, and its lock if a step failed.
+	defer conn.Raw(func(any) error { return driver.ErrBadConn })
+	// The CREATE records the session's sql_mode, character set and collation (Trigger.Session);
+	// where the Locker queues (MySQL), each of its spins waits lock_wait_timeout.
+	for _, q := range append(tr.Session(), "SET SESSION lock_wait_timeout = 2") {
+		if _, err := conn.ExecContext(ctx, q); err != nil {
+			return fmt.Errorf("%s: %w", q, err)
 		}
 	}
-	return nil
+	if err := c.lockLive(ctx, conn); err != nil {
+		return fmt.Errorf("lock %s to carry trigger %s: %w", c.Live, tr.Name, err)
+	}
+	if create {
+		if _, err := conn.ExecContext(ctx, tr.Create(c.Schema, c.Live, tr.Name, tmp)); err != nil {
+			return fmt.Errorf("create trigger %s on %s: %w", tr.Name, c.Live, err)
+		}
+		if c.AfterCreate != nil {
+			if err := c.AfterCreate(i + 1); err != nil {
+				return errStop{err}
+			}
+		}
+	}
+	if drop {
+		if _, err := conn.ExecContext(ctx, table.DropTrigger(c.Schema, tmp)); err != nil && !dbconn.IsNoSuchTrigger(err) {
+			return fmt.Errorf("drop stand-in %s: %w", tmp, err)
+		}
+	}
+	_, err = conn.ExecContext(ctx, "UNLOCK TABLES")
+	return err
+}
+
+// lockSpin is how long lockLive tries for a gap before it looks for application transactions
+// (mdl.Locker.LockEventually): the cut-over's own attempt tries as long (--cutover-lock-wait).
+const lockSpin = 300 * time.Millisecond
+
+// lockLive takes the live table's write lock on conn, for up to LockWithin: tried without
+// queuing, and queued only where no application transaction is seen (writers flat out on a
+// MyISAM table, each holding it for one statement, leave tries no gap and cannot close a cycle).
+func (c *Carrier) lockLive(ctx context.Context, conn *sql.Conn) error {
+	if c.locker == nil {
+		l, err := mdl.New(ctx, c.DB, dbconn.QualifiedName(c.Schema, c.Live))
+		if err != nil {
+			return err
+		}
+		l.Waiting = l.ReportEvery(c.Log, "carrying the triggers", mdl.ReportAfter)
+		c.locker = l
+	}
+	return c.locker.LockWithin(ctx, conn, table.LockWrite(c.Schema, c.Live), lockSpin, lockwait.TimeoutOr(c.LockWithin))
 }
 
 // Statements lists what install and finish run, for a dry run's report.
@@ -233,8 +297,8 @@ func (c *Carrier) Statements(onTable string) []string {
 	}
 	for _, tr := range c.Triggers {
 		tmp := table.TempTriggerName(c.Schema, c.Live, tr.Name)
-		out = append(out, table.DropTrigger(c.Schema, tr.Name), tr.Create(c.Schema, c.Live, tr.Name, tmp),
-			table.DropTrigger(c.Schema, tmp))
+		out = append(out, table.DropTrigger(c.Schema, tr.Name), table.LockWrite(c.Schema, c.Live),
+			tr.Create(c.Schema, c.Live, tr.Name, tmp), table.DropTrigger(c.Schema, tmp), "UNLOCK TABLES")
 	}
 	return out
 }

@@ -113,7 +113,7 @@ func rollback(ctx context.Context, db *sql.DB, opts Options, swapping *atomic.Bo
 	if err != nil {
 		return nil, err
 	}
-	carrier := &carry.Carrier{DB: db, Schema: opts.Schema, Live: opts.Table, Triggers: trs, Log: opts.Logger}
+	carrier := &carry.Carrier{DB: db, Schema: opts.Schema, Live: opts.Table, Triggers: trs, Log: opts.Logger, LockWithin: opts.LockTimeout}
 	res, err := swapBack(ctx, db, opts, st, cur, version, from, carrier, swapping)
 	if err != nil {
 		return res, err
@@ -309,7 +309,7 @@ func finishInterruptedRollback(ctx context.Context, db *sql.DB, opts Options, st
 		return nil, false, nil
 	}
 	opts.Logger.Info("finishing an interrupted rollback: giving the triggers their own names", "triggers", len(trs))
-	c := &carry.Carrier{DB: db, Schema: opts.Schema, Live: opts.Table, Triggers: trs, Log: opts.Logger}
+	c := &carry.Carrier{DB: db, Schema: opts.Schema, Live: opts.Table, Triggers: trs, Log: opts.Logger, LockWithin: opts.LockTimeout}
 	if err := c.Finish(ctx); err != nil {
 		return nil, false, outcome.New(outcome.NeedsAttention, fmt.Errorf("finish the interrupted rollback's triggers: %w", err), "")
 	}

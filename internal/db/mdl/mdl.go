@@ -96,6 +96,54 @@ func (l *Locker) Exec(ctx context.Context, conn *sql.Conn, stmt string, within t
 	return l.run(ctx, conn, stmt, "SET STATEMENT lock_wait_timeout = 0 FOR "+stmt, within)
 }
 
+// ExecWithin is Exec for a caller that can wait for a gap (a capture trigger's CREATE), tried
+// patiently: in spins of 2 s, resting between them (0.25 s, longer each spin, up to 2 s) so that
+// a table held without a gap is not asked a thousand times a second, until within has passed;
+// waiting, when set, is told how long it has waited after every fifth spin. Where the Locker
+// queues (MySQL), each spin's wait is conn's lock_wait_timeout.
+func (l *Locker) ExecWithin(ctx context.Context, conn *sql.Conn, stmt string, within time.Duration, waiting func(waited time.Duration)) error {
+	return patiently(ctx, within, waiting, func() error { return l.Exec(ctx, conn, stmt, spin) })
+}
+
+// LockWithin is LockEventually for at most within: tries of spin, then queued where MayQueue
+// sees no sign of an application transaction; where the Locker queues (MySQL), queued for conn's
+// lock_wait_timeout and again after a rest, as ExecWithin. It fails wrapping ErrNotGranted
+// once within has passed.
+func (l *Locker) LockWithin(ctx context.Context, conn *sql.Conn, stmt string, spin, within time.Duration) error {
+	bounded, cancel := context.WithTimeout(ctx, within)
+	defer cancel()
+	err := patiently(bounded, within, nil, func() error { return l.LockEventually(bounded, conn, stmt, spin) })
+	if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("%w (%s): another session kept %s in use", ErrNotGranted, within, strings.Join(l.tables, ", "))
+	}
+	return err
+}
+
+// spin is how long ExecWithin tries before it rests.
+const spin = 2 * time.Second
+
+func patiently(ctx context.Context, within time.Duration, waiting func(time.Duration), try func() error) error {
+	began := time.Now()
+	for n := 1; ; n++ {
+		err := try()
+		if err == nil {
+			return nil
+		}
+		waited := time.Since(began)
+		if !dbconn.IsLockWait(err) || waited >= within {
+			return fmt.Errorf("tried for %s: %w", waited.Round(time.Second), err)
+		}
+		if n%5 == 0 && waiting != nil {
+			waiting(waited)
+		}
+		select {
+		case <-time.After(min(time.Duration(n)*250*time.Millisecond, 2*time.Second)):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
 // run sends stmt, or, where it must not queue, noWait (stmt that fails at once rather than wait)
 // until it goes through.
 func (l *Locker) run(ctx context.Context, conn *sql.Conn, stmt, noWait string, within time.Duration) error {

@@ -45,6 +45,11 @@ func DropTrigger(schema, name string) string {
 	return "DROP TRIGGER " + dbconn.QualifiedName(schema, name)
 }
 
+// LockWrite locks schema.name for writing (LOCK TABLES ... WRITE).
+func LockWrite(schema, name string) string {
+	return "LOCK TABLES " + dbconn.QualifiedName(schema, name) + " WRITE"
+}
+
 // ShowCreateTrigger asks for the named trigger's own definition (error 1360 when there is none).
 func ShowCreateTrigger(schema, name string) string {
 	return "SHOW CREATE TRIGGER " + dbconn.QualifiedName(schema, name)

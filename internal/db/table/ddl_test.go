@@ -19,6 +19,7 @@ func TestRunDDL(t *testing.T) {
 		{DropIndexes("d", "_t_new", []string{"u", "b`q"}), "ALTER TABLE `d`.`_t_new` DROP INDEX `u`, DROP INDEX `b``q`"},
 		{DropTrigger("d", "tr"), "DROP TRIGGER `d`.`tr`"},
 		{ShowCreateTrigger("d", "tr"), "SHOW CREATE TRIGGER `d`.`tr`"},
+		{LockWrite("d", "t"), "LOCK TABLES `d`.`t` WRITE"},
 		{DropTable("we`ird", "na`me"), "DROP TABLE `we``ird`.`na``me`"},
 		{KillConnection(42), "KILL 42"},
 		{KillQuery(42), "KILL QUERY 42"},
