@@ -48,7 +48,7 @@ type Carrier struct {
 	AfterCreate func(n int) error
 	// listing, when set, answers names instead of the server (a test gives a stale answer).
 	listing func(ctx context.Context, onTable string) ([]string, error)
-	locker  *mdl.Locker // liveDDL's, made on first use
+	locker  *mdl.Locker // lockLive's, made on first use
 }
 
 // Unchanged fails when the live table's triggers differ from those being carried: a trigger
@@ -234,20 +234,12 @@ func (c *Carrier) leave(ctx context.Context, tr table.Trigger, tmp string, stand
 // clients left for up to a minute. The application waits for the two statements (about 20 ms
 // each) as for a cut-over.
 func (c *Carrier) onLive(ctx context.Context, i int, tr table.Trigger, tmp string, create, drop bool) error {
-	conn, err := c.DB.Conn(ctx)
+	// Where the Locker queues (MySQL), each of its spins waits lock_wait_timeout.
+	conn, done, err := c.sessionConn(ctx, tr, "SET SESSION lock_wait_timeout = 2")
 	if err != nil {
 		return err
 	}
-	defer conn.Close()
-	// Closed, not returned to the pool: its session settings, and its lock if a step failed.
-	defer conn.Raw(func(any) error { return driver.ErrBadConn })
-	// The CREATE records the session's sql_mode, character set and collation (Trigger.Session);
-	// where the Locker queues (MySQL), each of its spins waits lock_wait_timeout.
-	for _, q := range append(tr.Session(), "SET SESSION lock_wait_timeout = 2") {
-		if _, err := conn.ExecContext(ctx, q); err != nil {
-			return fmt.Errorf("%s: %w", q, err)
-		}
-	}
+	defer done() // also lets go of the lock if a step failed
 	if err := c.lockLive(ctx, conn); err != nil {
 		return fmt.Errorf("lock %s to carry trigger %s: %w", c.Live, tr.Name, err)
 	}
@@ -322,23 +314,36 @@ func (c *Carrier) names(ctx context.Context, onTable string) (map[string]bool, e
 	return set, nil
 }
 
-// exec runs a CREATE TRIGGER in the original's session context (sql_mode, client character set,
-// collation), which the server records with the trigger.
+// exec runs a CREATE TRIGGER in the original's session context (sessionConn).
 func (c *Carrier) exec(ctx context.Context, tr table.Trigger, stmt string) error {
-	conn, err := c.DB.Conn(ctx)
+	conn, done, err := c.sessionConn(ctx, tr)
 	if err != nil {
 		return err
 	}
-	defer conn.Close()
-	for _, set := range tr.Session() {
-		if _, err := conn.ExecContext(ctx, set); err != nil {
-			return fmt.Errorf("%s: %w", set, err)
+	defer done()
+	_, err = conn.ExecContext(ctx, stmt)
+	return err
+}
+
+// sessionConn is a connection of its own in tr's session context (sql_mode, client character
+// set, collation: a CREATE TRIGGER records them with the trigger), with extra settings after it.
+// done closes it rather than return it to the pool with those settings.
+func (c *Carrier) sessionConn(ctx context.Context, tr table.Trigger, extra ...string) (*sql.Conn, func(), error) {
+	conn, err := c.DB.Conn(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	done := func() {
+		conn.Raw(func(any) error { return driver.ErrBadConn })
+		conn.Close()
+	}
+	for _, q := range append(tr.Session(), extra...) {
+		if _, err := conn.ExecContext(ctx, q); err != nil {
+			done()
+			return nil, nil, fmt.Errorf("%s: %w", q, err)
 		}
 	}
-	_, err = conn.ExecContext(ctx, stmt)
-	// The connection goes back to the pool with another character set: discard it instead.
-	conn.Raw(func(any) error { return driver.ErrBadConn })
-	return err
+	return conn, done, nil
 }
 
 // PrepareSwap installs the stand-ins before the lock: a CREATE or DROP TRIGGER takes tens of

@@ -102,7 +102,7 @@ func (l *Locker) Exec(ctx context.Context, conn *sql.Conn, stmt string, within t
 // waiting, when set, is told how long it has waited after every fifth spin. Where the Locker
 // queues (MySQL), each spin's wait is conn's lock_wait_timeout.
 func (l *Locker) ExecWithin(ctx context.Context, conn *sql.Conn, stmt string, within time.Duration, waiting func(waited time.Duration)) error {
-	return patiently(ctx, within, waiting, func() error { return l.Exec(ctx, conn, stmt, spin) })
+	return patiently(ctx, within, waiting, func() error { return l.Exec(ctx, conn, stmt, patientSpin) })
 }
 
 // LockWithin is LockEventually for at most within: tries of spin, then queued where MayQueue
@@ -119,9 +119,11 @@ func (l *Locker) LockWithin(ctx context.Context, conn *sql.Conn, stmt string, sp
 	return err
 }
 
-// spin is how long ExecWithin tries before it rests.
-const spin = 2 * time.Second
+// patientSpin is how long ExecWithin tries before it rests.
+const patientSpin = 2 * time.Second
 
+// patiently runs try until it succeeds, fails other than by a lock wait, or within has passed,
+// resting after each failure (0.25 s, longer each time, up to 2 s).
 func patiently(ctx context.Context, within time.Duration, waiting func(time.Duration), try func() error) error {
 	began := time.Now()
 	for n := 1; ; n++ {

@@ -3,6 +3,7 @@ package mdl_test
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"log/slog"
 	"strings"
 	"sync"
@@ -278,4 +279,57 @@ func TestReportEveryAddsUpTheWaits(t *testing.T) {
 	if len(lines) != 2 || !strings.Contains(lines[0], "waited=1s") || !strings.Contains(lines[1], "waited=2s") {
 		t.Fatalf("want reports at 1 s and 2 s in all, got %q", lines)
 	}
+}
+
+// LockWithin (the trigger carry's lock of the live table) gives up with ErrNotGranted once its
+// bound has passed while an application transaction holds the table, without ever queuing
+// behind it, and takes the lock once the transaction has ended.
+func TestLockWithinGivesUpAtItsBound(t *testing.T) {
+	if f, _ := sandboxtest.Flavour(); f.MySQL() {
+		t.Skip("MySQL: every lock queues (package comment); the wait for a gap is MariaDB's")
+	}
+	srv := sandboxtest.ForTest(t, sandbox.Options{})
+	_, db := sandboxtest.FreshDatabase(t, srv)
+	sandboxtest.MustExec(t, db, "CREATE TABLE t (id INT PRIMARY KEY, v INT) ENGINE=InnoDB", "INSERT INTO t VALUES (1, 0)")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	l, err := mdl.New(ctx, db, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	app, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer app.Close()
+	// Read t, then stay in the transaction: its metadata lock on t is held until it ends, and
+	// INNODB_TRX lists it, so the lock must not queue.
+	for _, q := range []string{"BEGIN", "SELECT v FROM t WHERE id = 1 FOR UPDATE"} {
+		if _, err := app.ExecContext(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	const within = time.Second
+	start := time.Now()
+	err = l.LockWithin(ctx, conn, "LOCK TABLES t WRITE", 100*time.Millisecond, within)
+	took := time.Since(start)
+	if !errors.Is(err, mdl.ErrNotGranted) || took < within || took > 10*within {
+		t.Fatalf("with t held by an open transaction: %v after %s, want ErrNotGranted after about %s", err, took.Round(time.Millisecond), within)
+	}
+	// The application's transaction goes on as if nothing had waited for it.
+	if _, err := app.ExecContext(ctx, "UPDATE t SET v = v + 1 WHERE id = 1"); err != nil {
+		t.Fatalf("the application's update after LockWithin gave up: %v", err)
+	}
+	if _, err := app.ExecContext(ctx, "COMMIT"); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.LockWithin(ctx, conn, "LOCK TABLES t WRITE", 100*time.Millisecond, within); err != nil {
+		t.Fatalf("with t free: %v", err)
+	}
+	conn.ExecContext(ctx, "UNLOCK TABLES")
 }
