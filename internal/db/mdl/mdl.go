@@ -108,15 +108,41 @@ func (l *Locker) ExecWithin(ctx context.Context, conn *sql.Conn, stmt string, wi
 // LockWithin is LockEventually for at most within: tries of spin, then queued where MayQueue
 // sees no sign of an application transaction; where the Locker queues (MySQL), queued for conn's
 // lock_wait_timeout and again after a rest, as ExecWithin. It fails wrapping ErrNotGranted
-// once within has passed.
+// once within has passed. The bound is checked between statements, never by cancelling one: the
+// driver closes a connection whose statement is cancelled, and the caller keeps conn.
 func (l *Locker) LockWithin(ctx context.Context, conn *sql.Conn, stmt string, spin, within time.Duration) error {
-	bounded, cancel := context.WithTimeout(ctx, within)
-	defer cancel()
-	err := patiently(bounded, within, nil, func() error { return l.LockEventually(bounded, conn, stmt, spin) })
-	if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+	deadline := time.Now().Add(within)
+	err := patiently(ctx, within, nil, func() error {
+		if l.mode == queue {
+			_, err := conn.ExecContext(ctx, stmt)
+			return err
+		}
+		return l.lockBefore(ctx, conn, stmt, spin, deadline)
+	})
+	if errors.Is(err, ErrNotGranted) || dbconn.IsLockWait(err) {
 		return fmt.Errorf("%w (%s): another session kept %s in use", ErrNotGranted, within, strings.Join(l.tables, ", "))
 	}
 	return err
+}
+
+// lockBefore is LockEventually until deadline: past it, the tries fail with ErrNotGranted (a
+// lock wait error, which patiently tries again while time remains); a queued lock waits
+// conn's lock_wait_timeout.
+func (l *Locker) lockBefore(ctx context.Context, conn *sql.Conn, stmt string, spin time.Duration, deadline time.Time) error {
+	for {
+		start := time.Now()
+		err := l.Lock(ctx, conn, stmt, max(min(spin, time.Until(deadline)), time.Nanosecond)) // 0 would be no bound
+		if !errors.Is(err, ErrNotGranted) || !time.Now().Before(deadline) {
+			return err
+		}
+		if l.MayQueue(ctx, conn) {
+			_, err := conn.ExecContext(ctx, stmt)
+			return err
+		}
+		if l.Waiting != nil {
+			l.Waiting(time.Since(start))
+		}
+	}
 }
 
 // patientSpin is how long ExecWithin tries before it rests.
