@@ -61,7 +61,7 @@ type triggerCapture struct {
 	// for them.
 	galera  bool
 	pendMu  sync.Mutex
-	pending chan error
+	pending *writes
 	// onLocked and onSynced are Seams.SyncLocked and Seams.Synced (tests only).
 	onLocked func()
 	onSynced func(notes int64)

@@ -23,7 +23,9 @@ import (
 // session waits for those writes at most syncWriteWait (the cut-over: its catch-up budget). A
 // sync whose writes did not end in time lets its lock go and keeps its notes; its writes become
 // pending, and every later sync, and Hold, waits for them first, so they cannot land after newer
-// rows without a note left to bring those back. Verification locks the log, not the target, with
+// rows without a note left to bring those back: a sync waits for them under its own lock (syncRead),
+// since one that waited before it locked could meet writes made pending meanwhile by a sync that
+// had the lock (verification's, which no Hold keeps off). Verification locks the log, not the target, with
 // the source (LockWith): its sync is such a sync, and the target is checksummed in a session of
 // its own (verify.Config.TargetApart).
 
@@ -40,10 +42,18 @@ func retryLater(err error) bool {
 	return dbconn.IsLockConflict(err) || errors.Is(err, errWritesPending)
 }
 
-// syncRead syncs the oldest syncMaxNotes notes with q holding the source and the log: it reads
-// the noted keys and rows, has the writer write them (waiting at most syncWriteWait), and then
-// forgets the notes.
+// syncRead syncs the oldest syncMaxNotes notes with q holding the source and the log: it waits
+// for an earlier sync's pending writes, reads the noted keys and rows, has the writer write them
+// (waiting at most syncWriteWait for both), and then forgets the notes.
 func (t *triggerCapture) syncRead(ctx context.Context, q dbconn.Execer) (more bool, err error) {
+	wctx, cancel := context.WithTimeout(ctx, syncWriteWait)
+	defer cancel()
+	if err := t.waitPending(wctx); err != nil {
+		if ctx.Err() != nil {
+			return false, err
+		}
+		return false, fmt.Errorf("%w (an earlier sync's: %v)", errWritesPending, err)
+	}
 	var first, last int64
 	if err := q.QueryRowContext(ctx, t.c.NoteRange()).Scan(&first, &last); err != nil {
 		return false, err
@@ -54,8 +64,6 @@ func (t *triggerCapture) syncRead(ctx context.Context, q dbconn.Execer) (more bo
 	if last-first >= syncMaxNotes {
 		last, more = first+syncMaxNotes-1, true
 	}
-	wctx, cancel := context.WithTimeout(ctx, syncWriteWait)
-	defer cancel()
 	if err := t.syncNoted(wctx, q, last); err != nil {
 		return false, err
 	}
@@ -63,6 +71,12 @@ func (t *triggerCapture) syncRead(ctx context.Context, q dbconn.Execer) (more bo
 		return false, fmt.Errorf("trigger capture: forget the synced notes: %w", err)
 	}
 	return more, nil
+}
+
+// writes are a sync's writes to the target, done once done is closed (err then says how).
+type writes struct {
+	done chan struct{}
+	err  error
 }
 
 // syncNoted reads, in q, the keys noted up to last and their current rows, and has the writer
@@ -75,30 +89,29 @@ func (t *triggerCapture) syncNoted(ctx context.Context, q dbconn.Execer, last in
 	if err != nil {
 		return err
 	}
-	done := make(chan error, 1)
+	w := &writes{done: make(chan struct{})}
 	go func() {
+		defer close(w.done)
 		// The writes outlive ctx (they may not be cut off in the middle of a batch), and later
 		// syncs wait for them (pending).
 		wctx := context.WithoutCancel(ctx)
 		if err := t.writeBatches(wctx, noted, len(t.q.KeyPositions()), t.q.DeleteKeys); err != nil {
-			done <- fmt.Errorf("trigger capture: delete the noted keys: %w", err)
+			w.err = fmt.Errorf("trigger capture: delete the noted keys: %w", err)
 			return
 		}
 		write := func(n int) string { return t.q.WriteRows(n, table.Replace) }
 		if err := t.writeBatches(wctx, rows, t.q.Columns(), write); err != nil {
-			done <- fmt.Errorf("trigger capture: write the noted rows: %w", err)
-			return
+			w.err = fmt.Errorf("trigger capture: write the noted rows: %w", err)
 		}
-		done <- nil
 	}()
 	select {
-	case err := <-done:
-		if err != nil {
-			return err
+	case <-w.done:
+		if w.err != nil {
+			return w.err
 		}
 	case <-ctx.Done():
 		t.pendMu.Lock()
-		t.pending = done
+		t.pending = w
 		t.pendMu.Unlock()
 		return fmt.Errorf("%w (%v)", errWritesPending, ctx.Err())
 	}
@@ -107,25 +120,25 @@ func (t *triggerCapture) syncNoted(ctx context.Context, q dbconn.Execer, last in
 	return nil
 }
 
-// waitPending waits for the writes of a sync that stopped waiting for them. Whether they failed
-// does not matter: their notes stayed.
+// waitPending waits for the writes of a sync that stopped waiting for them (any number of callers
+// may wait for the same). Whether they failed does not matter: their notes stayed.
 func (t *triggerCapture) waitPending(ctx context.Context) error {
 	t.pendMu.Lock()
-	p := t.pending
+	w := t.pending
 	t.pendMu.Unlock()
-	if p == nil {
+	if w == nil {
 		return nil
 	}
 	select {
-	case err := <-p:
-		if err != nil {
-			t.log.Debug("trigger capture: the writes of an earlier sync failed; its notes stayed", "error", err)
+	case <-w.done:
+		if w.err != nil {
+			t.log.Debug("trigger capture: the writes of an earlier sync failed; its notes stayed", "error", w.err)
 		}
 	case <-ctx.Done():
 		return ctx.Err()
 	}
 	t.pendMu.Lock()
-	if t.pending == p {
+	if t.pending == w {
 		t.pending = nil
 	}
 	t.pendMu.Unlock()
@@ -134,9 +147,6 @@ func (t *triggerCapture) waitPending(ctx context.Context) error {
 
 // syncVerify syncs every note with q holding the source and the log (a verification chunk's lock).
 func (t *triggerCapture) syncVerify(ctx context.Context, q dbconn.Execer) error {
-	if err := t.waitPending(ctx); err != nil {
-		return err
-	}
 	for more := true; more; {
 		var err error
 		if more, err = t.syncRead(ctx, q); err != nil {
