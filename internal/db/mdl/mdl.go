@@ -125,14 +125,18 @@ func (l *Locker) LockWithin(ctx context.Context, conn *sql.Conn, stmt string, sp
 	return err
 }
 
-// lockBefore is LockEventually until deadline: past it, the tries fail with ErrNotGranted (a
-// lock wait error, which patiently tries again while time remains); a queued lock waits
-// conn's lock_wait_timeout.
+// lockBefore is LockEventually until deadline (zero: no bound): past it, the tries fail with
+// ErrNotGranted (a lock wait error, which patiently tries again while time remains); a queued
+// lock waits conn's lock_wait_timeout.
 func (l *Locker) lockBefore(ctx context.Context, conn *sql.Conn, stmt string, spin time.Duration, deadline time.Time) error {
+	bounded := !deadline.IsZero()
 	for {
-		start := time.Now()
-		err := l.Lock(ctx, conn, stmt, max(min(spin, time.Until(deadline)), time.Nanosecond)) // 0 would be no bound
-		if !errors.Is(err, ErrNotGranted) || !time.Now().Before(deadline) {
+		start, try := time.Now(), spin
+		if bounded {
+			try = max(min(spin, time.Until(deadline)), time.Nanosecond) // 0 would be no bound
+		}
+		err := l.Lock(ctx, conn, stmt, try)
+		if !errors.Is(err, ErrNotGranted) || bounded && !time.Now().Before(deadline) {
 			return err
 		}
 		if l.MayQueue(ctx, conn) {
@@ -208,20 +212,7 @@ func (l *Locker) LockEventually(ctx context.Context, conn *sql.Conn, stmt string
 		_, err := conn.ExecContext(ctx, stmt)
 		return err
 	}
-	for {
-		start := time.Now()
-		err := l.Lock(ctx, conn, stmt, spin)
-		if !errors.Is(err, ErrNotGranted) {
-			return err
-		}
-		if l.MayQueue(ctx, conn) {
-			_, err := conn.ExecContext(ctx, stmt)
-			return err
-		}
-		if l.Waiting != nil {
-			l.Waiting(time.Since(start))
-		}
-	}
+	return l.lockBefore(ctx, conn, stmt, spin, time.Time{})
 }
 
 // MayQueue looks for a sign that queuing a lock now could close a cycle: a transaction of the

@@ -281,42 +281,48 @@ func TestReportEveryAddsUpTheWaits(t *testing.T) {
 	}
 }
 
-// LockWithin (the trigger carry's lock of the live table) gives up with ErrNotGranted once its
-// bound has passed while an application transaction holds the table, without ever queuing
-// behind it, and takes the lock once the transaction has ended.
-func TestLockWithinGivesUpAtItsBound(t *testing.T) {
+// heldByATransaction starts a server with t (one row) read FOR UPDATE by an open transaction,
+// the application's (app), and returns a Locker for t and a connection for enginemig's lock.
+// MariaDB only: on MySQL every lock queues (package comment).
+func heldByATransaction(t *testing.T, ctx context.Context) (l *mdl.Locker, app, conn *sql.Conn) {
+	t.Helper()
 	if f, _ := sandboxtest.Flavour(); f.MySQL() {
 		t.Skip("MySQL: every lock queues (package comment); the wait for a gap is MariaDB's")
 	}
 	srv := sandboxtest.ForTest(t, sandbox.Options{})
 	_, db := sandboxtest.FreshDatabase(t, srv)
 	sandboxtest.MustExec(t, db, "CREATE TABLE t (id INT PRIMARY KEY, v INT) ENGINE=InnoDB", "INSERT INTO t VALUES (1, 0)")
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
 	l, err := mdl.New(ctx, db, "t")
 	if err != nil {
 		t.Fatal(err)
 	}
-	app, err := db.Conn(ctx)
-	if err != nil {
+	if app, err = db.Conn(ctx); err != nil {
 		t.Fatal(err)
 	}
-	defer app.Close()
-	// Read t, then stay in the transaction: its metadata lock on t is held until it ends, and
-	// INNODB_TRX lists it, so the lock must not queue.
+	t.Cleanup(func() { app.Close() })
+	// Its metadata lock on t is held until it ends, and INNODB_TRX lists it, so the lock must not queue.
 	for _, q := range []string{"BEGIN", "SELECT v FROM t WHERE id = 1 FOR UPDATE"} {
 		if _, err := app.ExecContext(ctx, q); err != nil {
 			t.Fatal(err)
 		}
 	}
-	conn, err := db.Conn(ctx)
-	if err != nil {
+	if conn, err = db.Conn(ctx); err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
+	t.Cleanup(func() { conn.Close() })
+	return l, app, conn
+}
+
+// LockWithin (the trigger carry's lock of the live table) gives up with ErrNotGranted once its
+// bound has passed while an application transaction holds the table, without ever queuing
+// behind it, and takes the lock once the transaction has ended.
+func TestLockWithinGivesUpAtItsBound(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	l, app, conn := heldByATransaction(t, ctx)
 	const within = time.Second
 	start := time.Now()
-	err = l.LockWithin(ctx, conn, "LOCK TABLES t WRITE", 100*time.Millisecond, within)
+	err := l.LockWithin(ctx, conn, "LOCK TABLES t WRITE", 100*time.Millisecond, within)
 	took := time.Since(start)
 	if !errors.Is(err, mdl.ErrNotGranted) || took < within || took > 10*within {
 		t.Fatalf("with t held by an open transaction: %v after %s, want ErrNotGranted after about %s", err, took.Round(time.Millisecond), within)
@@ -339,33 +345,9 @@ func TestLockWithinGivesUpAtItsBound(t *testing.T) {
 // "driver: bad connection" on the lock after the bound). Bounds of a few milliseconds, with t held,
 // end during the Locker's statements more often than not.
 func TestLockWithinKeepsTheConnection(t *testing.T) {
-	if f, _ := sandboxtest.Flavour(); f.MySQL() {
-		t.Skip("MySQL: every lock queues (package comment); the wait for a gap is MariaDB's")
-	}
-	srv := sandboxtest.ForTest(t, sandbox.Options{})
-	_, db := sandboxtest.FreshDatabase(t, srv)
-	sandboxtest.MustExec(t, db, "CREATE TABLE t (id INT PRIMARY KEY) ENGINE=InnoDB")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	l, err := mdl.New(ctx, db, "t")
-	if err != nil {
-		t.Fatal(err)
-	}
-	app, err := db.Conn(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer app.Close()
-	for _, q := range []string{"BEGIN", "SELECT * FROM t"} {
-		if _, err := app.ExecContext(ctx, q); err != nil {
-			t.Fatal(err)
-		}
-	}
-	conn, err := db.Conn(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	l, _, conn := heldByATransaction(t, ctx)
 	for i := range 30 {
 		within := time.Duration(1+i%5) * time.Millisecond
 		if err := l.LockWithin(ctx, conn, "LOCK TABLES t WRITE", time.Millisecond, within); !errors.Is(err, mdl.ErrNotGranted) {
