@@ -43,17 +43,21 @@ func retryLater(err error) bool {
 }
 
 // syncRead syncs the oldest syncMaxNotes notes with q holding the source and the log: it waits
-// for an earlier sync's pending writes, reads the noted keys and rows, has the writer write them
-// (waiting at most syncWriteWait for both), and then forgets the notes.
+// for an earlier sync's pending writes (at most syncWriteWait), reads the noted keys and rows, has
+// the writer write them (waiting at most syncWriteWait again: the read runs within that budget,
+// and one cut short would take q's session, and its lock, with it), and then forgets the notes.
 func (t *triggerCapture) syncRead(ctx context.Context, q dbconn.Execer) (more bool, err error) {
-	wctx, cancel := context.WithTimeout(ctx, syncWriteWait)
-	defer cancel()
-	if err := t.waitPending(wctx); err != nil {
+	pctx, cancel := context.WithTimeout(ctx, syncWriteWait)
+	err = t.waitPending(pctx)
+	cancel()
+	if err != nil {
 		if ctx.Err() != nil {
 			return false, err
 		}
 		return false, fmt.Errorf("%w (an earlier sync's: %v)", errWritesPending, err)
 	}
+	wctx, cancel := context.WithTimeout(ctx, syncWriteWait)
+	defer cancel()
 	var first, last int64
 	if err := q.QueryRowContext(ctx, t.c.NoteRange()).Scan(&first, &last); err != nil {
 		return false, err
