@@ -207,6 +207,9 @@ func (t *triggerCapture) syncOwnLock(ctx context.Context, asked bool) (more bool
 	if last, err := t.noted(ctx, t.db); err != nil || last <= t.notes.Load() {
 		return false, err
 	}
+	// Before the lock: off Galera the sync's lock holds the target, which pending writes (a
+	// cut-over attempt's) need, and nothing can leave writes pending while inflight is held; a
+	// Galera sync waits again under its lock (syncRead), where verification's sync can.
 	if err := t.waitPending(ctx); err != nil {
 		return false, err
 	}

@@ -23,11 +23,11 @@ import (
 // session waits for those writes at most syncWriteWait (the cut-over: its catch-up budget). A
 // sync whose writes did not end in time lets its lock go and keeps its notes; its writes become
 // pending, and every later sync, and Hold, waits for them first, so they cannot land after newer
-// rows without a note left to bring those back: a sync waits for them under its own lock (syncRead),
-// since one that waited before it locked could meet writes made pending meanwhile by a sync that
-// had the lock (verification's, which no Hold keeps off). Verification locks the log, not the target, with
-// the source (LockWith): its sync is such a sync, and the target is checksummed in a session of
-// its own (verify.Config.TargetApart).
+// rows without a note left to bring those back: a sync waits for them under its own lock
+// (syncRead), since one that waited before it locked could meet writes made pending meanwhile by
+// a sync that had the lock (verification's, which no Hold keeps off). Verification locks the log,
+// not the target, with the source (LockWith): its sync is such a sync, and the target is
+// checksummed in a session of its own (verify.Config.TargetApart).
 
 // syncWriteWait bounds how long a sync's locked session waits for its writes on a Galera node
 // (the application's writes to the source wait meanwhile).

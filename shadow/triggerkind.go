@@ -113,7 +113,7 @@ func installTriggers(ctx context.Context, cfg Config, c *table.CaptureSQL) error
 		}
 		waiting := func(time.Duration) {
 			if cfg.Logger != nil {
-				cfg.Logger.Info("capture triggers: waiting for a moment the table is free of the application's statements", "table", name, "waited", (time.Since(began)).Round(time.Second), "gives_up_after", within)
+				cfg.Logger.Info("capture triggers: waiting for a moment the table is free of the application's statements", "table", name, "waited", time.Since(began).Round(time.Second), "gives_up_after", within)
 			}
 		}
 		if err := locker.ExecWithin(ctx, conn, stmt, within-time.Since(began), waiting); err != nil {
