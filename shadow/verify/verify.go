@@ -91,7 +91,13 @@ type Result struct {
 	Rows     int64         `json:"rows"`
 	Repaired int           `json:"repaired_chunks"`
 	LockTime time.Duration `json:"lock_ns"`
-	Duration time.Duration `json:"duration_ns"`
+	// LockWait is the time spent taking the chunks' locks (waiting for a moment no application
+	// transaction holds the table, or for writers queued ahead); AfterRelease the time chunks
+	// spent on the target after letting the source go (its catch-up to the mark and checksum).
+	// What Duration holds beyond these and LockTime is mostly the pace's rests.
+	LockWait     time.Duration `json:"lock_wait_ns"`
+	AfterRelease time.Duration `json:"after_release_ns"`
+	Duration     time.Duration `json:"duration_ns"`
 	// BehindRetries counts the times a chunk let the source go because the target was behind
 	// (patience), to be compared again once it had caught up.
 	BehindRetries int `json:"behind_retries"`
@@ -180,6 +186,8 @@ func (r *Result) add(c comparison, rows *atomic.Int64) {
 		rows.Add(c.rows)
 	}
 	r.LockTime += c.held
+	r.LockWait += c.waited
+	r.AfterRelease += c.after
 	r.BehindRetries += c.behind
 	if c.repaired {
 		r.Repaired++
@@ -194,6 +202,8 @@ type comparison struct {
 	behind   int           // the source was let go this often because the target was behind
 	sumTime  time.Duration // the checksums' time (the source's alone when released early)
 	held     time.Duration // the source was locked
+	waited   time.Duration // taking the source's lock
+	after    time.Duration // from the source's last unlock to the comparison's end
 	unlocked time.Time     // the source was last unlocked
 }
 
@@ -205,7 +215,7 @@ type comparison struct {
 func (v *verifier) chunk(ctx context.Context, s copier.Step, release func(took, held time.Duration)) (comparison, error) {
 	r, early := s.Range, v.releaseEarly(s)
 	released := func(c comparison) { release(c.sumTime, c.held) }
-	var held time.Duration
+	var held, waited, after time.Duration
 	behind := 0
 	for attempt := 0; ; {
 		wait := time.Duration(0) // up to Config.CatchUp
@@ -214,8 +224,8 @@ func (v *verifier) chunk(ctx context.Context, s copier.Step, release func(took, 
 		}
 		c, err := v.compare(ctx, r, early, wait, released)
 		released = nil
-		held += c.held
-		c.held, c.repaired, c.behind = held, attempt > 0, behind
+		held, waited, after = held+c.held, waited+c.waited, after+c.after
+		c.held, c.waited, c.after, c.repaired, c.behind = held, waited, after, attempt > 0, behind
 		if errors.Is(err, errBehind) {
 			behind++
 			v.cfg.Logger.Debug("verify: the target is behind; the source is let go until it catches up",
@@ -238,7 +248,7 @@ func (v *verifier) chunk(ctx context.Context, s copier.Step, release func(took, 
 		h, err := v.repair(ctx, r)
 		held += h
 		if err != nil {
-			return comparison{held: held, repaired: true, behind: behind, unlocked: time.Now()}, err
+			return comparison{held: held, waited: waited, after: after, repaired: true, behind: behind, unlocked: time.Now()}, err
 		}
 		attempt++
 	}
@@ -287,10 +297,12 @@ func (v *verifier) compare(ctx context.Context, r table.Range, release bool, pat
 	for _, l := range v.cfg.LockWith {
 		lock += ", " + l
 	}
+	asked := time.Now()
 	if err := v.lock(ctx, conn, lock); err != nil {
 		return c, fmt.Errorf("verify: lock %s: %w", v.q.Source(), err)
 	}
 	locked := time.Now()
+	waited := locked.Sub(asked)
 	unlock := func() error {
 		if !c.unlocked.IsZero() {
 			return nil
@@ -308,7 +320,10 @@ func (v *verifier) compare(ctx context.Context, r table.Range, release bool, pat
 		}
 		return nil
 	}
-	defer func() { err = errors.Join(err, unlock()) }()
+	defer func() {
+		err = errors.Join(err, unlock())
+		c.waited, c.after = waited, time.Since(c.unlocked)
+	}()
 	if len(v.cfg.LockWith) > 0 {
 		return v.compareInSession(ctx, conn, r, patience)
 	}

@@ -86,6 +86,11 @@ func TestVerifyPassesEqualTables(t *testing.T) {
 			if res.Chunks != tableChunks || res.Rows != tableRows || rows.Load() != tableRows || res.Repaired != 0 {
 				t.Errorf("result %+v, %d rows counted; want %d chunks, %d rows, none repaired", res, rows.Load(), tableChunks, tableRows)
 			}
+			// Where the time went: each part measured, and together no more than the whole.
+			if parts := res.LockWait + res.LockTime + res.AfterRelease; res.LockWait <= 0 || res.LockTime <= 0 || res.AfterRelease <= 0 || parts > res.Duration {
+				t.Errorf("lock wait %s, held %s, after release %s (sum %s), duration %s: want each > 0, the sum within the duration",
+					res.LockWait, res.LockTime, res.AfterRelease, parts, res.Duration)
+			}
 		})
 	}
 }

@@ -141,7 +141,11 @@ type applyResult struct {
 	maxRSSKiB int64
 	// behindRetries: verification chunks that let the source go because the shadow was behind.
 	behindRetries int
-	stages        []stageMark // when each stage began, from apply's control socket
+	// verifyChunks and where verification's time went: taking its locks, holding them, and on
+	// the target after letting the source go (the rest of its time is mostly the pace's rests).
+	verifyChunks                        int
+	verifyWait, verifyHeld, verifyAfter time.Duration
+	stages                              []stageMark // when each stage began, from apply's control socket
 }
 
 var extraApplyArgs, serverArgs, binlogFormat string
@@ -209,6 +213,10 @@ func runApply(ctx context.Context, bin string, port int, table string) (applyRes
 			Verify  struct {
 				DurationNs    int64 `json:"duration_ns"`
 				BehindRetries int   `json:"behind_retries"`
+				Chunks        int   `json:"chunks"`
+				LockNs        int64 `json:"lock_ns"`
+				LockWaitNs    int64 `json:"lock_wait_ns"`
+				AfterNs       int64 `json:"after_release_ns"`
 			} `json:"verify"`
 			Cutover struct {
 				LockHeld int64 `json:"lock_held_ns"`
@@ -221,6 +229,8 @@ func runApply(ctx context.Context, bin string, port int, table string) (applyRes
 	r := summary.Results[0]
 	res.copySec, res.indexSec, res.events = float64(r.CopyNs)/1e9, float64(r.IndexNs)/1e9, max(r.Events, r.Older)
 	res.verifySec, res.behindRetries = float64(r.Verify.DurationNs)/1e9, r.Verify.BehindRetries
+	res.verifyChunks = r.Verify.Chunks
+	res.verifyWait, res.verifyHeld, res.verifyAfter = time.Duration(r.Verify.LockWaitNs), time.Duration(r.Verify.LockNs), time.Duration(r.Verify.AfterNs)
 	res.lockHeld = time.Duration(r.Cutover.LockHeld).Round(time.Millisecond)
 	return res, nil
 }

@@ -259,6 +259,11 @@ func runLoaded(ctx context.Context, l load, port int, rate float64, window time.
 	if b.path != nativeALTER && b.path != ptOSC && b.path != ghOST && b.path != noConversion {
 		fmt.Printf("  %s: copy %.2fs, index build %.2fs, verify %.2fs (%d chunks let the source go while the shadow was behind); %d changes replayed (%.0f/s over the conversion), cut-over lock %s, peak RSS %d MiB\n",
 			b.name, ar.copySec, ar.indexSec, ar.verifySec, ar.behindRetries, ar.events, float64(ar.events)/took.Seconds(), ar.lockHeld, ar.maxRSSKiB/1024)
+		if ar.verifyChunks > 0 {
+			fmt.Printf("  %s: verify's %d chunks: taking their locks %.2fs, holding them %.2fs, on the target after the release %.2fs, the rest (rests, planning) %.2fs\n",
+				b.name, ar.verifyChunks, ar.verifyWait.Seconds(), ar.verifyHeld.Seconds(), ar.verifyAfter.Seconds(),
+				ar.verifySec-(ar.verifyWait+ar.verifyHeld+ar.verifyAfter).Seconds())
+		}
 	}
 	if work, ok := idleWork[b.name]; ok {
 		fmt.Printf("  %s: before the conversion the load kept %.2f of %d cores busy; the idle conversion used %.2fs of CPU (server and enginemig)\n",
