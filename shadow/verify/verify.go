@@ -116,14 +116,19 @@ var errBehind = errors.New("the target is behind")
 // stall for a reason of its own: replay waits for the target's metadata lock while the index
 // build beside verification finishes, or for a lock another session holds on the target. So a
 // chunk waits for the target under the lock for at most twice its lock-time goal (never less
-// than MinPatience); past that, it lets the source go, waits for the target unlocked (up to
-// behindWait), and compares again. After maxBehind such retries it waits under the lock for up
-// to Config.CatchUp, so a replay that is merely slow cannot keep one chunk from ever being
-// compared (TestVerifyLetsTheSourceGoWhileTheShadowIsBehind holds replay still and measures the
-// application's writes).
+// than MinPatience) and never over Config.CatchUp; past that, it lets the source go, waits for
+// the target unlocked (up to behindWait), and compares again. After maxBehind such retries it
+// waits under the lock for up to Config.CatchUp, still letting the source go past it, maxLate
+// times; the last of them fails verification, so a replay that is merely slow cannot keep one
+// chunk from ever being compared (TestVerifyLetsTheSourceGoWhileTheShadowIsBehind holds replay
+// still and measures the application's writes). One wait of Config.CatchUp was the end: a
+// rollback's trigger capture under eight transactional writers on a loaded machine had a
+// backlog that outlasted it (its lock waits for a gap in their transactions while notes pile up)
+// and the whole rollback failed (TestVerifyGivesTheTargetMoreThanOneLateChance).
 const (
 	MinPatience = 20 * time.Millisecond
 	maxBehind   = 3
+	maxLate     = 3
 	behindWait  = time.Minute
 )
 
@@ -218,9 +223,12 @@ func (v *verifier) chunk(ctx context.Context, s copier.Step, release func(took, 
 	var held, waited, after time.Duration
 	behind := 0
 	for attempt := 0; ; {
-		wait := time.Duration(0) // up to Config.CatchUp
-		if behind < maxBehind {
-			wait = patience(s.Target)
+		wait := patience(s.Target)
+		switch {
+		case behind >= maxBehind+maxLate-1:
+			wait = 0 // up to Config.CatchUp, and then verification fails
+		case behind >= maxBehind:
+			wait = v.cfg.CatchUp
 		}
 		c, err := v.compare(ctx, r, early, wait, released)
 		released = nil
@@ -281,8 +289,8 @@ func (v *verifier) waitUnlocked(ctx context.Context) error {
 // target's checksum too. Without it, both sides are checksummed at once under the lock, which is
 // quicker overall while nobody waits for the table.
 //
-// The target gets patience (when > 0) to catch up, else Config.CatchUp; past patience, compare
-// returns errBehind.
+// The target gets patience (when > 0, at most Config.CatchUp) to catch up, past which compare
+// returns errBehind; with 0, Config.CatchUp, past which it fails.
 //
 // released, when not nil, is called once the source is unlocked (not when locking it failed).
 func (v *verifier) compare(ctx context.Context, r table.Range, release bool, patience time.Duration, released func(comparison)) (c comparison, err error) {
@@ -410,8 +418,7 @@ func (s sum) equal(o sum) bool { return s.err == nil && o.err == nil && s.n == o
 // catchUp waits until the target holds every change made before the source was locked, and with
 // checksum, checksums the target's range then. The capture reads its position on a session of its
 // own (the locked one is busy with the source's checksum), which shows the same moment: nothing
-// can change the source while that session holds it read-locked. It waits for patience when
-// that is shorter than Config.CatchUp, and then returns errBehind.
+// can change the source while that session holds it read-locked. It waits as waitFor does.
 func (v *verifier) catchUp(ctx context.Context, r table.Range, checksum bool, patience time.Duration) sum {
 	posConn, err := v.db.Conn(ctx)
 	if err != nil {
@@ -428,15 +435,14 @@ func (v *verifier) catchUp(ctx context.Context, r table.Range, checksum bool, pa
 	return v.checksum(ctx, v.db, r, true)
 }
 
-// waitFor waits on conn until the target holds every change committed before the call, for
-// patience when that is shorter than Config.CatchUp (then errBehind), else for Config.CatchUp.
-// Past its deadline the wait counts as behind whatever the capture's error says (Galera's
-// trigger sync does not wrap the deadline).
+// waitFor waits on conn until the target holds every change committed before the call: with
+// patience > 0 for that long, at most Config.CatchUp (then errBehind), else for Config.CatchUp
+// (then it fails). Past its deadline the wait counts as behind whatever the capture's error says
+// (Galera's trigger sync does not wrap the deadline).
 func (v *verifier) waitFor(ctx context.Context, conn *sql.Conn, patience time.Duration) error {
-	limit := v.cfg.CatchUp
-	impatient := patience > 0 && patience < limit
+	limit, impatient := v.cfg.CatchUp, patience > 0
 	if impatient {
-		limit = patience
+		limit = min(patience, limit)
 	}
 	waitCtx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
@@ -452,9 +458,9 @@ func (v *verifier) waitFor(ctx context.Context, conn *sql.Conn, patience time.Du
 
 // compareInSession compares with trigger capture, whose catch-up needs conn's locks: the target
 // is checksummed in the same session, after the source (no other session can read a table conn
-// holds WRITE-locked). Past patience (when shorter than Config.CatchUp) it returns errBehind, as
-// catchUp does: a backlog of changes the capture has not synced yet (a rollback's first chunk,
-// under writers, on a busy machine) is then synced with the source unlocked.
+// holds WRITE-locked). Past patience it returns errBehind, as catchUp does: a backlog of changes
+// the capture has not synced yet (a rollback's first chunk, under writers, on a busy machine) is
+// then synced with the source unlocked.
 func (v *verifier) compareInSession(ctx context.Context, conn *sql.Conn, r table.Range, patience time.Duration) (comparison, error) {
 	var c comparison
 	if err := v.waitFor(ctx, conn, patience); err != nil {

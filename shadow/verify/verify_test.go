@@ -1,11 +1,15 @@
 package verify_test
 
 import (
+	"context"
+	"database/sql"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/enginemig/enginemig/internal/db/dbconn"
 	"github.com/enginemig/enginemig/internal/sandbox/sandboxtest"
@@ -225,4 +229,44 @@ func differing(t *testing.T, p pair, cols []string) int {
 		n += k
 	}
 	return n
+}
+
+// lagging is a target whose catch-up under the source's lock outlasts every wait for its first
+// slow calls (a backlog bigger than the wait, as a rollback's trigger capture under transactional
+// writers had), and is instant after them; waiting with the source unlocked always succeeds.
+type lagging struct {
+	still
+	slow  int64
+	calls atomic.Int64
+}
+
+func (l *lagging) WaitFor(ctx context.Context, _ *sql.Conn) error {
+	if l.calls.Add(1) <= l.slow {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	return nil
+}
+
+func (l *lagging) WaitUnlocked(context.Context, *sql.Conn) error { return nil }
+
+// A target still behind after the chunk's short waits gets more than one wait of CatchUp, each
+// with the source let go after it, before verification gives up: five waits that all run out
+// (three of the chunk's patience, two of CatchUp) and the sixth succeeds. A target that never
+// catches up still ends verification after those six, saying so.
+func TestVerifyGivesTheTargetMoreThanOneLateChance(t *testing.T) {
+	p := newPair(t, tableDDL, seed())
+	cfg := verify.Config{LockWith: []string{p.target() + " WRITE"}, CatchUp: 30 * time.Millisecond}
+	late := &lagging{slow: 5}
+	p.capture = late
+	res, err := verifyPair(t, p, cfg)
+	if err != nil || res.BehindRetries != 5 || res.Rows != tableRows {
+		t.Fatalf("verification with a target behind for 5 waits: %v, %+v; want it to pass after 5 retries behind", err, res)
+	}
+	never := &lagging{slow: math.MaxInt64}
+	p.capture = never
+	_, err = verifyPair(t, p, cfg)
+	if err == nil || !strings.Contains(err.Error(), "did not catch up within 30ms") || never.calls.Load() != 6 {
+		t.Fatalf("verification with a target that never catches up: %v after %d waits; want it to fail saying so after 6", err, never.calls.Load())
+	}
 }
