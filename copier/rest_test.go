@@ -88,10 +88,15 @@ func TestClientSideCopyRestsWhileOthersWait(t *testing.T) {
 	if waited == 0 || contended < 5 {
 		t.Fatalf("%d lock waits, %d of %d chunks after lock waits: the test did not make the copy contended", waited, contended, chunks)
 	}
-	// Lock waits can stop for a chunk now and then; half the ratio leaves room for those.
-	if away < ratio/2*held {
+	// The copier judges a chunk contended by the lock waits since it planned the one before (at
+	// the end of the previous read), the test by those since the previous chunk began: the windows
+	// are offset by a read and a rest, so where waits are sparse (a loaded machine: 9 of 22 chunks
+	// after waits in a CI run on 11.8, which stayed away 10.9 times) some chunks counted here were
+	// rightly not rested. A fifth of the ratio leaves room for those: quiet, every chunk counts and
+	// the copy stays away 31 times; with restFor never resting it stayed away 1.8-2.6 times.
+	if away < ratio/5*held {
 		t.Errorf("between chunks the copy stayed away from the source %s, %.1f times the %s it held it: want at least %d times (it does not rest)",
-			away, float64(away)/float64(held), held, ratio/2)
+			away, float64(away)/float64(held), held, ratio/5)
 	}
 	if c.Copied() != rows {
 		t.Errorf("the copy counted %d rows copied, want %d", c.Copied(), rows)
