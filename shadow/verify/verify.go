@@ -121,10 +121,10 @@ var errBehind = errors.New("the target is behind")
 // waits under the lock for up to Config.CatchUp, still letting the source go past it, maxLate
 // times; the last of them fails verification, so a replay that is merely slow cannot keep one
 // chunk from ever being compared (TestVerifyLetsTheSourceGoWhileTheShadowIsBehind holds replay
-// still and measures the application's writes). One wait of Config.CatchUp was the end: a
-// rollback's trigger capture under eight transactional writers on a loaded machine had a
-// backlog that outlasted it (its lock waits for a gap in their transactions while notes pile up)
-// and the whole rollback failed (TestVerifyGivesTheTargetMoreThanOneLateChance).
+// still and measures the application's writes). One such wait is too few: under trigger capture
+// a chunk's lock waits for a gap in the application's transactions while their notes pile up, so
+// the backlog it finds can outlast one (docs/how-it-works.md, "Verification";
+// TestVerifyGivesTheTargetMoreThanOneLateChance).
 const (
 	MinPatience = 20 * time.Millisecond
 	maxBehind   = 3
