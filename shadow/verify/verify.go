@@ -135,6 +135,21 @@ const (
 // patience is how long a chunk aiming at goal waits under the lock for the target.
 func patience(goal time.Duration) time.Duration { return max(2*goal, MinPatience) }
 
+// wait is one attempt's wait for the target under the source's lock: for limit, past which the
+// target is behind (errBehind) or, on the last attempt, verification fails.
+type wait struct {
+	limit time.Duration
+	last  bool
+}
+
+// waitAfter is the wait of a chunk aiming at goal after behind attempts found the target behind.
+func (v *verifier) waitAfter(goal time.Duration, behind int) wait {
+	if behind < maxBehind {
+		return wait{limit: min(patience(goal), v.cfg.CatchUp)}
+	}
+	return wait{limit: v.cfg.CatchUp, last: behind >= maxBehind+maxLate-1}
+}
+
 type verifier struct {
 	db     *sql.DB
 	locker *mdl.Locker // takes the chunks' locks (package mdl)
@@ -223,21 +238,15 @@ func (v *verifier) chunk(ctx context.Context, s copier.Step, release func(took, 
 	var held, waited, after time.Duration
 	behind := 0
 	for attempt := 0; ; {
-		wait := patience(s.Target)
-		switch {
-		case behind >= maxBehind+maxLate-1:
-			wait = 0 // up to Config.CatchUp, and then verification fails
-		case behind >= maxBehind:
-			wait = v.cfg.CatchUp
-		}
-		c, err := v.compare(ctx, r, early, wait, released)
+		w := v.waitAfter(s.Target, behind)
+		c, err := v.compare(ctx, r, early, w, released)
 		released = nil
 		held, waited, after = held+c.held, waited+c.waited, after+c.after
 		c.held, c.waited, c.after, c.repaired, c.behind = held, waited, after, attempt > 0, behind
 		if errors.Is(err, errBehind) {
 			behind++
 			v.cfg.Logger.Debug("verify: the target is behind; the source is let go until it catches up",
-				"from", fmt.Sprint(r.Lo), "to", fmt.Sprint(r.Hi), "patience", wait)
+				"from", fmt.Sprint(r.Lo), "to", fmt.Sprint(r.Hi), "patience", w.limit)
 			if err := v.waitUnlocked(ctx); err != nil {
 				return c, err
 			}
@@ -289,11 +298,10 @@ func (v *verifier) waitUnlocked(ctx context.Context) error {
 // target's checksum too. Without it, both sides are checksummed at once under the lock, which is
 // quicker overall while nobody waits for the table.
 //
-// The target gets patience (when > 0, at most Config.CatchUp) to catch up, past which compare
-// returns errBehind; with 0, Config.CatchUp, past which it fails.
+// The target gets w to catch up (waitFor).
 //
 // released, when not nil, is called once the source is unlocked (not when locking it failed).
-func (v *verifier) compare(ctx context.Context, r table.Range, release bool, patience time.Duration, released func(comparison)) (c comparison, err error) {
+func (v *verifier) compare(ctx context.Context, r table.Range, release bool, w wait, released func(comparison)) (c comparison, err error) {
 	conn, err := v.db.Conn(ctx)
 	if err != nil {
 		return c, err
@@ -333,7 +341,7 @@ func (v *verifier) compare(ctx context.Context, r table.Range, release bool, pat
 		c.waited, c.after = waited, time.Since(c.unlocked)
 	}()
 	if len(v.cfg.LockWith) > 0 {
-		return v.compareInSession(ctx, conn, r, patience)
+		return v.compareInSession(ctx, conn, r, w)
 	}
 	if v.cfg.Release != ReleaseNever {
 		m, err := v.target.Mark(ctx, conn)
@@ -346,7 +354,7 @@ func (v *verifier) compare(ctx context.Context, r table.Range, release bool, pat
 		}
 	}
 	dstDone := make(chan sum, 1)
-	go func() { dstDone <- v.catchUp(ctx, r, !release, patience) }()
+	go func() { dstDone <- v.catchUp(ctx, r, !release, w) }()
 	src := v.checksum(ctx, conn, r, false)
 	c.sumTime = src.took
 	dst := <-dstDone
@@ -419,12 +427,12 @@ func (s sum) equal(o sum) bool { return s.err == nil && o.err == nil && s.n == o
 // checksum, checksums the target's range then. The capture reads its position on a session of its
 // own (the locked one is busy with the source's checksum), which shows the same moment: nothing
 // can change the source while that session holds it read-locked. It waits as waitFor does.
-func (v *verifier) catchUp(ctx context.Context, r table.Range, checksum bool, patience time.Duration) sum {
+func (v *verifier) catchUp(ctx context.Context, r table.Range, checksum bool, w wait) sum {
 	posConn, err := v.db.Conn(ctx)
 	if err != nil {
 		return sum{err: err}
 	}
-	err = v.waitFor(ctx, posConn, patience)
+	err = v.waitFor(ctx, posConn, w)
 	posConn.Close()
 	if err != nil {
 		return sum{err: err}
@@ -435,35 +443,31 @@ func (v *verifier) catchUp(ctx context.Context, r table.Range, checksum bool, pa
 	return v.checksum(ctx, v.db, r, true)
 }
 
-// waitFor waits on conn until the target holds every change committed before the call: with
-// patience > 0 for that long, at most Config.CatchUp (then errBehind), else for Config.CatchUp
-// (then it fails). Past its deadline the wait counts as behind whatever the capture's error says
-// (Galera's trigger sync does not wrap the deadline).
-func (v *verifier) waitFor(ctx context.Context, conn *sql.Conn, patience time.Duration) error {
-	limit, impatient := v.cfg.CatchUp, patience > 0
-	if impatient {
-		limit = min(patience, limit)
-	}
-	waitCtx, cancel := context.WithTimeout(ctx, limit)
+// waitFor waits on conn until the target holds every change committed before the call, for
+// w.limit: past it the target is behind (errBehind), or on w's last attempt verification fails.
+// Past its deadline the wait counts as behind whatever the capture's error says (Galera's
+// trigger sync does not wrap the deadline).
+func (v *verifier) waitFor(ctx context.Context, conn *sql.Conn, w wait) error {
+	waitCtx, cancel := context.WithTimeout(ctx, w.limit)
 	defer cancel()
 	err := v.target.WaitFor(waitCtx, conn)
-	if err != nil && impatient && ctx.Err() == nil && waitCtx.Err() != nil {
+	if err != nil && !w.last && ctx.Err() == nil && waitCtx.Err() != nil {
 		return errBehind
 	}
 	if err != nil {
-		return fmt.Errorf("verify: the target did not catch up within %s: %w", limit, err)
+		return fmt.Errorf("verify: the target did not catch up within %s: %w", w.limit, err)
 	}
 	return nil
 }
 
 // compareInSession compares with trigger capture, whose catch-up needs conn's locks: the target
 // is checksummed in the same session, after the source (no other session can read a table conn
-// holds WRITE-locked). Past patience it returns errBehind, as catchUp does: a backlog of changes
-// the capture has not synced yet (a rollback's first chunk, under writers, on a busy machine) is
-// then synced with the source unlocked.
-func (v *verifier) compareInSession(ctx context.Context, conn *sql.Conn, r table.Range, patience time.Duration) (comparison, error) {
+// holds WRITE-locked). Past w it returns errBehind, as catchUp does: a backlog of changes the
+// capture has not synced yet (a rollback's first chunk, under writers, on a busy machine) is then
+// synced with the source unlocked.
+func (v *verifier) compareInSession(ctx context.Context, conn *sql.Conn, r table.Range, w wait) (comparison, error) {
 	var c comparison
-	if err := v.waitFor(ctx, conn, patience); err != nil {
+	if err := v.waitFor(ctx, conn, w); err != nil {
 		return c, err
 	}
 	src := v.checksum(ctx, conn, r, false)
