@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strings"
 
+	"github.com/enginemig/enginemig/internal/db/dbconn"
 	"github.com/enginemig/enginemig/internal/db/table"
 )
 
@@ -194,7 +195,8 @@ func (a *Applier) exec(ctx context.Context, tx *sql.Tx, run []op) error {
 			args = append(args, o.row...)
 		}
 	}
-	if _, err := tx.ExecContext(ctx, query, args...); err != nil {
+	// Bounded by runLimit and never interrupted: in a rollback the target is MyISAM (dbconn.ExecWhole).
+	if _, err := dbconn.ExecWhole(ctx, tx, a.q.Target(), query, args...); err != nil {
 		return fmt.Errorf("replay: %d %s(s) into %s: %w", len(run), opNames[run[0].kind], a.q.Target(), err)
 	}
 	return nil

@@ -42,7 +42,7 @@ func (c *Copier) copyMarked(ctx context.Context, r table.Range) (ch chunkCopy, e
 	}
 	defer conn.Close()
 	query, args := c.q.CopyRange(r, c.cfg.Mode)
-	copied, res, held, err := c.underMark(ctx, conn, c.q.Source()+" READ, "+c.q.Target()+" WRITE", query, args)
+	copied, res, held, err := c.underMark(ctx, conn, c.q.Source()+" READ, "+c.q.Target()+" WRITE", c.q.Target(), query, args)
 	ch.held = held
 	if err != nil {
 		return ch, err
@@ -52,10 +52,11 @@ func (c *Copier) copyMarked(ctx context.Context, r table.Range) (ch chunkCopy, e
 	return ch, nil
 }
 
-// underMark runs query on conn while conn holds lock (LOCK TABLES lock), with the capture's
-// position marked there first, and unlocks. held is how long the tables were locked; copied
+// underMark runs query, which writes the table written, on conn while conn holds lock (LOCK
+// TABLES lock), with the capture's position marked there first, and unlocks. The query runs to
+// its end (dbconn.ExecWhole): it may write the MyISAM stage. held is how long the tables were locked; copied
 // records the chunk's range as copied at the mark.
-func (c *Copier) underMark(ctx context.Context, conn *sql.Conn, lock, query string, args []any) (copied func(table.Range), res sql.Result, held time.Duration, err error) {
+func (c *Copier) underMark(ctx context.Context, conn *sql.Conn, lock, written, query string, args []any) (copied func(table.Range), res sql.Result, held time.Duration, err error) {
 	locker, err := c.locker(ctx)
 	if err != nil {
 		return nil, nil, 0, err
@@ -76,7 +77,7 @@ func (c *Copier) underMark(ctx context.Context, conn *sql.Conn, lock, query stri
 	if c.cfg.ChunkLocked != nil {
 		c.cfg.ChunkLocked()
 	}
-	if res, err = conn.ExecContext(ctx, query, args...); err != nil {
+	if res, err = dbconn.ExecWhole(ctx, conn, written, query, args...); err != nil {
 		return nil, nil, 0, fmt.Errorf("keyless chunk: %w", err)
 	}
 	return copied, res, 0, nil
@@ -100,7 +101,7 @@ func (c *Copier) copyMarkedApart(ctx context.Context, r table.Range, released fu
 		return ch, errors.New("on a Galera node a table without a key is copied through a temporary table: grant the account CREATE TEMPORARY TABLES on the table's schema")
 	}
 	query, args := c.q.StageFill(r)
-	copied, _, held, err := c.underMark(ctx, conn, c.q.Source()+" READ", query, args)
+	copied, _, held, err := c.underMark(ctx, conn, c.q.Source()+" READ", c.q.Stage(), query, args)
 	ch.held, ch.staged = held, true
 	if err != nil {
 		return ch, err
@@ -115,7 +116,7 @@ func (c *Copier) copyMarkedApart(ctx context.Context, r table.Range, released fu
 		return ch, fmt.Errorf("write a keyless chunk from the stage: %w", err)
 	}
 	ch.rows, _ = res.RowsAffected()
-	if _, err := conn.ExecContext(ctx, c.q.StageClear()); err != nil {
+	if _, err := dbconn.ExecWhole(ctx, conn, c.q.Stage(), c.q.StageClear()); err != nil {
 		return ch, fmt.Errorf("empty the stage: %w", err)
 	}
 	c.staged.Add(1)

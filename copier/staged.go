@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/enginemig/enginemig/internal/db/dbconn"
 	"github.com/enginemig/enginemig/internal/db/table"
 )
 
@@ -27,7 +28,7 @@ func (c *Copier) copyStaged(ctx context.Context, r table.Range, released func(he
 	}
 	query, args := c.q.StageFill(r)
 	start := time.Now()
-	res, err := conn.ExecContext(ctx, query, args...)
+	res, err := dbconn.ExecWhole(ctx, conn, c.q.Stage(), query, args...) // the stage is MyISAM
 	ch.held, ch.staged = time.Since(start), true
 	if err != nil {
 		return ch, true, fmt.Errorf("read into the stage: %w", err)
@@ -37,7 +38,7 @@ func (c *Copier) copyStaged(ctx context.Context, r table.Range, released func(he
 	if _, err := conn.ExecContext(ctx, c.q.StageDrain(c.cfg.Mode)); err != nil {
 		return ch, true, fmt.Errorf("write from the stage: %w", err)
 	}
-	if _, err := conn.ExecContext(ctx, c.q.StageClear()); err != nil {
+	if _, err := dbconn.ExecWhole(ctx, conn, c.q.Stage(), c.q.StageClear()); err != nil {
 		return ch, true, fmt.Errorf("empty the stage: %w", err)
 	}
 	c.staged.Add(1)

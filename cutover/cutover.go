@@ -216,6 +216,9 @@ func Run(ctx context.Context, db *sql.DB, sw Swap, target Target, cfg Config, re
 		if errors.As(err, &fatal) {
 			return res, fatal.err
 		}
+		if dbconn.IsInterruptedWrite(err) {
+			return res, err // another attempt would go on as if nothing had happened (dbconn.ExecWhole)
+		}
 		if swapped := (*SwappedError)(nil); errors.As(err, &swapped) {
 			return res, err
 		}

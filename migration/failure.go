@@ -7,6 +7,7 @@ import (
 
 	"github.com/enginemig/enginemig/internal/db/dbconn"
 	"github.com/enginemig/enginemig/internal/db/outcome"
+	"github.com/enginemig/enginemig/internal/pace/throttle"
 	"github.com/enginemig/enginemig/migration/state"
 )
 
@@ -46,6 +47,11 @@ func (m *migrator) stopped(ctx context.Context, err error) (*Result, error) {
 	if derr, ok := m.diskStopped(ctx, err); ok {
 		return nil, derr
 	}
+	// A write of ours that something else interrupted (it may have kept part, and replicas stop on
+	// it) is no lost connection to resume from, even when the interruption ended the connection.
+	if dbconn.IsInterruptedWrite(err) {
+		return nil, m.fail(ctx, err, true)
+	}
 	if dbconn.IsConnectionLoss(err) && ctx.Err() == nil {
 		return nil, m.suspend(ctx, err)
 	}
@@ -79,6 +85,8 @@ func (m *migrator) fail(ctx context.Context, err error, drop bool) error {
 	err = m.coded(err)
 	if lt := m.ctl.waits.TimeoutErr(); lt != nil {
 		err = lt
+	} else if rs := replicaStopped(ctx); rs != nil {
+		err = rs
 	} else if errors.Is(err, context.Canceled) {
 		what := "interrupted; the original is unchanged"
 		if dropped {
@@ -113,4 +121,18 @@ func (m *migrator) suspend(ctx context.Context, err error) error {
 	m.rec.update(context.WithoutCancel(ctx), func(st *state.State) { st.Error = "connection lost: " + err.Error() })
 	return outcome.New(outcome.NeedsAttention, fmt.Errorf("%w to the server: %w", errSuspended, err),
 		"the shadow table and the progress are kept: run the same apply again to resume")
+}
+
+// replicaStopped is the run's end when a watched replica's SQL thread stopped on an error
+// (throttle.ReplicaStoppedError, the cause ctx was cancelled with), nil otherwise.
+func replicaStopped(ctx context.Context) error {
+	rs := (*throttle.ReplicaStoppedError)(nil)
+	if !errors.As(context.Cause(ctx), &rs) {
+		return nil
+	}
+	return outcome.New(outcome.NeedsAttention, fmt.Errorf("run stopped: %w", rs),
+		"see SHOW REPLICA STATUS on that replica and repair it, then run the same command again. If it stopped on a "+
+			"statement of enginemig's ('Query partially completed on the master': a write that something interrupted), skip "+
+			"that one event there (MariaDB: STOP SLAVE; SET GLOBAL sql_slave_skip_counter = 1; START SLAVE): the next run "+
+			"writes those rows again")
 }

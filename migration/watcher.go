@@ -22,6 +22,11 @@ func watchConfig(db *sql.DB, opts Options, abort context.CancelCauseFunc) lockwa
 // the waits goroutine only).
 func (c *controller) watchThrottle(time.Time) {
 	m, thr := c.current()
+	if thr != nil {
+		if err := thr.Stopped(); err != nil {
+			c.abort(err) // at any stage: a replica that applies nothing is no lag to wait out (stopped)
+		}
+	}
 	var ts throttle.Status
 	if thr != nil && m != nil && m.liveRecord() != nil && m.liveRecord().snapshot().Stage == state.StageCopy {
 		ts = thr.Status()

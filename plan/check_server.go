@@ -12,6 +12,7 @@ func init() {
 	registerServer("strict-mode", Info, "innodb_strict_mode=OFF: enginemig turns it on for its own sessions so bad table options fail loudly", checkStrictMode)
 	registerServer("gtid-consistency", Warning, "enforce_gtid_consistency=ON: statements that touch MyISAM and InnoDB tables together fail (error 1785)", checkGTIDConsistency)
 	registerServer("myisam-mmap", Info, "myisam_use_mmap=OFF: the copy and verification read every MyISAM row by key with a system call of its own; memory-mapped, apply was about 1.3x faster idle and 1.5x under load", checkMyISAMMmap)
+	registerServer("statement-binlog", Warning, "binlog_format STATEMENT or MIXED: a KILL (or a statement time limit) of enginemig's writes into MyISAM stops every replica", checkStatementBinlog)
 	registerServer("durability", Info, "innodb_flush_log_at_trx_commit=1: every autocommit write waits for an fsync; InnoDB can be slower than MyISAM on slow disks", checkDurability)
 }
 
@@ -27,6 +28,23 @@ func checkBinlog(s *ServerInfo) []Finding {
 			"nothing to do; binlog capture (log_bin, binlog_format=ROW, binlog_row_image=FULL) adds no cost to the application's writes")}
 	}
 	return nil
+}
+
+// checkStatementBinlog: an interrupted write into a non-transactional table keeps part of its
+// effect and is binlogged with its error; replicas applying statements refuse it and stop.
+// enginemig never interrupts its own such writes (dbconn.ExecWhole); someone else may.
+func checkStatementBinlog(s *ServerInfo) []Finding {
+	f := strings.ToUpper(s.Var("binlog_format"))
+	if !s.VarOn("log_bin") || (f != "STATEMENT" && f != "MIXED") {
+		return nil
+	}
+	return []Finding{newFinding("statement-binlog", Warning,
+		"binlog_format="+f+": a write into a MyISAM table that is interrupted keeps part of its effect, and replicas stop on it "+
+			"('Query partially completed on the master'); enginemig never interrupts its own (the change log's, the copy's stage, "+
+			"and in a rollback the MyISAM original's), but a KILL or a statement time limit (max_statement_time) would, and apply "+
+			"or rollback then stops saying so",
+		"do not KILL enginemig's sessions during a run (stop it with Ctrl-C, `enginemig control abort` or its timeouts, which "+
+			"wait for a statement's end), and keep statement limits off its account; binlog_format=ROW avoids it and lets apply use binlog capture")}
 }
 
 func checkBinlogMetadata(s *ServerInfo) []Finding {

@@ -43,6 +43,7 @@ func TestMisconfiguredServer(t *testing.T) {
 		{"strict-mode", Info, true, false, "innodb_strict_mode=OFF"},
 		{"buffer-pool", Warning, true, false, "innodb_buffer_pool_size"},
 		{"durability", Info, false, true, "innodb_flush_log_at_trx_commit=1"},
+		{"statement-binlog", Warning, true, false, "binlog_format=STATEMENT: a write into a MyISAM table that is interrupted"},
 		{"myisam-mmap", Info, false, true, "myisam_use_mmap=OFF"},
 	} {
 		f, found := hasCheck(badPlan.Findings, tc.id)

@@ -323,9 +323,10 @@ func scanAll(ctx context.Context, q dbconn.Querier, query string, width int, arg
 }
 
 // writeBatches runs stmt(n) through the writer for flat, syncBatch rows of width values at a time.
-// A batch is never cut off by ctx (only the next one is not started): the writer's session holds
-// no table lock, so a batch the server kept running after the client gave up could land after a
-// later attempt's newer rows, and the swap would then take the older ones.
+// A batch is never cut off by ctx (only the next one is not started; dbconn.ExecWhole): besides
+// the target (in a rollback MyISAM), the writer's session holds no table lock, so a batch the
+// server kept running after the client gave up could land after a later attempt's newer rows, and
+// the swap would then take the older ones.
 func (t *triggerCapture) writeBatches(ctx context.Context, flat []any, width int, stmt func(n int) string) error {
 	for len(flat) > 0 {
 		if err := ctx.Err(); err != nil {
@@ -335,7 +336,7 @@ func (t *triggerCapture) writeBatches(ctx context.Context, flat []any, width int
 		// Each batch is one autocommit statement that deletes or writes whole rows: rerun, it
 		// does the same again, so a batch the cluster aborted runs again.
 		if err := dbconn.RetryClusterAborts(ctx, func() error {
-			_, err := t.writer.ExecContext(context.WithoutCancel(ctx), stmt(n), flat[:n*width]...)
+			_, err := dbconn.ExecWhole(ctx, t.writer, t.q.Target(), stmt(n), flat[:n*width]...)
 			return err
 		}); err != nil {
 			return err
@@ -384,11 +385,14 @@ func (t *triggerCapture) syncLocked(ctx context.Context, q dbconn.Execer, limit 
 		stmts, hiArgs = t.c.SyncUpTo(hi)
 		args = [3][]any{append([]any{last}, hiArgs...), append([]any{last}, hiArgs...), {last}}
 	}
+	// Each statement writes a MyISAM table (the log; in a rollback the target too) and is never
+	// interrupted (dbconn.ExecWhole): limit bounds it instead.
+	written := [3]string{t.q.Target(), t.q.Target(), t.c.Log()}
 	for i, stmt := range stmts {
 		if stmt == "" {
 			continue
 		}
-		if _, err := q.ExecContext(ctx, stmt, args[i]...); err != nil {
+		if _, err := dbconn.ExecWhole(ctx, q, written[i], stmt, args[i]...); err != nil {
 			return false, fmt.Errorf("trigger capture: sync: %w", err)
 		}
 	}

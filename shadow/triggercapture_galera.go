@@ -71,7 +71,7 @@ func (t *triggerCapture) syncRead(ctx context.Context, q dbconn.Execer) (more bo
 	if err := t.syncNoted(wctx, q, last); err != nil {
 		return false, err
 	}
-	if _, err := q.ExecContext(ctx, t.c.ForgetNotes(), last); err != nil {
+	if _, err := dbconn.ExecWhole(ctx, q, t.c.Log(), t.c.ForgetNotes(), last); err != nil {
 		return false, fmt.Errorf("trigger capture: forget the synced notes: %w", err)
 	}
 	return more, nil

@@ -43,7 +43,8 @@ func (v *verifier) recopy(ctx context.Context, r table.Range) (held time.Duratio
 		held = time.Since(locked)
 	}()
 	for _, st := range v.q.Recopy(r) {
-		if _, err := conn.ExecContext(ctx, st.SQL, st.Args...); err != nil {
+		// A chunk's rows at most, never interrupted: in a rollback dst is MyISAM (dbconn.ExecWhole).
+		if _, err := dbconn.ExecWhole(ctx, conn, dst, st.SQL, st.Args...); err != nil {
 			return 0, fmt.Errorf("verify: recopy: %w", err)
 		}
 	}

@@ -65,10 +65,15 @@ func (e *Error) Error() string {
 
 func (e *Error) Unwrap() error { return e.Err }
 
-// New wraps err with a code and an optional remedy.
+// New wraps err with a code and an optional remedy. A failure that needs attention keeps its
+// code when a caller that knows only its own part calls it failed safe: the table may be as it
+// was, but something (a replica, a partial write) still needs a person.
 func New(code Code, err error, remedy string) error {
 	if err == nil {
 		return nil
+	}
+	if code == FailedSafe && CodeOf(err) == NeedsAttention {
+		code = NeedsAttention
 	}
 	return &Error{Code: code, Err: err, Remedy: remedy}
 }

@@ -22,3 +22,17 @@ func TestCodeOfFollowsWrapping(t *testing.T) {
 		t.Fatalf("message %q", err.Error())
 	}
 }
+
+func TestFailedSafeNeverHidesNeedsAttention(t *testing.T) {
+	inner := New(NeedsAttention, errors.New("a write was interrupted"), "skip the event on each replica")
+	err := New(FailedSafe, fmt.Errorf("bring t up to date: %w", inner), "nothing was swapped")
+	if CodeOf(err) != NeedsAttention {
+		t.Fatalf("code %d, want %d", CodeOf(err), NeedsAttention)
+	}
+	if err.Error() != "bring t up to date: a write was interrupted; skip the event on each replica; nothing was swapped" {
+		t.Fatalf("message %q", err.Error())
+	}
+	if CodeOf(New(FailedSafe, errors.New("plain"), "")) != FailedSafe {
+		t.Fatal("a plain failure is failed safe")
+	}
+}

@@ -9,6 +9,9 @@ package table
 // StageTable is the stage's name in the source's schema (temporary tables belong to one session).
 const StageTable = "_enginemig_stage"
 
+// Stage is the stage's qualified name.
+func (s *SQL) Stage() string { return s.stage }
+
 // StageCreate creates the stage: the copied columns with their types, no keys, MyISAM (it exists
 // wherever the source does).
 func (s *SQL) StageCreate() string {

@@ -103,7 +103,7 @@ func (t *Throttler) writeHeartbeat(ctx context.Context) {
 	t.record(func() { t.hb.recordWrite(next, err, time.Now()) })
 }
 
-// checkReplica reads the replica's copy of our heartbeat row.
+// checkReplica reads the replica's copy of our heartbeat row, and its SQL thread.
 func (t *Throttler) checkReplica(ctx context.Context, i int) {
 	r := t.replicas[i]
 	cctx, cancel := context.WithTimeout(ctx, t.checkTimeout())
@@ -120,6 +120,9 @@ func (t *Throttler) checkReplica(ctx context.Context, i int) {
 		t.replicas[i].seq = sample{value: seq, err: err, at: time.Now()}
 		t.pruneLocked()
 	})
+	cctx, cancel = context.WithTimeout(ctx, t.checkTimeout())
+	t.checkReplicaThreads(cctx, i)
+	cancel()
 }
 
 // pruneLocked forgets writes that every replica has applied.

@@ -120,7 +120,14 @@ func (t *Throttler) evaluateLocked(now time.Time) verdict {
 			rs.Lag = t.lagLocked(r.seq.value, now)
 			rs.LagSeconds = rs.Lag.Seconds()
 		}
-		if !rs.Measured {
+		if th := r.threads; th.read && !th.running {
+			why := fmt.Sprintf("replica %s: its SQL thread is stopped", r.name)
+			if th.errno != 0 {
+				why += fmt.Sprintf(" on error %d: %s", th.errno, th.message)
+			}
+			rs.Error = why
+			v.add("stopped:"+r.name, why)
+		} else if !rs.Measured {
 			v.add("unmeasured:"+r.name, fmt.Sprintf("cannot measure lag on %s: %s", r.name, rs.Error))
 		} else if rs.Lag > t.maxLag {
 			v.add("lag:"+r.name, fmt.Sprintf("replica %s lags %s (max %s)", r.name, round(rs.Lag), t.maxLag))
@@ -161,7 +168,7 @@ func (t *Throttler) logChangeLocked(v verdict, now time.Time) {
 // unmeasured reports whether the copy waits (also) because something could not be measured.
 func (v *verdict) unmeasured() bool {
 	for _, k := range v.keys {
-		if k == "threads-unknown" || strings.HasPrefix(k, "unmeasured:") {
+		if k == "threads-unknown" || strings.HasPrefix(k, "unmeasured:") || strings.HasPrefix(k, "stopped:") {
 			return true
 		}
 	}

@@ -73,7 +73,8 @@ type Throttler struct {
 	flow       flowControl
 	hb         heartbeat
 	replicas   []replica
-	wake       chan struct{} // closed and replaced whenever something Wait depends on changes
+	stoppedErr *ReplicaStoppedError // a replica's SQL thread stopped on an error (Stopped)
+	wake       chan struct{}        // closed and replaced whenever something Wait depends on changes
 	lastKey    string        // what was last logged, to log changes only
 	since      time.Time     // when the current throttled/unthrottled period began
 
@@ -89,9 +90,11 @@ type sample struct {
 }
 
 type replica struct {
-	name string
-	db   *sql.DB
-	seq  sample // heartbeat sequence number last seen on the replica
+	name      string
+	db        *sql.DB
+	seq       sample  // heartbeat sequence number last seen on the replica
+	threads   threads // its SQL thread, as last read (replicathreads.go)
+	noThreads bool    // the account may not read them
 }
 
 // New prepares a throttler; Start begins the measurements.
@@ -242,6 +245,11 @@ func (t *Throttler) Wait(ctx context.Context) error {
 		if t.stopped {
 			t.mu.Unlock()
 			return ErrStopped
+		}
+		if t.stoppedErr != nil {
+			err := t.stoppedErr
+			t.mu.Unlock()
+			return err
 		}
 		v := t.evaluateLocked(time.Now())
 		wake := t.wake
