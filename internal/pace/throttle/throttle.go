@@ -75,8 +75,8 @@ type Throttler struct {
 	replicas   []replica
 	stoppedErr *ReplicaStoppedError // a replica's SQL thread stopped on an error (Stopped)
 	wake       chan struct{}        // closed and replaced whenever something Wait depends on changes
-	lastKey    string        // what was last logged, to log changes only
-	since      time.Time     // when the current throttled/unthrottled period began
+	lastKey    string               // what was last logged, to log changes only
+	since      time.Time            // when the current throttled/unthrottled period began
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
