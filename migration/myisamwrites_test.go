@@ -10,9 +10,11 @@ import (
 	"time"
 
 	"github.com/enginemig/enginemig/internal/db/dbconn"
+	"github.com/enginemig/enginemig/internal/db/outcome"
 	"github.com/enginemig/enginemig/internal/sandbox"
 	"github.com/enginemig/enginemig/internal/sandbox/sandboxtest"
 	"github.com/enginemig/enginemig/migration/rollback"
+	"github.com/enginemig/enginemig/plan"
 )
 
 // A replica applies every statement of an apply and of the rollback that follows, in each binlog
@@ -39,6 +41,15 @@ func TestReplicaRunsThroughApplyAndRollback(t *testing.T) {
 			if err != nil {
 				stop()
 				t.Fatalf("apply: %v (the replica: %s)", err, watch())
+			}
+			if format != "ROW" {
+				// Under trigger capture the rollback's syncs into the kept original are slowed
+				// (slowSyncsInto), so that they outlast verification's patience for the target
+				// (20 ms) whenever they carry more than a few notes: a sync cut off at its
+				// deadline is then seen here (without it the syncs were too short for that, and
+				// the test passed with the cancellation put back). Replay from a ROW binlog
+				// writes through sessions marked the same way and would never catch up.
+				slowSyncsInto(t, db, schema, "_t_old")
 			}
 			time.Sleep(time.Second) // writes that only the InnoDB table receives
 			rb, err := rollback.Run(ctx, db, rollback.Options{Conn: opts.Conn, Schema: schema, Table: "t", StateSchema: opts.StateSchema, Logger: opts.Logger})
@@ -76,6 +87,88 @@ func TestReplicaRunsThroughApplyAndRollback(t *testing.T) {
 			}
 			t.Logf("primary and replica: %s", p)
 		})
+	}
+}
+
+// slowSyncsInto makes every row that enginemig's writing sessions (dbconn.OwnWriteVar) insert
+// into tbl take 2 ms, as a slow disk would: the syncs of trigger capture, not verification's
+// recopies (whose control sessions are not so marked).
+func slowSyncsInto(t *testing.T, db *sql.DB, schema, tbl string) {
+	t.Helper()
+	sandboxtest.MustExec(t, db, "CREATE TRIGGER "+dbconn.QualifiedName(schema, "slow_"+tbl)+" BEFORE INSERT ON "+
+		dbconn.QualifiedName(schema, tbl)+" FOR EACH ROW IF "+dbconn.OwnWriteVar+" = 1 THEN SET @slow = SLEEP(0.002); END IF")
+}
+
+// A write of enginemig's into a MyISAM table that someone else KILLs (a DBA, a watchdog, a
+// host's statement limit) stops the run with what happened and what a replica needs, instead of
+// going on as if it had not happened: here a rollback's sync into the kept original, under
+// trigger capture (the capture whose syncs write the MyISAM table; the sandbox's ROW binlog would
+// otherwise choose binlog capture). Nothing is lost: the same rollback run again finishes with
+// every acknowledged write.
+func TestKilledWriteIntoMyISAMStopsTheRun(t *testing.T) {
+	schema, _ := sandboxtest.FreshDatabase(t, srv)
+	db := openControl(t, srv)
+	ws := seedAllTypes(t, db, schema, 10000, 3, 59)
+	stop := runWriters(ws, appPause)
+	defer stop()
+	opts := testOptions(srv, schema, "t")
+	opts.Capture = plan.CaptureTriggers
+	ctx := context.Background()
+	if _, err := Run(ctx, db, opts); err != nil {
+		t.Fatal(err)
+	}
+	slowSyncsInto(t, db, schema, "_t_old")
+	time.Sleep(time.Second) // writes that only the InnoDB table receives
+	killed := make(chan string, 1)
+	kctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() { // the first sync into _t_old seen is killed
+		pattern := "%INTO " + dbconn.QualifiedName(schema, "_t_old") + "%"
+		for kctx.Err() == nil {
+			var id int64
+			var info string
+			if db.QueryRowContext(kctx, "SELECT ID, INFO FROM information_schema.PROCESSLIST WHERE INFO LIKE ? LIMIT 1", pattern).Scan(&id, &info) == nil {
+				if _, err := db.ExecContext(kctx, dbconn.KillQuery(id)); err == nil {
+					killed <- info
+					return
+				}
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+	}()
+	rbOpts := rollback.Options{Conn: opts.Conn, Schema: schema, Table: "t", StateSchema: opts.StateSchema, Logger: opts.Logger}
+	_, err := rollback.Run(ctx, db, rbOpts)
+	cancel()
+	select {
+	case q := <-killed:
+		t.Logf("killed: %.120s", q)
+	default:
+		t.Fatalf("no sync into _t_old was seen to kill; the rollback returned %v", err)
+	}
+	if !dbconn.IsInterruptedWrite(err) || outcome.CodeOf(err) != outcome.NeedsAttention ||
+		!strings.Contains(err.Error(), "interrupted from outside enginemig") || !strings.Contains(err.Error(), "sql_slave_skip_counter") {
+		t.Fatalf("the rollback returned %v (code %d); want the interrupted write, what a replica needs, exit 7", err, outcome.CodeOf(err))
+	}
+	t.Logf("rollback: %v", err)
+	if engineOf(t, db, schema, "t") != "InnoDB" {
+		t.Fatal("the interrupted rollback swapped")
+	}
+	sandboxtest.MustExec(t, db, "DROP TRIGGER "+dbconn.QualifiedName(schema, "slow__t_old"))
+	if _, err := rollback.Run(ctx, db, rbOpts); err != nil {
+		t.Fatalf("the rollback run again: %v", err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	stop()
+	for _, w := range ws {
+		if len(w.failures) > 0 {
+			t.Errorf("writer %d: %v", w.id, w.failures[0])
+		}
+	}
+	if engineOf(t, db, schema, "t") != "MyISAM" {
+		t.Fatal("not rolled back")
+	}
+	if diff := sameRows(t, db, schema, "t", "ref", allTypesColumns, "id"); diff != "" {
+		t.Fatalf("rolled-back table differs from the reference: %s", diff)
 	}
 }
 
