@@ -85,7 +85,7 @@ func (m *migrator) fail(ctx context.Context, err error, drop bool) error {
 	err = m.coded(err)
 	if lt := m.ctl.waits.TimeoutErr(); lt != nil {
 		err = lt
-	} else if rs := replicaStopped(ctx); rs != nil {
+	} else if rs := replicaStopped(ctx, err); rs != nil {
 		err = rs
 	} else if errors.Is(err, context.Canceled) {
 		what := "interrupted; the original is unchanged"
@@ -124,10 +124,11 @@ func (m *migrator) suspend(ctx context.Context, err error) error {
 }
 
 // replicaStopped is the run's end when a watched replica's SQL thread stopped on an error
-// (throttle.ReplicaStoppedError, the cause ctx was cancelled with), nil otherwise.
-func replicaStopped(ctx context.Context) error {
+// (throttle.ReplicaStoppedError: what the copy's throttle returned, or the cause ctx was
+// cancelled with at another stage), nil otherwise.
+func replicaStopped(ctx context.Context, err error) error {
 	rs := (*throttle.ReplicaStoppedError)(nil)
-	if !errors.As(context.Cause(ctx), &rs) {
+	if !errors.As(context.Cause(ctx), &rs) && !errors.As(err, &rs) {
 		return nil
 	}
 	return outcome.New(outcome.NeedsAttention, fmt.Errorf("run stopped: %w", rs),

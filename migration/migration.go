@@ -248,7 +248,7 @@ func Run(ctx context.Context, db *sql.DB, opts Options) (*Result, error) {
 	}
 	if lt := ctl.waits.TimeoutErr(); err != nil && lt != nil {
 		err = lt
-	} else if rs := replicaStopped(ctx); err != nil && rs != nil {
+	} else if rs := replicaStopped(ctx, err); err != nil && rs != nil {
 		err = rs
 	} else if err != nil && errors.Is(context.Cause(ctx), errAborted) {
 		err = outcome.New(outcome.FailedSafe, fmt.Errorf("%w; the shadow was dropped and the original table is unchanged", errAborted), "")
