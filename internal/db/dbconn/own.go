@@ -49,7 +49,8 @@ func (c ownConnector) Connect(ctx context.Context) (driver.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	id, ok := connectionID(ctx, conn)
+	id, version, ok := connectionID(ctx, conn)
+	liftLimits(ctx, conn, version)
 	if !ok {
 		return conn, nil // not registered: its waits go unreported, nothing else changes
 	}
@@ -62,30 +63,38 @@ func (c ownConnector) Connect(ctx context.Context) (driver.Conn, error) {
 	return &ownConn{Conn: conn, key: c.key, id: id, killer: c.Connector}, nil
 }
 
-func connectionID(ctx context.Context, conn driver.Conn) (int64, bool) {
+// connectionID reads the new connection's server id and the server's version.
+func connectionID(ctx context.Context, conn driver.Conn) (int64, string, bool) {
 	q, ok := conn.(driver.QueryerContext)
 	if !ok {
-		return 0, false
+		return 0, "", false
 	}
-	rows, err := q.QueryContext(ctx, "SELECT CONNECTION_ID()", nil)
+	rows, err := q.QueryContext(ctx, "SELECT CONNECTION_ID(), VERSION()", nil)
 	if err != nil {
-		return 0, false
+		return 0, "", false
 	}
 	defer rows.Close()
-	vals := make([]driver.Value, 1)
+	vals := make([]driver.Value, 2)
 	if rows.Next(vals) != nil {
-		return 0, false
+		return 0, "", false
+	}
+	version := ""
+	switch v := vals[1].(type) {
+	case []byte:
+		version = string(v)
+	case string:
+		version = v
 	}
 	switch v := vals[0].(type) {
 	case int64:
-		return v, true
+		return v, version, true
 	case uint64: // MySQL's CONNECTION_ID() is BIGINT UNSIGNED (MariaDB's is signed)
-		return int64(v), true
+		return int64(v), version, true
 	case []byte:
 		id, err := strconv.ParseInt(string(v), 10, 64)
-		return id, err == nil
+		return id, version, err == nil
 	}
-	return 0, false
+	return 0, version, false
 }
 
 // ownConn is the driver's connection with a Close that leaves the registry, and statements its
