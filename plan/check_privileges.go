@@ -9,7 +9,7 @@ import (
 
 func init() {
 	register(Check{ID: "privileges", Severity: Blocker, Scope: ScopeTable,
-		What:   "the account lacks a privilege apply needs: SELECT, INSERT, UPDATE, DELETE, CREATE, DROP, ALTER, INDEX, LOCK TABLES, TRIGGER (with triggers or trigger capture) on the table's database; REPLICATION SLAVE and REPLICATION CLIENT/BINLOG MONITOR globally (binlog capture)",
+		What:   "the account lacks a privilege apply needs: SELECT, INSERT, UPDATE, DELETE, CREATE, DROP, ALTER, INDEX, LOCK TABLES, TRIGGER (with triggers or trigger capture) on the table's database (binlog capture's REPLICATION SLAVE and REPLICATION CLIENT/BINLOG MONITOR: the binlog check)",
 		table:  checkTablePrivileges,
 		server: checkServerPrivileges})
 }
@@ -63,22 +63,9 @@ func checkServerPrivileges(s *ServerInfo) []Finding {
 		return []Finding{newFinding("privileges", Warning, "could not read the account's privileges: "+s.GrantsErr,
 			"check the privileges by hand against docs/plan.md")}
 	}
-	var missing []string
-	for _, p := range globalPrivileges {
-		if !s.capturesWithTriggers() && !s.Grants.Has(p, "", "") {
-			if p == "REPLICATION CLIENT" && s.MariaDB() && s.AtLeast(10, 5, 2) {
-				p = "BINLOG MONITOR"
-			}
-			missing = append(missing, p)
-		}
-	}
-	var out []Finding
-	if len(missing) > 0 {
-		out = append(out, newFinding("privileges", Blocker,
-			fmt.Sprintf("account %s lacks %s: apply reads the binlog as a replica would", s.User, strings.Join(missing, ", ")),
-			fmt.Sprintf("GRANT %s ON *.* TO <enginemig account>", strings.Join(missing, ", "))))
-	}
-	return append(out, optionalPrivileges(s)...)
+	// The replication privileges binlog capture needs are ChooseCapture's (the binlog check): auto
+	// captures with triggers without them, and --capture binlog is refused there, with every route.
+	return optionalPrivileges(s)
 }
 
 // optionalPrivileges are grants apply works without, each at a cost the finding names.

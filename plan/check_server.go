@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 )
@@ -18,10 +19,12 @@ func init() {
 
 func checkBinlog(s *ServerInfo) []Finding {
 	mode, why, err := ChooseCapture(s, s.WantCapture)
+	refusal := (*CaptureRefusal)(nil)
 	switch {
+	case errors.As(err, &refusal):
+		return []Finding{newFinding("binlog", Blocker, "apply cannot capture the table's changes: "+err.Error(), refusal.Remedy())}
 	case err != nil:
-		return []Finding{newFinding("binlog", Blocker, "apply cannot capture the table's changes: "+err.Error(),
-			"for binlog capture set log_bin (needs a restart) and SET GLOBAL binlog_format=ROW, binlog_row_image=FULL (also in the config file), and reconnect the application; or use --capture triggers where GTID consistency is not enforced")}
+		return []Finding{newFinding("binlog", Blocker, "apply cannot capture the table's changes: "+err.Error(), "use --capture auto, binlog or triggers")}
 	case mode == CaptureTriggers:
 		return []Finding{newFinding("binlog", Info,
 			"apply captures changes with triggers ("+why+"): each write to a table under conversion also notes its key in a MyISAM change log, "+CaptureCostPerWrite+" a row",

@@ -129,7 +129,7 @@ var serverVariables = []string{
 	"sql_generate_invisible_primary_key", "ft_min_word_len", "ft_max_word_len", "ft_stopword_file",
 	"innodb_ft_min_token_size", "innodb_ft_max_token_size", "innodb_ft_enable_stopword",
 	"performance_schema", "lower_case_table_names", "read_only", "myisam_use_mmap", "innodb_autoinc_lock_mode",
-	"wsrep_on", "wsrep_cluster_name", "wsrep_osu_method",
+	"wsrep_on", "wsrep_cluster_name", "wsrep_osu_method", "log_bin_trust_function_creators", "max_user_connections",
 }
 
 var serverStatus = []string{"Com_lock_tables", "Com_rollback", "Com_begin", "Com_commit",

@@ -31,8 +31,11 @@ func CheckServer(ctx context.Context, db *sql.DB, want string) (version string, 
 	if err != nil && dbconn.IsConnectionLoss(err) {
 		return version, "", "", outcome.New(outcome.Connection, err, "check that the server is up and reachable, then run the same apply again")
 	}
+	if refusal := (*plan.CaptureRefusal)(nil); errors.As(err, &refusal) {
+		return version, "", "", Refuse(refusal.Remedy(), "%v", err)
+	}
 	if err != nil {
-		return version, "", "", Refuse("for binlog capture enable the binary log (log_bin, needs a restart) with binlog_format=ROW and binlog_row_image=FULL, and reconnect the application; or use --capture triggers", "%v", err)
+		return version, "", "", Refuse("use --capture auto, binlog or triggers", "%v", err)
 	}
 	return version, shadow.Mode(got), why, nil
 }
