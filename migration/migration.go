@@ -183,6 +183,7 @@ type Result struct {
 // otherwise.
 func Run(ctx context.Context, db *sql.DB, opts Options) (*Result, error) {
 	opts = opts.withDefaults()
+	opts.StateSchema = state.Resolve(ctx, db, opts.StateSchema, opts.Schema, true)
 	ctx, abort := context.WithCancelCause(ctx)
 	defer abort(nil)
 	ctl := newController(opts.Logger, abort)

@@ -45,7 +45,7 @@ func runStatus(c *cli.Context) error {
 		return err
 	}
 	defer db.Close()
-	store := state.NewStore(db, c.String("state-schema"))
+	store := state.NewStore(db, state.Resolve(c.Context, db, c.String("state-schema"), c.String("database"), false))
 	if path := c.String("plan"); path != "" {
 		ps, err := planrun.StatusOf(c.Context, db, store, path, time.Now())
 		if err != nil {

@@ -89,7 +89,7 @@ func Run(ctx context.Context, db *sql.DB, opts Options) (*Result, error) {
 			res.Kept = append(res.Kept, old+" (the original kept for rollback; --drop-old removes it)")
 		}
 	}
-	store := state.NewStore(db, opts.StateSchema)
+	store := state.NewStore(db, state.Resolve(ctx, db, opts.StateSchema, opts.Schema, false))
 	if states, err := store.List(ctx, opts.Schema, opts.Table); err == nil {
 		for i := range states {
 			if states[i].Stage.InProgress() && states[i].FinishedAt == nil {

@@ -194,7 +194,7 @@ func converted(ctx context.Context, db *sql.DB, stateSchema string, tg Target) (
 	if err != nil || !strings.EqualFold(ti.Engine, "InnoDB") {
 		return false, "", nil
 	}
-	store := state.NewStore(db, stateSchema)
+	store := state.NewStore(db, state.Resolve(ctx, db, stateSchema, tg.Schema, false))
 	if ok, err := store.Exists(ctx); err != nil || !ok {
 		return false, "", err
 	}

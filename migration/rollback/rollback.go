@@ -61,6 +61,7 @@ type Result struct {
 // chunk by chunk, recopying what differs. Then it swaps the two with the same sentry method.
 func Run(ctx context.Context, db *sql.DB, opts Options) (*Result, error) {
 	opts = opts.withDefaults()
+	opts.StateSchema = state.Resolve(ctx, db, opts.StateSchema, opts.Schema, false)
 	ctx, abort := context.WithCancelCause(ctx)
 	defer abort(nil)
 	var swapping atomic.Bool // from the swap on, a timeout would no longer leave things as they were

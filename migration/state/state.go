@@ -88,7 +88,34 @@ func NewStore(db *sql.DB, schema string) *Store {
 }
 
 // Name is the state table, qualified.
-func (s *Store) Name() string { return dbconn.QualifiedName(s.schema, "migrations") }
+func (s *Store) Name() string { return dbconn.QualifiedName(s.schema, s.table()) }
+
+// table is the state table's name in its schema (table.OwnTableName).
+func (s *Store) table() string { return table.OwnTableName(s.schema, "migrations") }
+
+// Resolve is the state schema of a run on appSchema: schema when another than the default was
+// asked for (--state-schema); by default DefaultStateSchema where the account sees it or, with
+// create (apply), may create it; else appSchema itself, the one database of a hosted account
+// (where the state table is _enginemig_migrations). The commands that only read (rollback,
+// status, cleanup) look where apply would have put it.
+func Resolve(ctx context.Context, db *sql.DB, schema, appSchema string, create bool) string {
+	if schema != "" && schema != DefaultStateSchema {
+		return schema
+	}
+	var n int
+	if db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = ?", DefaultStateSchema).Scan(&n) == nil && n > 0 {
+		return DefaultStateSchema
+	}
+	if create {
+		if _, err := db.ExecContext(ctx, "CREATE DATABASE IF NOT EXISTS "+dbconn.QuoteIdent(DefaultStateSchema)); err == nil {
+			return DefaultStateSchema
+		}
+	}
+	if appSchema == "" {
+		return DefaultStateSchema
+	}
+	return appSchema
+}
 
 // Ensure creates the state schema and table if missing (InnoDB, so a record survives a crash),
 // and upgrades a table of an earlier version.
@@ -108,7 +135,7 @@ func (s *Store) Ensure(ctx context.Context) error {
 // Columns names the state table's columns: reading an older table must not fail, and must not
 // change it either.
 func (s *Store) Columns(ctx context.Context) (map[string]bool, error) {
-	rows, err := s.db.QueryContext(ctx, "SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = 'migrations'", s.schema)
+	rows, err := s.db.QueryContext(ctx, "SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?", s.schema, s.table())
 	if err != nil {
 		return nil, fmt.Errorf("look up the state table %s: %w", s.Name(), err)
 	}
@@ -126,13 +153,14 @@ func (s *Store) Columns(ctx context.Context) (map[string]bool, error) {
 
 // Exists reports whether the state table has been created (by a first apply).
 func (s *Store) Exists(ctx context.Context) (bool, error) {
-	return s.any(ctx, "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = 'migrations'")
+	return s.any(ctx, "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?")
 }
 
-// any runs a COUNT(*) about the state table (its schema the one argument) and says if it found any.
+// any runs a COUNT(*) about the state table (its schema and name the arguments) and says if it
+// found any.
 func (s *Store) any(ctx context.Context, query string) (bool, error) {
 	var n int
-	if err := s.db.QueryRowContext(ctx, query, s.schema).Scan(&n); err != nil {
+	if err := s.db.QueryRowContext(ctx, query, s.schema, s.table()).Scan(&n); err != nil {
 		return false, fmt.Errorf("look up the state table %s: %w", s.Name(), err)
 	}
 	return n > 0, nil

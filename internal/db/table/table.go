@@ -297,6 +297,21 @@ func (t *Info) CopyColumns() []Column {
 // MaxNameLength is MySQL's identifier limit; shadow names must fit in it.
 const MaxNameLength = 64
 
+// OwnSchemaPrefix begins the names of the databases enginemig keeps its own tables in (the state
+// schema, _enginemig by default).
+const OwnSchemaPrefix = "_enginemig"
+
+// OwnTableName is the name of enginemig's own table name (its state, its heartbeat) in schema:
+// name itself in a database of enginemig's own, and _enginemig_<name> in any other (an
+// application's, where an account limited to one database keeps its state), which no
+// application's table is called (an application's own `migrations` table is common).
+func OwnTableName(schema, name string) string {
+	if strings.HasPrefix(schema, OwnSchemaPrefix) {
+		return name
+	}
+	return OwnSchemaPrefix + "_" + name
+}
+
 // ShadowName is the InnoDB copy built during the migration.
 func ShadowName(name string) string { return "_" + name + "_new" }
 

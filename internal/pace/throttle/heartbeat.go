@@ -12,6 +12,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/enginemig/enginemig/internal/db/dbconn"
+	"github.com/enginemig/enginemig/internal/db/table"
 )
 
 // maxHistory bounds the remembered heartbeat writes. At 4 writes a second it covers hours; a
@@ -40,7 +41,7 @@ type written struct {
 
 func (h *heartbeat) init(schema string) {
 	h.schema = schema
-	h.table = dbconn.QualifiedName(schema, "heartbeat")
+	h.table = dbconn.QualifiedName(schema, table.OwnTableName(schema, "heartbeat"))
 }
 
 // setup creates the schema and table if needed, clears rows that crashed runs left behind, and

@@ -1,0 +1,131 @@
+package migration
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/enginemig/enginemig/internal/db/dbconn"
+	"github.com/enginemig/enginemig/internal/db/outcome"
+	"github.com/enginemig/enginemig/internal/sandbox"
+	"github.com/enginemig/enginemig/internal/sandbox/sandboxtest"
+	"github.com/enginemig/enginemig/migration/rollback"
+)
+
+// hostedServer starts a server as hosts run them: performance_schema off (MariaDB's default, and
+// most hosts'), the binlog as given ("OFF": none, shared hosting's usual setting).
+func hostedServer(t *testing.T, binlog string) *sandbox.Server {
+	return sandboxtest.ForTest(t, sandbox.Options{BinlogFormat: binlog, ExtraArgs: []string{"--performance-schema=OFF"}})
+}
+
+// hostedLimit is the host's statement limit, scaled to the tests' tables (30,000 rows here; a
+// shared host's 30 s meets a 30M-row table the same way): below the index build's time.
+const hostedLimit = "0.05"
+
+// hostedAccount is what a shared host gives: ALL on one database and nothing global, every
+// statement capped (MariaDB: per account, as hosts grant it; MySQL: max_execution_time, its
+// SELECTs only, set globally), and a connection cap. global adds privileges on *.* (a managed
+// server's admin account: the replication privileges, never SUPER).
+func hostedAccount(t *testing.T, srv *sandbox.Server, schema, user string, global ...string) dbconn.Config {
+	t.Helper()
+	root, err := srv.Open("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	account := "'" + user + "'@'%'"
+	sandboxtest.MustExec(t, root, "CREATE USER "+account+" IDENTIFIED BY 'pw'",
+		"GRANT ALL PRIVILEGES ON "+dbconn.QuoteIdent(schema)+".* TO "+account)
+	limits := " WITH MAX_USER_CONNECTIONS 40"
+	if srv.Flavour().MySQL() {
+		sandboxtest.MustExec(t, root, "SET GLOBAL max_execution_time = 50")
+	} else {
+		limits += " MAX_STATEMENT_TIME " + hostedLimit
+	}
+	sandboxtest.MustExec(t, root, "GRANT USAGE ON *.* TO "+account+limits)
+	for _, g := range global {
+		sandboxtest.MustExec(t, root, "GRANT "+g+" ON *.* TO "+account)
+	}
+	return dbconn.Config{Host: "127.0.0.1", Port: srv.Port, User: user, Password: "pw", SSLMode: dbconn.SSLDisabled}
+}
+
+// On hosted and managed servers the defaults convert wherever the account can, and refuse up
+// front where it cannot: a database-only account under a statement limit, with performance_schema
+// off, converts and rolls back a table with two secondary keys under writers by trigger capture
+// without a binlog, and with one where the server trusts routine creators; an account the host
+// gave the replication privileges (a managed server's) converts by binlog capture; where neither
+// capture can work, apply refuses before it creates anything, naming each route. The state goes
+// into the account's database (it may not create enginemig's own). With the session limits left
+// in place (dbconn's liftLimits off) the index build is killed (1969).
+func TestHostedAccountsConvertWithTheDefaults(t *testing.T) {
+	for _, c := range []struct {
+		name, binlog string
+		trust        bool     // log_bin_trust_function_creators
+		global       []string // the account's global privileges
+		refused      string   // "": converts and rolls back
+	}{
+		{name: "shared host, no binlog", binlog: "OFF"},
+		{name: "shared host, binlog", binlog: "ROW", refused: "log_bin_trust_function_creators"},
+		{name: "shared host, binlog, creators trusted", binlog: "ROW", trust: true},
+		{name: "managed server", binlog: "ROW", global: []string{"REPLICATION SLAVE, REPLICATION CLIENT"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			srv := hostedServer(t, c.binlog)
+			schema, root := sandboxtest.FreshDatabase(t, srv)
+			if c.trust {
+				sandboxtest.MustExec(t, root, "SET GLOBAL log_bin_trust_function_creators = 1")
+			}
+			conn := hostedAccount(t, srv, schema, "site", c.global...)
+			db, err := dbconn.Open(context.Background(), conn, "", 8)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			ws := seedAllTypes(t, root, schema, 30000, 3, 59)
+			stop := runWriters(ws, appPause)
+			defer stop()
+			opts := testOptions(srv, schema, "t")
+			opts.Conn, opts.StateSchema = conn, "" // the product's default: --state-schema _enginemig
+			ctx := context.Background()
+			_, err = Run(ctx, db, opts)
+			if c.refused != "" {
+				if outcome.CodeOf(err) != outcome.Refused || !strings.Contains(err.Error(), c.refused) || !strings.Contains(err.Error(), "GRANT REPLICATION SLAVE") {
+					t.Fatalf("apply returned %v (code %d); want a refusal naming both routes", err, outcome.CodeOf(err))
+				}
+				t.Logf("refused: %v", err)
+				var triggers int
+				root.QueryRow("SELECT COUNT(*) FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = ?", schema).Scan(&triggers)
+				if tableExists(t, root, schema, "_t_new") || triggers > 0 || engineOf(t, root, schema, "t") != "MyISAM" {
+					t.Fatalf("the refusal changed something: shadow %v, %d triggers", tableExists(t, root, schema, "_t_new"), triggers)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("apply: %v", err)
+			}
+			time.Sleep(time.Second) // writes that only the InnoDB table receives
+			rb, err := rollback.Run(ctx, db, rollback.Options{Conn: conn, Schema: schema, Table: "t", Logger: opts.Logger})
+			time.Sleep(300 * time.Millisecond)
+			stop()
+			if err != nil {
+				t.Fatalf("rollback: %v", err)
+			}
+			for _, w := range ws {
+				if len(w.failures) > 0 {
+					t.Errorf("writer %d: %v", w.id, w.failures[0])
+				}
+			}
+			if engineOf(t, root, schema, "t") != "MyISAM" || engineOf(t, root, schema, "_t_new") != "InnoDB" {
+				t.Fatal("not converted and rolled back")
+			}
+			if diff := sameRows(t, root, schema, "t", "ref", allTypesColumns, "id"); diff != "" {
+				t.Fatalf("the table differs from the reference: %s", diff)
+			}
+			if !tableExists(t, root, schema, "_enginemig_migrations") {
+				t.Fatal("the state is not in the account's database")
+			}
+			t.Logf("converted and rolled back (%d changes since the cut-over)", rb.CaptureChanges)
+		})
+	}
+}
