@@ -37,13 +37,11 @@ func hostedAccount(t *testing.T, srv *sandbox.Server, schema, user string, globa
 	account := "'" + user + "'@'%'"
 	sandboxtest.MustExec(t, root, "CREATE USER "+account+" IDENTIFIED BY 'pw'",
 		"GRANT ALL PRIVILEGES ON "+dbconn.QuoteIdent(schema)+".* TO "+account)
-	limits := " WITH MAX_USER_CONNECTIONS 40"
 	if srv.Flavour().MySQL() {
-		sandboxtest.MustExec(t, root, "SET GLOBAL max_execution_time = 50")
+		sandboxtest.MustExec(t, root, "SET GLOBAL max_execution_time = 50", "ALTER USER "+account+" WITH MAX_USER_CONNECTIONS 40")
 	} else {
-		limits += " MAX_STATEMENT_TIME " + hostedLimit
+		sandboxtest.MustExec(t, root, "GRANT USAGE ON *.* TO "+account+" WITH MAX_USER_CONNECTIONS 40 MAX_STATEMENT_TIME "+hostedLimit)
 	}
-	sandboxtest.MustExec(t, root, "GRANT USAGE ON *.* TO "+account+limits)
 	for _, g := range global {
 		sandboxtest.MustExec(t, root, "GRANT "+g+" ON *.* TO "+account)
 	}
