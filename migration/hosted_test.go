@@ -55,7 +55,8 @@ func hostedAccount(t *testing.T, srv *sandbox.Server, schema, user string, globa
 // gave the replication privileges (a managed server's) converts by binlog capture; where neither
 // capture can work, apply refuses before it creates anything, naming each route. The state goes
 // into the account's database (it may not create enginemig's own). With the session limits left
-// in place (dbconn's liftLimits off) the index build is killed (1969).
+// in place (dbconn's liftLimits off) the first staged chunk is killed (1969). On the sandbox's MySQL
+// every case is refused before anything is created (see the test's body).
 func TestHostedAccountsConvertWithTheDefaults(t *testing.T) {
 	for _, c := range []struct {
 		name, binlog string
@@ -70,6 +71,15 @@ func TestHostedAccountsConvertWithTheDefaults(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			srv := hostedServer(t, c.binlog)
+			if srv.Flavour().MySQL() {
+				// The sandbox's MySQL enforces GTID consistency (no trigger capture), and its
+				// cut-over needs performance_schema.metadata_locks, which the hosted profile has
+				// off: every route is refused there, up front.
+				c.refused = "performance_schema"
+				if len(c.global) == 0 {
+					c.refused = "enforce_gtid_consistency"
+				}
+			}
 			schema, root := sandboxtest.FreshDatabase(t, srv)
 			if c.trust {
 				sandboxtest.MustExec(t, root, "SET GLOBAL log_bin_trust_function_creators = 1")
@@ -88,8 +98,11 @@ func TestHostedAccountsConvertWithTheDefaults(t *testing.T) {
 			ctx := context.Background()
 			_, err = Run(ctx, db, opts)
 			if c.refused != "" {
-				if outcome.CodeOf(err) != outcome.Refused || !strings.Contains(err.Error(), c.refused) || !strings.Contains(err.Error(), "GRANT REPLICATION SLAVE") {
-					t.Fatalf("apply returned %v (code %d); want a refusal naming both routes", err, outcome.CodeOf(err))
+				if outcome.CodeOf(err) != outcome.Refused || !strings.Contains(err.Error(), c.refused) {
+					t.Fatalf("apply returned %v (code %d); want a refusal naming %q", err, outcome.CodeOf(err), c.refused)
+				}
+				if len(c.global) == 0 && !strings.Contains(err.Error(), "GRANT REPLICATION SLAVE") && !strings.Contains(err.Error(), "binlog in ROW format") {
+					t.Fatalf("the refusal does not name binlog capture's route: %v", err)
 				}
 				t.Logf("refused: %v", err)
 				var triggers int

@@ -55,3 +55,24 @@ func TestCaptureFollowsTheAccount(t *testing.T) {
 		})
 	}
 }
+
+// On MySQL the cut-over needs performance_schema.metadata_locks: without it plan blocks (apply
+// would copy the table and then fail every cut-over attempt); MariaDB does not need it.
+func TestMySQLCutoverNeedsMetadataLocks(t *testing.T) {
+	ps := func(s *ServerInfo, on bool) *ServerInfo { s.PerformanceSchema = on; return s }
+	for _, c := range []struct {
+		name    string
+		s       *ServerInfo
+		blocked bool
+	}{
+		{"MySQL, performance_schema off", ps(server("9.7.4", map[string]string{"version": "9.7.4"}), false), true},
+		{"MySQL, no SELECT on it", ps(grants(server("9.7.4", map[string]string{"version": "9.7.4"}), "GRANT ALL PRIVILEGES ON `site`.* TO `em`@`%`"), true), true},
+		{"MySQL, readable", ps(grants(server("9.7.4", map[string]string{"version": "9.7.4"}), "GRANT SELECT ON `performance_schema`.* TO `em`@`%`"), true), false},
+		{"MariaDB, performance_schema off", ps(server("10.11.6-MariaDB", map[string]string{"version": "10.11.6-MariaDB"}), false), false},
+	} {
+		fs := checkMySQLMetadataLocks(c.s)
+		if blocked := len(fs) == 1 && fs[0].Severity == Blocker; blocked != c.blocked {
+			t.Errorf("%s: %+v, want blocked=%v", c.name, fs, c.blocked)
+		}
+	}
+}

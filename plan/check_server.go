@@ -13,6 +13,7 @@ func init() {
 	registerServer("strict-mode", Info, "innodb_strict_mode=OFF: enginemig turns it on for its own sessions so bad table options fail loudly", checkStrictMode)
 	registerServer("gtid-consistency", Warning, "enforce_gtid_consistency=ON: statements that touch MyISAM and InnoDB tables together fail (error 1785)", checkGTIDConsistency)
 	registerServer("myisam-mmap", Info, "myisam_use_mmap=OFF: the copy and verification read every MyISAM row by key with a system call of its own; memory-mapped, apply was about 1.3x faster idle and 1.5x under load", checkMyISAMMmap)
+	registerServer("mysql-metadata-locks", Blocker, "MySQL: the cut-over sees its rename queued on the table in performance_schema.metadata_locks, which needs performance_schema on and SELECT on it", checkMySQLMetadataLocks)
 	registerServer("statement-binlog", Warning, "binlog_format STATEMENT or MIXED: a KILL (or a statement time limit) of enginemig's writes into MyISAM stops every replica", checkStatementBinlog)
 	registerServer("durability", Info, "innodb_flush_log_at_trx_commit=1: every autocommit write waits for an fsync; InnoDB can be slower than MyISAM on slow disks", checkDurability)
 }
@@ -31,6 +32,29 @@ func checkBinlog(s *ServerInfo) []Finding {
 			"nothing to do; binlog capture (log_bin, binlog_format=ROW, binlog_row_image=FULL) adds no cost to the application's writes")}
 	}
 	return nil
+}
+
+// checkMySQLMetadataLocks: on MySQL, which has no NOWAIT for LOCK TABLES, the cut-over learns that
+// its rename waits behind its lock from performance_schema.metadata_locks; without it every attempt
+// fails after the copy (seen with a managed account and performance_schema off), so apply refuses
+// before it starts.
+func checkMySQLMetadataLocks(s *ServerInfo) []Finding {
+	if s.MariaDB() || s.Galera != nil || s.Var("version") == "" {
+		return nil
+	}
+	var why []string
+	if !s.PerformanceSchema {
+		why = append(why, "performance_schema is OFF")
+	}
+	if s.Grants != nil && !s.Grants.Has("SELECT", "performance_schema", "") {
+		why = append(why, "the account lacks SELECT on performance_schema")
+	}
+	if len(why) == 0 {
+		return nil
+	}
+	return []Finding{newFinding("mysql-metadata-locks", Blocker,
+		"the cut-over cannot see its rename queued behind its lock ("+strings.Join(why, ", ")+"): on MySQL it reads performance_schema.metadata_locks, and every attempt would fail after the copy",
+		"turn performance_schema on (performance_schema=ON in the config file or, on a managed server, its parameter group; needs a restart) and GRANT SELECT ON performance_schema.* TO <enginemig account>")}
 }
 
 // checkStatementBinlog: an interrupted write into a non-transactional table keeps part of its
