@@ -158,7 +158,7 @@ func TestPreflightRefusesMissingPrivileges(t *testing.T) {
 	}
 	defer db.Close()
 	_, err = Run(context.Background(), db, opts)
-	if outcome.CodeOf(err) != outcome.Refused || !strings.Contains(err.Error(), "privileges") {
+	if outcome.CodeOf(err) != outcome.Refused || !strings.Contains(err.Error(), "REPLICATION SLAVE") { // neither capture: the binlog may not be read, triggers not created
 		t.Fatalf("got %d %v", outcome.CodeOf(err), err)
 	}
 	if tableExists(t, sdb, schema, "_t_new") {

@@ -2,6 +2,7 @@ package migration
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"path/filepath"
 	"sync/atomic"
@@ -15,34 +16,53 @@ import (
 	"github.com/enginemig/enginemig/internal/sandbox/sandboxtest"
 )
 
+// replicaRun is a primary with a replica apply watches, a 300,000-row MyISAM table t, and apply
+// running on it with a slow copy: 1 ms chunks take ~10 s (MariaDB 10.11, 2 cores), long enough to
+// see what the replica does to it. adjust changes the options first; done gets apply's result.
+type replicaRun struct {
+	primary, replica *sandbox.Server
+	schema           string
+	sdb, db          *sql.DB
+	opts             Options
+	copied           atomic.Int64
+	done             chan error
+}
+
+func startReplicaRun(t *testing.T, adjust func(*Options)) *replicaRun {
+	r := &replicaRun{done: make(chan error, 1)}
+	r.primary = sandboxtest.ForTest(t, sandbox.Options{})
+	r.replica = sandboxtest.ReplicaForTest(t, r.primary, sandbox.Options{})
+	r.schema, r.sdb = sandboxtest.FreshDatabase(t, r.primary)
+	sandboxtest.MustExec(t, r.sdb, "CREATE TABLE t (id INT PRIMARY KEY, v INT) ENGINE=MyISAM", "INSERT INTO t SELECT seq, seq FROM "+sandboxtest.Seq(300000))
+	ctx := context.Background()
+	if err := sandbox.SyncReplica(ctx, r.primary, r.replica); err != nil {
+		t.Fatal(err)
+	}
+	r.db = openControl(t, r.primary)
+	r.opts = testOptions(r.primary, r.schema, "t")
+	r.opts.ChunkTime, r.opts.seams.IdleChunkTime = time.Millisecond, time.Millisecond
+	r.opts.Replicas = append(r.opts.Replicas, connConfig(r.replica))
+	r.opts.ProgressEvery = 50 * time.Millisecond
+	r.opts.Progress = func(p Progress) { r.copied.Store(p.RowsCopied) }
+	if adjust != nil {
+		adjust(&r.opts)
+	}
+	go func() { _, err := Run(ctx, r.db, r.opts); r.done <- err }()
+	for r.copied.Load() == 0 {
+		time.Sleep(20 * time.Millisecond)
+	}
+	return r
+}
+
 // With a watched replica whose SQL thread is stopped, the copy must pause (lag grows past the
 // limit) and continue once replication catches up.
 func TestCopyPausesWhileReplicaLags(t *testing.T) {
-	primary := sandboxtest.ForTest(t, sandbox.Options{})
-	replica := sandboxtest.ReplicaForTest(t, primary, sandbox.Options{})
-	schema, sdb := sandboxtest.FreshDatabase(t, primary)
-	sandboxtest.MustExec(t, sdb, "CREATE TABLE t (id INT PRIMARY KEY, v INT) ENGINE=MyISAM", "INSERT INTO t SELECT seq, seq FROM "+sandboxtest.Seq(300000))
-	ctx := context.Background()
-	if err := sandbox.SyncReplica(ctx, primary, replica); err != nil {
-		t.Fatal(err)
-	}
-	db := openControl(t, primary)
-	opts := testOptions(primary, schema, "t")
-	// A slow copy: 1 ms chunks of 300,000 rows would take ~10 s (MariaDB 10.11, 2 cores), long
-	// enough to see it stall; once replication runs again, the control socket speeds it up.
-	opts.ChunkTime, opts.seams.IdleChunkTime = time.Millisecond, time.Millisecond
-	opts.ControlSocket = filepath.Join(t.TempDir(), "ctl.sock")
-	opts.Replicas = append(opts.Replicas, connConfig(replica))
-	opts.MaxLag = 300 * time.Millisecond
-	var copied atomic.Int64
-	opts.ProgressEvery = 50 * time.Millisecond
-	opts.Progress = func(p Progress) { copied.Store(p.RowsCopied) }
-
-	done := make(chan error, 1)
-	go func() { _, err := Run(ctx, db, opts); done <- err }()
-	for copied.Load() == 0 {
-		time.Sleep(20 * time.Millisecond)
-	}
+	// Once replication runs again, the control socket speeds the slow copy up.
+	r := startReplicaRun(t, func(o *Options) {
+		o.ControlSocket = filepath.Join(t.TempDir(), "ctl.sock")
+		o.MaxLag = 300 * time.Millisecond
+	})
+	ctx, replica, opts, db, schema, copied, done := context.Background(), r.replica, r.opts, r.db, r.schema, &r.copied, r.done
 	// Replication stops mid-copy: lag builds up past the limit and the copy must stall.
 	if err := replica.StopReplicaSQL(ctx); err != nil {
 		t.Fatal(err)
@@ -76,28 +96,8 @@ func TestCopyPausesWhileReplicaLags(t *testing.T) {
 // apply stops at once with the replica's error (exit 7), rather than waiting for a lag that
 // never shrinks, and the original table is left as it was.
 func TestApplyStopsWhenAReplicaStopsOnAnError(t *testing.T) {
-	primary := sandboxtest.ForTest(t, sandbox.Options{})
-	replica := sandboxtest.ReplicaForTest(t, primary, sandbox.Options{})
-	schema, sdb := sandboxtest.FreshDatabase(t, primary)
-	sandboxtest.MustExec(t, sdb, "CREATE TABLE t (id INT PRIMARY KEY, v INT) ENGINE=MyISAM", "INSERT INTO t SELECT seq, seq FROM "+sandboxtest.Seq(300000))
-	ctx := context.Background()
-	if err := sandbox.SyncReplica(ctx, primary, replica); err != nil {
-		t.Fatal(err)
-	}
-	db := openControl(t, primary)
-	opts := testOptions(primary, schema, "t")
-	// A slow copy (1 ms chunks, as in TestCopyPausesWhileReplicaLags): it is still copying when
-	// the replica breaks.
-	opts.ChunkTime, opts.seams.IdleChunkTime = time.Millisecond, time.Millisecond
-	opts.Replicas = append(opts.Replicas, connConfig(replica))
-	var copied atomic.Int64
-	opts.ProgressEvery = 50 * time.Millisecond
-	opts.Progress = func(p Progress) { copied.Store(p.RowsCopied) }
-	done := make(chan error, 1)
-	go func() { _, err := Run(ctx, db, opts); done <- err }()
-	for copied.Load() == 0 {
-		time.Sleep(20 * time.Millisecond)
-	}
+	r := startReplicaRun(t, nil) // still copying when the replica breaks
+	ctx, primary, replica, sdb, db, schema, done := context.Background(), r.primary, r.replica, r.sdb, r.db, r.schema, r.done
 	// The replica already has a row the primary now inserts: its SQL thread stops on 1062.
 	sandboxtest.MustExec(t, sdb, "CREATE TABLE clash (id INT PRIMARY KEY)")
 	if err := sandbox.SyncReplica(ctx, primary, replica); err != nil {

@@ -16,7 +16,8 @@ import (
 // lag limit is raised, go on converting while a replica misses its statements). So each check
 // also reads the replica's threads (SHOW REPLICA STATUS, on MariaDB 10.5+ and MySQL 8.0.22+), and
 // a thread stopped with an error ends the run with that error (Stopped). One stopped without an
-// error (STOP REPLICA by a person) throttles the copy at once, as its lag soon would.
+// error (STOP REPLICA by a person, for a while) is lag like any other: an operator who raised
+// --max-lag meant to let the copy go on.
 
 // ReplicaStoppedError is a watched replica whose SQL thread stopped on an error.
 type ReplicaStoppedError struct {

@@ -120,14 +120,10 @@ func (t *Throttler) evaluateLocked(now time.Time) verdict {
 			rs.Lag = t.lagLocked(r.seq.value, now)
 			rs.LagSeconds = rs.Lag.Seconds()
 		}
-		if th := r.threads; th.read && !th.running {
-			why := fmt.Sprintf("replica %s: its SQL thread is stopped", r.name)
-			if th.errno != 0 {
-				why += fmt.Sprintf(" on error %d: %s", th.errno, th.message)
-			}
-			rs.Error = why
-			v.add("stopped:"+r.name, why)
-		} else if !rs.Measured {
+		if th := r.threads; th.read && !th.running && th.errno != 0 {
+			v.add("stopped:"+r.name, fmt.Sprintf("replica %s: its SQL thread stopped on error %d: %s", r.name, th.errno, th.message))
+		}
+		if !rs.Measured {
 			v.add("unmeasured:"+r.name, fmt.Sprintf("cannot measure lag on %s: %s", r.name, rs.Error))
 		} else if rs.Lag > t.maxLag {
 			v.add("lag:"+r.name, fmt.Sprintf("replica %s lags %s (max %s)", r.name, round(rs.Lag), t.maxLag))
