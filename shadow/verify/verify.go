@@ -451,7 +451,10 @@ func (v *verifier) waitFor(ctx context.Context, conn *sql.Conn, w wait) error {
 	waitCtx, cancel := context.WithTimeout(ctx, w.limit)
 	defer cancel()
 	err := v.target.WaitFor(waitCtx, conn)
-	if err != nil && !w.last && ctx.Err() == nil && waitCtx.Err() != nil && !dbconn.IsInterruptedWrite(err) {
+	if dbconn.IsInterruptedWrite(err) {
+		return fmt.Errorf("verify: %w", err)
+	}
+	if err != nil && !w.last && ctx.Err() == nil && waitCtx.Err() != nil {
 		return errBehind
 	}
 	if err != nil {
