@@ -19,9 +19,9 @@ func hostedServer(t *testing.T, binlog string) *sandbox.Server {
 	return sandboxtest.ForTest(t, sandbox.Options{BinlogFormat: binlog, ExtraArgs: []string{"--performance-schema=OFF"}})
 }
 
-// hostedLimit is the host's statement limit, scaled to the tests' tables (30,000 rows here; a
+// hostedLimit is the host's statement limit, scaled to the tests' tables (10,000 rows here; a
 // shared host's 30 s meets a 30M-row table the same way): below the index build's time.
-const hostedLimit = "0.05"
+const hostedLimit = "0.02"
 
 // hostedAccount is what a shared host gives: ALL on one database and nothing global, every
 // statement capped (MariaDB: per account, as hosts grant it; MySQL: max_execution_time, its
@@ -38,7 +38,7 @@ func hostedAccount(t *testing.T, srv *sandbox.Server, schema, user string, globa
 	sandboxtest.MustExec(t, root, "CREATE USER "+account+" IDENTIFIED BY 'pw'",
 		"GRANT ALL PRIVILEGES ON "+dbconn.QuoteIdent(schema)+".* TO "+account)
 	if srv.Flavour().MySQL() {
-		sandboxtest.MustExec(t, root, "SET GLOBAL max_execution_time = 50", "ALTER USER "+account+" WITH MAX_USER_CONNECTIONS 40")
+		sandboxtest.MustExec(t, root, "SET GLOBAL max_execution_time = 20", "ALTER USER "+account+" WITH MAX_USER_CONNECTIONS 40")
 	} else {
 		sandboxtest.MustExec(t, root, "GRANT USAGE ON *.* TO "+account+" WITH MAX_USER_CONNECTIONS 40 MAX_STATEMENT_TIME "+hostedLimit)
 	}
@@ -91,7 +91,7 @@ func TestHostedAccountsConvertWithTheDefaults(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer db.Close()
-			ws := seedAllTypes(t, root, schema, 30000, 3, 59)
+			ws := seedAllTypes(t, root, schema, 10000, 3, 59)
 			stop := runWriters(ws, appPause)
 			defer stop()
 			opts := testOptions(srv, schema, "t")
