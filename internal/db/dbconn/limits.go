@@ -46,8 +46,9 @@ func freeSession(version string) string {
 }
 
 // liftLimits runs freeSession on a new connection. A server that refuses one of the settings
-// leaves the session as the host made it: plan's session-limits check reads what a session of
-// enginemig's ends up with and says what is left.
+// leaves the session as the host made it: a statement of enginemig's that then outlasts the host's
+// limit fails with the host's error (a write into MyISAM as an InterruptedWriteError, whole.go),
+// and the run stops saying so.
 func liftLimits(ctx context.Context, conn driver.Conn, version string) {
 	if e, ok := conn.(driver.ExecerContext); ok {
 		e.ExecContext(ctx, freeSession(version), nil)
