@@ -28,29 +28,32 @@ const idleLimit = 28800
 // pause reading a result while the writer catches up.
 const netLimit = 600
 
-// freeSession returns the statement that lifts the host's session limits on a server of this
-// version (VERSION()).
-func freeSession(version string) string {
-	set := []string{ // constants: MySQL refuses an expression's result for these (error 1232)
+// freeSession returns the statements that lift the host's session limits on a server of this
+// version (VERSION()): the statement limit on its own, so that a setting refused in the other
+// (a SET fails whole) leaves it lifted.
+func freeSession(version string) []string {
+	limit := "SET SESSION max_execution_time = 0"
+	if strings.Contains(strings.ToLower(version), "mariadb") {
+		limit = "SET SESSION max_statement_time = 0"
+	}
+	return []string{limit, "SET SESSION " + strings.Join([]string{ // constants: MySQL refuses an expression here (1232)
 		"wait_timeout = " + strconv.Itoa(idleLimit),
 		"net_read_timeout = " + strconv.Itoa(netLimit),
 		"net_write_timeout = " + strconv.Itoa(netLimit),
 		"sql_big_selects = 1",
-	}
-	if strings.Contains(strings.ToLower(version), "mariadb") {
-		set = append(set, "max_statement_time = 0")
-	} else {
-		set = append(set, "max_execution_time = 0")
-	}
-	return "SET SESSION " + strings.Join(set, ", ")
+	}, ", ")}
 }
 
-// liftLimits runs freeSession on a new connection. A server that refuses one of the settings
-// leaves the session as the host made it: a statement of enginemig's that then outlasts the host's
-// limit fails with the host's error (a write into MyISAM as an InterruptedWriteError, whole.go),
-// and the run stops saying so.
+// liftLimits runs freeSession on a new connection. A server that refuses a setting leaves it as
+// the host made it: a statement of enginemig's that then outlasts the host's limit fails with the
+// host's error (a write into MyISAM as an InterruptedWriteError, whole.go), and the run stops
+// saying so.
 func liftLimits(ctx context.Context, conn driver.Conn, version string) {
-	if e, ok := conn.(driver.ExecerContext); ok {
-		e.ExecContext(ctx, freeSession(version), nil)
+	e, ok := conn.(driver.ExecerContext)
+	if !ok {
+		return
+	}
+	for _, stmt := range freeSession(version) {
+		e.ExecContext(ctx, stmt, nil)
 	}
 }
