@@ -61,7 +61,7 @@ func openOwn(ctx context.Context, dc *mysql.Config, c Config, maxConns int) (*sq
 	if err != nil {
 		return nil, outcome.New(outcome.Usage, fmt.Errorf("connection settings: %w", err), "")
 	}
-	return openConnector(ctx, ownConnector{Connector: connector, key: c.ownKey()}, dc, c.Address(), maxConns)
+	return openConnector(ctx, ownConnector{Connector: connector, key: c.ownKey(), useKey: c.useKey()}, dc, c.Address(), maxConns)
 }
 
 // OpenDriverConfig opens a pool from an already built driver config (used for binary-charset

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -18,7 +19,52 @@ import (
 var own = struct {
 	sync.Mutex
 	ids map[string]map[int64]bool
-}{ids: map[string]map[int64]bool{}}
+	use map[string]*usage
+}{ids: map[string]map[int64]bool{}, use: map[string]*usage{}}
+
+// usage counts what this process asks of one server, against the limits a host sets per account
+// (MAX_USER_CONNECTIONS, MAX_CONNECTIONS_PER_HOUR, MAX_QUERIES_PER_HOUR): a test holds apply to
+// the connection count plan budgets for it, and a run reports what it used.
+type usage struct {
+	open, peak, connects int64 // under own's lock
+	statements           atomic.Int64
+}
+
+// Use is what this process has asked of one server so far.
+type Use struct {
+	Open       int64 // connections open now
+	Peak       int64 // the most open at once
+	Connects   int64 // connections opened
+	Statements int64 // statements sent on them
+}
+
+// OwnUse returns what this process has asked of the server c connects to, through its own pools
+// (the binlog stream's replication session is not among them).
+func (c Config) OwnUse() Use {
+	own.Lock()
+	defer own.Unlock()
+	u := own.use[c.useKey()]
+	if u == nil {
+		return Use{}
+	}
+	return Use{Open: u.open, Peak: u.peak, Connects: u.connects, Statements: u.statements.Load()}
+}
+
+// OwnPeers returns the ids of this process's connections open on the server that connection id
+// (one of them) is on: the account's connections that are enginemig's own, not the application's.
+func OwnPeers(id int64) map[int64]bool {
+	own.Lock()
+	defer own.Unlock()
+	peers := map[int64]bool{}
+	for _, ids := range own.ids {
+		if ids[id] {
+			for i := range ids {
+				peers[i] = true
+			}
+		}
+	}
+	return peers
+}
 
 // IsOwn returns a function that reports whether a connection id on the server c connects to is
 // currently open in this process.
@@ -31,6 +77,9 @@ func (c Config) IsOwn() func(id int64) bool {
 	}
 }
 
+// useKey keys usage by account as well as server: the hosts' limits are the account's.
+func (c Config) useKey() string { return c.ownKey() + "|" + c.User }
+
 func (c Config) ownKey() string {
 	if c.useSocket() {
 		return "unix:" + c.Socket
@@ -41,7 +90,7 @@ func (c Config) ownKey() string {
 // ownConnector registers each new connection's id under key.
 type ownConnector struct {
 	driver.Connector
-	key string
+	key, useKey string
 }
 
 func (c ownConnector) Connect(ctx context.Context) (driver.Conn, error) {
@@ -59,8 +108,17 @@ func (c ownConnector) Connect(ctx context.Context) (driver.Conn, error) {
 		own.ids[c.key] = map[int64]bool{}
 	}
 	own.ids[c.key][id] = true
+	u := own.use[c.useKey]
+	if u == nil {
+		u = &usage{}
+		own.use[c.useKey] = u
+	}
+	u.open++
+	u.connects++
+	u.statements.Add(1 + int64(len(freeSession(version)))) // connectionID's and liftLimits'
+	u.peak = max(u.peak, u.open)
 	own.Unlock()
-	return &ownConn{Conn: conn, key: c.key, id: id, killer: c.Connector}, nil
+	return &ownConn{Conn: conn, key: c.key, id: id, use: u, killer: c.Connector}, nil
 }
 
 // connectionID reads the new connection's server id and the server's version.
@@ -104,6 +162,7 @@ type ownConn struct {
 	driver.Conn
 	key    string
 	id     int64
+	use    *usage
 	killer driver.Connector // the bare connector: a session that is not itself registered
 }
 
@@ -139,6 +198,7 @@ func KillQuery(id int64) string { return fmt.Sprintf("KILL QUERY %d", id) }
 func (c *ownConn) Close() error {
 	own.Lock()
 	delete(own.ids[c.key], c.id)
+	c.use.open--
 	own.Unlock()
 	return c.Conn.Close()
 }
@@ -151,14 +211,23 @@ func (c *ownConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx
 }
 
 func (c *ownConn) PrepareContext(ctx context.Context, query string) (driver.Stmt, error) {
+	c.use.statements.Add(1)
+	var st driver.Stmt
+	var err error
 	if p, ok := c.Conn.(driver.ConnPrepareContext); ok {
-		return p.PrepareContext(ctx, query)
+		st, err = p.PrepareContext(ctx, query)
+	} else {
+		st, err = c.Conn.Prepare(query)
 	}
-	return c.Conn.Prepare(query)
+	if err != nil {
+		return nil, err
+	}
+	return &ownStmt{Stmt: st, use: c.use}, nil
 }
 
 func (c *ownConn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
 	if e, ok := c.Conn.(driver.ExecerContext); ok {
+		c.use.statements.Add(1)
 		res, err := e.ExecContext(ctx, query, args)
 		c.abandoned(ctx, err)
 		return res, err
@@ -168,6 +237,7 @@ func (c *ownConn) ExecContext(ctx context.Context, query string, args []driver.N
 
 func (c *ownConn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
 	if q, ok := c.Conn.(driver.QueryerContext); ok {
+		c.use.statements.Add(1)
 		rows, err := q.QueryContext(ctx, query, args)
 		c.abandoned(ctx, err)
 		return rows, err
