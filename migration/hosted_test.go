@@ -10,6 +10,7 @@ import (
 	"github.com/enginemig/enginemig/internal/db/outcome"
 	"github.com/enginemig/enginemig/internal/sandbox"
 	"github.com/enginemig/enginemig/internal/sandbox/sandboxtest"
+	"github.com/enginemig/enginemig/migration/preflight"
 	"github.com/enginemig/enginemig/migration/rollback"
 )
 
@@ -115,6 +116,11 @@ func TestHostedAccountsConvertWithTheDefaults(t *testing.T) {
 			}
 			if err != nil {
 				t.Fatalf("apply: %v", err)
+			}
+			// The binlog stream's replication session is not among the pools dbconn counts.
+			stream := map[bool]int64{true: 1}[len(c.global) > 0]
+			if use := conn.OwnUse(); use.Peak+stream > int64(preflight.Connections(DefaultCopyWorkers)) {
+				t.Fatalf("apply held %d connections at once; it budgets %d (plan's account-limits check)", use.Peak+stream, preflight.Connections(DefaultCopyWorkers))
 			}
 			want, changes := "InnoDB", int64(0)
 			if c.rollback {

@@ -305,7 +305,8 @@ var errSuspended = errors.New("connection lost")
 // migrator is one attempt at a migration (a resume after a lost connection is a new one).
 type migrator struct {
 	db      *sql.DB
-	version string // VERSION() of the server, for the binlog flavor
+	budget  *dbconn.HourlyBudget // the account's hourly statements (nil: no hourly limit)
+	version string               // VERSION() of the server, for the binlog flavor
 	capture shadow.Mode
 	opts    Options
 	log     *slog.Logger

@@ -8,6 +8,7 @@ import (
 	"github.com/enginemig/enginemig/internal/db/table"
 	"github.com/enginemig/enginemig/migration/preflight"
 	"github.com/enginemig/enginemig/migration/state"
+	"github.com/enginemig/enginemig/plan"
 )
 
 // preflight is the first stage: the checks, the table's advisory lock (held until the run ends),
@@ -57,9 +58,13 @@ func (m *migrator) preflight(ctx context.Context) error {
 			return err
 		}
 	}
-	server, estimate, err := preflight.PlanBlockers(ctx, m.db, ti, m.capture, m.opts.Catalog, m.opts.MaxHold, m.log)
+	server, estimate, err := preflight.PlanBlockers(ctx, m.db, ti, m.capture, m.opts.CopyWorkers, m.opts.Catalog, m.opts.MaxHold, m.log)
 	if err != nil {
 		return err
+	}
+	m.budget = hourlyBudget(m.opts.Conn, server.Account)
+	if without := plan.WithoutPerformanceSchema(server); without != "" {
+		m.log.Info("performance_schema is off: " + without)
 	}
 	if err := m.loadTriggers(ctx); err != nil {
 		return err

@@ -159,6 +159,9 @@ func (m *migrator) openPipeline(ctx context.Context) error {
 	cfg.Conn, cfg.Version, cfg.ServerID, cfg.Triggers, cfg.Logger = m.opts.Conn, m.version, m.opts.ServerID, triggerNames(m.triggers), m.log
 	cfg.Seams, cfg.Galera = &m.opts.seams.Seams, m.opts.Cutover.Galera
 	cfg.LockWithin = lockwait.TimeoutOr(m.opts.LockTimeout)
+	if m.budget != nil {
+		cfg.Hold = budgetHold{m.budget, m.log}
+	}
 	p, err := shadow.Open(ctx, cfg)
 	if err != nil {
 		return outcome.New(outcome.FailedSafe, err, m.capture.SetupRemedy())

@@ -4,12 +4,14 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"log/slog"
 
 	"github.com/enginemig/enginemig/copier"
 	"github.com/enginemig/enginemig/internal/db/dbconn"
 	"github.com/enginemig/enginemig/internal/pace/diskspace"
 	"github.com/enginemig/enginemig/internal/pace/throttle"
 	"github.com/enginemig/enginemig/migration/state"
+	"github.com/enginemig/enginemig/plan"
 )
 
 // startThrottle is the shared throttle when there is one, else a throttle of this migration's own.
@@ -17,18 +19,19 @@ func (m *migrator) startThrottle(ctx context.Context) (*throttle.Throttler, func
 	if m.opts.Throttle != nil {
 		return m.opts.Throttle, func() {}, nil
 	}
-	return startThrottle(ctx, m.db, m.opts, m.disk.Load())
+	return startThrottle(ctx, m.db, m.opts, m.disk.Load(), m.budget)
 }
 
 // StartThrottle connects to the replicas and starts the heartbeat and checks, as opts ask
 // (MaxThreadsRunning, Replicas, MaxLag; the heartbeat in StateSchema). The returned function
 // stops it and closes the replica connections.
 func StartThrottle(ctx context.Context, db *sql.DB, opts Options) (*throttle.Throttler, func(), error) {
-	return startThrottle(ctx, db, opts, nil)
+	return startThrottle(ctx, db, opts, nil, hourlyBudget(opts.Conn, plan.LoadAccount(ctx, db)))
 }
 
-// startThrottle is StartThrottle with this run's disk watch (nil: none) among its reasons.
-func startThrottle(ctx context.Context, db *sql.DB, opts Options, disk *diskspace.Watch) (*throttle.Throttler, func(), error) {
+// startThrottle is StartThrottle with this run's disk watch and the account's hourly budget (nil:
+// none) among its reasons.
+func startThrottle(ctx context.Context, db *sql.DB, opts Options, disk *diskspace.Watch, budget *dbconn.HourlyBudget) (*throttle.Throttler, func(), error) {
 	schema := opts.StateSchema
 	if schema == "" {
 		schema = state.DefaultStateSchema
@@ -37,6 +40,9 @@ func startThrottle(ctx context.Context, db *sql.DB, opts Options, disk *diskspac
 		HeartbeatSchema: schema, Logger: dbconn.Logger(opts.Logger), Galera: dbconn.GaleraNode(ctx, db)}
 	if disk != nil {
 		cfg.Disk = disk
+	}
+	if budget != nil {
+		cfg.Account = budget
 	}
 	var pools []*sql.DB
 	closeAll := func() {
@@ -61,6 +67,24 @@ func startThrottle(ctx context.Context, db *sql.DB, opts Options, disk *diskspac
 	}
 	return thr, func() { thr.Stop(); closeAll() }, nil
 }
+
+// hourlyBudget is the account's hourly budget for enginemig (plan.HourlyShare), nil without
+// hourly limits. The copy waits for it in the throttle (reason account-hourly), verification and
+// trigger capture's syncs in budgetHold.
+func hourlyBudget(c dbconn.Config, a plan.AccountLimits) *dbconn.HourlyBudget {
+	if share := plan.HourlyShare(a); share > 0 {
+		return c.HourlyBudget(share)
+	}
+	return nil
+}
+
+// budgetHold holds verification's chunks while the hourly budget is spent.
+type budgetHold struct {
+	b   *dbconn.HourlyBudget
+	log *slog.Logger
+}
+
+func (h budgetHold) Wait(ctx context.Context) error { return h.b.Wait(ctx, h.log) }
 
 // copyWaiter is what holds back each chunk: the throttle, and in tests the simulated crash.
 func (m *migrator) copyWaiter(thr *throttle.Throttler) copier.Waiter {

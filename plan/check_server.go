@@ -15,6 +15,7 @@ func init() {
 	registerServer("myisam-mmap", Info, "myisam_use_mmap=OFF: the copy and verification read every MyISAM row by key with a system call of its own; memory-mapped, apply was about 1.3x faster idle and 1.5x under load", checkMyISAMMmap)
 	registerServer("mysql-metadata-locks", Blocker, "MySQL: the cut-over sees its rename queued on the table in performance_schema.metadata_locks, which needs performance_schema on and SELECT on it", checkMySQLMetadataLocks)
 	registerServer("statement-binlog", Warning, "binlog_format STATEMENT or MIXED: a KILL (or a statement time limit) of enginemig's writes into MyISAM stops every replica", checkStatementBinlog)
+	registerServer("performance-schema", Info, "performance_schema OFF (MariaDB's default, and most hosts'): what apply and plan do without it", checkPerformanceSchema)
 	registerServer("durability", Info, "innodb_flush_log_at_trx_commit=1: every autocommit write waits for an fsync; InnoDB can be slower than MyISAM on slow disks", checkDurability)
 }
 
@@ -136,4 +137,26 @@ func checkMyISAMMmap(s *ServerInfo) []Finding {
 	return []Finding{newFinding("myisam-mmap", Info,
 		"myisam_use_mmap=OFF: the copy and verification read every MyISAM row by key with a system call of its own; with the data file memory-mapped, apply converted 1M rows about 1.3x faster idle and 1.5x faster under load",
 		"SET GLOBAL myisam_use_mmap=ON (and in my.cnf) before apply; it applies to a table when it is next opened, e.g. FLUSH TABLES db.t at a quiet moment (rows appended after that are still read with preads)")}
+}
+
+// WithoutPerformanceSchema says what plan and apply see less of with performance_schema off, or ""
+// when it is on. Every stage works without it; apply logs this once, plan reports it.
+func WithoutPerformanceSchema(s *ServerInfo) string {
+	if s.PerformanceSchema || s.Var("performance_schema") == "" {
+		return ""
+	}
+	return "the answers check has no application statements to run (it reads them from performance_schema's statement history: give --answers FILE with the application's reads); " +
+		"plan ranks tables by lock waits only from server-wide counters; " +
+		"a lock wait names its holder from the process list, as a guess (MariaDB: INSTALL SONAME 'metadata_lock_info' names it exactly); " +
+		"the cut-over judges long statements by the process list; " +
+		"the benchmark gates' --mix auto cannot read the table's statement mix (give --mix)"
+}
+
+func checkPerformanceSchema(s *ServerInfo) []Finding {
+	without := WithoutPerformanceSchema(s)
+	if without == "" {
+		return nil
+	}
+	return []Finding{newFinding("performance-schema", Info, "performance_schema is OFF; every stage works without it, but "+without,
+		"nothing to do; to get them, performance_schema=ON in the server's configuration (a restart; on a managed server its parameter group)")}
 }

@@ -17,7 +17,7 @@ func TestCheckTableForApply(t *testing.T) {
 		CREATE TABLE bad (a INT NOT NULL, b INT NOT NULL AUTO_INCREMENT, PRIMARY KEY (a, b)) ENGINE=MyISAM;
 		BEGIN; ROLLBACK;`)
 	ctx := context.Background()
-	srv, _, err := CheckServer(ctx, db, CaptureAuto, nil)
+	srv, _, err := CheckServer(ctx, db, CaptureAuto, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,16 +103,16 @@ func TestARunSharesOneReadingOfTheDigests(t *testing.T) {
 		t.Fatal(err)
 	}
 	cat.ShareDigests()
-	first, _, err := CheckServer(ctx, db, CaptureAuto, cat)
+	first, _, err := CheckServer(ctx, db, CaptureAuto, 0, cat)
 	if err != nil {
 		t.Fatal(err)
 	}
 	runScript(t, db, "SELECT id FROM t WHERE v = 5")
-	second, _, err := CheckServer(ctx, db, CaptureAuto, cat)
+	second, _, err := CheckServer(ctx, db, CaptureAuto, 0, cat)
 	if err != nil {
 		t.Fatal(err)
 	}
-	own, _, err := CheckServer(ctx, db, CaptureAuto, nil)
+	own, _, err := CheckServer(ctx, db, CaptureAuto, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

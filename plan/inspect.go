@@ -50,6 +50,8 @@ type Options struct {
 	OpenNode NodeOpener
 	// MaxHold: see ServerInfo.MaxHold.
 	MaxHold time.Duration
+	// ApplyConnections: see ServerInfo.ApplyConnections.
+	ApplyConnections int
 	// Logger gets Debug records of the work (tables found, each table planned); nil discards.
 	Logger *slog.Logger
 }
@@ -71,7 +73,7 @@ func Inspect(ctx context.Context, db *sql.DB, opts Options) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	srv.WantCapture, srv.MaxHold = opts.Capture, opts.MaxHold
+	srv.WantCapture, srv.MaxHold, srv.ApplyConnections = opts.Capture, opts.MaxHold, opts.ApplyConnections
 	p := &Plan{Version: FormatVersion, GeneratedAt: time.Now().UTC(), Tool: opts.Tool, Server: srv,
 		Databases: opts.Databases, TestCompile: opts.TestCompile, Findings: []Finding{}, Tables: []TablePlan{}}
 	cands, skipped, err := discover(ctx, conn, opts)
@@ -414,15 +416,16 @@ func CheckTable(ctx context.Context, db *sql.DB, srv *ServerInfo, cat *Catalog, 
 	return fs, tp.Estimate, nil
 }
 
-// CheckServer runs the server-level checks (binlog, configuration, global privileges) and
+// CheckServer runs the server-level checks (binlog, configuration, global privileges, the
+// account's limits against apply's applyConnections) and
 // returns them with the server as it read it (for CheckGalera). The capacity checks that need
 // all planned tables' totals are left to Inspect. cat, when it shares the statement digests
 // (Catalog.ShareDigests), gives them instead of a reading of its own; nil reads them.
-func CheckServer(ctx context.Context, db *sql.DB, capture string, cat *Catalog) (*ServerInfo, []Finding, error) {
+func CheckServer(ctx context.Context, db *sql.DB, capture string, applyConnections int, cat *Catalog) (*ServerInfo, []Finding, error) {
 	srv, err := loadServer(ctx, db, cat)
 	if err != nil {
 		return nil, nil, err
 	}
-	srv.WantCapture = capture
+	srv.WantCapture, srv.ApplyConnections = capture, applyConnections
 	return srv, runServerChecks(srv), nil
 }

@@ -41,6 +41,12 @@ type ServerInfo struct {
 	// set sql_log_bin=0 in the session), so replicas saw the scratch table come and go.
 	TestCompileBinlogged bool `json:"test_compile_binlogged,omitempty"`
 
+	// Account is the limits of the account plan connects as (the one apply will use).
+	Account AccountLimits `json:"account"`
+	// ApplyConnections is the most connections apply holds at once (0: not known to the caller;
+	// the account-limits check then leaves the connection cap out).
+	ApplyConnections int `json:"-"`
+
 	// Galera is the cluster this server is a node of (nil when wsrep_on is off).
 	Galera *Galera `json:"galera,omitempty"`
 
@@ -163,6 +169,7 @@ func loadServer(ctx context.Context, q Querier, cat *Catalog) (*ServerInfo, erro
 		s.loadDigests(ctx, q)
 	}
 	s.Grants, s.GrantsErr = loadGrants(ctx, q)
+	s.Account = LoadAccount(ctx, q)
 	s.readDisk(ctx, q)
 	return s, nil
 }

@@ -79,7 +79,7 @@ func TestMisconfiguredServer(t *testing.T) {
 
 	// CheckServer is what apply's preflight calls: same server findings, without the capacity ones.
 	// With --capture binlog, a STATEMENT binlog blocks.
-	_, fs, err := CheckServer(context.Background(), badDB, CaptureBinlog, nil)
+	_, fs, err := CheckServer(context.Background(), badDB, CaptureBinlog, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -50,6 +50,10 @@ type Config struct {
 	// Galera says the server is a Galera node: no session of trigger capture then holds a lock
 	// on a table that commits through the cluster (triggercapture_galera.go).
 	Galera bool
+	// Hold, when set, holds back each verification chunk and trigger capture's periodic syncs
+	// (the account's hourly statement budget; the copy is held back by its own waiter). Binlog
+	// replay is not held: its stream would back up on the server.
+	Hold copier.Waiter
 	// Seams are test seams (nil outside tests): replay held back, verification's release.
 	Seams  *Seams
 	Logger *slog.Logger
@@ -126,7 +130,7 @@ func Open(ctx context.Context, cfg Config) (p *Pipeline, err error) {
 			opened.closePools()
 		}
 	}()
-	if p.reader, err = dbconn.OpenRowReader(ctx, cfg.Conn, "", 2); err != nil {
+	if p.reader, err = dbconn.OpenRowReader(ctx, cfg.Conn, "", readerConns); err != nil {
 		return nil, err
 	}
 	if p.writer, err = dbconn.OpenRowWriter(ctx, cfg.Conn, "", writerConns(1)); err != nil {
@@ -175,6 +179,13 @@ func (p *Pipeline) Do(ctx context.Context, fn func(ctx context.Context) error) e
 	}
 	return err
 }
+
+// readerConns is the row reader pool's size: a copy chunk's read, and verification's.
+const readerConns = 2
+
+// Connections is the most connections a pipeline holds on the server at once with workers copy
+// workers: its reader and writer pools, and binlog capture's replication stream.
+func Connections(workers int) int { return readerConns + writerConns(workers) + 1 }
 
 // writerConns sizes the writer pool for a copy of workers chunks at once: the chunks, the copy's
 // bound and lock-wait queries, its stage session, replay (or trigger capture's syncs) and
@@ -341,7 +352,7 @@ func (p *Pipeline) verify(ctx context.Context, pace copier.Pace) (verify.Result,
 	var res verify.Result
 	err := p.Do(ctx, func(ctx context.Context) (err error) {
 		res, err = verify.Run(ctx, p.cfg.DB, p.q, copier.NewChunker(p.writer, p.q, pace), verifyTarget{p},
-			verify.Config{Logger: p.cfg.Logger, Rows: &p.verified, LockWith: p.capture.LockWith(HeldForVerify), TargetApart: p.cfg.Galera && p.cfg.Mode == Triggers, NoRepair: p.cfg.Galera, Release: seams.VerifyRelease, HoldDelay: seams.VerifyHold})
+			verify.Config{Logger: p.cfg.Logger, Wait: p.cfg.Hold, Rows: &p.verified, LockWith: p.capture.LockWith(HeldForVerify), TargetApart: p.cfg.Galera && p.cfg.Mode == Triggers, NoRepair: p.cfg.Galera, Release: seams.VerifyRelease, HoldDelay: seams.VerifyHold})
 		return err
 	})
 	return res, err

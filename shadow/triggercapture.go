@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/enginemig/enginemig/copier"
 	"github.com/enginemig/enginemig/internal/db/dbconn"
 	"github.com/enginemig/enginemig/internal/db/mdl"
 	"github.com/enginemig/enginemig/internal/db/table"
@@ -46,6 +47,7 @@ type triggerCapture struct {
 	order  *order
 	locker *mdl.Locker // takes the syncs' locks (package mdl)
 	every  time.Duration
+	hold   copier.Waiter // Config.Hold: the periodic syncs wait for it (nil: never)
 	log    *slog.Logger
 
 	paused   atomic.Int32 // > 0: no periodic syncs (an index build, a cut-over attempt)
@@ -119,6 +121,11 @@ func (t *triggerCapture) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-tick.C:
+		}
+		// Held (the account's hourly statements spent), the notes wait in the log: the next
+		// sync takes them in fewer, larger statements.
+		if t.hold != nil && t.hold.Wait(ctx) != nil {
+			return nil
 		}
 		for more := true; more; {
 			var err error

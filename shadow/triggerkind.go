@@ -39,7 +39,7 @@ func (k triggerKind) open(ctx context.Context, p *Pipeline) (Capture, error) {
 		every = seams.SyncEvery
 	}
 	return &triggerCapture{c: p.q.Capture(cfg.Source, cfg.ChangeLog), q: p.q, db: cfg.DB, writer: p.writer, order: &p.order,
-		every: every, log: cfg.Logger, handedOut: dbconn.MariaDB(version), galera: cfg.Galera,
+		every: every, hold: cfg.Hold, log: cfg.Logger, handedOut: dbconn.MariaDB(version), galera: cfg.Galera,
 		locker: locker, onLocked: seams.SyncLocked, onSynced: seams.Synced}, nil
 }
 

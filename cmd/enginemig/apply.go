@@ -26,6 +26,7 @@ import (
 	"github.com/enginemig/enginemig/internal/pace/throttle"
 	"github.com/enginemig/enginemig/migration"
 	"github.com/enginemig/enginemig/migration/planrun"
+	"github.com/enginemig/enginemig/migration/preflight"
 	"github.com/enginemig/enginemig/migration/state"
 )
 
@@ -119,7 +120,7 @@ func runApply(c *cli.Context) error {
 		return err
 	}
 	ctx := c.Context
-	db, conn, err := openDB(ctx, c, "", 8)
+	db, conn, err := openDB(ctx, c, "", preflight.Pool)
 	if err != nil {
 		return err
 	}

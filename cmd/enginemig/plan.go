@@ -8,6 +8,8 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/enginemig/enginemig/internal/db/outcome"
+	"github.com/enginemig/enginemig/migration"
+	"github.com/enginemig/enginemig/migration/preflight"
 	"github.com/enginemig/enginemig/plan"
 )
 
@@ -66,16 +68,17 @@ func runPlan(c *cli.Context) error {
 	}
 	defer db.Close()
 	p, err := plan.Inspect(c.Context, db, plan.Options{
-		Nodes:       c.StringSlice("node"),
-		OpenNode:    plan.OpenWithAccount(cfg),
-		Databases:   c.StringSlice("database"),
-		Tables:      c.StringSlice("tables"),
-		TestCompile: !c.Bool("no-test-compile"),
-		SampleRows:  c.Int64("sample-rows"),
-		Capture:     c.String("capture"),
-		MaxHold:     c.Duration("max-hold"),
-		Tool:        version,
-		Logger:      loggerOf(c),
+		Nodes:            c.StringSlice("node"),
+		OpenNode:         plan.OpenWithAccount(cfg),
+		Databases:        c.StringSlice("database"),
+		Tables:           c.StringSlice("tables"),
+		TestCompile:      !c.Bool("no-test-compile"),
+		SampleRows:       c.Int64("sample-rows"),
+		Capture:          c.String("capture"),
+		MaxHold:          c.Duration("max-hold"),
+		ApplyConnections: preflight.Connections(migration.DefaultCopyWorkers),
+		Tool:             version,
+		Logger:           loggerOf(c),
 	})
 	if err != nil {
 		if errors.Is(err, plan.ErrUnknownDatabase) || errors.Is(err, plan.ErrSystemSchema) || errors.Is(err, plan.ErrNoMatch) {

@@ -10,6 +10,7 @@ import (
 	"github.com/enginemig/enginemig/cutover"
 	"github.com/enginemig/enginemig/internal/db/outcome"
 	"github.com/enginemig/enginemig/internal/pace/lockwait"
+	"github.com/enginemig/enginemig/migration/preflight"
 	"github.com/enginemig/enginemig/migration/rollback"
 	"github.com/enginemig/enginemig/migration/state"
 )
@@ -43,7 +44,7 @@ func rollbackCommand() *cli.Command {
 			if c.String("output") != "text" && c.String("output") != "json" {
 				return outcome.Errorf(outcome.Usage, "--output must be text or json")
 			}
-			db, conn, err := openDB(c.Context, c, "", 8)
+			db, conn, err := openDB(c.Context, c, "", preflight.Pool)
 			if err != nil {
 				return err
 			}

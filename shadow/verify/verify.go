@@ -49,6 +49,8 @@ type Config struct {
 	// CatchUp bounds the wait for the target while the source is locked (default 1 s).
 	CatchUp time.Duration
 	Logger  *slog.Logger
+	// Wait, when set, holds back each chunk before it locks anything.
+	Wait copier.Waiter
 	// Rows, when set, counts the rows compared so far (progress).
 	Rows *atomic.Int64
 	// LockWith is what the target's capture needs locked with the source to catch up (trigger
@@ -178,6 +180,12 @@ func Run(ctx context.Context, db *sql.DB, q *table.SQL, chunks *copier.Chunker, 
 	var res Result
 	var visitErr error
 	err = chunks.Walk(ctx, nil, func(ctx context.Context, s copier.Step, release func(took, held time.Duration)) (time.Time, error) {
+		if cfg.Wait != nil {
+			if err := cfg.Wait.Wait(ctx); err != nil {
+				visitErr = err
+				return time.Time{}, err
+			}
+		}
 		c, err := v.chunk(ctx, s, release)
 		if visitErr = err; err != nil {
 			return time.Time{}, err

@@ -94,6 +94,11 @@ func (t *Throttler) evaluateLocked(now time.Time) verdict {
 			v.add("disk", why)
 		}
 	}
+	if t.cfg.Account != nil {
+		if why, low := t.cfg.Account.Low(); low {
+			v.add("account-hourly", why)
+		}
+	}
 	hbStale := ""
 	if len(t.replicas) > 0 {
 		if age := now.Sub(t.hb.okAt); age > t.staleAfter() {

@@ -1,5 +1,5 @@
 // Package throttle decides when the row copy must pause: while the primary is busy (Threads_running),
-// while its disk is short of space (Config.Disk),
+// while its disk is short of space (Config.Disk), while its share of the account's hourly statements is spent,
 // while a replica lags (measured with a heartbeat enginemig writes), or while an operator paused it.
 package throttle
 
@@ -50,6 +50,9 @@ type Config struct {
 	// Disk, when set, holds the copy back while it reports low disk space (a diskspace.Watch,
 	// which reads the file systems itself: the throttle only asks).
 	Disk interface{ Low() (string, bool) }
+	// Account, when set, holds the copy back while enginemig's share of the account's hourly
+	// statement limit is spent (a dbconn.HourlyBudget).
+	Account interface{ Low() (string, bool) }
 	// Logger receives a record whenever the throttle state changes (not on every check): Info when
 	// the copy is throttled or resumes, Warn when it waits because something cannot be measured.
 	// Nil discards.
