@@ -153,6 +153,9 @@ func TestFulltextBuiltAfterTheCopyAnswersAsMyISAM(t *testing.T) {
 		{"triggers/with-secondary", plan.CaptureTriggers, ", FULLTEXT KEY ft_body (body), KEY author (author)", 2},
 	} {
 		t.Run(v.name, func(t *testing.T) {
+			if v.capture == plan.CaptureTriggers && gtidConsistent(openControl(t, srv)) {
+				t.Skip("trigger capture is refused where enforce_gtid_consistency=ON")
+			}
 			var seen []string
 			var before shadowFacts
 			var hookDB *sql.DB
