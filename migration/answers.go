@@ -8,6 +8,7 @@ import (
 
 	"github.com/enginemig/enginemig/internal/answers"
 	"github.com/enginemig/enginemig/internal/db/outcome"
+	"github.com/enginemig/enginemig/internal/db/table"
 	"github.com/enginemig/enginemig/internal/workload"
 )
 
@@ -76,18 +77,54 @@ func (m *migrator) answersGate(ctx context.Context) error {
 		"nothing was changed: change these statements, or accept their new answers by listing their digests in a file given with --answers-accept")
 }
 
-// createShadow creates the shadow. FULLTEXT indexes are built with MyISAM's stopwords (the words
-// of the table MyISAM ignores, short ones included; answers.PrepareStopwords), so that a search
-// for one answers as before: without them InnoDB's own, shorter list would apply. Where they cannot
-// be found, InnoDB's own apply, and the log says so.
+// createShadow creates the shadow, and drops at once the FULLTEXT index created only for the
+// document id its build after the copy needs (table.ShadowDDL.DropFulltext). FULLTEXT indexes are
+// built with MyISAM's stopwords (the words of the table MyISAM ignores, short ones included;
+// answers.PrepareStopwords), so that a search for one answers as before: without them InnoDB's
+// own, shorter list would apply. Where they cannot be found, InnoDB's own apply, and the log says
+// so.
 func (m *migrator) createShadow(ctx context.Context) error {
-	st, err := answers.PrepareStopwords(ctx, m.db, m.ti, m.opts.StateSchema, m.opts.StateSchema) // no database of its own to need CREATE on
+	m.stopwords = m.prepareStopwords(ctx, false)
+	if err := answers.CreateWithStopwords(ctx, m.db, m.stopwords, m.ddl.Create); err != nil {
+		return err
+	}
+	if m.ddl.DropFulltext == "" {
+		return nil
+	}
+	if _, err := m.db.ExecContext(ctx, m.ddl.DropFulltext); err != nil {
+		return fmt.Errorf("drop the FULLTEXT index until after the copy: %w", err)
+	}
+	return nil
+}
+
+// resumeStopwords finds the stopwords for the FULLTEXT indexes a resumed run still has to build:
+// those the interrupted run prepared, which the indexes it built already use.
+func (m *migrator) resumeStopwords(ctx context.Context) {
+	for _, def := range m.deferred {
+		if table.IsFulltext(def) {
+			m.stopwords = m.prepareStopwords(ctx, true)
+			return
+		}
+	}
+}
+
+// prepareStopwords writes MyISAM's stopwords for the table's FULLTEXT indexes to a table of the
+// state schema (no database of its own to need CREATE on), or with reuse takes the one there.
+func (m *migrator) prepareStopwords(ctx context.Context, reuse bool) answers.StopwordTable {
+	var st answers.StopwordTable
+	var err error
+	if reuse {
+		st, err = answers.FindStopwords(ctx, m.db, m.ti, m.opts.StateSchema)
+	}
+	if err == nil && st == "" {
+		st, err = answers.PrepareStopwords(ctx, m.db, m.ti, m.opts.StateSchema, m.opts.StateSchema)
+	}
 	switch {
 	case err != nil:
 		m.log.Warn("the shadow's FULLTEXT indexes use InnoDB's own stopwords: MyISAM's could not be found", "error", err)
-		st = ""
+		return ""
 	case st != "":
 		m.log.Info("the shadow's FULLTEXT indexes ignore MyISAM's stopwords", "stopword_table", string(st))
 	}
-	return answers.CreateWithStopwords(ctx, m.db, st, m.ddl.Create)
+	return st
 }

@@ -118,6 +118,9 @@ type writer struct {
 	// innodbDeadlocks counts statements on t that InnoDB chose as a row-lock deadlock's victim
 	// and the writer ran again (innodbDeadlockOn), as an application on InnoDB must.
 	innodbDeadlocks int
+	// mix, when set, is the writer's own application mix in place of step's (a table of other
+	// columns).
+	mix func(w *writer, ctx context.Context)
 }
 
 // innodbDeadlockSeen holds the headers of the InnoDB deadlocks that excused a failed statement:
@@ -191,6 +194,10 @@ var rowSet = func() string {
 }()
 
 func (w *writer) step(ctx context.Context) {
+	if w.mix != nil {
+		w.mix(w, ctx)
+		return
+	}
 	if w.moves && len(w.ids) >= 2 && w.r.IntN(2) == 0 {
 		w.moveUnique(ctx)
 		return

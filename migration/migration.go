@@ -316,6 +316,8 @@ type migrator struct {
 	ti       *table.Info
 	ddl      table.ShadowDDL
 	deferred []string // index definitions still to build
+	// stopwords are MyISAM's stopwords for the shadow's FULLTEXT indexes ("": InnoDB's own).
+	stopwords answers.StopwordTable
 	// galeraMaxChunk caps a copy chunk's rows on a Galera node (its write-set limits); 0: none.
 	galeraMaxChunk int
 	resume         *state.State // the interrupted run being resumed, if any

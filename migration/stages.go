@@ -9,6 +9,7 @@ import (
 
 	"github.com/enginemig/enginemig/copier"
 	"github.com/enginemig/enginemig/cutover"
+	"github.com/enginemig/enginemig/internal/answers"
 	"github.com/enginemig/enginemig/internal/db/dbconn"
 	"github.com/enginemig/enginemig/internal/db/outcome"
 	"github.com/enginemig/enginemig/internal/db/table"
@@ -154,6 +155,7 @@ func (m *migrator) openPipeline(ctx context.Context) error {
 			return err
 		}
 		m.deferred = deferred
+		m.resumeStopwords(ctx)
 		cfg.Start = m.resume.CaptureResume
 	}
 	cfg.Conn, cfg.Version, cfg.ServerID, cfg.Triggers, cfg.Logger = m.opts.Conn, m.version, m.opts.ServerID, triggerNames(m.triggers), m.log
@@ -236,27 +238,48 @@ func (m *migrator) copyWorkers(ctx context.Context) int {
 
 // buildIndexes adds the deferred secondary indexes once the shadow has caught up with everything
 // read by the copy: only then does it hold one consistent source state, so a UNIQUE index cannot
-// trip over a mix of old and new row versions.
+// trip over a mix of old and new row versions. FULLTEXT indexes come first, one ALTER each: their
+// builds keep writes to the shadow out (LOCK=SHARED), so binlog replay waits for each to end, and
+// verification starts only beside the online build of the others (startVerifyBeside).
 func (m *migrator) buildIndexes(ctx context.Context) error {
-	if len(m.deferred) > 0 && !m.opts.SkipVerify && !m.resumedAtSwap() && m.roomBeside() && m.pipe.StartVerify(ctx, m.verifyPace()) {
-		m.log.Info("verifying beside the index build")
+	builds := table.AddIndexesDDL(m.ti.Schema, table.ShadowName(m.ti.Name), m.deferred)
+	if len(builds) > 0 && !builds[0].Fulltext {
+		m.startVerifyBeside(ctx)
 	}
 	if err := m.pipe.CatchUp(ctx); err != nil {
 		return m.coded(err)
 	}
-	if len(m.deferred) == 0 {
+	start := time.Now()
+	for _, b := range builds {
+		if !b.Fulltext {
+			m.startVerifyBeside(ctx)
+		}
+		if err := m.waitDiskRoom(ctx); err != nil {
+			return m.coded(err)
+		}
+		st := m.stopwords
+		if !b.Fulltext {
+			st = ""
+		}
+		if err := m.pipe.Build(ctx, func(ctx context.Context) error { return answers.CreateWithStopwords(ctx, m.db, st, b.DDL) }); err != nil {
+			return m.coded(fmt.Errorf("build secondary indexes on the shadow: %w", err))
+		}
+	}
+	if len(builds) == 0 {
 		return nil
 	}
-	if err := m.waitDiskRoom(ctx); err != nil {
-		return m.coded(err)
-	}
-	start := time.Now()
-	if err := m.pipe.Exec(ctx, table.AddIndexesDDL(m.ti.Schema, table.ShadowName(m.ti.Name), m.deferred)); err != nil {
-		return m.coded(fmt.Errorf("build secondary indexes on the shadow: %w", err))
-	}
 	m.res.IndexTime = time.Since(start)
-	m.log.Info("built secondary indexes", "count", len(m.deferred), "took", m.res.IndexTime.Round(time.Millisecond))
+	m.log.Info("built secondary indexes", "count", len(m.deferred), "statements", len(builds), "took", m.res.IndexTime.Round(time.Millisecond))
 	return nil
+}
+
+// startVerifyBeside starts verification beside the index build where it can (binlog capture, room
+// for it on the server, not already started). A FULLTEXT build must not be running or to come: a
+// chunk's wait for replay, held behind the build's lock, would outlast its patience on a big table.
+func (m *migrator) startVerifyBeside(ctx context.Context) {
+	if !m.opts.SkipVerify && !m.resumedAtSwap() && m.roomBeside() && m.pipe.StartVerify(ctx, m.verifyPace()) {
+		m.log.Info("verifying beside the index build")
+	}
 }
 
 // resumedAtSwap reports a resumed run that had finished its copy, index build and verification:

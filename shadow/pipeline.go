@@ -285,20 +285,20 @@ func (v verifyTarget) Hold(fn func() error) error { return v.p.order.Exclusive(f
 // Exclusive runs fn while no chunk is in flight and no captured change is being applied.
 func (p *Pipeline) Exclusive(fn func() error) error { return p.order.Exclusive(fn) }
 
-// Exec runs a statement on the target's server (an index build) while capture continues.
-func (p *Pipeline) Exec(ctx context.Context, stmt string) error {
+// Build runs build (an index build on the target, in a session of the caller's) while capture
+// continues: binlog capture's replay goes on, and waits for the target's metadata lock if the
+// build holds one against writes; trigger capture's own syncs are held, because each would wait
+// for that lock while holding the source's.
+func (p *Pipeline) Build(ctx context.Context, build func(ctx context.Context) error) error {
 	p.ddl.Lock()
 	defer p.ddl.Unlock()
 	p.capture.Hold()
 	defer p.capture.Release()
-	return p.Do(ctx, func(ctx context.Context) error {
-		_, err := p.cfg.DB.ExecContext(ctx, stmt)
-		return err
-	})
+	return p.Do(ctx, build)
 }
 
 // StartVerify starts Verify in the background once the copy is done, so that it runs beside the
-// index build (Exec); Verify then waits for its result. The build's sort holds one core and leaves
+// index build (Build); Verify then waits for its result. The build's sort holds one core and leaves
 // the other to verification. Following the copy instead, range by range, is slower: the copy and
 // the replay of its own binlog events already keep two cores busy (docs/bench.md, "Measurements
 // behind the code's constants"). It returns false when the capture

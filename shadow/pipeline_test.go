@@ -144,7 +144,7 @@ func TestCaptureFailureStopsTheRunningStep(t *testing.T) {
 
 // Verification may run beside the index build (StartVerify), but its repairs lock the source with
 // the target: one that waited behind the build's metadata lock would hold the source's lock, and
-// the application's writes, meanwhile. So a repair (verifyTarget.Exclusive) waits for Exec.
+// the application's writes, meanwhile. So a repair (verifyTarget.Exclusive) waits for Build.
 func TestRepairWaitsForTheIndexBuild(t *testing.T) {
 	p, _, _ := open(t, 100)
 	const build = 500 * time.Millisecond
@@ -153,7 +153,11 @@ func TestRepairWaitsForTheIndexBuild(t *testing.T) {
 	go func() {
 		defer close(done)
 		// Stands for a long ALTER TABLE ... ADD INDEX on the target.
-		if err := p.Exec(context.Background(), fmt.Sprintf("DO SLEEP(%g)", build.Seconds())); err != nil {
+		err := p.Build(context.Background(), func(ctx context.Context) error {
+			_, err := p.cfg.DB.ExecContext(ctx, fmt.Sprintf("DO SLEEP(%g)", build.Seconds()))
+			return err
+		})
+		if err != nil {
 			t.Error(err)
 		}
 	}()
@@ -164,7 +168,7 @@ func TestRepairWaitsForTheIndexBuild(t *testing.T) {
 	}
 	<-done
 	// The build cannot end before its SLEEP has: a repair that waited for it runs at least that
-	// long after the build started. (Comparing with a time the builder takes after its Exec
+	// long after the build started. (Comparing with a time the builder takes after its Build
 	// returns would race the repair for the clock.)
 	if waited := repaired.Sub(started); waited < build {
 		t.Fatalf("a repair ran %s after a %s index build started", waited, build)

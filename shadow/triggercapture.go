@@ -36,7 +36,7 @@ import (
 // metadata lock until then), so a change that is rolled back is never synced as if it had
 // stayed; a MyISAM source has nothing to wait for (its changes are final at once, and MariaDB
 // 10.11 does not make LOCK TABLES ... READ wait for them). Syncs run under the order's exclusive lock,
-// like replay batches (rule 1), and never during an index build on the target (Exec), whose
+// like replay batches (rule 1), and never during an index build on the target (Pipeline.Build), whose
 // metadata lock LOCK TABLES ... WRITE would queue behind while holding the source, nor while a
 // cut-over attempt holds the tables (Hold).
 type triggerCapture struct {

@@ -190,6 +190,17 @@ func PrepareStopwords(ctx context.Context, db *sql.DB, ti *table.Info, into, scr
 	return StopwordTable(into + "/" + name), nil
 }
 
+// FindStopwords returns the stopword table PrepareStopwords wrote into into for ti, "" when there is
+// none (a resumed run builds its FULLTEXT indexes with the table its first part prepared).
+func FindStopwords(ctx context.Context, db *sql.DB, ti *table.Info, into string) (StopwordTable, error) {
+	name := stopwordTableName(ti.Name)
+	there, err := table.Exists(ctx, db, into, name)
+	if err != nil || !there {
+		return "", err
+	}
+	return StopwordTable(into + "/" + name), nil
+}
+
 // stopwordTableName names the stopword table of a table's FULLTEXT indexes.
 func stopwordTableName(table string) string {
 	if len(table) > 50 {
@@ -200,7 +211,9 @@ func stopwordTableName(table string) string {
 
 // CreateWithStopwords runs ddl (a CREATE or ALTER that builds FULLTEXT indexes) in a session whose
 // innodb_ft_user_stopword_table is st, so the indexes ignore MyISAM's stopwords; with st "" it
-// runs ddl as it is.
+// runs ddl as it is. The session that builds an index decides its stopwords, also for the rows
+// written after the build (seen on MariaDB 10.11, 11.8 and MySQL 9.7): a table created with them
+// whose index is dropped and added again gets InnoDB's own list unless the ADD runs here too.
 func CreateWithStopwords(ctx context.Context, db *sql.DB, st StopwordTable, ddl string) error {
 	if st == "" {
 		_, err := db.ExecContext(ctx, ddl)

@@ -11,11 +11,16 @@ import (
 // ShadowDDL is how the InnoDB shadow of a MyISAM table is built.
 type ShadowDDL struct {
 	// Create makes the shadow with its columns, the copy key and any index that must exist from
-	// the start (FULLTEXT, SPATIAL, the index that carries AUTO_INCREMENT).
+	// the start (SPATIAL, the index that carries AUTO_INCREMENT), and with its first deferred
+	// FULLTEXT index, which DropFulltext removes again.
 	Create string
+	// DropFulltext, when set, runs right after Create, on the empty shadow: it drops the FULLTEXT
+	// index Create built only for the hidden document id it brings (see deferrable).
+	DropFulltext string
 	// Deferred are index definitions (as in SHOW CREATE TABLE, e.g. "KEY `k` (`a`)") added after the
 	// copy: maintaining secondary indexes in random order during the copy is most of its cost;
 	// building them afterwards, online, is several times cheaper (docs/how-it-works.md).
+	// AddIndexesDDL turns them into ALTERs.
 	Deferred []string
 	// Changes lists what differs from the source besides the engine, for reports.
 	Changes []string
@@ -56,14 +61,19 @@ func (t *Info) Shadow(name string, deferIndexes, rowID bool) (ShadowDDL, error) 
 		return d, fmt.Errorf("unexpected SHOW CREATE TABLE output for %s: no closing parenthesis", t.QuotedName())
 	}
 	key, hasKey := t.addressKey()
+	qualified := dbconn.QualifiedName(t.Schema, name)
 	var body []string
 	for _, raw := range lines[1:closeAt] {
 		line := strings.TrimSuffix(strings.TrimSpace(raw), ",")
-		if deferIndexes && t.deferrable(line, key, hasKey) {
-			d.Deferred = append(d.Deferred, line)
+		if !deferIndexes || !t.deferrable(line, key, hasKey) {
+			body = append(body, "  "+line)
 			continue
 		}
-		body = append(body, "  "+line)
+		d.Deferred = append(d.Deferred, line)
+		if ft, ok := fulltextName(line); ok && d.DropFulltext == "" {
+			body = append(body, "  "+line) // for the document id alone: see deferrable
+			d.DropFulltext = fmt.Sprintf("ALTER TABLE %s DROP INDEX %s", qualified, dbconn.QuoteIdent(ft))
+		}
 	}
 	if rowID && t.CanAddRowID() {
 		for _, l := range rowIDDefinitions() {
@@ -77,7 +87,7 @@ func (t *Info) Shadow(name string, deferIndexes, rowID bool) (ShadowDDL, error) 
 		d.Changes = append(d.Changes, "invisible primary key "+RowIDColumn+" added (the table has no unique key)")
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "CREATE TABLE %s (\n%s\n) %s", dbconn.QualifiedName(t.Schema, name), strings.Join(body, ",\n"), opts)
+	fmt.Fprintf(&b, "CREATE TABLE %s (\n%s\n) %s", qualified, strings.Join(body, ",\n"), opts)
 	if rest := strings.Join(lines[closeAt+1:], "\n"); strings.TrimSpace(rest) != "" {
 		// Partitioning: every partition names its engine.
 		b.WriteString("\n" + partEngRe.ReplaceAllString(rest, "ENGINE = InnoDB"))
@@ -86,9 +96,14 @@ func (t *Info) Shadow(name string, deferIndexes, rowID bool) (ShadowDDL, error) 
 	return d, nil
 }
 
-// deferrable says whether an index line can be built after the copy: ordinary BTREE indexes that
-// are not the copy key and do not carry the AUTO_INCREMENT column (InnoDB requires that index to
-// exist, error 1075). FULLTEXT and SPATIAL indexes cannot be added with LOCK=NONE, so they stay.
+// deferrable says whether an index line is built after the copy, the one rule for it: ordinary
+// BTREE indexes that are not the copy key and do not carry the AUTO_INCREMENT column (InnoDB
+// requires that index to exist, error 1075), and FULLTEXT indexes. A FULLTEXT index is added in
+// place without rebuilding the table only where the table already has InnoDB's hidden document
+// id (FTS_DOC_ID and its unique index): a table created with a FULLTEXT index keeps them when the
+// index is dropped, so the shadow is created with one and drops it (ShadowDDL.DropFulltext). The
+// build takes LOCK=SHARED, LOCK=NONE being refused: writes to the shadow wait for it, reads do
+// not (AddIndexesDDL). SPATIAL indexes stay: nothing measured their cost in the copy.
 func (t *Info) deferrable(line string, key Index, hasKey bool) bool {
 	var name string
 	switch {
@@ -96,8 +111,10 @@ func (t *Info) deferrable(line string, key Index, hasKey bool) bool {
 		name = line[len("KEY "):]
 	case strings.HasPrefix(line, "UNIQUE KEY "):
 		name = line[len("UNIQUE KEY "):]
+	case strings.HasPrefix(line, fulltextPrefix):
+		name = line[len(fulltextPrefix):]
 	default:
-		return false // columns, PRIMARY KEY, FULLTEXT, SPATIAL, CONSTRAINT
+		return false // columns, PRIMARY KEY, SPATIAL, CONSTRAINT
 	}
 	ixName, ok := leadingIdent(name)
 	if !ok {
@@ -115,9 +132,23 @@ func (t *Info) deferrable(line string, key Index, hasKey bool) bool {
 				return false
 			}
 		}
-		return ix.Type == "BTREE" || ix.Type == "HASH"
+		return ix.Type == "BTREE" || ix.Type == "HASH" || ix.Type == "FULLTEXT"
 	}
 	return false
+}
+
+// fulltextPrefix starts a FULLTEXT index's line in SHOW CREATE TABLE (MariaDB and MySQL alike).
+const fulltextPrefix = "FULLTEXT KEY "
+
+// IsFulltext says whether an index definition (ShadowDDL.Deferred) is a FULLTEXT index.
+func IsFulltext(def string) bool { return strings.HasPrefix(def, fulltextPrefix) }
+
+// fulltextName is the name of a FULLTEXT index definition, ok false for any other line.
+func fulltextName(def string) (string, bool) {
+	if !IsFulltext(def) {
+		return "", false
+	}
+	return leadingIdent(def[len(fulltextPrefix):])
 }
 
 // leadingIdent parses a backquoted identifier at the start of s.
@@ -175,18 +206,40 @@ func (t *Info) shadowOptions(closeLine string) (string, []string) {
 	return strings.Join(opts, " "), changes
 }
 
-// AddIndexesDDL builds one online ALTER that adds the deferred indexes to table name.
-func AddIndexesDDL(schema, name string, defs []string) string {
-	adds := make([]string, len(defs))
-	for i, d := range defs {
-		adds[i] = "ADD " + d
-	}
-	return fmt.Sprintf("ALTER TABLE %s %s, ALGORITHM=INPLACE, LOCK=NONE", dbconn.QualifiedName(schema, name), strings.Join(adds, ", "))
+// IndexBuild is one ALTER TABLE that adds deferred indexes to the shadow.
+type IndexBuild struct {
+	DDL string
+	// Fulltext: the ALTER adds one FULLTEXT index (InnoDB builds them one at a time), in place
+	// and without a rebuild (see deferrable), with LOCK=SHARED: writes to the table wait until it
+	// ends. Its session decides the index's stopwords, for the rows written after it too.
+	Fulltext bool
 }
 
-// IndexDefinitionName returns the index name of a definition line such as "UNIQUE KEY `u` (`a`)".
+// AddIndexesDDL builds the ALTERs that add the deferred indexes to table name: one per FULLTEXT
+// index first, then one online ALTER (LOCK=NONE) of all the others, last, so that whatever runs
+// beside that one never waits for the shadow behind a FULLTEXT build.
+func AddIndexesDDL(schema, name string, defs []string) []IndexBuild {
+	table := dbconn.QualifiedName(schema, name)
+	var builds []IndexBuild
+	var adds []string
+	for _, d := range defs {
+		if _, ft := fulltextName(d); ft {
+			builds = append(builds, IndexBuild{DDL: fmt.Sprintf("ALTER TABLE %s ADD %s, ALGORITHM=INPLACE, LOCK=SHARED", table, d), Fulltext: true})
+			continue
+		}
+		adds = append(adds, "ADD "+d)
+	}
+	if len(adds) > 0 {
+		builds = append(builds, IndexBuild{DDL: fmt.Sprintf("ALTER TABLE %s %s, ALGORITHM=INPLACE, LOCK=NONE", table, strings.Join(adds, ", "))})
+	}
+	return builds
+}
+
+// IndexDefinitionName returns the index name of a definition line such as "UNIQUE KEY `u` (`a`)"
+// or "FULLTEXT KEY `ft` (`b`)".
 func IndexDefinitionName(def string) (string, bool) {
 	rest := strings.TrimPrefix(def, "UNIQUE ")
+	rest = strings.TrimPrefix(rest, "FULLTEXT ")
 	rest = strings.TrimPrefix(rest, "KEY ")
 	return leadingIdent(rest)
 }

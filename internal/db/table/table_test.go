@@ -40,14 +40,19 @@ func TestLoadAndShadowKeepsDefinitionButDefersIndexes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(d.Deferred) != 2 {
-		t.Fatalf("deferred %v", d.Deferred)
+	if len(d.Deferred) != 3 || d.DropFulltext == "" {
+		t.Fatalf("deferred %v, drop %q", d.Deferred, d.DropFulltext)
 	}
 	if _, err := db.Exec(d.Create); err != nil {
 		t.Fatalf("create shadow: %v\n%s", err, d.Create)
 	}
-	if _, err := db.Exec(AddIndexesDDL(schema, ShadowName(ti.Name), d.Deferred)); err != nil {
-		t.Fatalf("add indexes: %v", err)
+	if _, err := db.Exec(d.DropFulltext); err != nil {
+		t.Fatalf("drop the FULLTEXT index: %v", err)
+	}
+	for _, b := range AddIndexesDDL(schema, ShadowName(ti.Name), d.Deferred) {
+		if _, err := db.Exec(b.DDL); err != nil {
+			t.Fatalf("add indexes: %v\n%s", err, b.DDL)
+		}
 	}
 	sh, err := Load(ctx, db, schema, ShadowName(ti.Name))
 	if err != nil {
