@@ -2,6 +2,7 @@ package migration
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -119,8 +120,8 @@ func TestHostedAccountsConvertWithTheDefaults(t *testing.T) {
 			}
 			// The binlog stream's replication session is not among the pools dbconn counts.
 			stream := map[bool]int64{true: 1}[len(c.global) > 0]
-			if use := conn.OwnUse(); use.Peak+stream > int64(preflight.Connections(DefaultCopyWorkers)) {
-				t.Fatalf("apply held %d connections at once; it budgets %d (plan's account-limits check)", use.Peak+stream, preflight.Connections(DefaultCopyWorkers))
+			if use := conn.OwnUse(); use.Peak+stream > int64(preflight.Connections(DefaultCopyWorkers, 1)) {
+				t.Fatalf("apply held %d connections at once; it budgets %d (plan's account-limits check)", use.Peak+stream, preflight.Connections(DefaultCopyWorkers, 1))
 			}
 			want, changes := "InnoDB", int64(0)
 			if c.rollback {
@@ -150,5 +151,48 @@ func TestHostedAccountsConvertWithTheDefaults(t *testing.T) {
 			}
 			t.Logf("%s (%d changes since the cut-over carried back)", want, changes)
 		})
+	}
+}
+
+// A hosted account's run that dies during the copy is resumed by the next apply with the
+// defaults: its state is in the account's database, trigger capture kept noting the writes made
+// while nothing ran, and the resumed run copies only what was left.
+func TestHostedAccountResumes(t *testing.T) {
+	srv := hostedServer(t, "OFF")
+	schema, root := sandboxtest.FreshDatabase(t, srv)
+	conn := hostedAccount(t, srv, schema, "site")
+	db, err := dbconn.Open(context.Background(), conn, "", preflight.Pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	ws := seedAllTypes(t, root, schema, resumeRows, 3, 61)
+	stop := runWriters(ws, appPause)
+	defer stop()
+	logs := &logLines{}
+	opts := testOptions(srv, schema, "t")
+	opts.Conn, opts.StateSchema, opts.Logger = conn, "", logs.logger()
+	opts.seams.CopyChunkTime, opts.seams.SaveEvery = 2*time.Millisecond, 50*time.Millisecond
+	opts.seams.CrashAfterRows = resumeRows / 2
+	if _, err := Run(context.Background(), db, opts); !errors.Is(err, errSimulatedCrash) {
+		t.Fatalf("first run: want the simulated crash, got %v", err)
+	}
+	time.Sleep(time.Second) // writes while nothing runs: the triggers note them
+	opts.seams.CrashAfterRows = 0
+	res, err := Run(context.Background(), db, opts)
+	time.Sleep(200 * time.Millisecond)
+	stop()
+	if err != nil {
+		t.Fatalf("resumed run: %v\n%s", err, logs)
+	}
+	if !strings.Contains(logs.String(), "resuming migration") || res.RowsCopied >= resumeRows {
+		t.Fatalf("the second run did not resume the copy (copied %d rows)\n%s", res.RowsCopied, logs)
+	}
+	checkWriters(t, ws)
+	if engineOf(t, root, schema, "t") != "InnoDB" {
+		t.Fatal("not converted")
+	}
+	if diff := sameRows(t, root, schema, "t", "ref", allTypesColumns, "id"); diff != "" {
+		t.Fatalf("the table differs from the reference: %s", diff)
 	}
 }

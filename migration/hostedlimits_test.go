@@ -59,7 +59,7 @@ func holdConnections(t *testing.T, c dbconn.Config, n int) {
 func TestAccountLimitsKeepApplyWithin(t *testing.T) {
 	srv := hostedServer(t, "OFF")
 	const app = 3 // the application's connections on the account
-	need := preflight.Connections(DefaultCopyWorkers)
+	need := preflight.Connections(DefaultCopyWorkers, 1)
 	run := func(t *testing.T, user, limits string, rows int) (conn dbconn.Config, root *sql.DB, schema string, ws []*writer) {
 		schema, root = sandboxtest.FreshDatabase(t, srv)
 		conn = limitedAccount(t, root, srv, schema, user, limits)

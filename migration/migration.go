@@ -95,6 +95,10 @@ type Options struct {
 	// Catalog, when set, is a whole run's server-wide lookups for the preflight's checks (MERGE
 	// tables, foreign keys), read once for all its tables (apply --plan); nil: read for this table.
 	Catalog *plan.Catalog
+	// Alongside is how many tables a whole-plan run converts at once, this one among them (apply
+	// --plan --parallel; 0 or 1: one): they share the pool and each opens its own pipeline, which
+	// the account's connection cap must hold (plan's account-limits check).
+	Alongside int
 	// LockTimeout bounds how long one statement of the migration may wait for a lock another
 	// session holds before the migration stops with nothing changed (lockwait.DefaultTimeout when 0).
 	LockTimeout time.Duration

@@ -58,7 +58,7 @@ func (m *migrator) preflight(ctx context.Context) error {
 			return err
 		}
 	}
-	server, estimate, err := preflight.PlanBlockers(ctx, m.db, ti, m.capture, m.opts.CopyWorkers, m.opts.Catalog, m.opts.MaxHold, m.log)
+	server, estimate, err := preflight.PlanBlockers(ctx, m.db, ti, m.capture, preflight.Connections(m.opts.CopyWorkers, m.opts.Alongside), m.opts.Catalog, m.opts.MaxHold, m.log)
 	if err != nil {
 		return err
 	}

@@ -76,7 +76,7 @@ func runPlan(c *cli.Context) error {
 		SampleRows:       c.Int64("sample-rows"),
 		Capture:          c.String("capture"),
 		MaxHold:          c.Duration("max-hold"),
-		ApplyConnections: preflight.Connections(migration.DefaultCopyWorkers),
+		ApplyConnections: preflight.Connections(migration.DefaultCopyWorkers, 1),
 		Tool:             version,
 		Logger:           loggerOf(c),
 	})

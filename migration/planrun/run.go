@@ -175,6 +175,7 @@ func (r *Runner) one(ctx context.Context, tg Target) (*migration.Result, Outcome
 	finish := r.Show(tg, &opts)
 	if r.Parallel > 1 {
 		opts.Throttle, opts.Board, opts.MetricsListen = r.throttle, r.board, ""
+		opts.Alongside = r.Parallel
 	}
 	opts.Logger.Debug("starting apply", slog.Bool("dry_run", opts.DryRun), slog.Duration("chunk_time", opts.ChunkTime),
 		slog.String("state_schema", opts.StateSchema), slog.Int("replicas", len(opts.Replicas)))

@@ -24,10 +24,11 @@ import (
 const Pool = 8
 
 // Connections is the most connections apply or rollback holds on the server at once with workers
-// copy workers: Pool, the pipeline's (shadow.Connections) and the run's advisory lock
-// (state.Lock). The account-limits check holds it against the account's MAX_USER_CONNECTIONS, and
-// a test holds apply to it.
-func Connections(workers int) int { return Pool + shadow.Connections(workers) + 1 }
+// copy workers and tables converted at once (apply --plan --parallel; 0 or 1: one): Pool, shared,
+// and each table's pipeline (shadow.Connections) and advisory lock (state.Lock). The
+// account-limits check holds it against the account's MAX_USER_CONNECTIONS, and a test holds
+// apply to it.
+func Connections(workers, tables int) int { return Pool + max(tables, 1)*(shadow.Connections(workers)+1) }
 
 // Refuse builds a preflight refusal: nothing has been changed when it is returned.
 func Refuse(remedy, format string, args ...any) error {
@@ -82,8 +83,8 @@ func CheckTable(ctx context.Context, db *sql.DB, ti *table.Info) error {
 // refuses when any is a blocker. Warnings are logged: the DBA has seen them in the plan. It
 // returns the server as the checks read it (once, for both) and plan's copy estimate of the
 // table (zero when there is none). cat is a whole run's server-wide lookups (nil: read here).
-func PlanBlockers(ctx context.Context, db *sql.DB, ti *table.Info, capture shadow.Mode, workers int, cat *plan.Catalog, maxHold time.Duration, log *slog.Logger) (*plan.ServerInfo, plan.Estimate, error) {
-	srv, serverFindings, err := plan.CheckServer(ctx, db, string(capture), Connections(workers), cat)
+func PlanBlockers(ctx context.Context, db *sql.DB, ti *table.Info, capture shadow.Mode, connections int, cat *plan.Catalog, maxHold time.Duration, log *slog.Logger) (*plan.ServerInfo, plan.Estimate, error) {
+	srv, serverFindings, err := plan.CheckServer(ctx, db, string(capture), connections, cat)
 	if err != nil {
 		return nil, plan.Estimate{}, fmt.Errorf("server checks: %w", err)
 	}
