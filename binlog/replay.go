@@ -16,6 +16,7 @@ import (
 // for patientBatchDelay; a WaitFor call cuts it short.
 const (
 	maxBatchChanges   = 2000
+	frugalBatchDelay  = 5 * time.Second
 	maxBatchDelay     = 20 * time.Millisecond
 	batchIdleGap      = time.Millisecond
 	patientBatchDelay = 100 * time.Millisecond
@@ -38,6 +39,9 @@ type Replayer struct {
 	// hurry wakes a patient batch when WaitFor starts waiting (mu guards waiters).
 	hurry    chan struct{}
 	patience time.Duration // patientBatchDelay; tests set their own
+	// Frugal, when set and true, makes a batch collect for frugalBatchDelay instead: fewer,
+	// larger statements while the account's hourly statements are spent (set before Next).
+	Frugal func() bool
 	// barrier (mu guards it) is set by Barrier; held is the event read past it, the first of the
 	// batch after it is lifted (only the collecting goroutine touches held).
 	barrier *barrier
@@ -209,7 +213,11 @@ func (b *collected) add(item Item) {
 // collectPatiently adds events for up to patientBatchDelay while nobody waits for replay. It
 // returns early, leaving the rest to collectPromptly, when WaitFor starts waiting.
 func (r *Replayer) collectPatiently(ctx context.Context, b *collected) error {
-	waitCtx, cancel := context.WithTimeout(ctx, r.patience)
+	patience := r.patience
+	if r.Frugal != nil && r.Frugal() {
+		patience = frugalBatchDelay
+	}
+	waitCtx, cancel := context.WithTimeout(ctx, patience)
 	defer cancel()
 	go func() {
 		select {

@@ -86,6 +86,8 @@ type budgetHold struct {
 
 func (h budgetHold) Wait(ctx context.Context) error { return h.b.Wait(ctx, h.log) }
 
+func (h budgetHold) Low() (string, bool) { return h.b.Low() }
+
 // copyWaiter is what holds back each chunk: the throttle, and in tests the simulated crash.
 func (m *migrator) copyWaiter(thr *throttle.Throttler) copier.Waiter {
 	var w copier.Waiter = thr

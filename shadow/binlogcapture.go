@@ -43,7 +43,11 @@ func (binlogKind) open(ctx context.Context, p *Pipeline) (Capture, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &binlogCapture{stream: stream, replay: binlog.NewReplayer(stream), start: start,
+	replay := binlog.NewReplayer(stream)
+	if cfg.Hold != nil {
+		replay.Frugal = func() bool { _, low := cfg.Hold.Low(); return low }
+	}
+	return &binlogCapture{stream: stream, replay: replay, start: start,
 		apply: p.order.replay(binlog.NewApplier(p.writer, p.q), p.q), delay: cfg.Seams.get().ReplayDelay}, nil
 }
 

@@ -51,9 +51,10 @@ type Config struct {
 	// on a table that commits through the cluster (triggercapture_galera.go).
 	Galera bool
 	// Hold, when set, holds back each verification chunk and trigger capture's periodic syncs
-	// (the account's hourly statement budget; the copy is held back by its own waiter). Binlog
-	// replay is not held: its stream would back up on the server.
-	Hold copier.Waiter
+	// while it is Low (the account's hourly statement budget; the copy is held back by its own
+	// waiter). Binlog replay is not held, or its stream would back up on the server: it collects
+	// longer batches instead (binlog.Replayer.Frugal).
+	Hold Hold
 	// Seams are test seams (nil outside tests): replay held back, verification's release.
 	Seams  *Seams
 	Logger *slog.Logger
@@ -178,6 +179,12 @@ func (p *Pipeline) Do(ctx context.Context, fn func(ctx context.Context) error) e
 		return f
 	}
 	return err
+}
+
+// Hold is what holds back work that must wait for the account's hourly statements.
+type Hold interface {
+	copier.Waiter
+	Low() (why string, low bool)
 }
 
 // readerConns is the row reader pool's size: a copy chunk's read, and verification's.

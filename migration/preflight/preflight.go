@@ -28,7 +28,9 @@ const Pool = 8
 // and each table's pipeline (shadow.Connections) and advisory lock (state.Lock). The
 // account-limits check holds it against the account's MAX_USER_CONNECTIONS, and a test holds
 // apply to it.
-func Connections(workers, tables int) int { return Pool + max(tables, 1)*(shadow.Connections(workers)+1) }
+func Connections(workers, tables int) int {
+	return Pool + max(tables, 1)*(shadow.Connections(workers)+1)
+}
 
 // Refuse builds a preflight refusal: nothing has been changed when it is returned.
 func Refuse(remedy, format string, args ...any) error {
