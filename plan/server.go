@@ -41,6 +41,8 @@ type ServerInfo struct {
 	// set sql_log_bin=0 in the session), so replicas saw the scratch table come and go.
 	TestCompileBinlogged bool `json:"test_compile_binlogged,omitempty"`
 
+	// Managed is the managed service the server is, where plan recognises it (nil otherwise).
+	Managed *Managed `json:"managed,omitempty"`
 	// Account is the limits of the account plan connects as (the one apply will use).
 	Account AccountLimits `json:"account"`
 	// ApplyConnections is the most connections apply holds at once (0: not known to the caller;
@@ -170,6 +172,7 @@ func loadServer(ctx context.Context, q Querier, cat *Catalog) (*ServerInfo, erro
 	}
 	s.Grants, s.GrantsErr = loadGrants(ctx, q)
 	s.Account = LoadAccount(ctx, q)
+	s.Managed = loadManaged(ctx, q)
 	s.readDisk(ctx, q)
 	return s, nil
 }
