@@ -20,13 +20,15 @@ import (
 
 // A replica applies every statement of an apply and of the rollback that follows, in each binlog
 // format, while the application writes: its SQL thread never stops, and it ends with the
-// primary's table. Under STATEMENT and MIXED the defaults capture with triggers; under ROW from
-// the binlog. A write of enginemig's into a MyISAM table cut off half-way (the change log, and in
-// the rollback the kept original) would be binlogged with its error, and a statement-based
-// replica stops on it: with ExecWhole's cancellation put back, verification's syncs under the
-// rollback's chunk deadlines were such writes (issue 58). apply watches the replica (--replica).
+// primary's table. Under STATEMENT and MIXED the defaults capture with triggers. A write of
+// enginemig's into a MyISAM table cut off half-way (the change log, and in the rollback the kept
+// original) would be binlogged with its error, and a statement-based replica stops on it: with
+// ExecWhole's cancellation put back, verification's syncs under the rollback's chunk deadlines
+// were such writes (issue 58). apply watches the replica (--replica). ROW, where a row-based
+// replica applies what was written whatever the error, is left to the other replica tests
+// (TestKeylessReplicaKeepsUp, TestReplicaLag): a minute of CI's time for no risk of this kind.
 func TestReplicaRunsThroughApplyAndRollback(t *testing.T) {
-	for _, format := range []string{"STATEMENT", "MIXED", "ROW"} {
+	for _, format := range []string{"STATEMENT", "MIXED"} {
 		t.Run(format, func(t *testing.T) {
 			primary := sandboxtest.ForTest(t, sandbox.Options{BinlogFormat: format})
 			replica := sandboxtest.ReplicaForTest(t, primary, sandbox.Options{BinlogFormat: format})
