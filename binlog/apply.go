@@ -118,7 +118,7 @@ func (a *Applier) Write(ctx context.Context, changes []Change) (n int, commit fu
 	}
 	for start := 0; start < len(ops); {
 		end := start + 1
-		for end < len(ops) && sameRun(ops[start].kind, ops[end].kind) && end-start < runLimit(ops[start].kind) {
+		for end < len(ops) && sameRun(ops[start].kind, ops[end].kind) && end-start < a.runLimit(ops[start].kind) {
 			end++
 		}
 		if err := a.exec(ctx, tx, ops[start:end]); err != nil {
@@ -162,11 +162,26 @@ func sameRun(first, k opKind) bool {
 // is too slow for replay (docs/how-it-works.md, "Tables without a key").
 const maxStatementsSent = 100
 
-func runLimit(k opKind) int {
-	if k >= opDeleteOne {
+func (a *Applier) runLimit(k opKind) int {
+	if k >= opDeleteOne || k == opUpsert && a.q.OneRowUpserts() {
 		return maxStatementsSent
 	}
 	return maxStatementRows
+}
+
+// upserts writes n rows: one REPLACE of them all, or, into a target with a FULLTEXT index, n
+// one-row REPLACEs sent together, as a multi-row one that replaces an existing row loses the
+// FULLTEXT entries of the rows it wrote before on MySQL (table.SQL.OneRowUpserts).
+func (a *Applier) upserts(n int) string {
+	if !a.q.OneRowUpserts() {
+		return a.q.WriteRows(n, table.Replace)
+	}
+	one := a.q.WriteRows(1, table.Replace)
+	stmts := make([]string, n)
+	for i := range stmts {
+		stmts[i] = one
+	}
+	return strings.Join(stmts, ";\n")
 }
 
 func (a *Applier) exec(ctx context.Context, tx *sql.Tx, run []op) error {
@@ -174,7 +189,7 @@ func (a *Applier) exec(ctx context.Context, tx *sql.Tx, run []op) error {
 	var args []any
 	switch run[0].kind {
 	case opUpsert:
-		query = a.q.WriteRows(len(run), table.Replace)
+		query = a.upserts(len(run))
 	case opDelete:
 		query = a.q.DeleteKeys(len(run))
 	default:

@@ -178,9 +178,10 @@ type Stmt struct {
 
 // Recopy makes the target's rows of r equal to the source's, in a session that holds both
 // locked: recopy then delete what the source no longer has (by key), or, keyless, delete the
-// range then copy it (without a key a copied row cannot tell it is already there).
+// range then copy it (without a key a copied row cannot tell it is already there). A target with
+// a FULLTEXT index is also emptied first, so the copy meets none of its rows (OneRowUpserts).
 func (s *SQL) Recopy(r Range) []Stmt {
-	if s.noKey {
+	if s.noKey || s.fulltext {
 		del, dargs := s.DeleteRange(r)
 		cp, cargs := s.CopyRange(r, Replace)
 		return []Stmt{{del, dargs}, {cp, cargs}}

@@ -29,6 +29,7 @@ type SQL struct {
 
 	keyNames []string // unquoted key columns
 	noKey    bool     // no unique key: rows are addressed by content (keyless.go)
+	fulltext bool     // the target has (or will have) a FULLTEXT index: see OneRowUpserts
 	keyNull  []bool   // per key column: NULLable (a keyless table's chunk key may be)
 	keyOrder *KeyOrder
 	keyPH    []string   // per key column, its placeholder in a range predicate (nil: all "?")
@@ -77,6 +78,9 @@ func NewSQL(src *Info, target string) (*SQL, error) {
 		s.matchPH = append(s.matchPH, matchPlaceholder(c))
 	}
 	s.sumRow = checksumRow(src.CopyColumns())
+	for _, ix := range src.Indexes {
+		s.fulltext = s.fulltext || ix.Type == "FULLTEXT"
+	}
 	s.colList = strings.Join(s.cols, ",")
 	key, ok := src.CopyKey()
 	if !ok {
@@ -223,6 +227,14 @@ func (s *SQL) WriteRows(n int, mode WriteMode) string {
 	}
 	return b.String()
 }
+
+// OneRowUpserts reports a target with a FULLTEXT index (the shadow has the source's indexes): a
+// write into it must never meet an existing row by a unique key in a statement that writes
+// several rows. MySQL (9.7 at least; MariaDB does not) then loses the FULLTEXT entries of the rows
+// the statement wrote before its last duplicate: the rows are stored, but searches do not find
+// them (REPLACE and INSERT ... ON DUPLICATE KEY UPDATE alike; docs/how-it-works.md). So upserts
+// into it are one-row statements (binlog.Applier), and repairs delete before they copy (Recopy).
+func (s *SQL) OneRowUpserts() bool { return s.fulltext }
 
 // DeleteKeys deletes n keys (their values flattened into the arguments) from the target.
 func (s *SQL) DeleteKeys(n int) string { return "DELETE FROM " + s.dst + " WHERE " + s.keysIn(n) }
