@@ -158,8 +158,8 @@ func sameRun(first, k opKind) bool {
 	return k == first
 }
 
-// maxStatementsSent bounds the one-row statements sent together: one round trip per statement
-// is too slow for replay (docs/how-it-works.md, "Tables without a key").
+// maxStatementsSent bounds the one-row statements sent together: one round trip per statement is
+// too slow for replay (docs/how-it-works/keyless.md, "Rows are addressed by content").
 const maxStatementsSent = 100
 
 func (a *Applier) runLimit(k opKind) int {

@@ -87,14 +87,14 @@ func (c *Copier) underMark(ctx context.Context, conn *sql.Conn, lock, written, q
 // ordered after a DDL in total-order isolation waits for that DDL, and the DDL waits for sessions
 // holding tables with LOCK TABLES: a chunk that wrote the target while its session held the source
 // and the target locked wedged the node when a DDL was ordered meanwhile (even one on another
-// table; docs/how-it-works.md, "On a Galera cluster"). So the chunk's session holds only the
+// table; docs/how-it-works/galera.md, "The rule on Galera"). So the chunk's session holds only the
 // source (READ; MyISAM, nothing of it commits through the cluster) while it marks the capture's
 // position and reads the rows into its stage (a temporary MyISAM table, which the cluster does not
-// see), lets the source go, and then writes the stage into the target. Its caller holds the
-// chunk's Order throughout, so no replayed change reaches the range between the read and the
-// write, and the range is recorded as copied only once its rows are in (shadow/order.go, rules 1
-// and 5). The write is one statement the cluster may abort (a DDL on the target took its table):
-// it is run again whole.
+// see), lets the source go, and then writes the stage into the target. Its caller holds the chunk's
+// Order throughout, so no replayed change reaches the range between the read and the write, and the
+// range is recorded as copied only once its rows are in (shadow/order.go, rules 1 and 5). The write
+// is one statement the cluster may abort (a DDL on the target took its table): it is run again
+// whole.
 func (c *Copier) copyMarkedApart(ctx context.Context, r table.Range, released func(held time.Duration)) (ch chunkCopy, err error) {
 	conn := c.stageConn(ctx)
 	if conn == nil {

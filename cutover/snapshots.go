@@ -11,17 +11,17 @@ import (
 	"github.com/enginemig/enginemig/internal/pace/lockwait"
 )
 
-// Snapshots older than the table swapped in. InnoDB refuses a read of a table it created after
-// the reader's snapshot (error 1412, "Table definition has changed"), by any index, and a snapshot
+// Snapshots older than the table swapped in. InnoDB refuses a read of a table it created after the
+// reader's snapshot (error 1412, "Table definition has changed"), by any index, and a snapshot
 // younger than the table but older than its rows sees them missing; a RENAME changes neither. A
-// transaction of the application that took its snapshot before the swap (autocommit off, a read
-// of any InnoDB table) and reads the table only after it would get one or the other
-// (docs/how-it-works.md, "Snapshots older than the InnoDB table"). So before its first attempt the
-// swap of an InnoDB table waits until every transaction open when the wait began has ended, or has
-// been open for Config.SnapshotWait: a web request's transaction ends within a moment, while one
-// open longer (a session idle in a transaction, a dump) would hold every table's swap to no end;
-// those are named in a warning instead. Once none is left, no older snapshot can come back: a
-// later transaction takes a later one.
+// transaction of the application that took its snapshot before the swap (autocommit off, a read of
+// any InnoDB table) and reads the table only after it would get one or the other
+// (docs/how-it-works/cutover.md, "Snapshots older than the InnoDB table"). So before its first
+// attempt the swap of an InnoDB table waits until every transaction open when the wait began has
+// ended, or has been open for Config.SnapshotWait: a web request's transaction ends within a
+// moment, while one open longer (a session idle in a transaction, a dump) would hold every table's
+// swap to no end; those are named in a warning instead. Once none is left, no older snapshot can
+// come back: a later transaction takes a later one.
 //
 // The transactions are read from information_schema.INNODB_TRX, which lists every transaction
 // InnoDB has started, read-only ones too (SHOW ENGINE INNODB STATUS prints read views, but MySQL

@@ -123,8 +123,8 @@ func (a *snapshotApp) loop(ctx context.Context, wg *sync.WaitGroup, id int) {
 
 // No transaction of the application reads the converted table from a snapshot older than the
 // cut-over. InnoDB refuses a read of a table created after the reader's snapshot (error 1412,
-// "Table definition has changed"), by any index; a snapshot younger than the shadow but older
-// than its rows sees them missing (docs/how-it-works.md, "Snapshots older than the InnoDB
+// "Table definition has changed"), by any index; a snapshot younger than the shadow but older than
+// its rows sees them missing (docs/how-it-works/cutover.md, "Snapshots older than the InnoDB
 // table"). Transactions with autocommit off take their snapshot at the start hook (before the
 // shadow exists) and after the copy (before the index build), and read t once it is swapped in or
 // after holdFor, like an application's transaction of bounded length; four sessions run short

@@ -13,10 +13,10 @@ const (
 	CaptureTriggers = "triggers" // note changed keys with triggers (any binlog setting, or none)
 )
 
-// CaptureCostPerWrite is what trigger capture adds to each application write on the table while
-// its triggers exist: one MyISAM insert of the key into the change log per changed row (two for
-// an UPDATE that changes the key). Figures: docs/how-it-works.md, "Capture without a ROW binlog:
-// triggers and a change log".
+// CaptureCostPerWrite is what trigger capture adds to each application write on the table while its
+// triggers exist: one MyISAM insert of the key into the change log per changed row (two for an
+// UPDATE that changes the key). Figures: docs/bench.md, "Behind the design pages' choices"
+// (Capture).
 const CaptureCostPerWrite = "about 40 µs"
 
 // ChooseCapture decides how apply captures changes on this server with this account, and why:

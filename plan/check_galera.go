@@ -18,8 +18,9 @@ func init() {
 // checkGalera says how apply converts on a Galera node. Galera runs DDL in total-order isolation
 // (TOI): a DDL waits until no session holds a lock on its tables, and it cannot be killed, so the
 // usual cut-over (the sentry's DROP behind its own LOCK TABLES) can wedge a node. On a Galera node
-// apply uses its Galera cut-over (docs/how-it-works.md, "The cut-over on Galera"), with either
-// capture: trigger capture's syncs there hold only MyISAM tables while others write the shadow.
+// apply uses its Galera cut-over (docs/how-it-works/galera.md, "The cut-over on Galera"), with
+// either capture: trigger capture's syncs there hold only MyISAM tables while others write the
+// shadow.
 func checkGalera(s *ServerInfo) []Finding {
 	if !s.VarOn("wsrep_on") {
 		return nil

@@ -52,9 +52,10 @@ type NodeRows struct {
 	Err    string `json:"error,omitempty"` // the node could not be read
 }
 
-// BinlogsWriteSets says whether a Galera node writes the write sets it applies from other nodes
-// to its binlog: MariaDB does whatever log_slave_updates says (measured on 10.11, see
-// docs/how-it-works.md, "Rollback on Galera"); other wsrep servers only with log_slave_updates.
+// BinlogsWriteSets says whether a Galera node writes the write sets it applies from other nodes to
+// its binlog: MariaDB does whatever log_slave_updates says (measured on 10.11, see
+// docs/how-it-works/rollback.md, "Rollback on Galera"); other wsrep servers only with
+// log_slave_updates.
 func BinlogsWriteSets(mariaDB bool, logSlaveUpdates string) bool {
 	return mariaDB || strings.EqualFold(logSlaveUpdates, "ON") || logSlaveUpdates == "1"
 }

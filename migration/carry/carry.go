@@ -19,10 +19,10 @@ import (
 	"github.com/enginemig/enginemig/internal/pace/lockwait"
 )
 
-// Carrier moves a table's triggers to the table that replaces it in a swap (apply and
-// rollback alike), so that every application write fires them exactly once and enginemig's own
-// writes fire none. Trigger names are unique per schema and cannot be renamed, and RENAME TABLE
-// takes a table's triggers with it, so the move has two steps (docs/how-it-works.md, "Triggers"):
+// Carrier moves a table's triggers to the table that replaces it in a swap (apply and rollback
+// alike), so that every application write fires them exactly once and enginemig's own writes fire
+// none. Trigger names are unique per schema and cannot be renamed, and RENAME TABLE takes a table's
+// triggers with it, so the move has two steps (docs/how-it-works/triggers.md):
 //
 //  1. install, before the cut-over lock or under it after the catch-up (PrepareSwap says which):
 //     guarded stand-ins under temporary names on the table about to become live
@@ -111,8 +111,8 @@ func (c *Carrier) dropStandIn(ctx context.Context, tmp string) error {
 }
 
 // finishTries bounds Finish's passes: information_schema on a Galera node may list a table's
-// triggers as they were a moment ago (docs/how-it-works.md, "Triggers"), and a pass that acts on
-// such a listing leaves a step undone, which the next pass, reading again, completes.
+// triggers as they were a moment ago (docs/how-it-works/triggers.md, step 4), and a pass that acts
+// on such a listing leaves a step undone, which the next pass, reading again, completes.
 const finishTries = 5
 
 // errStop is an error Finish does not retry (the AfterCreate seam's).
@@ -225,14 +225,14 @@ func (c *Carrier) leave(ctx context.Context, tr table.Trigger, tmp string, stand
 }
 
 // onLive does the i-th trigger's steps on the live table, which the application uses, under its
-// write lock: the real trigger created just before its stand-in (create), whose guard silences
-// the stand-in at that instant, then the stand-in dropped (drop; 1360 counts as done). The lock
-// is taken as the cut-over's is (lockLive), never queued behind an application transaction: a
-// queued CREATE or DROP TRIGGER makes a transaction that holds the table and asks for more of it
-// fail with 1213 (docs/how-it-works.md, "The cut-over and open transactions"), and one sent with
-// no lock wait needs a moment when no session even reads the table, which eight transactional
-// clients left for up to a minute. The application waits for the two statements (about 20 ms
-// each) as for a cut-over.
+// write lock: the real trigger created just before its stand-in (create), whose guard silences the
+// stand-in at that instant, then the stand-in dropped (drop; 1360 counts as done). The lock is
+// taken as the cut-over's is (lockLive), never queued behind an application transaction: a queued
+// CREATE or DROP TRIGGER makes a transaction that holds the table and asks for more of it fail with
+// 1213 (docs/how-it-works/cutover.md, "The cut-over and open transactions"), and one sent with no
+// lock wait needs a moment when no session even reads the table, which eight transactional clients
+// left for up to a minute. The application waits for the two statements (about 20 ms each) as for a
+// cut-over.
 func (c *Carrier) onLive(ctx context.Context, i int, tr table.Trigger, tmp string, create, drop bool) error {
 	// Where the Locker queues (MySQL), each of its spins waits lock_wait_timeout.
 	conn, done, err := c.sessionConn(ctx, tr, "SET SESSION lock_wait_timeout = 2")

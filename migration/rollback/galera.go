@@ -15,13 +15,13 @@ import (
 	"github.com/enginemig/enginemig/shadow"
 )
 
-// prepareGalera readies a rollback on a Galera node (docs/how-it-works.md, "Rollback on
-// Galera"), or refuses, changing nothing, where it could not be lossless. After the swap the
-// InnoDB table is written on every node; rolling back means the MyISAM original, on this node
-// (the one that held its rows), with every change made anywhere in the cluster since. The
-// capture reads them from this node's binlog, where the write sets applied from the other nodes
-// must be, and the swap back is the gated one (cutover.Swap.Gate). The table's own triggers go back
-// as everywhere (carry): every step of it is a DDL sent while enginemig holds no lock.
+// prepareGalera readies a rollback on a Galera node (docs/how-it-works/rollback.md, "Rollback on
+// Galera"), or refuses, changing nothing, where it could not be lossless. After the swap the InnoDB
+// table is written on every node; rolling back means the MyISAM original, on this node (the one
+// that held its rows), with every change made anywhere in the cluster since. The capture reads them
+// from this node's binlog, where the write sets applied from the other nodes must be, and the swap
+// back is the gated one (cutover.Swap.Gate). The table's own triggers go back as everywhere
+// (carry): every step of it is a DDL sent while enginemig holds no lock.
 func prepareGalera(ctx context.Context, db *sql.DB, opts *Options, st *state.State) error {
 	if st.CaptureMode() != shadow.Binlog {
 		return preflight.Refuse("keep the InnoDB table; to keep a rollback possible on a Galera node, convert with binlog capture (log_bin=ON, binlog_format=ROW, binlog_row_image=FULL)",

@@ -114,18 +114,18 @@ const maxRepairs = 3
 // errBehind: the target had not caught up when the chunk's patience ran out; the source is let go.
 var errBehind = errors.New("the target is behind")
 
-// While the source is locked, the application's writers wait, and the target's catch-up can
-// stall for a reason of its own: replay waits for the target's metadata lock while the index
-// build beside verification finishes, or for a lock another session holds on the target. So a
-// chunk waits for the target under the lock for at most twice its lock-time goal (never less
-// than MinPatience) and never over Config.CatchUp; past that, it lets the source go, waits for
-// the target unlocked (up to behindWait), and compares again. After maxBehind such retries it
-// waits under the lock for up to Config.CatchUp, still letting the source go past it, maxLate
-// times; the last of them fails verification, so a replay that is merely slow cannot keep one
-// chunk from ever being compared (TestVerifyLetsTheSourceGoWhileTheShadowIsBehind holds replay
-// still and measures the application's writes). One such wait is too few: under trigger capture
-// a chunk's lock waits for a gap in the application's transactions while their notes pile up, so
-// the backlog it finds can outlast one (docs/how-it-works.md, "Verification";
+// While the source is locked, the application's writers wait, and the target's catch-up can stall
+// for a reason of its own: replay waits for the target's metadata lock while the index build beside
+// verification finishes, or for a lock another session holds on the target. So a chunk waits for
+// the target under the lock for at most twice its lock-time goal (never less than MinPatience) and
+// never over Config.CatchUp; past that, it lets the source go, waits for the target unlocked (up to
+// behindWait), and compares again. After maxBehind such retries it waits under the lock for up to
+// Config.CatchUp, still letting the source go past it, maxLate times; the last of them fails
+// verification, so a replay that is merely slow cannot keep one chunk from ever being compared
+// (TestVerifyLetsTheSourceGoWhileTheShadowIsBehind holds replay still and measures the
+// application's writes). One such wait is too few: under trigger capture a chunk's lock waits for a
+// gap in the application's transactions while their notes pile up, so the backlog it finds can
+// outlast one (docs/how-it-works/verification.md, "Patience with a shadow that is behind";
 // TestVerifyGivesTheTargetMoreThanOneLateChance).
 const (
 	MinPatience = 20 * time.Millisecond

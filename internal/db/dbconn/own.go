@@ -169,13 +169,13 @@ type ownConn struct {
 // killWait bounds the session that stops an abandoned statement.
 const killWait = 5 * time.Second
 
-// abandoned stops on the server the statement whose caller stopped waiting for it (ctx ended):
-// the driver then closes the connection, but the server goes on with the statement until it ends
-// or next writes to the closed socket, holding what it locked. A copy chunk's read queued behind
-// an application write that waited for disk space kept the shadow's metadata lock, and the DROP
-// that would have given the space back waited for it (docs/how-it-works.md, "A full disk"). Only
-// a connection the driver closed is killed: it is never used again, so no later statement of its
-// can be the one stopped.
+// abandoned stops on the server the statement whose caller stopped waiting for it (ctx ended): the
+// driver then closes the connection, but the server goes on with the statement until it ends or
+// next writes to the closed socket, holding what it locked. A copy chunk's read queued behind an
+// application write that waited for disk space kept the shadow's metadata lock, and the DROP that
+// would have given the space back waited for it (docs/how-it-works/pace.md, "A full disk"). Only a
+// connection the driver closed is killed: it is never used again, so no later statement of its can
+// be the one stopped.
 func (c *ownConn) abandoned(ctx context.Context, err error) {
 	if err == nil || ctx.Err() == nil || c.IsValid() {
 		return

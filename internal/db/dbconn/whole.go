@@ -11,9 +11,9 @@ import (
 	"github.com/enginemig/enginemig/internal/db/outcome"
 )
 
-// The rule for writes into a non-transactional table (docs/how-it-works.md, "Writes into MyISAM
-// are never interrupted"): enginemig never interrupts a statement of its own that may write one,
-// and bounds each such statement by its size (rows per statement) before it starts instead.
+// The rule for writes into a non-transactional table (docs/how-it-works/capture.md, "Writes into
+// MyISAM are never interrupted"): enginemig never interrupts a statement of its own that may write
+// one, and bounds each such statement by its size (rows per statement) before it starts instead.
 //
 // A MyISAM or Aria statement stopped half-way keeps what it did, and the server binlogs it with
 // the interruption's error code. Under binlog_format STATEMENT or MIXED every replica then refuses

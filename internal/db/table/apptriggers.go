@@ -199,9 +199,9 @@ func (t Trigger) create(schema, table, name, precedes, body string) string {
 func (t Trigger) CreateGuarded(schema, onTable, live string) string {
 	realOnLive := "(SELECT COUNT(*) FROM information_schema.TRIGGERS WHERE EVENT_OBJECT_SCHEMA = " + hexLiteral(schema) +
 		" AND EVENT_OBJECT_TABLE = " + hexLiteral(live) + " AND TRIGGER_NAME = " + hexLiteral(t.Name) + ")"
-	// The body may end in a -- comment: the newline keeps the guard's END IF out of it. The
-	// session variable comes first (AND stops at the first false): enginemig's own writers set it,
-	// so their rows skip the costly lookup (docs/how-it-works.md, "Triggers") and fire nothing.
+	// The body may end in a -- comment: the newline keeps the guard's END IF out of it. The session
+	// variable comes first (AND stops at the first false): enginemig's own writers set it, so their
+	// rows skip the costly lookup (docs/how-it-works/triggers.md) and fire nothing.
 	body := "IF " + OwnWriteVar + " IS NULL AND " + realOnLive + " = 0 THEN\n" + string(t.Body) + "\n; END IF"
 	return t.create(schema, onTable, TempTriggerName(schema, live, t.Name), "", body)
 }

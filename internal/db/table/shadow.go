@@ -19,7 +19,7 @@ type ShadowDDL struct {
 	DropFulltext string
 	// Deferred are index definitions (as in SHOW CREATE TABLE, e.g. "KEY `k` (`a`)") added after the
 	// copy: maintaining secondary indexes in random order during the copy is most of its cost;
-	// building them afterwards, online, is several times cheaper (docs/how-it-works.md).
+	// building them afterwards, online, is several times cheaper (docs/how-it-works/copy.md).
 	// AddIndexesDDL turns them into ALTERs.
 	Deferred []string
 	// Changes lists what differs from the source besides the engine, for reports.

@@ -274,14 +274,14 @@ func rowHash(row string) string {
 	return "CRC32(CONCAT(CRC32(" + row + "), '#', " + row + "))"
 }
 
-// checksumRow is the string a row's hash (rowHash) is taken of: its columns joined by '#', preceded by
-// one NULL flag per nullable column, which keeps NULL apart from the empty string (CONCAT_WS
+// checksumRow is the string a row's hash (rowHash) is taken of: its columns joined by '#', preceded
+// by one NULL flag per nullable column, which keeps NULL apart from the empty string (CONCAT_WS
 // skips NULLs and would shift a value into its neighbour's place). Character columns are cast to
-// BINARY so that their bytes are joined as they are, never converted to a common character set
-// on the way; numbers and dates convert to the same text on both sides without it.
-// Source and target share column definitions, so both build the same string. Flags and casts
-// only where needed: on every column they make the checksum about twice as slow
-// (docs/how-it-works.md, "Verification"); TestChecksumTellsRowsApart keeps what they must tell apart.
+// BINARY so that their bytes are joined as they are, never converted to a common character set on
+// the way; numbers and dates convert to the same text on both sides without it. Source and target
+// share column definitions, so both build the same string. Flags and casts only where needed: on
+// every column they make the checksum about twice as slow (docs/how-it-works/verification.md, "The
+// checksum"); TestChecksumTellsRowsApart keeps what they must tell apart.
 func checksumRow(cols []Column) string {
 	var vals, nulls []string
 	for _, c := range cols {

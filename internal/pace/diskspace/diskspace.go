@@ -56,7 +56,7 @@ type Reserve struct {
 
 // DefaultReserve keeps a tenth of the file system free, and at least 1 GiB: what an application
 // writing its own rows, logs and binlogs needs while someone is paged and looks (a server that
-// fills its disk stops every write). docs/how-it-works.md, "Disk space", says why.
+// fills its disk stops every write). docs/how-it-works/pace.md, "Disk space", says why.
 var DefaultReserve = Reserve{Bytes: 1 << 30, Share: 0.10}
 
 // Of is the reserve on a file system of total bytes, never more than its size.
