@@ -232,7 +232,7 @@ func (s *SQL) WriteRows(n int, mode WriteMode) string {
 // write into it must never meet an existing row by a unique key in a statement that writes
 // several rows. MySQL (9.7 at least; MariaDB does not) then loses the FULLTEXT entries of the rows
 // the statement wrote before its last duplicate: the rows are stored, but searches do not find
-// them (REPLACE and INSERT ... ON DUPLICATE KEY UPDATE alike; docs/how-it-works.md). So upserts
+// them (REPLACE and INSERT ... ON DUPLICATE KEY UPDATE alike; docs/how-it-works/copy.md). So upserts
 // into it are one-row statements (binlog.Applier), and repairs delete before they copy (Recopy).
 func (s *SQL) OneRowUpserts() bool { return s.fulltext }
 
