@@ -365,3 +365,63 @@ func TestTakeRefusesNoPurpose(t *testing.T) {
 		t.Fatal("a lock with no purpose was taken")
 	}
 }
+
+// A cut-over attempt's lock (Swap) on a table an open transaction holds is refused by the
+// attempt's rules: on MariaDB after its tries (2 s at the least), on MySQL queued and killed at
+// its bound. refused is told how long, with the server's last answer, and its error is the
+// attempt's; the connection and the application's transaction go on.
+func TestSwapIsRefusedByItsRules(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	srv := sandboxtest.ForTest(t, sandbox.Options{})
+	_, db := sandboxtest.FreshDatabase(t, srv)
+	sandboxtest.MustExec(t, db, "CREATE TABLE t (id INT PRIMARY KEY, v INT) ENGINE=InnoDB", "INSERT INTO t VALUES (1, 0)")
+	l, err := mdl.New(ctx, db, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	app, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer app.Close()
+	for _, q := range []string{"BEGIN", "SELECT v FROM t WHERE id = 1 FOR UPDATE"} {
+		if _, err := app.ExecContext(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	var id int64
+	if err := conn.QueryRowContext(ctx, "SELECT CONNECTION_ID()").Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	const bound = 200 * time.Millisecond
+	want, prefix := 2*time.Second, "tried for 2s: " // the tries of MariaDB
+	if f, _ := sandboxtest.Flavour(); f.MySQL() {
+		want, prefix = bound, "within 200ms: "
+	}
+	errHeld := errors.New("held by the application")
+	var tried time.Duration
+	var last error
+	start := time.Now()
+	err = l.Take(ctx, conn, mdl.Swap(bound, id, func(d time.Duration, err error) error {
+		tried, last = d, err
+		return errHeld
+	}), "LOCK TABLES t WRITE")
+	took := time.Since(start)
+	if !errors.Is(err, errHeld) || !strings.HasPrefix(err.Error(), prefix) || tried != want || last == nil || took < want || took > want+5*time.Second {
+		t.Fatalf("after %s: %v (refused told %s, %v); want %q wrapping refused's error, told %s, after about that", took.Round(time.Millisecond), err, tried, last, prefix, want)
+	}
+	if err := conn.PingContext(ctx); err != nil {
+		t.Fatalf("the connection after the refused lock: %v", err)
+	}
+	for _, q := range []string{"UPDATE t SET v = v + 1 WHERE id = 1", "COMMIT"} {
+		if _, err := app.ExecContext(ctx, q); err != nil {
+			t.Fatalf("the application's %s after the refused lock: %v", q, err)
+		}
+	}
+}
