@@ -62,7 +62,7 @@ func (c *Copier) underMark(ctx context.Context, conn *sql.Conn, lock, written, q
 		return nil, nil, 0, err
 	}
 	start := time.Now()
-	if err := locker.LockEventually(ctx, conn, "LOCK TABLES "+lock, keylessLockSpin); err != nil {
+	if err := locker.Take(ctx, conn, mdl.CopyChunk, "LOCK TABLES "+lock); err != nil {
 		return nil, nil, 0, fmt.Errorf("lock for a keyless chunk: %w", err)
 	}
 	defer func() {
@@ -124,11 +124,7 @@ func (c *Copier) copyMarkedApart(ctx context.Context, r table.Range, released fu
 	return ch, nil
 }
 
-// keylessLockSpin is how long a keyless chunk's lock is tried without queuing before it may queue
-// (mdl.Locker.LockEventually): the source is the application's table.
-const keylessLockSpin = time.Second
-
-// locker is the keyless chunks' mdl.Locker, made at the first chunk.
+// locker is the keyless chunks' mdl.Locker (mdl.CopyChunk), made at the first chunk.
 func (c *Copier) locker(ctx context.Context) (*mdl.Locker, error) {
 	c.lockerOnce.Do(func() {
 		_, name := c.q.SourceTable()

@@ -22,7 +22,7 @@ import (
 // lockSessionSlack is the lock session's idle allowance beyond its longest planned idle wait.
 const lockSessionSlack = 5 * time.Second
 
-// prepareLockSession gives the lock's session a lock wait of 1 s (lockWithDeadline kills it
+// prepareLockSession gives the lock's session a lock wait of 1 s (on MySQL mdl.Swap kills it
 // sooner) and an idle limit. The limit makes the server end the session by itself should
 // enginemig lose the server without the server seeing the connection close (a network that
 // drops everything, a paused machine): its locks would otherwise hold the table, and on a Galera
@@ -75,50 +75,21 @@ func whileLocked(ctx context.Context, connA *sql.Conn, sw Swap, target Target, c
 	return unlock, pos, nil
 }
 
-// lockTables takes a swap's locks (stmt) on conn within d. On MariaDB through mdl.Locker: tried
-// without waiting, so that it is never queued behind a session holding the table and never closes
-// a deadlock cycle with it (package mdl); the application never waits behind it either. A table
-// some session holds without a gap for triesFor (or d, if longer) fails the attempt, which is
-// tried again after the backoff. On MySQL queued, killed at d (lockWithDeadline).
+// lockTables takes a swap's locks (stmt) on conn (connection connID) within d, by the cut-over's
+// rules (mdl.Swap: on MariaDB tried without queuing, never queued; on MySQL queued and killed at
+// d). A lock not granted names the sessions holding t (notGranted), and the attempt is tried again
+// after the backoff.
 func lockTables(ctx context.Context, db *sql.DB, conn *sql.Conn, connID int64, stmt string, d time.Duration, t lockwait.Table) error {
 	l, err := mdl.New(ctx, db, t.Name)
 	if err != nil {
 		return err
 	}
-	if l.Queues() {
-		if err := lockWithDeadline(ctx, db, conn, connID, stmt, d, t); err != nil {
-			return fmt.Errorf("within %s: %w", d, err)
-		}
-		return nil
-	}
-	// The tries hold up nobody, so they go on longer than a queued lock may wait.
-	spin := max(d, triesFor)
-	err = l.Lock(ctx, conn, stmt, spin)
-	if me := (*mysql.MySQLError)(nil); errors.Is(err, mdl.ErrNotGranted) && errors.As(err, &me) {
-		h := lockwait.FindHolders(ctx, db, lockwait.Session{ID: connID, State: "Waiting for table metadata lock", Time: spin},
-			[]lockwait.Table{t}, func(id int64) bool { return id == connID })
-		return fmt.Errorf("tried for %s: %w", spin, &notGranted{holders: h, err: me}) // the server's last refusal: ErrLockNotGranted says the rest
-	}
-	return err
-}
-
-// triesFor is how long an attempt tries a lock that does not queue: a table written without a
-// pause (a procedure's loop) leaves a gap only now and then.
-const triesFor = 2 * time.Second
-
-// lockWithDeadline runs stmt on conn and kills it if it has not got its lock within d, because
-// lock_wait_timeout has a resolution of seconds and we need a budget of milliseconds. A lock not
-// granted names the sessions holding t (looked up after the kill: the application must not wait
-// behind our queued lock for the lookup).
-func lockWithDeadline(ctx context.Context, db *sql.DB, conn *sql.Conn, connID int64, stmt string, d time.Duration, t lockwait.Table) error {
-	timer := time.AfterFunc(d, func() { killQuery(db, connID) })
-	_, err := conn.ExecContext(ctx, stmt)
-	if !timer.Stop() && err != nil {
-		waiter := lockwait.Session{ID: connID, State: "Waiting for table metadata lock", Time: d}
+	refused := func(tried time.Duration, last error) error {
+		waiter := lockwait.Session{ID: connID, State: "Waiting for table metadata lock", Time: tried}
 		h := lockwait.FindHolders(ctx, db, waiter, []lockwait.Table{t}, func(id int64) bool { return id == connID })
-		return &notGranted{holders: h, err: err}
+		return &notGranted{holders: h, err: last}
 	}
-	return err
+	return l.Take(ctx, conn, mdl.Swap(d, connID, refused), stmt)
 }
 
 func killQuery(db *sql.DB, id int64) {

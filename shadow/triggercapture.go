@@ -100,16 +100,10 @@ func (t *triggerCapture) allSynced(ctx context.Context, q dbconn.Querier) error 
 	return nil
 }
 
-// syncLockWait bounds each LOCK TABLES of a periodic sync where the lock queues (mdl.Locker):
-// while it waits (for a transaction that wrote the source to end), the application's new writes
-// queue behind it.
+// syncLockWait bounds each LOCK TABLES of a periodic sync where the lock queues (mdl.Sync, on
+// MySQL): while it waits (for a transaction that wrote the source to end), the application's new
+// writes queue behind it. A sync that got no lock is tried again at the next tick.
 const syncLockWait = 1
-
-// syncLockSpin bounds a periodic sync's tries of a lock that does not queue (mdl.Locker), made
-// while it holds the chunks' order exclusively: verification's and the cut-over's catch-ups wait
-// for that order within their own budgets, and on a table that transactions hold without pause
-// the tries can find no gap for a while. A sync that got no lock is tried again at the next tick.
-const syncLockSpin = 100 * time.Millisecond
 
 // Run syncs the notes every few hundred milliseconds, so that the final sync under the cut-over
 // lock has little left to do.
@@ -241,7 +235,7 @@ func (t *triggerCapture) syncUnder(ctx context.Context, lock string, sync func(c
 		return false, err
 	}
 	err = t.order.Exclusive(func() error {
-		if err := t.locker.Lock(ctx, conn, lock, syncLockSpin); err != nil {
+		if err := t.locker.Take(ctx, conn, mdl.Sync, lock); err != nil {
 			return fmt.Errorf("trigger capture: %w", err)
 		}
 		t.locked()

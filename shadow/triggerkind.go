@@ -73,11 +73,9 @@ func (triggerKind) now(context.Context, *sql.DB) (Position, error) { return "", 
 func (triggerKind) behind(Position, Position) (int64, string)      { return 0, "" }
 
 // installTriggers creates the change log and whichever capture triggers are missing (a resumed
-// run finds them still capturing). Creating a trigger takes the source's metadata lock, through an
-// mdl.Locker, which never queues it behind a session that holds the table: it tries for a gap in
-// spins of 2 s, resting between spins (longer each time, up to 2 s), until cfg.LockWithin has
-// passed without one. A table whose application never leaves it (transactions that overlap
-// without a pause, under load) gave no gap in ten spins, and a rollback gave up on it.
+// run finds them still capturing). Creating a trigger takes the source's metadata lock, by the
+// rules of mdl.TriggerDDL (never queued on MariaDB, tried patiently), all of them within
+// cfg.LockWithin; the wait is logged as it lasts.
 func installTriggers(ctx context.Context, cfg Config, c *table.CaptureSQL) error {
 	db := cfg.DB
 	if _, err := db.ExecContext(ctx, c.CreateLog()); err != nil {
@@ -102,22 +100,23 @@ func installTriggers(ctx context.Context, cfg Config, c *table.CaptureSQL) error
 		within = DefaultLockWithin
 	}
 	began := time.Now()
+	var trigger string // the one being created
+	locker.Waiting = func(time.Duration) {
+		if cfg.Logger != nil {
+			cfg.Logger.Info("capture triggers: waiting for a moment the table is free of the application's statements", "table", trigger, "waited", time.Since(began).Round(time.Second), "gives_up_after", within)
+		}
+	}
 	for i, stmt := range c.CreateTriggers() {
-		name := c.TriggerNames()[i]
-		there, err := table.TriggerExists(ctx, conn, c.Schema(), name)
+		trigger = c.TriggerNames()[i]
+		there, err := table.TriggerExists(ctx, conn, c.Schema(), trigger)
 		if err != nil {
 			return err
 		}
 		if there {
 			continue
 		}
-		waiting := func(time.Duration) {
-			if cfg.Logger != nil {
-				cfg.Logger.Info("capture triggers: waiting for a moment the table is free of the application's statements", "table", name, "waited", time.Since(began).Round(time.Second), "gives_up_after", within)
-			}
-		}
-		if err := locker.ExecWithin(ctx, conn, stmt, within-time.Since(began), waiting); err != nil {
-			return fmt.Errorf("create capture trigger %s: %w", name, err)
+		if err := locker.Take(ctx, conn, mdl.TriggerDDL(within-time.Since(began)), stmt); err != nil {
+			return fmt.Errorf("create capture trigger %s: %w", trigger, err)
 		}
 	}
 	return nil

@@ -262,13 +262,8 @@ func (c *Carrier) onLive(ctx context.Context, i int, tr table.Trigger, tmp strin
 	return err
 }
 
-// lockSpin is how long lockLive tries for a gap before it looks for application transactions
-// (mdl.Locker.LockEventually): the cut-over's own attempt tries as long (--cutover-lock-wait).
-const lockSpin = 300 * time.Millisecond
-
-// lockLive takes the live table's write lock on conn, for up to LockWithin: tried without
-// queuing, and queued only where no application transaction is seen (writers flat out on a
-// MyISAM table, each holding it for one statement, leave tries no gap and cannot close a cycle).
+// lockLive takes the live table's write lock on conn, for up to LockWithin, by the carry's rules
+// (mdl.Carry: tried without queuing, and queued only where no application transaction is seen).
 func (c *Carrier) lockLive(ctx context.Context, conn *sql.Conn) error {
 	if c.locker == nil {
 		l, err := mdl.New(ctx, c.DB, dbconn.QualifiedName(c.Schema, c.Live))
@@ -278,7 +273,7 @@ func (c *Carrier) lockLive(ctx context.Context, conn *sql.Conn) error {
 		l.Waiting = l.ReportEvery(c.Log, "carrying the triggers", mdl.ReportAfter)
 		c.locker = l
 	}
-	return c.locker.LockWithin(ctx, conn, table.LockWrite(c.Schema, c.Live), lockSpin, lockwait.TimeoutOr(c.LockWithin))
+	return c.locker.Take(ctx, conn, mdl.Carry(lockwait.TimeoutOr(c.LockWithin)), table.LockWrite(c.Schema, c.Live))
 }
 
 // Statements lists what install and finish run, for a dry run's report.

@@ -2,13 +2,12 @@ package verify
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"time"
 
 	"github.com/enginemig/enginemig/internal/db/dbconn"
+	"github.com/enginemig/enginemig/internal/db/mdl"
 	"github.com/enginemig/enginemig/internal/db/table"
-	"github.com/enginemig/enginemig/internal/pace/throttle"
 )
 
 // The locks a chunk takes, and the recopy of a range that differs.
@@ -32,7 +31,7 @@ func (v *verifier) recopy(ctx context.Context, r table.Range) (held time.Duratio
 	}
 	defer conn.Close()
 	src, dst := v.q.Source(), v.q.Target()
-	if err := v.lock(ctx, conn, "LOCK TABLES "+src+" READ, "+src+" AS s READ, "+dst+" WRITE"); err != nil {
+	if err := v.locker.Take(ctx, conn, mdl.VerifyChunk, "LOCK TABLES "+src+" READ, "+src+" AS s READ, "+dst+" WRITE"); err != nil {
 		return 0, fmt.Errorf("verify: lock for recopy: %w", err)
 	}
 	locked := time.Now()
@@ -49,32 +48,4 @@ func (v *verifier) recopy(ctx context.Context, r table.Range) (held time.Duratio
 		}
 	}
 	return 0, nil
-}
-
-// lock takes a chunk's locks without queuing behind another session's hold of the source
-// (mdl.Locker.LockEventually), or, where it queues (MySQL), retrying after a deadlock.
-func (v *verifier) lock(ctx context.Context, conn *sql.Conn, lock string) error {
-	if !v.locker.Queues() {
-		return v.locker.LockEventually(ctx, conn, lock, lockSpin)
-	}
-	return lockRetrying(ctx, conn, lock)
-}
-
-// lockSpin is how long a chunk's lock is tried without queuing before it may queue.
-const lockSpin = time.Second
-
-// lockRetrying takes a chunk's locks, again when the server chose the LOCK TABLES as a deadlock's
-// victim (1213; seen in a rollback under trigger capture, whose source is InnoDB and whose
-// writers' triggers write the change log): nothing was locked then, and the transaction it met
-// goes on, so trying again after a moment is safe.
-func lockRetrying(ctx context.Context, conn *sql.Conn, lock string) error {
-	for try := 1; ; try++ {
-		_, err := conn.ExecContext(ctx, lock)
-		if err == nil || try == 5 || !dbconn.IsDeadlock(err) {
-			return err
-		}
-		if err := throttle.Sleep(ctx, time.Duration(try)*20*time.Millisecond); err != nil {
-			return err
-		}
-	}
 }

@@ -154,7 +154,7 @@ func (v *verifier) waitAfter(goal time.Duration, behind int) wait {
 
 type verifier struct {
 	db     *sql.DB
-	locker *mdl.Locker // takes the chunks' locks (package mdl)
+	locker *mdl.Locker // takes the chunks' locks (mdl.VerifyChunk)
 	q      *table.SQL
 	target Target
 	cfg    Config
@@ -322,7 +322,7 @@ func (v *verifier) compare(ctx context.Context, r table.Range, release bool, w w
 		lock += ", " + l
 	}
 	asked := time.Now()
-	if err := v.lock(ctx, conn, lock); err != nil {
+	if err := v.locker.Take(ctx, conn, mdl.VerifyChunk, lock); err != nil {
 		return c, fmt.Errorf("verify: lock %s: %w", v.q.Source(), err)
 	}
 	locked := time.Now()

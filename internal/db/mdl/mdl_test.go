@@ -105,7 +105,7 @@ func TestLockNeverFailsAnOpenTransaction(t *testing.T) {
 				return errs, granted, refused, app.Committed.Load()
 			}
 			lockerErrs, granted, _, committed := run("through the Locker", func(int) bool { return true }, true, func(ctx context.Context, conn *sql.Conn, id int64) error {
-				return l.Lock(ctx, conn, "LOCK TABLES t WRITE", 300*time.Millisecond)
+				return l.Tries(ctx, conn, "LOCK TABLES t WRITE", 300*time.Millisecond)
 			})
 			if granted == 0 || committed == 0 {
 				t.Errorf("%d locks granted, %d transactions committed: the Locker must get its lock and let the application work", granted, committed)
@@ -126,9 +126,9 @@ func TestLockNeverFailsAnOpenTransaction(t *testing.T) {
 	}
 }
 
-// MayQueue sees an application transaction open between its statements, and does not count one
+// mayQueue sees an application transaction open between its statements, and does not count one
 // of enginemig's own statements (one that names the Locker's own tables) as such a sign. MySQL
-// always queues: there MayQueue is not asked.
+// always queues: there mayQueue is not asked.
 func TestMayQueueSeesOpenTransactionsButNotEnginemigsOwn(t *testing.T) {
 	if f, _ := sandboxtest.Flavour(); f.MySQL() {
 		t.Skip("MySQL: every lock queues (package comment); MayQueue is MariaDB's")
@@ -194,10 +194,10 @@ func TestMayQueueSeesOpenTransactionsButNotEnginemigsOwn(t *testing.T) {
 	}
 }
 
-// A lock that must not queue behind an open transaction holding the table waits for it, and the
-// wait is reported (Waiting, ReportEvery) while it lasts; once the transaction commits the lock
-// is taken.
-func TestLockEventuallyReportsTheWaitForAnOpenTransaction(t *testing.T) {
+// A chunk's lock (VerifyChunk), which must not queue behind an open transaction holding the table,
+// waits for it, and the wait is reported (Waiting, ReportEvery) while it lasts; once the
+// transaction commits the lock is taken.
+func TestChunkLockReportsTheWaitForAnOpenTransaction(t *testing.T) {
 	if f, _ := sandboxtest.Flavour(); f.MySQL() {
 		t.Skip("MySQL: every lock queues (package comment); the wait for a gap is MariaDB's")
 	}
@@ -245,7 +245,7 @@ func TestLockEventuallyReportsTheWaitForAnOpenTransaction(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	if err := l.LockEventually(ctx, conn, "LOCK TABLES t READ, o WRITE", 100*time.Millisecond); err != nil {
+	if err := l.Take(ctx, conn, mdl.VerifyChunk.Spinning(100*time.Millisecond), "LOCK TABLES t READ, o WRITE"); err != nil {
 		t.Fatal(err)
 	}
 	granted := time.Now()
@@ -313,48 +313,115 @@ func heldByATransaction(t *testing.T, ctx context.Context) (l *mdl.Locker, app, 
 	return l, app, conn
 }
 
-// LockWithin (the trigger carry's lock of the live table) gives up with ErrNotGranted once its
-// bound has passed while an application transaction holds the table, without ever queuing
-// behind it, and takes the lock once the transaction has ended.
-func TestLockWithinGivesUpAtItsBound(t *testing.T) {
+// The trigger carry's lock of the live table (Carry) gives up with ErrNotGranted once its bound
+// has passed while an application transaction holds the table, without ever queuing behind it,
+// and takes the lock once the transaction has ended.
+func TestCarryLockGivesUpAtItsBound(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	l, app, conn := heldByATransaction(t, ctx)
 	const within = time.Second
 	start := time.Now()
-	err := l.LockWithin(ctx, conn, "LOCK TABLES t WRITE", 100*time.Millisecond, within)
+	err := l.Take(ctx, conn, mdl.Carry(within).Spinning(100*time.Millisecond), "LOCK TABLES t WRITE")
 	took := time.Since(start)
 	if !errors.Is(err, mdl.ErrNotGranted) || took < within || took > 10*within {
 		t.Fatalf("with t held by an open transaction: %v after %s, want ErrNotGranted after about %s", err, took.Round(time.Millisecond), within)
 	}
 	// The application's transaction goes on as if nothing had waited for it.
 	if _, err := app.ExecContext(ctx, "UPDATE t SET v = v + 1 WHERE id = 1"); err != nil {
-		t.Fatalf("the application's update after LockWithin gave up: %v", err)
+		t.Fatalf("the application's update after the carry's lock gave up: %v", err)
 	}
 	if _, err := app.ExecContext(ctx, "COMMIT"); err != nil {
 		t.Fatal(err)
 	}
-	if err := l.LockWithin(ctx, conn, "LOCK TABLES t WRITE", 100*time.Millisecond, within); err != nil {
+	if err := l.Take(ctx, conn, mdl.Carry(within).Spinning(100*time.Millisecond), "LOCK TABLES t WRITE"); err != nil {
 		t.Fatalf("with t free: %v", err)
 	}
 	conn.ExecContext(ctx, "UNLOCK TABLES")
 }
 
-// LockWithin's bound never cancels a statement in flight: the driver closes a connection whose
+// The carry's bound never cancels a statement in flight: the driver closes a connection whose
 // statement is cancelled, and the caller goes on using conn (CI once failed the test above with
 // "driver: bad connection" on the lock after the bound). Bounds of a few milliseconds, with t held,
 // end during the Locker's statements more often than not.
-func TestLockWithinKeepsTheConnection(t *testing.T) {
+func TestCarryLockKeepsTheConnection(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	l, _, conn := heldByATransaction(t, ctx)
 	for i := range 30 {
 		within := time.Duration(1+i%5) * time.Millisecond
-		if err := l.LockWithin(ctx, conn, "LOCK TABLES t WRITE", time.Millisecond, within); !errors.Is(err, mdl.ErrNotGranted) {
+		if err := l.Take(ctx, conn, mdl.Carry(within).Spinning(time.Millisecond), "LOCK TABLES t WRITE"); !errors.Is(err, mdl.ErrNotGranted) {
 			t.Fatalf("try %d, bound %s: %v, want ErrNotGranted", i, within, err)
 		}
 		if err := conn.PingContext(ctx); err != nil {
-			t.Fatalf("try %d, bound %s: the connection after LockWithin gave up: %v", i, within, err)
+			t.Fatalf("try %d, bound %s: the connection after the carry's lock gave up: %v", i, within, err)
+		}
+	}
+}
+
+// A lock with no purpose is refused before anything is sent: the zero Purpose states no rules.
+func TestTakeRefusesNoPurpose(t *testing.T) {
+	if err := (&mdl.Locker{}).Take(context.Background(), nil, mdl.Purpose{}, "LOCK TABLES t WRITE"); err == nil {
+		t.Fatal("a lock with no purpose was taken")
+	}
+}
+
+// A cut-over attempt's lock (Swap) on a table an open transaction holds is refused by the
+// attempt's rules: on MariaDB after its tries (2 s at the least), on MySQL queued and killed at
+// its bound. refused is told how long, with the server's last answer, and its error is the
+// attempt's; the connection and the application's transaction go on.
+func TestSwapIsRefusedByItsRules(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	srv := sandboxtest.ForTest(t, sandbox.Options{})
+	_, db := sandboxtest.FreshDatabase(t, srv)
+	sandboxtest.MustExec(t, db, "CREATE TABLE t (id INT PRIMARY KEY, v INT) ENGINE=InnoDB", "INSERT INTO t VALUES (1, 0)")
+	l, err := mdl.New(ctx, db, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	app, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer app.Close()
+	for _, q := range []string{"BEGIN", "SELECT v FROM t WHERE id = 1 FOR UPDATE"} {
+		if _, err := app.ExecContext(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	var id int64
+	if err := conn.QueryRowContext(ctx, "SELECT CONNECTION_ID()").Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	const bound = 200 * time.Millisecond
+	want, prefix := 2*time.Second, "tried for 2s: " // the tries of MariaDB
+	if f, _ := sandboxtest.Flavour(); f.MySQL() {
+		want, prefix = bound, "within 200ms: "
+	}
+	errHeld := errors.New("held by the application")
+	var tried time.Duration
+	var last error
+	start := time.Now()
+	err = l.Take(ctx, conn, mdl.Swap(bound, id, func(d time.Duration, err error) error {
+		tried, last = d, err
+		return errHeld
+	}), "LOCK TABLES t WRITE")
+	took := time.Since(start)
+	if !errors.Is(err, errHeld) || !strings.HasPrefix(err.Error(), prefix) || tried != want || last == nil || took < want || took > want+5*time.Second {
+		t.Fatalf("after %s: %v (refused told %s, %v); want %q wrapping refused's error, told %s, after about that", took.Round(time.Millisecond), err, tried, last, prefix, want)
+	}
+	if err := conn.PingContext(ctx); err != nil {
+		t.Fatalf("the connection after the refused lock: %v", err)
+	}
+	for _, q := range []string{"UPDATE t SET v = v + 1 WHERE id = 1", "COMMIT"} {
+		if _, err := app.ExecContext(ctx, q); err != nil {
+			t.Fatalf("the application's %s after the refused lock: %v", q, err)
 		}
 	}
 }
