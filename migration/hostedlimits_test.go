@@ -170,7 +170,7 @@ func TestAccountLimitsKeepApplyWithin(t *testing.T) {
 		// The watchers are timed, not paced by the machine: plan's estimate holds anywhere. Binlog
 		// replay (MySQL here) is not held: it follows the application's writes in larger batches.
 		if perHour := watched * 3600; !srv.Flavour().MySQL() && perHour > 1.5*plan.WatchPerHour {
-			t.Fatalf("while held apply sent %.0f statements an hour; plan budgets its watchers %d", perHour, plan.WatchPerHour)
+			t.Fatalf("while held apply sent %.0f statements an hour; plan budgets its watchers %d; its log:\n%s", perHour, plan.WatchPerHour, logs)
 		}
 		t.Logf("held back at its share; while held %.1f statements a second (plan budgets %d an hour); stopped: %v", watched, plan.WatchPerHour, err)
 		if engineOf(t, root, schema, "t") != "MyISAM" {

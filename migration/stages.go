@@ -360,6 +360,13 @@ func (m *migrator) endDryRun(ctx context.Context) (*Result, error) {
 
 func (m *migrator) cutover(ctx context.Context) error {
 	m.stopPace()
+	if m.budget != nil {
+		// The swap, its catch-up and the trigger carry are a burst of statements: they wait,
+		// like the copy and verification, while the account's hourly share is spent.
+		if err := m.budget.Wait(ctx, m.log); err != nil {
+			return m.coded(err)
+		}
+	}
 	var err error
 	if m.probe, err = m.probeBeforeCutover(ctx); err != nil {
 		return err
