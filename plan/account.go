@@ -135,7 +135,7 @@ func checkAccountLimits(s *ServerInfo) []Finding {
 				fmt.Sprintf("%s to at least %d statements an hour; then plan again", accountRemedy, 4*WatchPerHour)))
 		} else {
 			out = append(out, newFinding("account-limits", Warning, msg+fmt.Sprintf(
-				". apply keeps to half of the smaller statement limit, %d an hour: the copy, verification and trigger capture's syncs wait while it is spent (throttle reason account-hourly), its watchers send about %d an hour throughout, binlog replay follows the application's writes in batches of up to 5 s, and it paces without probing the application (the automatic pace's probe alone is about 400,000 an hour), so a large table may take hours", share, WatchPerHour),
+				". apply keeps to half of the smaller statement limit, %d an hour: the copy, verification, trigger capture's syncs and the cut-over wait while it is spent (throttle reason account-hourly), its watchers send about %d an hour throughout, binlog replay follows the application's writes in batches of up to 5 s, and it paces without probing the application (the automatic pace's probe alone is about 400,000 an hour), so a large table may take hours", share, WatchPerHour),
 				accountRemedy))
 		}
 	}
