@@ -147,6 +147,10 @@ func hostedPlanApply(t *testing.T, c hostedCase, rows int, limit string) {
 		t.Fatalf("plan as the hosted account: exit %d\n%s", code, out)
 	}
 	t.Logf("plan's findings:\n%s", findingLines(out, "warning"))
+	// performance_schema is off here: plan says once what it sees less of.
+	if !strings.Contains(out, "performance-schema: performance_schema is OFF") {
+		t.Errorf("plan does not say what it cannot see with performance_schema off:\n%s", out)
+	}
 	out, code = runCLI(t, append(append([]string{"apply"}, conn...), "--plan", planFile, "--no-progress")...)
 	t.Logf("apply --plan: exit %d\n%s", code, lastLines(out, 4))
 	if code != outcome.OK {
