@@ -222,7 +222,7 @@ func (c *ownConn) PrepareContext(ctx context.Context, query string) (driver.Stmt
 	if err != nil {
 		return nil, err
 	}
-	return &ownStmt{Stmt: st, use: c.use}, nil
+	return &ownStmt{Stmt: st, use: c.use, conn: c.Conn}, nil
 }
 
 func (c *ownConn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {

@@ -87,3 +87,25 @@ func waitFor(t *testing.T, root *sql.DB, pattern string, want int) int {
 		}
 	}
 }
+
+// Prepared statements of an own connection (the row reader's: no client-side interpolation) are
+// counted, and still take a BIGINT UNSIGNED key above 1<<63.
+func TestPreparedStatementsAreCountedAndTakeEveryKey(t *testing.T) {
+	srv := sandboxtest.ForTest(t, sandbox.Options{})
+	c := Config{Host: "127.0.0.1", Port: srv.Port, User: "root", SSLMode: SSLDisabled}
+	db, err := OpenRowReader(context.Background(), c, "", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	before := c.OwnUse().Statements
+	key := uint64(1<<63 + 5)
+	var got uint64
+	if err := db.QueryRow("SELECT CAST(? AS UNSIGNED)", key).Scan(&got); err != nil || got != key {
+		t.Fatalf("a prepared read of key %d: %d, %v", key, got, err)
+	}
+	// The prepare and the execution are each a statement the server counts.
+	if n := c.OwnUse().Statements - before; n < 2 {
+		t.Fatalf("%d statements counted for a prepared read", n)
+	}
+}

@@ -9,7 +9,8 @@ import (
 // server counts against the account (MAX_QUERIES_PER_HOUR), so it is counted here too.
 type ownStmt struct {
 	driver.Stmt
-	use *usage
+	use  *usage
+	conn driver.Conn // its connection, whose argument checks the bare statement used
 }
 
 func (s *ownStmt) ExecContext(ctx context.Context, args []driver.NamedValue) (driver.Result, error) {
@@ -28,8 +29,14 @@ func (s *ownStmt) QueryContext(ctx context.Context, args []driver.NamedValue) (d
 	return s.Stmt.Query(values(args)) //lint:ignore SA1019 only for a driver without StmtQueryContext
 }
 
+// CheckNamedValue checks arguments as database/sql did for the bare statement: with the
+// statement's own checker, else its connection's (the driver's conversions, not database/sql's
+// defaults).
 func (s *ownStmt) CheckNamedValue(nv *driver.NamedValue) error {
 	if n, ok := s.Stmt.(driver.NamedValueChecker); ok {
+		return n.CheckNamedValue(nv)
+	}
+	if n, ok := s.conn.(driver.NamedValueChecker); ok {
 		return n.CheckNamedValue(nv)
 	}
 	return driver.ErrSkip
