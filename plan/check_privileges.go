@@ -61,7 +61,7 @@ func checkServerPrivileges(s *ServerInfo) []Finding {
 			return nil
 		}
 		return []Finding{newFinding("privileges", Warning, "could not read the account's privileges: "+s.GrantsErr,
-			"check the privileges by hand against docs/plan.md")}
+			"check the privileges by hand against docs/plan/checks.md")}
 	}
 	// The replication privileges binlog capture needs are ChooseCapture's (the binlog check): auto
 	// captures with triggers without them, and --capture binlog is refused there, with every route.

@@ -194,7 +194,7 @@ func mergeCompile(fs []Finding, c *CompileResult) []Finding {
 		}
 	}
 	return append(fs, newFinding(id, Blocker, serverSays,
-		"change the table so that it is valid for InnoDB (see the check's remedy in docs/plan.md), then plan again"))
+		"change the table so that it is valid for InnoDB (see the check's remedy in docs/plan/checks.md), then plan again"))
 }
 
 func init() {
