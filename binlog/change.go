@@ -123,7 +123,7 @@ func (m *rowMapper) mapRow(row []any) ([]any, error) {
 
 // padBinary gives a BINARY(n) value its trailing zero bytes back: a row image stores the value
 // without them (they are the type's padding), and a replayed DELETE or UPDATE whose key lacks them
-// finds no row, so the change would be lost (seen on MySQL 9.7; docs/testing.md, "Table shapes").
+// finds no row, so the change would be lost (seen on MySQL 9.7; docs/testing/servers-and-loads.md, "Table shapes").
 func padBinary(v any, n int) any {
 	var b []byte
 	switch x := v.(type) {

@@ -54,7 +54,7 @@ type Pace struct {
 	FirstTarget time.Duration
 	// MaxChunk caps the chunk size in rows (default 200000). Verification raises it: a MyISAM
 	// checksum of a large range costs a full scan plus a little a row, so on an idle server few
-	// large chunks beat many capped ones (docs/bench.md, "Measurements behind the code's constants").
+	// large chunks beat many capped ones (docs/bench/constants.md, "Measurements behind the code's constants").
 	MaxChunk int
 	// Room, when set, decides the rests and the workers by the application's own signals
 	// (throttle.Gentle) instead of RestRatio and the lock waits seen before a chunk.

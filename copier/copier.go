@@ -130,7 +130,7 @@ func (c *Copier) Run(ctx context.Context) error {
 // written, so chunks are sized by the statement's duration.
 //
 // The walk (walk.go) plans the next chunk as soon as the source is let go: during a staged chunk's
-// drain, or during the rest, and outside the chunk's Order (docs/bench.md, "Behind the design
+// drain, or during the rest, and outside the chunk's Order (docs/bench/constants.md, "Behind the design
 // pages' choices", has what that saves). While nobody waits for the table, chunks may run beside
 // each other (parallel.go); the next one is then planned while they run.
 func (c *Copier) runServerSide(ctx context.Context, lo []any) error {
@@ -174,7 +174,7 @@ func (c *Copier) serverSideStep(ctx context.Context, par *workers, s Step, relea
 // copyAlone copies s's chunk while no other chunk is in flight: staged while other clients wait for
 // the table. It releases the walk once the source is let go. A staged chunk's drain into the
 // target, written after that, does not count as rest (the walk counts it from the return): it takes
-// the CPU and I/O the application needs (measured both ways: docs/bench.md, "Behind the design
+// the CPU and I/O the application needs (measured both ways: docs/bench/constants.md, "Behind the design
 // pages' choices").
 func (c *Copier) copyAlone(ctx context.Context, s Step, release func(took, held time.Duration)) error {
 	seq := c.handOut()

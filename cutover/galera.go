@@ -136,7 +136,7 @@ const queuedFor = 50 * time.Millisecond
 // lock behind another session (its LOCK TABLES ... READ, a backup's, a long statement). On a
 // Galera node a LOCK TABLES ... WRITE sent then made the server abort one of those waiting
 // statements with error 1689 ("Wait on a lock was aborted due to a pending exclusive lock"), once
-// per attempt (TestGalera's blocked cut-over under load, docs/testing.md; off Galera the same wait
+// per attempt (TestGalera's blocked cut-over under load, docs/testing/replicas-hosted-galera.md; off Galera the same wait
 // never failed). The attempt is retried after the backoff, as if its lock had not
 // been granted, which it would not have been.
 func noTableLockQueue(ctx context.Context, db *sql.DB, sw Swap) error {

@@ -64,7 +64,7 @@ func TestLongQueriesMeasurePerStatement(t *testing.T) {
 				{"another table", "SELECT COUNT(*) FROM other WHERE SLEEP(5) = 0", false},
 			})
 			// The long ones one at a time: three concurrent readers were sometimes judged wrong on
-			// MariaDB 10.11 (some of them not long), not yet explained (docs/testing.md).
+			// MariaDB 10.11 (some of them not long), not yet explained (docs/testing/captures-and-cutover.md).
 			judge(t, db, schema, []longCase{{"report", "SELECT COUNT(*) FROM orders WHERE SLEEP(0.05) = 0", true}})
 			judge(t, db, schema, []longCase{{"CALL of a report", "CALL report()", true}})
 			judge(t, db, schema, []longCase{{"statement calling a slow function", "SELECT slowf(id) FROM orders WHERE id = 1", timed}})

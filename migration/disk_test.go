@@ -133,7 +133,7 @@ func (f *filler) end() uint64 {
 func diskLoad(t *testing.T, s *sandbox.Server) (*ackload.Load, func()) {
 	db := openControl(t, s)
 	sandboxtest.MustExec(t, db, "CREATE DATABASE d")
-	l, err := ackload.Create(context.Background(), db, "d", "t", ackload.Config{Writers: 4, RowsPerWriter: 15000, Pause: 3 * time.Millisecond}) // the fill's timing (docs/testing.md) was set at this rate
+	l, err := ackload.Create(context.Background(), db, "d", "t", ackload.Config{Writers: 4, RowsPerWriter: 15000, Pause: 3 * time.Millisecond}) // the fill's timing (docs/testing/faults-and-disk.md) was set at this rate
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,7 @@ import (
 )
 
 // verifyShare is verification's time as a share of the copy's, for the whole-run ETA (measured:
-// docs/bench.md, "Measurements behind the code's constants").
+// docs/bench/constants.md, "Measurements behind the code's constants").
 const verifyShare = 1.0 / 3
 
 // stageClock turns the counters into each stage's own progress, rate and ETA.

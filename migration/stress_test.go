@@ -23,7 +23,7 @@ import (
 // rollback, and every acknowledged write is checked at the end, as is every read on the way.
 //
 // The default run uses one seed. ENGINEMIG_STRESS_SEEDS=N runs seeds 1..N (the long tier, see
-// docs/testing.md); ENGINEMIG_STRESS_SEED=S runs only seed S, to reproduce a failure.
+// docs/testing/answers-security-stress.md); ENGINEMIG_STRESS_SEED=S runs only seed S, to reproduce a failure.
 func TestStressNothingLost(t *testing.T) {
 	seeds := []uint64{1}
 	if s := os.Getenv("ENGINEMIG_STRESS_SEED"); s != "" {

@@ -15,7 +15,7 @@ const (
 
 // CaptureCostPerWrite is what trigger capture adds to each application write on the table while its
 // triggers exist: one MyISAM insert of the key into the change log per changed row (two for an
-// UPDATE that changes the key). Figures: docs/bench.md, "Behind the design pages' choices"
+// UPDATE that changes the key). Figures: docs/bench/constants.md, "Behind the design pages' choices"
 // (Capture).
 const CaptureCostPerWrite = "about 40 µs"
 

@@ -83,7 +83,7 @@ func maxBytes(c table.Column) int64 {
 }
 
 // offPageThreshold: with the DYNAMIC format, InnoDB may store a variable-length column longer than
-// 255 bytes off-page and keep only a 20-byte pointer in the row (docs/bench.md, "Measurements
+// 255 bytes off-page and keep only a 20-byte pointer in the row (docs/bench/constants.md, "Measurements
 // behind the code's constants").
 const (
 	offPageThreshold = 255

@@ -13,7 +13,7 @@ import (
 
 // Projection constants: InnoDB adds a record header, a transaction id and a roll pointer to each
 // row and fills its pages a little short of full; its secondary indexes come out no larger than
-// the MyISAM index file. Figures: docs/bench.md, "Measurements behind the code's constants".
+// the MyISAM index file. Figures: docs/bench/constants.md, "Measurements behind the code's constants".
 const (
 	innodbRowOverhead = 20   // bytes per row on top of MyISAM's average row length
 	innodbFill        = 0.94 // page fill of a key-ordered load
@@ -26,11 +26,11 @@ const (
 	// the sample's rate: about the median over real applies of three table shapes; tables larger
 	// than the buffer pool copy slower still. Verification (about a third of the copy,
 	// migration.verifyShare) and the cut-over are not included.
-	// Figures: docs/bench.md, "Measurements behind the code's constants".
+	// Figures: docs/bench/constants.md, "Measurements behind the code's constants".
 	copyReadRatio = 4.5
 	// copyReadRatioParallel is copyReadRatio for a table whose chunks are copied two at a time
 	// (ParallelCopy): two chunks at once take about two thirds of the time of one.
-	// Figures: docs/bench.md, "Measurements behind the code's constants".
+	// Figures: docs/bench/constants.md, "Measurements behind the code's constants".
 	copyReadRatioParallel = 3.0
 	// DefaultSampleRows is how many rows the estimate reads by key. MyISAM holds a table read
 	// lock while they are read: 2000 rows take a few milliseconds.
@@ -99,7 +99,7 @@ func measureCopy(ctx context.Context, q Querier, info *table.Info, sampleRows in
 	n, first, err := drain(ctx, q, query)
 	// Timed from the first row: MyISAM sends it once the read has the table's lock, so the time a
 	// busy application's writes kept the read waiting is not scaled up to the whole table, where
-	// it made a small table look too slow to copy (docs/bench.md, "Measurements behind the code's
+	// it made a small table look too slow to copy (docs/bench/constants.md, "Measurements behind the code's
 	// constants").
 	elapsed := time.Since(first)
 	if err != nil {

@@ -128,7 +128,7 @@ func (o *order) Exclusive(fn func() error) error {
 // the changes the copy will still pick up (rule 2). It commits after releasing the order: until
 // then InnoDB keeps its rows locked, so a chunk that writes one of them waits for the commit, and
 // every change in the batch was made to the source before that chunk reads it. Committing under
-// the order made chunks wait for its redo log flush as well (docs/bench.md,
+// the order made chunks wait for its redo log flush as well (docs/bench/constants.md,
 // "Measurements behind the code's constants").
 func (o *order) replay(a *binlog.Applier, q *table.SQL) func(ctx context.Context, batch []binlog.Change) (int, error) {
 	return func(ctx context.Context, batch []binlog.Change) (int, error) {
@@ -163,7 +163,7 @@ func (o *order) replay(a *binlog.Applier, q *table.SQL) func(ctx context.Context
 // beside readers, and its row becomes visible to new readers only when it releases its lock, after
 // its binlog event is written, so a chunk that starts in that gap misses the row and the copy
 // cannot be trusted to bring an insert replay dropped (seen in the concurrent-writers test:
-// docs/bench.md, "Measurements behind the code's constants"). Deletes then follow the inserts they
+// docs/bench/constants.md, "Measurements behind the code's constants"). Deletes then follow the inserts they
 // may undo. An UPDATE holds MyISAM's write lock until after its event is written, so any chunk
 // that starts after replay saw the event reads the new row.
 func (o *order) toWrite(ctx context.Context, batch []binlog.Change, keyAt []int) ([]binlog.Change, error) {

@@ -307,7 +307,7 @@ func (p *Pipeline) Build(ctx context.Context, build func(ctx context.Context) er
 // StartVerify starts Verify in the background once the copy is done, so that it runs beside the
 // index build (Build); Verify then waits for its result. The build's sort holds one core and leaves
 // the other to verification. Following the copy instead, range by range, is slower: the copy and
-// the replay of its own binlog events already keep two cores busy (docs/bench.md, "Measurements
+// the replay of its own binlog events already keep two cores busy (docs/bench/constants.md, "Measurements
 // behind the code's constants"). It returns false when the capture
 // must lock the target with the source to catch up (trigger capture): that lock would wait for
 // the whole build while holding the source's.

@@ -252,7 +252,7 @@ func (t *triggerCapture) syncUnder(ctx context.Context, lock string, sync func(c
 // syncMaxNotes bounds the notes one sync of capture's own takes, and so how long it holds the
 // source READ-locked: the application's writes wait meanwhile. A backlog synced at once (the
 // copy's, before the index build) was the application's longest write stall; in batches with
-// syncBreather between them the stall is about one batch (docs/bench.md, "Measurements behind the
+// syncBreather between them the stall is about one batch (docs/bench/constants.md, "Measurements behind the
 // code's constants").
 const syncMaxNotes = 2000
 

@@ -44,7 +44,7 @@ var hostedCases = []hostedCase{
 // consistency enforced: no trigger capture; performance_schema off: no MySQL cut-over) every case
 // is refused. ENGINEMIG_HOSTED_ROWS (rows of the table under writers, 8 writers) and
 // ENGINEMIG_HOSTED_LIMIT (the statement limit, seconds) run every case at size: the proof in
-// docs/testing.md.
+// docs/testing/replicas-hosted-galera.md.
 func TestHostedAccountPlansAndApplies(t *testing.T) {
 	rows, _ := strconv.Atoi(os.Getenv("ENGINEMIG_HOSTED_ROWS"))
 	limit := cmp.Or(os.Getenv("ENGINEMIG_HOSTED_LIMIT"), "0.02")

@@ -226,7 +226,7 @@ func foreground(ctx context.Context, w *workload, c *client, t *tally, r *rand.R
 	consecutive := 0
 	// Statements run without cancellation: for a cancellable context the driver hands every
 	// statement to a watcher goroutine and back, CPU the generator takes from the server it
-	// measures (docs/bench.md, "Measurements behind the code's constants"). Primary-key
+	// measures (docs/bench/constants.md, "Measurements behind the code's constants"). Primary-key
 	// statements are short, so the loop noticing ctx between statements is soon enough.
 	qctx := context.WithoutCancel(ctx)
 	for ctx.Err() == nil {

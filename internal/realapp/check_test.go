@@ -192,7 +192,7 @@ const (
 
 // viewsEnv names a file that, when set, collects each run's page-view latencies (one JSON line a
 // run) so that a run logs the p99 ratio pooled over every run the file holds
-// (docs/testing.md, "A real application").
+// (docs/testing/real-application.md, "A real application").
 const viewsEnv = "ENGINEMIG_WIKI_VIEWS"
 
 // viewRun is one run's page-view latencies in milliseconds, as viewsEnv's file holds them.

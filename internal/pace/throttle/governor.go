@@ -33,7 +33,7 @@ type signals struct {
 // --chunk-time), which is the copy's normal cost, not the application running out of room. Too
 // little slack makes the copy back off on that alone and take longer for nothing; more lets the
 // application's p99 rise a little.
-// Figures: docs/bench.md, "Measurements behind the code's constants".
+// Figures: docs/bench/constants.md, "Measurements behind the code's constants".
 const (
 	minShare     = 0.9
 	probeSlack   = 4 * time.Millisecond

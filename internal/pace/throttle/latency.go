@@ -15,7 +15,7 @@ import (
 // least a second: the p99 of those reads is the baseline, their median the usual read. The target
 // is DefaultLatencyFactor (--latency-target) times the baseline, and never under latencyFloor:
 // the probe's own p99 moves by milliseconds between seconds of an unchanged load, and a target
-// under that noise would hold every chunk at its shortest for nothing (docs/bench.md,
+// under that noise would hold every chunk at its shortest for nothing (docs/bench/constants.md,
 // "Measurements behind the code's constants").
 //
 // The lever is the length of a chunk's lock. A read that meets a chunk while a writer is queued

@@ -10,7 +10,7 @@ import (
 
 // The CPU figures put a loaded run beside what the load leaves of the machine. They are not a
 // floor: busy time includes threads that spin or wake without work, and shrinks under pressure
-// (an example: docs/bench.md, "Measurements behind the code's constants").
+// (an example: docs/bench/constants.md, "Measurements behind the code's constants").
 
 // userHZ is the clock tick of /proc's CPU times (USER_HZ, 100 on Linux whatever the kernel's HZ).
 const userHZ = 100

@@ -296,7 +296,7 @@ func loadAvg() string {
 const saturated = 0.95
 
 // capacityWindows: the capacity is the median of this many windows. One window's figure moves
-// too much between levels of one run (docs/bench.md, "Measurements behind the code's constants"),
+// too much between levels of one run (docs/bench/constants.md, "Measurements behind the code's constants"),
 // and a level set from a high one asked more than the server then kept serving.
 const capacityWindows = 3
 

@@ -1,5 +1,5 @@
 // Command capturebench measures whether a gate's verdict with the captured mix matches the
-// verdict of the true workload (results: docs/bench.md, "Captured mix vs the true workload"). It
+// verdict of the true workload (results: docs/bench/measured.md, "Captured mix vs the true workload"). It
 // is a measurement tool, not part of enginemig, and not run by the tests:
 //
 //  1. in a private sandbox, an application drives a known workload on game.players (PK reads and
