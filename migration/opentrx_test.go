@@ -21,7 +21,7 @@ import (
 // the same rule.
 func TestCutoverNeverFailsAnOpenTransaction(t *testing.T) {
 	if f, _ := sandboxtest.Flavour(); f.MySQL() {
-		t.Skip("MySQL has no LOCK TABLES ... NOWAIT: its swaps still queue behind such transactions (docs/runbook.md, \"Open transactions and the cut-over\")")
+		t.Skip("MySQL has no LOCK TABLES ... NOWAIT: its swaps still queue behind such transactions (docs/runbook/special-cases.md, \"Open transactions and the cut-over\")")
 	}
 	for _, c := range []struct{ name, capture string }{{"binlog", "binlog"}, {"triggers", "triggers"}, {"a trigger of its own", "binlog"}} {
 		capture, ownTrigger := c.capture, c.name == "a trigger of its own"

@@ -157,7 +157,7 @@ func checkTransactions(in *SchemaInput) []Finding {
 	if !in.Server.MariaDB() {
 		// package mdl: MySQL has no LOCK TABLES ... NOWAIT.
 		what += "; and on MySQL the cut-over's lock queues behind an open transaction on the table: one that read the table and then writes it while the lock waits fails with 1213 at the swap (a rollback's too)"
-		remedy += ", or run apply and rollback while such transactions pause (docs/runbook.md, \"Open transactions and the cut-over\")"
+		remedy += ", or run apply and rollback while such transactions pause (docs/runbook/special-cases.md, \"Open transactions and the cut-over\")"
 	}
 	return []Finding{newFinding("transactions", Warning, what, remedy)}
 }

@@ -91,7 +91,7 @@ func applyCommand() *cli.Command {
 			&cli.UintFlag{Name: "server-id", Usage: "server_id for the binlog connection (default: random; must not clash with replicas)"},
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "text", Usage: "text or json (a JSON summary on stdout at the end)"},
 			&cli.BoolFlag{Name: "no-progress", Usage: "no progress bar; periodic log lines instead"},
-			&cli.IntFlag{Name: "parallel", Value: 1, Usage: "with --plan: tables converted at a time, sharing one throttle (measured on 2 cores: 2 was no faster than 1, see docs/runbook.md)"},
+			&cli.IntFlag{Name: "parallel", Value: 1, Usage: "with --plan: tables converted at a time, sharing one throttle (measured on 2 cores: 2 was no faster than 1, see docs/runbook/special-cases.md)"},
 		),
 		Action: runApply,
 	}

@@ -21,7 +21,7 @@
 //     chunk queues where mayQueue sees no sign of a transaction).
 //   - MySQL has no NOWAIT for LOCK TABLES and no lock wait under a second: the lock queues as
 //     before, for as long as its Purpose allows, and such a transaction can still meet it
-//     (docs/runbook.md, "Open transactions and the cut-over"). Looking at
+//     (docs/runbook/special-cases.md, "Open transactions and the cut-over"). Looking at
 //     performance_schema.metadata_locks first and taking the lock back when it was not granted at
 //     once was tried: a fifth of the failures remained, and a table held by transactions without
 //     pause was never locked.
