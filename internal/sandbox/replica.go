@@ -104,6 +104,8 @@ type ReplicaStatus struct {
 	IORunning, SQLRunning bool
 	LastIOError           string
 	LastSQLError          string
+	// ExecutedFile and ExecutedPos are where the SQL thread stands in the primary's binlog.
+	ExecutedFile, ExecutedPos string
 }
 
 // ReplicaStatus reads SHOW SLAVE STATUS on s.
@@ -148,6 +150,10 @@ func readReplicaStatus(ctx context.Context, db *sql.DB) (ReplicaStatus, error) {
 			st.LastIOError = raw[i].String
 		case "Last_SQL_Error":
 			st.LastSQLError = raw[i].String
+		case "Relay_Master_Log_File":
+			st.ExecutedFile = raw[i].String
+		case "Exec_Master_Log_Pos":
+			st.ExecutedPos = raw[i].String
 		}
 	}
 	return st, rows.Err()
@@ -200,7 +206,10 @@ func (s *Server) replicaCommand(ctx context.Context, stmt string, io, sqlThread 
 }
 
 // SyncReplica waits until replica has applied everything primary has binlogged so far, so a test
-// can read on the replica what it wrote on the primary.
+// can read on the replica what it wrote on the primary. It waits as long as the replica's SQL
+// thread runs and moves on: a statement-based replica of a loaded 2-core machine may be minutes
+// behind, and a fixed limit would fail a replica that is only slow. It gives up when the thread
+// stops, or when it applied nothing for syncStill.
 func SyncReplica(ctx context.Context, primary, replica *Server) error {
 	file, pos, err := primary.masterPosition(ctx)
 	if err != nil {
@@ -211,13 +220,30 @@ func SyncReplica(ctx context.Context, primary, replica *Server) error {
 		return err
 	}
 	defer db.Close()
-	var res sql.NullInt64
-	// MASTER_POS_WAIT returns NULL when the SQL thread is not running, -1 on timeout.
-	if err := db.QueryRowContext(ctx, "SELECT MASTER_POS_WAIT(?, ?, 30)", file, pos).Scan(&res); err != nil {
-		return fmt.Errorf("sandbox: MASTER_POS_WAIT: %w", err)
+	last := ""
+	for {
+		var res sql.NullInt64
+		// MASTER_POS_WAIT returns NULL when the SQL thread is not running, -1 on timeout.
+		if err := db.QueryRowContext(ctx, "SELECT MASTER_POS_WAIT(?, ?, ?)", file, pos, int(syncStill/time.Second)).Scan(&res); err != nil {
+			return fmt.Errorf("sandbox: MASTER_POS_WAIT: %w", err)
+		}
+		if res.Valid && res.Int64 >= 0 {
+			return nil
+		}
+		st, err := readReplicaStatus(ctx, db)
+		if err != nil {
+			return err
+		}
+		at := st.ExecutedFile + ":" + st.ExecutedPos
+		if !res.Valid || !st.SQLRunning {
+			return fmt.Errorf("sandbox: replica did not reach %s:%d: its SQL thread stopped at %s: %s", file, pos, at, st.LastSQLError)
+		}
+		if at == last {
+			return fmt.Errorf("sandbox: replica did not reach %s:%d: it applied nothing for %s (at %s)", file, pos, syncStill, at)
+		}
+		last = at
 	}
-	if !res.Valid || res.Int64 < 0 {
-		return fmt.Errorf("sandbox: replica did not reach %s:%d (SQL thread stopped or 30 s timeout)", file, pos)
-	}
-	return nil
 }
+
+// syncStill is how long SyncReplica waits for a replica that applies nothing.
+const syncStill = 30 * time.Second

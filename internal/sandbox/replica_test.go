@@ -52,6 +52,10 @@ func TestReplicaFollowsPrimary(t *testing.T) {
 	if n := count(t, rdb); n != 1 {
 		t.Fatalf("replica applied a row with its SQL thread stopped: %d rows", n)
 	}
+	// A stopped SQL thread fails the sync at once, saying where it stands.
+	if err := sandbox.SyncReplica(ctx, primary, replica); err == nil || st.ExecutedFile == "" || st.ExecutedPos == "" {
+		t.Fatalf("sync with the SQL thread stopped: %v (status %+v)", err, st)
+	}
 	if err := replica.StartReplicaSQL(ctx); err != nil {
 		t.Fatal(err)
 	}
