@@ -112,6 +112,42 @@ type Chunker struct {
 
 	mu        sync.Mutex
 	contended bool
+	stats     WalkStats // under mu
+}
+
+// WalkStats is what a walk has cost so far, step by step: the steps visited, their rows (each
+// step's size when planned), how long they held the source, the rests they owed, and the walk's
+// own time from its first step (visits, rests and planning, one step after another).
+type WalkStats struct {
+	Steps int64
+	Rows  int64
+	Held  time.Duration
+	Rest  time.Duration
+	Time  time.Duration
+}
+
+// Stats returns what the walks so far cost.
+func (c *Chunker) Stats() WalkStats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.stats
+}
+
+// count adds a released step to the stats.
+func (c *Chunker) count(s Step, held, rest time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.stats.Steps++
+	c.stats.Rows += int64(s.Size)
+	c.stats.Held += held
+	c.stats.Rest += rest
+}
+
+// walked adds d to the walks' time.
+func (c *Chunker) walked(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.stats.Time += d
 }
 
 // NewChunker sizes ranges of q's source. db must interpolate parameters (dbconn.OpenRowWriter):

@@ -266,6 +266,9 @@ func (c *Copier) ChunkSize() int64 { return c.chunks.Size() }
 // ChunkSizedFor is the lock-time target the current chunk size was computed for (0: none yet).
 func (c *Copier) ChunkSizedFor() time.Duration { return c.chunks.SizedFor() }
 
+// Walk is what the copy's walk has cost so far (the ETA's model of verification: ../migration).
+func (c *Copier) Walk() WalkStats { return c.chunks.Stats() }
+
 // LockTime is the total time spent holding the source (the time writers may have waited on us).
 func (c *Copier) LockTime() time.Duration { return time.Duration(c.lockTime.Load()) }
 

@@ -48,6 +48,8 @@ type Visit func(ctx context.Context, s Step, release func(took, held time.Durati
 // step at a time, resting after each step what it owes. visit must call release, if at all,
 // before it returns.
 func (c *Chunker) Walk(ctx context.Context, lo []any, visit Visit) error {
+	began := time.Now()
+	defer func() { c.walked(time.Since(began)) }()
 	s, err := c.plan(ctx, lo)
 	for err == nil {
 		var rest time.Duration
@@ -59,6 +61,7 @@ func (c *Chunker) Walk(ctx context.Context, lo []any, visit Visit) error {
 			c.held(held)
 			c.took(s, took)
 			rest, next = c.restFor(held), make(chan planned, 1)
+			c.count(s, held, rest)
 			go func(lo []any) {
 				p, err := c.plan(ctx, lo)
 				next <- planned{p, err}

@@ -204,7 +204,8 @@ func (m *migrator) copyRows(ctx context.Context) error {
 	pr := m.pipe.Progress()
 	m.res.CopyTime, m.res.CopyLockTime, m.res.RowsCopied, m.res.CopyWorkers = time.Since(start), pr.CopyLockTime, pr.RowsCopied, max(cfg.Workers, 1)
 	m.log.Info("copied", "rows", pr.RowsCopied, "took", m.res.CopyTime.Round(time.Millisecond), "source_reads", pr.CopyLockTime.Round(time.Millisecond),
-		"staged_chunks", pr.StagedChunks, "workers", cfg.Workers)
+		"staged_chunks", pr.StagedChunks, "workers", cfg.Workers, "steps", pr.CopyWalk.Steps, "held", pr.CopyWalk.Held.Round(time.Millisecond),
+		"rests", pr.CopyWalk.Rest.Round(time.Millisecond), "walk", pr.CopyWalk.Time.Round(time.Millisecond))
 	return nil
 }
 
@@ -338,7 +339,8 @@ func (m *migrator) verify(ctx context.Context) error {
 		return outcome.New(outcome.FailedSafe, err, "the shadow was dropped; report this, and re-run apply")
 	}
 	m.res.Verify = &v
-	m.log.Info("verified", "rows", v.Rows, "chunks", v.Chunks, "recopied", v.Repaired, "took", v.Duration.Round(time.Millisecond))
+	m.log.Info("verified", "rows", v.Rows, "chunks", v.Chunks, "recopied", v.Repaired, "took", v.Duration.Round(time.Millisecond),
+		"held", v.LockTime.Round(time.Millisecond), "lock_wait", v.LockWait.Round(time.Millisecond), "after_release", v.AfterRelease.Round(time.Millisecond), "rests", v.Rests.Round(time.Millisecond))
 	return nil
 }
 

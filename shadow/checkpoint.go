@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/enginemig/enginemig/copier"
 	"github.com/enginemig/enginemig/internal/db/table"
 )
 
@@ -31,6 +32,7 @@ type Progress struct {
 	ChunkSize    int64
 	CopyLockTime time.Duration
 	StagedChunks int64
+	CopyWalk     copier.WalkStats
 	RowsVerified int64
 	Capture      Stats
 }
@@ -43,6 +45,7 @@ func (p *Pipeline) Progress() Progress {
 	pr := Progress{Capture: p.capture.Stats(), RowsVerified: p.verified.Load()}
 	if c := p.order.copy.Load(); c != nil {
 		pr.RowsCopied, pr.ChunkSize, pr.CopyLockTime, pr.StagedChunks = c.Copied(), c.ChunkSize(), c.LockTime(), c.Staged()
+		pr.CopyWalk = c.Walk()
 	}
 	return pr
 }

@@ -98,7 +98,10 @@ type Result struct {
 	// What Duration holds beyond these and LockTime is mostly the pace's rests.
 	LockWait     time.Duration `json:"lock_wait_ns"`
 	AfterRelease time.Duration `json:"after_release_ns"`
-	Duration     time.Duration `json:"duration_ns"`
+	// Rests is the rests the chunks owed the application (the pace's; they run from each
+	// chunk's unlock, beside its work on the target).
+	Rests    time.Duration `json:"rests_ns"`
+	Duration time.Duration `json:"duration_ns"`
 	// BehindRetries counts the times a chunk let the source go because the target was behind
 	// (patience), to be compared again once it had caught up.
 	BehindRetries int `json:"behind_retries"`
@@ -196,7 +199,7 @@ func Run(ctx context.Context, db *sql.DB, q *table.SQL, chunks *copier.Chunker, 
 	if err != nil && err != visitErr {
 		return res, fmt.Errorf("verify: %w", err) // planning a step or resting failed
 	}
-	res.Duration = time.Since(start)
+	res.Duration, res.Rests = time.Since(start), chunks.Stats().Rest
 	return res, err
 }
 
