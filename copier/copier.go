@@ -126,8 +126,9 @@ func (c *Copier) Run(ctx context.Context) error {
 // Server-side chunks: one REPLACE ... SELECT per chunk, bounded by a key range found first with an
 // index-only query. No row data crosses the network and the server skips parsing and formatting
 // every value, which makes the whole copy several times faster than reading rows into the client
-// and writing them back (docs/bench.md). The source read lock is held while the chunk is
-// written, so chunks are sized by the statement's duration.
+// and writing them back (docs/how-it-works/copy.md, "Chunks that hold the source briefly"; no
+// figure for it in docs/bench/). The source read lock is held while the chunk is written, so
+// chunks are sized by the statement's duration.
 //
 // The walk (walk.go) plans the next chunk as soon as the source is let go: during a staged chunk's
 // drain, or during the rest, and outside the chunk's Order (docs/bench/constants.md, "Behind the design

@@ -18,7 +18,7 @@ import (
 //
 // Two chunks at once copy faster than one, except into a target with an AUTO_INCREMENT column:
 // InnoDB then runs them one after another, even though they supply every value (plan.ParallelCopy
-// says when; the figures are in docs/bench.md). The caller chooses Workers.
+// says when; the figures are in docs/bench/constants.md). The caller chooses Workers.
 
 // workers runs parallel chunks in an errgroup that fails together; it is started at the first
 // parallel chunk and waited for before a chunk that must run alone.

@@ -13,9 +13,9 @@ import (
 // A staged chunk holds the source only while its rows are read into a temporary MyISAM table
 // (table.SQL.StageFill), then writes them into the target from there, with the source free.
 // Staging holds the source about a third as long in all, and makes the copy a little slower
-// (docs/bench.md). So chunks are staged only while other clients wait for the table: then the lock
-// is what they feel, and the copy rests in proportion to it. The chunk's Order spans both
-// statements, like a client-side chunk's read and write.
+// (docs/bench/constants.md). So chunks are staged only while other clients wait for the table:
+// then the lock is what they feel, and the copy rests in proportion to it. The chunk's Order spans
+// both statements, like a client-side chunk's read and write.
 //
 // The stage belongs to one session, so staged chunks run on one connection held for the copy.
 // Without the CREATE TEMPORARY TABLES privilege the copy stays direct (logged once).

@@ -413,7 +413,7 @@ func concurrentWritersOn(t *testing.T, srv *sandbox.Server, seed func(*testing.T
 // up. Writers flat out take every core, and the pace then rests its longest after every chunk for
 // the whole run, as it should for such an application. 3 ms until 2026-12-05: in CI, where two
 // test binaries share the cores, the writers' own load made each of these tests run three to
-// four times as long as alone (docs/testing.md, "CI"); with rule 2 removed on purpose the
+// four times as long as alone (docs/testing.md, "Running them"); with rule 2 removed on purpose the
 // concurrent-writers test still fails at 6 ms.
 const appPause = 6 * time.Millisecond
 

@@ -211,7 +211,8 @@ func (m *migrator) copyRows(ctx context.Context) error {
 
 // DefaultCopyWorkers is how many chunks are copied at once while nobody waits for the table, where
 // InnoDB lets them run in parallel: two make an idle copy much faster than one
-// (docs/how-it-works/copy.md, "Chunks that hold the source briefly"; figures: docs/bench.md).
+// (docs/how-it-works/copy.md, "Chunks that hold the source briefly"; figures:
+// docs/bench/constants.md, "Behind the design pages' choices").
 const DefaultCopyWorkers = 2
 
 // copyWorkers is Options.CopyWorkers, or when 0, DefaultCopyWorkers where InnoDB lets the

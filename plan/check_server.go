@@ -127,9 +127,9 @@ func checkDurability(s *ServerInfo) []Finding {
 
 // checkMyISAMMmap: reading a MyISAM row by key (the copy's and verification's key ranges) is one
 // pread of the data file unless the file is memory-mapped; a table scan reads through a buffer.
-// Mapped, a key-ordered read is several times faster, and so is the whole apply (docs/bench.md).
-// enginemig does not set it itself: it
-// is global, and takes effect for a table only when the table is next opened.
+// Mapped, a key-ordered read is several times faster, and so is the whole apply
+// (docs/bench/constants.md). enginemig does not set it itself: it is global, and takes effect
+// for a table only when the table is next opened.
 func checkMyISAMMmap(s *ServerInfo) []Finding {
 	if v := strings.ToUpper(s.Var("myisam_use_mmap")); v != "OFF" && v != "0" {
 		return nil

@@ -14,7 +14,7 @@ import (
 // another whatever their key ranges: on MariaDB whatever innodb_autoinc_lock_mode says (each
 // insert latches the index root, where the counter is kept), on MySQL unless the mode is 2 (below
 // it, a table-level AUTO-INC lock lasts to the end of each statement). The figures per server are
-// in docs/bench.md.
+// in docs/bench/constants.md.
 func ParallelCopy(mariaDB bool, autoincLockMode int64, info *table.Info) (bool, string) {
 	c, ok := info.AutoIncrementColumn()
 	switch {

@@ -373,7 +373,8 @@ func (p *Pipeline) verify(ctx context.Context, pace copier.Pace) (verify.Result,
 // those of the pace's levels and patience, and are still reported to the Room (Held): the latency
 // target tells the reads that waited for them from those slowed by something else. Where the
 // capture marks (binlog capture), a chunk's lock is the source's checksum alone and takes the
-// bound (docs/bench.md: verification's writes p99 14-15 ms -> 5-6 ms at 25 % load).
+// bound (docs/bench/applybench.md, "The latency target against gh-ost": verification's writes
+// p99 14-15 ms -> 5-6 ms at 25 % load).
 type unbounded struct{ copier.Room }
 
 func (unbounded) LockBound() time.Duration { return 0 }

@@ -22,7 +22,8 @@ func main() {
 	if os.Getenv("GOGC") == "" {
 		// The heap is small and mostly short-lived row images from the binlog: collecting it at
 		// the default pace spends CPU the database server on the same machine needs more than
-		// enginemig needs the memory (docs/bench.md). GOGC in the environment still decides.
+		// enginemig needs the memory (docs/bench/constants.md). GOGC in the environment still
+		// decides.
 		debug.SetGCPercent(400)
 	}
 	os.Exit(run(os.Args))

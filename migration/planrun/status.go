@@ -25,7 +25,7 @@ type Status struct {
 	Left    int           `json:"left"`
 	Running string        `json:"running,omitempty"`
 	// ETA: the plan's copy estimates of the tables not started, plus the running table's
-	// progress-based rest (an estimate, as good as plan's copy estimate: docs/bench.md).
+	// progress-based rest (an estimate, as good as plan's copy estimate: docs/bench/constants.md).
 	ETA string `json:"eta,omitempty"`
 }
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Reproduces the measurements in docs/bench.md: a thread sweep MyISAM vs InnoDB on a 2M-row game
-# table in a private sandbox server, without and with a background report scan, and sysbench
+# Reproduces the measurements in docs/bench/measured.md: a thread sweep MyISAM vs InnoDB on a 2M-row
+# game table in a private sandbox server, without and with a background report scan, and sysbench
 # running the same 16:7:1 mix for comparison. Not part of the test run: it takes ~6 minutes and
 # measures the machine it runs on (numbers vary with load; run it on an idle machine, twice).
 #

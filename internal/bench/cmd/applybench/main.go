@@ -36,7 +36,7 @@ func main() {
 	flag.StringVar(&extraApplyArgs, "apply-args", "", "extra arguments for enginemig apply, space separated (e.g. \"--chunk-time 50ms\")")
 	flag.StringVar(&binlogFormat, "binlog-format", "ROW", "the sandbox's binlog: ROW, STATEMENT, MIXED or OFF (apply's --capture auto then chooses triggers)")
 	flag.BoolVar(&withPTOSC, "pt-osc", false, "also measure pt-online-schema-change --alter ENGINE=InnoDB")
-	flag.StringVar(&ghostBin, "gh-ost", "", "also measure this gh-ost binary (--alter ENGINE=InnoDB; needs -binlog-format ROW; docs/bench.md says how to build it)")
+	flag.StringVar(&ghostBin, "gh-ost", "", "also measure this gh-ost binary (--alter ENGINE=InnoDB; needs -binlog-format ROW; docs/bench/applybench.md says how to build it)")
 	flag.StringVar(&ghostArgs, "gh-ost-args", "", "extra arguments for gh-ost, space separated (e.g. \"--max-load Threads_running=30\")")
 	flag.BoolVar(&skipNative, "no-native", false, "skip native ALTER under load")
 	flag.BoolVar(&loadOnly, "load-only", false, "skip the idle runs")
@@ -47,7 +47,7 @@ func main() {
 	flag.DurationVar(&holdCutover, "hold-cutover", 0, "postpone enginemig's cut-over for this long after verification: the application's throughput with only change capture running (stage \"postponed\")")
 	flag.IntVar(&repeat, "repeat", 1, "run every tool this many times at each load level, in turn, and print each one's medians: one run per build cannot show a change smaller than the run-to-run spread")
 	flag.BoolVar(&withControl, "control", false, "after the tools at each load level, run the load alone for as long as enginemig took: what the application keeps with no conversion at all, the floor the other figures stand on")
-	flag.StringVar(&jsonOut, "json", "", "also write every run under load to this file as JSON (docs/bench.md says what each field means)")
+	flag.StringVar(&jsonOut, "json", "", "also write every run under load to this file as JSON (docs/bench/applybench.md says what each field means)")
 	flag.BoolVar(&costOnly, "capture-cost", false, "only measure what trigger capture adds to a single-row UPDATE, then exit")
 	flag.Parse()
 	if keyless && (withPTOSC || ghostBin != "") {

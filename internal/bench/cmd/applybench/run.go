@@ -100,8 +100,8 @@ func run(ctx context.Context, rows, threads int, shares []float64, window time.D
 	l := load{db: db, threads: threads, rows: rows}
 	for i, share := range shares {
 		// Measured again before each level, on a freshly seeded table: over a long run the server
-		// did not keep what it served at the start (docs/bench.md), and a level set from that
-		// first figure asked more than the machine could serve.
+		// did not keep what it served at the start (docs/bench/applybench.md), and a level set
+		// from that first figure asked more than the machine could serve.
 		if i > 0 {
 			if err := seed(db, "state", rows); err != nil {
 				return err

@@ -1,6 +1,6 @@
 // Command benchsandbox starts a private MariaDB sandbox with a game-like table in MyISAM and InnoDB
-// form, for reproducing the measurements in docs/bench.md (internal/bench/scripts/sweep.sh drives it). It
-// is a measurement tool, not part of enginemig, and not run by the tests.
+// form, for reproducing the measurements in docs/bench/measured.md (internal/bench/scripts/sweep.sh
+// drives it). It is a measurement tool, not part of enginemig, and not run by the tests.
 package main
 
 import (
