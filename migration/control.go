@@ -206,7 +206,7 @@ func (c *controller) recorded(m *migrator) control.Status {
 		out.CaptureLagSeconds = rs.LagSeconds
 		out.RowsVerified = pr.RowsVerified
 		if last := rec.last.Load(); last != nil {
-			out.StageRate = last.StageRate
+			out.StageRate, out.StageETA, out.RunETA = last.StageRate, last.StageETA, last.RunETA
 		}
 	}
 	return out

@@ -334,6 +334,7 @@ type migrator struct {
 	gentle         atomic.Pointer[throttle.Gentle] // the pacing while it runs; nil with FixedPace
 	endPace        func()                          // stops the pacing (once); nil before it starts
 	disk           atomic.Pointer[diskspace.Watch] // the free-space watch; nil when space cannot be read
+	verifyCost     atomic.Pointer[verifyCost]      // verification's sampled cost (sample.go); nil before the sample
 	// rec and pipe as the controller's goroutines (control, status, metrics, the waits watcher)
 	// read them: published once the run has them (liveRecord, livePipeline).
 	recLive  atomic.Pointer[recorder]

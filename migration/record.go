@@ -96,9 +96,9 @@ func (r *recorder) snapshot() state.State {
 	return r.st
 }
 
-// track calls opts.Progress periodically and saves the checkpoint every opts.seams.SaveEvery, until the
+// track calls opts.Progress periodically (the ETA counts verification at cost's measure) and saves the checkpoint every opts.seams.SaveEvery, until the
 // returned stop is called.
-func (r *recorder) track(ctx context.Context, p *shadow.Pipeline, opts Options, start time.Time) (stop func()) {
+func (r *recorder) track(ctx context.Context, p *shadow.Pipeline, opts Options, start time.Time, cost func() verifyCost) (stop func()) {
 	done := make(chan struct{})
 	ctx, cancel := context.WithCancel(ctx)
 	go func() {
@@ -117,7 +117,7 @@ func (r *recorder) track(ctx context.Context, p *shadow.Pipeline, opts Options, 
 			if opts.Progress != nil {
 				prog := Progress{Stage: st.Stage, RowsCopied: pr.RowsCopied, RowsTotal: st.RowsTotal, ChunkSize: pr.ChunkSize,
 					CaptureChanges: pr.Capture.Changes, CaptureCatchingUp: pr.Capture.Behind, Elapsed: time.Since(start)}
-				clock.fill(&prog, pr.RowsVerified, time.Now())
+				clock.fill(&prog, pr.RowsVerified, cost(), time.Now())
 				prog.Waiting = r.waits.Summary()
 				opts.Progress(prog)
 				r.last.Store(&prog)

@@ -125,7 +125,7 @@ func (m *migrator) openShadow(ctx context.Context) error {
 		return err
 	}
 	m.onExit(stopPace)
-	m.onExit(m.rec.track(ctx, m.pipe, m.opts, m.start))
+	m.onExit(m.rec.track(ctx, m.pipe, m.opts, m.start, m.sampledCost))
 	return nil
 }
 

@@ -94,6 +94,7 @@ func (m *migrator) copyWaiter(thr *throttle.Throttler) copier.Waiter {
 	if d := m.disk.Load(); d != nil && m.opts.Throttle != nil {
 		w = diskWaiter{Waiter: thr, w: d}
 	}
+	w = m.sampling(w)
 	if m.opts.seams.CrashAfterRows <= 0 {
 		return w
 	}

@@ -346,6 +346,23 @@ func (p *Pipeline) Verify(ctx context.Context, pace copier.Pace) (verify.Result,
 }
 
 func (p *Pipeline) verify(ctx context.Context, pace copier.Pace) (verify.Result, error) {
+	return p.walkVerify(ctx, pace, &p.verified, nil)
+}
+
+// Sample verifies the copied range from the table's start, up to sample's bounds, while the copy
+// waits between two chunks (its caller's Waiter holds it): the time it takes is verification's
+// cost at this moment of the application's load, which the whole run's ETA counts (package
+// migration). The caller keeps sample.Rows to a small share of the rows copied, so that the sample
+// compares only what the copy has written; a range that differs is recopied, as in Verify.
+func (p *Pipeline) Sample(ctx context.Context, pace copier.Pace, sample verify.Sample) (verify.Result, error) {
+	// Chunks of a sixteenth of the sample at most: the first would otherwise be as large as the
+	// copy's last, which may pass what the sample may compare, and a few chunks tell little.
+	pace.MaxChunk = max(int(sample.Rows/16), 1)
+	return p.walkVerify(ctx, pace, nil, &sample)
+}
+
+// walkVerify runs verification with the pipeline's configuration, counting into rows (if set).
+func (p *Pipeline) walkVerify(ctx context.Context, pace copier.Pace, rows *atomic.Int64, sample *verify.Sample) (verify.Result, error) {
 	if c := p.order.copy.Load(); c != nil && pace.FirstChunk == 0 {
 		pace.FirstChunk, pace.FirstTarget = int(c.ChunkSize()), c.ChunkSizedFor()
 	}
@@ -359,7 +376,7 @@ func (p *Pipeline) verify(ctx context.Context, pace copier.Pace) (verify.Result,
 	var res verify.Result
 	err := p.Do(ctx, func(ctx context.Context) (err error) {
 		res, err = verify.Run(ctx, p.cfg.DB, p.q, copier.NewChunker(p.writer, p.q, pace), verifyTarget{p},
-			verify.Config{Logger: p.cfg.Logger, Wait: p.cfg.Hold, Rows: &p.verified, LockWith: p.capture.LockWith(HeldForVerify), TargetApart: p.cfg.Galera && p.cfg.Mode == Triggers, NoRepair: p.cfg.Galera, Release: seams.VerifyRelease, HoldDelay: seams.VerifyHold})
+			verify.Config{Logger: p.cfg.Logger, Wait: p.cfg.Hold, Rows: rows, Sample: sample, LockWith: p.capture.LockWith(HeldForVerify), TargetApart: p.cfg.Galera && p.cfg.Mode == Triggers, NoRepair: p.cfg.Galera, Release: seams.VerifyRelease, HoldDelay: seams.VerifyHold})
 		return err
 	})
 	return res, err

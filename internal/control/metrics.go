@@ -69,6 +69,8 @@ func init() {
 		{"rows_verified", "rows compared by verification", ""},
 		{"copy_chunk_rows", "the copy's current chunk size in rows", ""},
 		{"stage_rows_per_second", "the current stage's own rate (copy or verify)", ""},
+		{"stage_eta_seconds", "the rest of the current stage (copy or verify) at its own rate (0: unknown)", ""},
+		{"run_eta_seconds", "the rest of copy and verification together, verification at the cost sampled during the copy (0: unknown, or none left)", ""},
 		{"capture_changes", "changes of the table captured: binlog row changes, or keys noted by trigger capture", ""},
 		{"capture_catching_up", "1 while a backlog was waiting at the capture's last batch or sync", ""},
 		{"capture_lag_seconds", "age of the oldest change captured but not yet applied (0 while the capture waits for changes, or cannot tell)", ""},
@@ -163,6 +165,8 @@ func collect(ch chan<- prometheus.Metric, s Status) {
 	gauge("rows_verified", float64(s.RowsVerified))
 	gauge("copy_chunk_rows", float64(s.ChunkSize))
 	gauge("stage_rows_per_second", s.StageRate)
+	gauge("stage_eta_seconds", s.StageETA.Seconds())
+	gauge("run_eta_seconds", s.RunETA.Seconds())
 	gauge("capture_changes", float64(s.CaptureChanges))
 	gauge("capture_catching_up", b2f(s.CaptureCatchingUp))
 	gauge("elapsed_seconds", s.Elapsed.Seconds())

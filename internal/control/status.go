@@ -31,6 +31,11 @@ type Status struct {
 	StageRate float64 `json:"stage_rows_per_second,omitempty"`
 	// CopyETA is the rest of the copy at the rate so far (empty when not copying).
 	CopyETA string `json:"copy_eta,omitempty"`
+	// StageETA is the rest of the current stage (copy or verification) at its own rate, RunETA
+	// the rest of copy and verification together, verification counted at the cost sampled
+	// during the copy (live only; 0: unknown, or nothing left to count).
+	StageETA time.Duration `json:"stage_eta_ns,omitempty"`
+	RunETA   time.Duration `json:"run_eta_ns,omitempty"`
 	// CopyWatermark is the last copied key as saved for a resume (state table only).
 	CopyWatermark string `json:"copy_watermark,omitempty"`
 

@@ -70,7 +70,25 @@ type Config struct {
 	// HoldDelay is a fault-injection point for tests: a pause after the source is released early,
 	// before the target's checksum, in which a replay that was not held would move the target on.
 	HoldDelay time.Duration
+	// Sample, when set, makes Run a sample of verification's cost (the whole run's ETA: package
+	// migration): it stops before a step that would take it past Sample.Rows rows compared, once
+	// Sample.Budget has elapsed, and before the step that reads to the end of the table.
+	Sample *Sample
 }
+
+// Sample bounds a sample (Config.Sample).
+type Sample struct {
+	Rows   int64
+	Budget time.Duration
+}
+
+// over reports whether a sample that began at start and compared res stops before s.
+func (sm *Sample) over(s copier.Step, res Result, start time.Time) bool {
+	return sm != nil && (s.Last() || res.Rows+int64(s.Size) > sm.Rows || time.Since(start) >= sm.Budget)
+}
+
+// errSampled ends a sample's walk.
+var errSampled = errors.New("sampled")
 
 // Release chooses the chunks whose source lock covers the source's checksum only. With a target
 // that can Mark, every chunk but ReleaseNever's does (compareMarked).
@@ -182,6 +200,10 @@ func Run(ctx context.Context, db *sql.DB, q *table.SQL, chunks *copier.Chunker, 
 	var res Result
 	var visitErr error
 	err = chunks.Walk(ctx, nil, func(ctx context.Context, s copier.Step, release func(took, held time.Duration)) (time.Time, error) {
+		if cfg.Sample.over(s, res, start) {
+			visitErr = errSampled
+			return time.Time{}, errSampled
+		}
 		if cfg.Wait != nil {
 			if err := cfg.Wait.Wait(ctx); err != nil {
 				visitErr = err
@@ -200,6 +222,9 @@ func Run(ctx context.Context, db *sql.DB, q *table.SQL, chunks *copier.Chunker, 
 		return res, fmt.Errorf("verify: %w", err) // planning a step or resting failed
 	}
 	res.Duration, res.Rests = time.Since(start), chunks.Stats().Rest
+	if errors.Is(err, errSampled) {
+		err = nil
+	}
 	return res, err
 }
 

@@ -270,3 +270,25 @@ func TestVerifyGivesTheTargetMoreThanOneLateChance(t *testing.T) {
 		t.Fatalf("verification with a target that never catches up: %v after %d waits; want it to fail saying so after 6", err, never.calls.Load())
 	}
 }
+
+// A sample (Config.Sample) compares whole chunks from the table's start until the next would pass
+// its rows, and never the step that reads to the end of the table, which during the copy holds
+// rows not copied yet: with chunks of 100 rows, 350 rows compare three chunks, and a bound of
+// every row compares the ten closed ones.
+func TestVerifySampleStopsWithinItsRows(t *testing.T) {
+	for _, c := range []struct {
+		rows         int64
+		chunks, want int
+	}{{350, 3, 300}, {math.MaxInt64 / 2, tableChunks - 1, tableRows}} {
+		t.Run(fmt.Sprint(c.rows), func(t *testing.T) {
+			p := newPair(t, tableDDL, seed())
+			res, err := verifyPair(t, p, verify.Config{Sample: &verify.Sample{Rows: c.rows, Budget: time.Minute}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Chunks != c.chunks || res.Rows != int64(c.want) {
+				t.Errorf("sampled %d chunks, %d rows; want %d, %d", res.Chunks, res.Rows, c.chunks, c.want)
+			}
+		})
+	}
+}
