@@ -117,7 +117,7 @@ func (r *recorder) track(ctx context.Context, p *shadow.Pipeline, opts Options, 
 			if opts.Progress != nil {
 				prog := Progress{Stage: st.Stage, RowsCopied: pr.RowsCopied, RowsTotal: st.RowsTotal, ChunkSize: pr.ChunkSize,
 					CaptureChanges: pr.Capture.Changes, CaptureCatchingUp: pr.Capture.Behind, Elapsed: time.Since(start)}
-				clock.fill(&prog, pr.RowsVerified, cost(), time.Now())
+				clock.fill(&prog, pr.RowsVerified, pr.CopyWalk, cost(), time.Now())
 				prog.Waiting = r.waits.Summary()
 				opts.Progress(prog)
 				r.last.Store(&prog)
