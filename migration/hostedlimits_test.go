@@ -126,7 +126,7 @@ func TestAccountLimitsKeepApplyWithin(t *testing.T) {
 		// would leave it: apply holds back almost at once.
 		limit := 2 * plan.WatchPerHour
 		conn, root, schema, ws := run(t, "hourly", fmt.Sprintf("MAX_QUERIES_PER_HOUR %d", limit), 10000)
-		spend(t, conn, limit/2-150) // a whole apply of this table took 313 statements on a quiet machine
+		spend(t, conn, limit/2-300)
 		stop := runWriters(ws, appPause)
 		defer stop()
 		opts := testOptions(srv, schema, "t")
