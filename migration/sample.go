@@ -31,7 +31,7 @@ const (
 	sampleShare   = 25
 	sampleChunks  = 16
 	sampleBudget  = 5 * time.Second
-	sampleMinRows = 50_000
+	sampleMinRows = 80_000
 )
 
 // verifyCost is what one row cost the sample, apart from the pace's rests: the wait for its
