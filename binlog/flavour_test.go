@@ -10,7 +10,7 @@ import (
 	"github.com/enginemig/enginemig/internal/db/dbconn"
 	"github.com/enginemig/enginemig/internal/db/table"
 	"github.com/enginemig/enginemig/internal/sandbox"
-	"github.com/enginemig/enginemig/internal/sandbox/sandboxtest"
+	"github.com/enginemig/enginemig/internal/testkit/sandboxtest"
 )
 
 // On every flavour: the binlog position is read (SHOW MASTER STATUS on MariaDB, SHOW BINARY LOG

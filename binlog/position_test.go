@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/enginemig/enginemig/internal/sandbox"
-	"github.com/enginemig/enginemig/internal/sandbox/sandboxtest"
+	"github.com/enginemig/enginemig/internal/testkit/sandboxtest"
 )
 
 // A read of the position whose context ends while it runs returns (verification reads it under

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/enginemig/enginemig/copier"
-	"github.com/enginemig/enginemig/internal/sandbox/sandboxtest"
+	"github.com/enginemig/enginemig/internal/testkit/sandboxtest"
 )
 
 // boundRoom is a Room whose lock bound the test sets; it never rests, one chunk at a time.

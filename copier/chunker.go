@@ -12,7 +12,7 @@ import (
 
 	"github.com/enginemig/enginemig/internal/db/dbconn"
 	"github.com/enginemig/enginemig/internal/db/table"
-	"github.com/enginemig/enginemig/internal/pace/throttle"
+	"github.com/enginemig/enginemig/pace/throttle"
 )
 
 // Chunk sizing, shared by the copy and by verification (its second pass over the same key).

@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/enginemig/enginemig/internal/pace/throttle"
+	"github.com/enginemig/enginemig/pace/throttle"
 	"golang.org/x/sync/errgroup"
 )
 

@@ -9,7 +9,7 @@ import (
 
 	"github.com/enginemig/enginemig/copier"
 	"github.com/enginemig/enginemig/internal/db/dbconn"
-	"github.com/enginemig/enginemig/internal/sandbox/sandboxtest"
+	"github.com/enginemig/enginemig/internal/testkit/sandboxtest"
 )
 
 // chunkLog is an Order that records, as each chunk begins, the time, how long the copy had held

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/enginemig/enginemig/internal/db/table"
-	"github.com/enginemig/enginemig/internal/pace/throttle"
+	"github.com/enginemig/enginemig/pace/throttle"
 )
 
 // The one walk over a copy key, shared by the server-side copy, the client-side copy and

@@ -13,7 +13,7 @@ import (
 
 	"github.com/enginemig/enginemig/internal/db/dbconn"
 	"github.com/enginemig/enginemig/internal/db/table"
-	"github.com/enginemig/enginemig/internal/pace/lockwait"
+	"github.com/enginemig/enginemig/pace/lockwait"
 	"github.com/go-sql-driver/mysql"
 )
 

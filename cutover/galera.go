@@ -11,7 +11,7 @@ import (
 
 	"github.com/enginemig/enginemig/internal/db/dbconn"
 	"github.com/enginemig/enginemig/internal/db/table"
-	"github.com/enginemig/enginemig/internal/pace/lockwait"
+	"github.com/enginemig/enginemig/pace/lockwait"
 )
 
 // ErrRenamedLate marks a Galera swap whose rename got the table only after the cut-over's lock

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/enginemig/enginemig/internal/db/table"
-	"github.com/enginemig/enginemig/internal/pace/lockwait"
+	"github.com/enginemig/enginemig/pace/lockwait"
 )
 
 // gateQueueWait bounds how long the gate waits for the rename to reach it. Until the rename is

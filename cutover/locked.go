@@ -15,7 +15,7 @@ import (
 
 	"github.com/enginemig/enginemig/internal/db/mdl"
 	"github.com/enginemig/enginemig/internal/db/table"
-	"github.com/enginemig/enginemig/internal/pace/lockwait"
+	"github.com/enginemig/enginemig/pace/lockwait"
 	"github.com/go-sql-driver/mysql"
 )
 

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/enginemig/enginemig/internal/sandbox/sandboxtest"
+	"github.com/enginemig/enginemig/internal/testkit/sandboxtest"
 )
 
 // statementsTimed turns performance_schema's events_statements_current consumer on or off for the

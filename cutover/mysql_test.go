@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/enginemig/enginemig/internal/sandbox"
-	"github.com/enginemig/enginemig/internal/sandbox/sandboxtest"
+	"github.com/enginemig/enginemig/internal/testkit/sandboxtest"
 )
 
 // gtidServer is a MySQL server with its defaults (gtid_mode=ON, enforce_gtid_consistency=ON):

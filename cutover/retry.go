@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/enginemig/enginemig/internal/pace/lockwait"
+	"github.com/enginemig/enginemig/pace/lockwait"
 )
 
 // limit is the cut-over's deadline (Config.Timeout), shared by its waits and its attempts.

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/enginemig/enginemig/internal/sandbox/sandboxtest"
+	"github.com/enginemig/enginemig/internal/testkit/sandboxtest"
 )
 
 // Another session holds a lock on the table being swapped in (InnoDB's purge does, for moments,

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/enginemig/enginemig/internal/pace/lockwait"
+	"github.com/enginemig/enginemig/pace/lockwait"
 )
 
 // Snapshots older than the table swapped in. InnoDB refuses a read of a table it created after the

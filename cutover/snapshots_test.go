@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/enginemig/enginemig/internal/sandbox/sandboxtest"
+	"github.com/enginemig/enginemig/internal/testkit/sandboxtest"
 )
 
 // snapshotOf opens a session with autocommit off that has taken an InnoDB snapshot (a read of

@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/enginemig/enginemig/internal/answers"
+	"github.com/enginemig/enginemig/answers"
 	"github.com/enginemig/enginemig/internal/db/outcome"
 	"github.com/enginemig/enginemig/internal/db/table"
-	"github.com/enginemig/enginemig/internal/workload"
+	"github.com/enginemig/enginemig/bench/workload"
 )
 
 // AnswersCheck is how apply checks that the application's reads answer the same on InnoDB

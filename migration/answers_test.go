@@ -5,10 +5,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/enginemig/enginemig/internal/answers"
+	"github.com/enginemig/enginemig/answers"
 	"github.com/enginemig/enginemig/internal/db/outcome"
 	"github.com/enginemig/enginemig/internal/sandbox"
-	"github.com/enginemig/enginemig/internal/sandbox/sandboxtest"
+	"github.com/enginemig/enginemig/internal/testkit/sandboxtest"
 )
 
 // Apply checks the answers of the application's reads, taken from the server's statement

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/enginemig/enginemig/internal/db/dbconn"
-	"github.com/enginemig/enginemig/internal/sandbox/sandboxtest"
+	"github.com/enginemig/enginemig/internal/testkit/sandboxtest"
 	"github.com/enginemig/enginemig/migration/state"
 )
 

@@ -13,10 +13,10 @@ import (
 	"time"
 
 	"github.com/enginemig/enginemig/copier"
-	"github.com/enginemig/enginemig/internal/bench/pace"
+	"github.com/enginemig/enginemig/bench/arrival"
 	"github.com/enginemig/enginemig/internal/db/dbconn"
 	"github.com/enginemig/enginemig/internal/sandbox"
-	"github.com/enginemig/enginemig/internal/sandbox/sandboxtest"
+	"github.com/enginemig/enginemig/internal/testkit/sandboxtest"
 	"github.com/enginemig/enginemig/shadow/verify"
 )
 
@@ -407,7 +407,7 @@ func concurrentWritersOn(t *testing.T, srv *sandbox.Server, seed func(*testing.T
 // runWriters starts every writer in its own goroutine, each pausing between statements, and
 // returns a function that stops them and waits until the last write is acknowledged or failed.
 // appPause is the interval between one writer's statements where a test wants an application,
-// not a bulk load: its statements start on a fixed grid, as users arrive (bench/pace), a few
+// not a bulk load: its statements start on a fixed grid, as users arrive (bench/arrival), a few
 // hundred a second each, well under what the sandbox serves on 2 cores, so apply's default
 // (automatic) pace has room to copy. A slot missed while the table is locked is lost, not made
 // up. Writers flat out take every core, and the pace then rests its longest after every chunk for
@@ -433,7 +433,7 @@ func runWriters(ws []*writer, pause time.Duration) (stop func()) {
 				}
 				return
 			}
-			slots := pace.NewSlots(start.Add(time.Duration(i)*pause/time.Duration(len(ws))), pause)
+			slots := arrival.NewSlots(start.Add(time.Duration(i)*pause/time.Duration(len(ws))), pause)
 			for slots.Wait(ctx) == nil {
 				w.step(ctx)
 			}

@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/enginemig/enginemig/cutover"
-	"github.com/enginemig/enginemig/internal/control"
-	"github.com/enginemig/enginemig/internal/pace/lockwait"
-	"github.com/enginemig/enginemig/internal/pace/throttle"
+	"github.com/enginemig/enginemig/migration/control"
+	"github.com/enginemig/enginemig/pace/lockwait"
+	"github.com/enginemig/enginemig/pace/throttle"
 	"github.com/enginemig/enginemig/migration/state"
 	"github.com/enginemig/enginemig/shadow"
 )

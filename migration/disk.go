@@ -8,8 +8,8 @@ import (
 
 	"github.com/enginemig/enginemig/copier"
 	"github.com/enginemig/enginemig/internal/db/outcome"
-	"github.com/enginemig/enginemig/internal/pace/diskspace"
-	"github.com/enginemig/enginemig/internal/pace/lockwait"
+	"github.com/enginemig/enginemig/pace/diskspace"
+	"github.com/enginemig/enginemig/pace/lockwait"
 	"github.com/enginemig/enginemig/migration/state"
 )
 

@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/enginemig/enginemig/internal/db/outcome"
-	"github.com/enginemig/enginemig/internal/pace/diskspace"
+	"github.com/enginemig/enginemig/pace/diskspace"
 	"github.com/enginemig/enginemig/internal/sandbox"
-	"github.com/enginemig/enginemig/internal/sandbox/sandboxtest"
+	"github.com/enginemig/enginemig/internal/testkit/sandboxtest"
 	"github.com/enginemig/enginemig/internal/testkit/ackload"
 )
 

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/enginemig/enginemig/internal/sandbox/sandboxtest"
+	"github.com/enginemig/enginemig/internal/testkit/sandboxtest"
 	"github.com/enginemig/enginemig/migration/state"
 )
 

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/enginemig/enginemig/internal/db/dbconn"
-	"github.com/enginemig/enginemig/internal/sandbox/sandboxtest"
+	"github.com/enginemig/enginemig/internal/testkit/sandboxtest"
 	"github.com/enginemig/enginemig/migration/state"
 	"github.com/enginemig/enginemig/plan"
 )

@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/enginemig/enginemig/internal/bench"
+	"github.com/enginemig/enginemig/bench"
 	"github.com/enginemig/enginemig/internal/db/outcome"
-	"github.com/enginemig/enginemig/internal/sandbox/sandboxtest"
+	"github.com/enginemig/enginemig/internal/testkit/sandboxtest"
 )
 
 func quickGates(minQPS, maxP99 float64) bench.GateConfig {

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/enginemig/enginemig/internal/db/outcome"
-	"github.com/enginemig/enginemig/internal/sandbox/sandboxtest"
+	"github.com/enginemig/enginemig/internal/testkit/sandboxtest"
 )
 
 func TestCommandHookSeesStagesAndCanStop(t *testing.T) {

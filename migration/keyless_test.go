@@ -10,11 +10,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/enginemig/enginemig/internal/bench/pace"
+	"github.com/enginemig/enginemig/bench/arrival"
 	"github.com/enginemig/enginemig/internal/db/dbconn"
 	"github.com/enginemig/enginemig/internal/db/table"
 	"github.com/enginemig/enginemig/internal/sandbox"
-	"github.com/enginemig/enginemig/internal/sandbox/sandboxtest"
+	"github.com/enginemig/enginemig/internal/testkit/sandboxtest"
 	"github.com/enginemig/enginemig/migration/rollback"
 )
 
@@ -372,7 +372,7 @@ func runKeyless(ws []*keylessWriter) (stop func()) {
 			// An application, not a bulk load (appPause, 6 ms): replay finds each change's row of
 			// a keyless table through an index scan, a few thousand a second here, and at 3 ms the
 			// replay fell behind for a minute of verification in CI.
-			slots := pace.NewSlots(start.Add(time.Duration(i)*keylessPause/time.Duration(len(ws))), keylessPause)
+			slots := arrival.NewSlots(start.Add(time.Duration(i)*keylessPause/time.Duration(len(ws))), keylessPause)
 			for slots.Wait(ctx) == nil {
 				w.step(ctx)
 			}

@@ -10,7 +10,7 @@ import (
 
 	"github.com/enginemig/enginemig/internal/db/outcome"
 	"github.com/enginemig/enginemig/internal/sandbox"
-	"github.com/enginemig/enginemig/internal/sandbox/sandboxtest"
+	"github.com/enginemig/enginemig/internal/testkit/sandboxtest"
 )
 
 // When the binlog a resume needs has been purged, apply says so, starts the copy over and still

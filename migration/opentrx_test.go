@@ -8,7 +8,7 @@ import (
 
 	"github.com/enginemig/enginemig/internal/db/table"
 	"github.com/enginemig/enginemig/internal/sandbox"
-	"github.com/enginemig/enginemig/internal/sandbox/sandboxtest"
+	"github.com/enginemig/enginemig/internal/testkit/sandboxtest"
 	"github.com/enginemig/enginemig/internal/testkit/trxapp"
 	"github.com/enginemig/enginemig/migration/rollback"
 )

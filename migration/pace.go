@@ -11,7 +11,7 @@ import (
 	"github.com/enginemig/enginemig/internal/db/dbconn"
 	"github.com/enginemig/enginemig/internal/db/outcome"
 	"github.com/enginemig/enginemig/internal/db/table"
-	"github.com/enginemig/enginemig/internal/pace/throttle"
+	"github.com/enginemig/enginemig/pace/throttle"
 )
 
 // startPace starts the automatic pacing (throttle.Gentle) unless Options.FixedPace; it measures

@@ -13,15 +13,15 @@ import (
 	"time"
 
 	"github.com/enginemig/enginemig/copier"
-	"github.com/enginemig/enginemig/internal/bench/pace"
-	"github.com/enginemig/enginemig/internal/control"
-	"github.com/enginemig/enginemig/internal/sandbox/sandboxtest"
+	"github.com/enginemig/enginemig/bench/arrival"
+	"github.com/enginemig/enginemig/migration/control"
+	"github.com/enginemig/enginemig/internal/testkit/sandboxtest"
 	"github.com/enginemig/enginemig/migration/state"
 )
 
 // paceApp is an application on two tables: each request reads a player by key and updates a row
 // of its guild table, so a lock held on guilds slows the whole application. Its users arrive as a
-// web application's do (bench/pace: a missed slot is lost), 12 threads with one request every 20
+// web application's do (bench/arrival: a missed slot is lost), 12 threads with one request every 20
 // ms, about a third of what it serves running flat out on 2 cores: the pace bounds the
 // application's throughput to 90 % of its usual, and a flat-out application loses some to any
 // copy at all, so under one the copy would stay at its gentlest pace.
@@ -34,7 +34,7 @@ func paceApp(ctx context.Context, db *sql.DB, rows int, errs, done *atomic.Int64
 		go func(i int) {
 			defer wg.Done()
 			r := rand.New(rand.NewPCG(uint64(i), 26))
-			slots := pace.NewSlots(start.Add(time.Duration(i)*time.Millisecond), 20*time.Millisecond)
+			slots := arrival.NewSlots(start.Add(time.Duration(i)*time.Millisecond), 20*time.Millisecond)
 			for slots.Wait(ctx) == nil {
 				var v int
 				if err := db.QueryRow("SELECT v FROM players WHERE id = ?", 1+r.IntN(rows)).Scan(&v); err != nil {

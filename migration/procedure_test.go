@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/enginemig/enginemig/internal/db/dbconn"
-	"github.com/enginemig/enginemig/internal/sandbox/sandboxtest"
+	"github.com/enginemig/enginemig/internal/testkit/sandboxtest"
 	"github.com/enginemig/enginemig/migration/rollback"
 )
 

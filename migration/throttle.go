@@ -8,8 +8,8 @@ import (
 
 	"github.com/enginemig/enginemig/copier"
 	"github.com/enginemig/enginemig/internal/db/dbconn"
-	"github.com/enginemig/enginemig/internal/pace/diskspace"
-	"github.com/enginemig/enginemig/internal/pace/throttle"
+	"github.com/enginemig/enginemig/pace/diskspace"
+	"github.com/enginemig/enginemig/pace/throttle"
 	"github.com/enginemig/enginemig/migration/state"
 	"github.com/enginemig/enginemig/plan"
 )

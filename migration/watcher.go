@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/enginemig/enginemig/internal/db/table"
-	"github.com/enginemig/enginemig/internal/pace/lockwait"
-	"github.com/enginemig/enginemig/internal/pace/throttle"
+	"github.com/enginemig/enginemig/pace/lockwait"
+	"github.com/enginemig/enginemig/pace/throttle"
 	"github.com/enginemig/enginemig/migration/state"
 )
 

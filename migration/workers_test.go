@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/enginemig/enginemig/internal/sandbox/sandboxtest"
+	"github.com/enginemig/enginemig/internal/testkit/sandboxtest"
 )
 
 // The copy runs two chunks at once only where InnoDB lets them run side by side (copyWorkers):

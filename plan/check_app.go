@@ -5,7 +5,7 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/enginemig/enginemig/internal/workload"
+	"github.com/enginemig/enginemig/bench/workload"
 )
 
 // The application checks read performance_schema's statement digests: what the application ran

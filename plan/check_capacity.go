@@ -3,7 +3,7 @@ package plan
 import (
 	"fmt"
 
-	"github.com/enginemig/enginemig/internal/pace/diskspace"
+	"github.com/enginemig/enginemig/pace/diskspace"
 )
 
 func init() {

@@ -10,7 +10,7 @@ import (
 	"strings"
 
 	"github.com/enginemig/enginemig/internal/db/table"
-	"github.com/enginemig/enginemig/internal/workload"
+	"github.com/enginemig/enginemig/bench/workload"
 )
 
 // A statement that fails half-way keeps on MyISAM whatever it changed before the error (MyISAM

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/enginemig/enginemig/internal/db/table"
-	"github.com/enginemig/enginemig/internal/sandbox/sandboxtest"
+	"github.com/enginemig/enginemig/internal/testkit/sandboxtest"
 )
 
 func TestBodyWrites(t *testing.T) {

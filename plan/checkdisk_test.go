@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/enginemig/enginemig/internal/db/table"
-	"github.com/enginemig/enginemig/internal/pace/diskspace"
+	"github.com/enginemig/enginemig/pace/diskspace"
 )
 
 // The binlog on a file system of its own is checked against the copy's binlog alone, and the

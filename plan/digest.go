@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/enginemig/enginemig/internal/workload"
+	"github.com/enginemig/enginemig/bench/workload"
 )
 
 // Digest is one normalised statement shape from performance_schema, with how often it ran since

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/enginemig/enginemig/internal/sandbox/sandboxtest"
+	"github.com/enginemig/enginemig/internal/testkit/sandboxtest"
 )
 
 // The copy estimate assumes what apply will do (ParallelCopy): two chunks at once, at the smaller

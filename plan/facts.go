@@ -8,7 +8,7 @@ import (
 
 	"github.com/enginemig/enginemig/internal/db/dbconn"
 	"github.com/enginemig/enginemig/internal/db/table"
-	"github.com/enginemig/enginemig/internal/workload"
+	"github.com/enginemig/enginemig/bench/workload"
 )
 
 // TableInput is everything the table checks look at, gathered before any check runs so that

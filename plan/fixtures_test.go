@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/enginemig/enginemig/internal/sandbox/sandboxtest"
+	"github.com/enginemig/enginemig/internal/testkit/sandboxtest"
 )
 
 // TestFixtures runs every testdata/plan/<check-id>.sql: each hit_* table must get a finding of

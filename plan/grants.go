@@ -6,7 +6,7 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/enginemig/enginemig/internal/workload"
+	"github.com/enginemig/enginemig/bench/workload"
 )
 
 // Grants are the privileges of the connected account (and the roles granted to it), by level.

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/enginemig/enginemig/internal/sandbox"
-	"github.com/enginemig/enginemig/internal/sandbox/sandboxtest"
+	"github.com/enginemig/enginemig/internal/testkit/sandboxtest"
 )
 
 // srv is the package's shared server (binlog ROW/FULL, performance_schema on). Tests that need

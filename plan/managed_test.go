@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/enginemig/enginemig/internal/sandbox"
-	"github.com/enginemig/enginemig/internal/sandbox/sandboxtest"
+	"github.com/enginemig/enginemig/internal/testkit/sandboxtest"
 )
 
 // A server with Amazon RDS's configuration procedures (here stand-ins with the documented names

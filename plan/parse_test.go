@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/enginemig/enginemig/internal/workload"
+	"github.com/enginemig/enginemig/bench/workload"
 )
 
 func TestParseGrants(t *testing.T) {

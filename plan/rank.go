@@ -5,7 +5,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/enginemig/enginemig/internal/workload"
+	"github.com/enginemig/enginemig/bench/workload"
 )
 
 // Ranking sources, as shown in the plan.

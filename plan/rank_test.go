@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/enginemig/enginemig/internal/sandbox/sandboxtest"
+	"github.com/enginemig/enginemig/internal/testkit/sandboxtest"
 )
 
 // TestRankingByLockWaits makes a small table wait on its table lock (an UPDATE queued behind a

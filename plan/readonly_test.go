@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/enginemig/enginemig/internal/sandbox/sandboxtest"
+	"github.com/enginemig/enginemig/internal/testkit/sandboxtest"
 )
 
 // serverState is what plan must leave unchanged: every table's definition, size, timestamps and

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/enginemig/enginemig/internal/db/dbconn"
-	"github.com/enginemig/enginemig/internal/pace/diskspace"
+	"github.com/enginemig/enginemig/pace/diskspace"
 )
 
 // Querier is what plan reads through: a *sql.DB or a *sql.Conn.

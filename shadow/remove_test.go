@@ -8,7 +8,7 @@ import (
 
 	"github.com/enginemig/enginemig/binlog"
 	"github.com/enginemig/enginemig/internal/db/table"
-	"github.com/enginemig/enginemig/internal/sandbox/sandboxtest"
+	"github.com/enginemig/enginemig/internal/testkit/sandboxtest"
 )
 
 // Remove drops only what a capture set up: where nothing was (a binlog-captured run), it writes

@@ -9,7 +9,7 @@ import (
 	"github.com/enginemig/enginemig/copier"
 	"github.com/enginemig/enginemig/internal/db/dbconn"
 	"github.com/enginemig/enginemig/internal/db/table"
-	"github.com/enginemig/enginemig/internal/sandbox/sandboxtest"
+	"github.com/enginemig/enginemig/internal/testkit/sandboxtest"
 )
 
 // Staged chunks need CREATE TEMPORARY TABLES. With it, every chunk goes through the stage; an

@@ -10,7 +10,7 @@ import (
 
 	"github.com/enginemig/enginemig/internal/db/outcome"
 	"github.com/enginemig/enginemig/internal/sandbox"
-	"github.com/enginemig/enginemig/internal/sandbox/sandboxtest"
+	"github.com/enginemig/enginemig/internal/testkit/sandboxtest"
 )
 
 // `enginemig answers` names the statement whose answer changes (exit 5) and not the one whose

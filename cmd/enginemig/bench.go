@@ -10,7 +10,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/enginemig/enginemig/internal/bench"
+	"github.com/enginemig/enginemig/bench"
 	"github.com/enginemig/enginemig/internal/db/outcome"
 )
 

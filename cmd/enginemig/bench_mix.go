@@ -8,9 +8,9 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/enginemig/enginemig/internal/bench"
+	"github.com/enginemig/enginemig/bench"
 	"github.com/enginemig/enginemig/internal/db/outcome"
-	"github.com/enginemig/enginemig/internal/workload"
+	"github.com/enginemig/enginemig/bench/workload"
 )
 
 // mixOptions reads --mix, --observe, --from-log and --save-mix before connecting: a saved mix

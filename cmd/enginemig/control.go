@@ -9,7 +9,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/enginemig/enginemig/internal/control"
+	"github.com/enginemig/enginemig/migration/control"
 	"github.com/enginemig/enginemig/internal/db/outcome"
 )
 

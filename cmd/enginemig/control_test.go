@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/enginemig/enginemig/internal/control"
+	"github.com/enginemig/enginemig/migration/control"
 	"github.com/enginemig/enginemig/internal/db/outcome"
-	"github.com/enginemig/enginemig/internal/pace/throttle"
+	"github.com/enginemig/enginemig/pace/throttle"
 )
 
 // pausable is a minimal control.Handler: the CLI test needs no database.

@@ -4,7 +4,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/enginemig/enginemig/internal/db/outcome"
-	"github.com/enginemig/enginemig/internal/demo"
+	"github.com/enginemig/enginemig/cmd/enginemig/demo"
 )
 
 func init() { register(demoCommand) }

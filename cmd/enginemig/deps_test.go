@@ -10,7 +10,7 @@ import (
 // it). They may import "testing", start servers or run loads, none of which belongs in the shipped
 // binary. Test seams are fields of the packages that call them, nil or zero by default.
 var testOnlyPackages = []string{
-	"github.com/enginemig/enginemig/internal/sandbox/sandboxtest",
+	"github.com/enginemig/enginemig/internal/testkit/sandboxtest",
 	"github.com/enginemig/enginemig/internal/testkit",
 }
 

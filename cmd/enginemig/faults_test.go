@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/enginemig/enginemig/internal/db/outcome"
-	"github.com/enginemig/enginemig/internal/sandbox/sandboxtest"
+	"github.com/enginemig/enginemig/internal/testkit/sandboxtest"
 	"github.com/enginemig/enginemig/internal/testkit/ackload"
 	"github.com/enginemig/enginemig/plan"
 )

@@ -22,7 +22,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/enginemig/enginemig/internal/sandbox"
-	"github.com/enginemig/enginemig/internal/sandbox/sandboxtest"
+	"github.com/enginemig/enginemig/internal/testkit/sandboxtest"
 )
 
 // The playbooks' tests run ansible-playbook (Debian's ansible package, which .ci/run installs)

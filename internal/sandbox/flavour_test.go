@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/enginemig/enginemig/internal/sandbox"
-	"github.com/enginemig/enginemig/internal/sandbox/sandboxtest"
+	"github.com/enginemig/enginemig/internal/testkit/sandboxtest"
 )
 
 // Every flavour starts, answers, writes a ROW binlog, and runs as the version its name says; MySQL

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/enginemig/enginemig/internal/sandbox"
-	"github.com/enginemig/enginemig/internal/sandbox/sandboxtest"
+	"github.com/enginemig/enginemig/internal/testkit/sandboxtest"
 )
 
 func TestReplicaFollowsPrimary(t *testing.T) {

@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/enginemig/enginemig/internal/sandbox"
-	"github.com/enginemig/enginemig/internal/sandbox/sandboxtest"
+	"github.com/enginemig/enginemig/internal/testkit/sandboxtest"
 )
 
 func TestStartAnswersWithBinlogRow(t *testing.T) {

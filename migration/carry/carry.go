@@ -16,7 +16,7 @@ import (
 	"github.com/enginemig/enginemig/internal/db/dbconn"
 	"github.com/enginemig/enginemig/internal/db/mdl"
 	"github.com/enginemig/enginemig/internal/db/table"
-	"github.com/enginemig/enginemig/internal/pace/lockwait"
+	"github.com/enginemig/enginemig/pace/lockwait"
 )
 
 // Carrier moves a table's triggers to the table that replaces it in a swap (apply and rollback

@@ -5,7 +5,7 @@ import (
 	"database/sql"
 	"time"
 
-	"github.com/enginemig/enginemig/internal/control"
+	"github.com/enginemig/enginemig/migration/control"
 	"github.com/enginemig/enginemig/shadow"
 )
 

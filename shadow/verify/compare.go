@@ -10,7 +10,7 @@ import (
 	"github.com/enginemig/enginemig/internal/db/dbconn"
 	"github.com/enginemig/enginemig/internal/db/mdl"
 	"github.com/enginemig/enginemig/internal/db/table"
-	"github.com/enginemig/enginemig/internal/pace/throttle"
+	"github.com/enginemig/enginemig/pace/throttle"
 )
 
 // compare checksums the range in source and target at one consistent point: the source is

@@ -3,7 +3,7 @@ package verify_test
 import (
 	"testing"
 
-	"github.com/enginemig/enginemig/internal/sandbox/sandboxtest"
+	"github.com/enginemig/enginemig/internal/testkit/sandboxtest"
 	"github.com/enginemig/enginemig/shadow/verify"
 )
 

@@ -12,7 +12,7 @@ import (
 
 	"github.com/enginemig/enginemig/internal/db/outcome"
 	"github.com/enginemig/enginemig/internal/sandbox"
-	"github.com/enginemig/enginemig/internal/sandbox/sandboxtest"
+	"github.com/enginemig/enginemig/internal/testkit/sandboxtest"
 )
 
 func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }

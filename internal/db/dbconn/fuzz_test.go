@@ -9,7 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/enginemig/enginemig/internal/sandbox"
-	"github.com/enginemig/enginemig/internal/sandbox/sandboxtest"
+	"github.com/enginemig/enginemig/internal/testkit/sandboxtest"
 )
 
 // unquoteIdent parses s as exactly one backquoted MySQL identifier: an opening backtick, then

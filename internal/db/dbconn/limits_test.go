@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/enginemig/enginemig/internal/sandbox"
-	"github.com/enginemig/enginemig/internal/sandbox/sandboxtest"
+	"github.com/enginemig/enginemig/internal/testkit/sandboxtest"
 )
 
 // A host's session limits (a statement time limit set globally and per account, a short idle

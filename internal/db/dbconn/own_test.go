@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/enginemig/enginemig/internal/sandbox"
-	"github.com/enginemig/enginemig/internal/sandbox/sandboxtest"
+	"github.com/enginemig/enginemig/internal/testkit/sandboxtest"
 )
 
 // A statement whose caller stopped waiting for it is stopped on the server too: the driver only

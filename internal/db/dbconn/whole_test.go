@@ -8,7 +8,7 @@ import (
 
 	"github.com/enginemig/enginemig/internal/db/outcome"
 	"github.com/enginemig/enginemig/internal/sandbox"
-	"github.com/enginemig/enginemig/internal/sandbox/sandboxtest"
+	"github.com/enginemig/enginemig/internal/testkit/sandboxtest"
 )
 
 // A write into a MyISAM table whose caller's deadline passes while it runs is not interrupted: it

@@ -5,7 +5,7 @@ import (
 	"database/sql"
 	"testing"
 
-	"github.com/enginemig/enginemig/internal/sandbox/sandboxtest"
+	"github.com/enginemig/enginemig/internal/testkit/sandboxtest"
 )
 
 // The checksum casts and flags only the columns that need it (checksumRow); each pair below

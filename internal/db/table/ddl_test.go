@@ -6,7 +6,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/enginemig/enginemig/internal/sandbox/sandboxtest"
+	"github.com/enginemig/enginemig/internal/testkit/sandboxtest"
 )
 
 func TestRunDDL(t *testing.T) {

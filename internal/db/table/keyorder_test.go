@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/enginemig/enginemig/internal/db/dbconn"
-	"github.com/enginemig/enginemig/internal/sandbox/sandboxtest"
+	"github.com/enginemig/enginemig/internal/testkit/sandboxtest"
 )
 
 // KeyOrder must order chunk-key values exactly as the server's index does (rule 5 places each

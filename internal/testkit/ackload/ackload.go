@@ -25,7 +25,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/enginemig/enginemig/internal/bench"
+	"github.com/enginemig/enginemig/bench"
 	"github.com/enginemig/enginemig/internal/db/dbconn"
 )
 
