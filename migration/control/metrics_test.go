@@ -19,7 +19,7 @@ func TestBoardServesEveryMigration(t *testing.T) {
 	var b Board
 	holder := lockwait.Session{ID: 12, User: "app", Command: "Sleep"}
 	b.Add(func() Status {
-		return Status{Schema: "s", Table: "t1", Stage: "copy", RowsCopied: 10, Disk: &diskspace.Status{Low: true,
+		return Status{Schema: "s", Table: "t1", Stage: "copy", RowsCopied: 10, StageETA: 90 * time.Second, RunETA: 150 * time.Second, Disk: &diskspace.Status{Low: true,
 			FS: []diskspace.FS{{Mount: "/data", Roles: []string{"datadir", "binlog"}, Free: 5 << 20, Reserve: 64 << 20}}},
 			Pace: &throttle.GentleState{Level: 3, LatencyBaseline: 0.0005, LatencyTarget: 0.004, LatencyP99: 0.0062, ChunkLockBound: 0.0025}}
 	})
@@ -50,7 +50,8 @@ func TestBoardServesEveryMigration(t *testing.T) {
 		`enginemig_disk_reserve_bytes{mount="/data",roles="datadir+binlog",schema="s",table="t1"} 6.7108864e+07`,
 		`enginemig_disk_low{schema="s",table="t1"} 1`, `enginemig_pace_level{schema="s",table="t1"} 3`,
 		`enginemig_pace_latency_target_seconds{schema="s",table="t1"} 0.004`, `enginemig_pace_latency_p99_seconds{schema="s",table="t1"} 0.0062`,
-		`enginemig_pace_latency_baseline_seconds{schema="s",table="t1"} 0.0005`, `enginemig_pace_chunk_lock_bound_seconds{schema="s",table="t1"} 0.0025`} {
+		`enginemig_pace_latency_baseline_seconds{schema="s",table="t1"} 0.0005`, `enginemig_pace_chunk_lock_bound_seconds{schema="s",table="t1"} 0.0025`,
+		`enginemig_stage_eta_seconds{schema="s",table="t1"} 90`, `enginemig_run_eta_seconds{schema="s",table="t1"} 150`} {
 		if code != http.StatusOK || !strings.Contains(body, want) {
 			t.Fatalf("status %d, metrics lack %s:\n%s", code, want, body)
 		}
