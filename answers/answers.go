@@ -12,8 +12,8 @@ import (
 	"strings"
 
 	"github.com/enginemig/enginemig/bench"
-	"github.com/enginemig/enginemig/internal/db/dbconn"
 	"github.com/enginemig/enginemig/bench/workload"
+	"github.com/enginemig/enginemig/internal/db/dbconn"
 )
 
 // maxAnswerRows bounds one answer the check reads and compares.

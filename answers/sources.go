@@ -8,8 +8,8 @@ import (
 	"os"
 	"strings"
 
-	"github.com/enginemig/enginemig/internal/db/dbconn"
 	"github.com/enginemig/enginemig/bench/workload"
+	"github.com/enginemig/enginemig/internal/db/dbconn"
 )
 
 // Where the application's statements come from: literal SQL, one example per statement shape.

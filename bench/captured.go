@@ -10,8 +10,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/enginemig/enginemig/internal/db/table"
 	capture "github.com/enginemig/enginemig/bench/workload"
+	"github.com/enginemig/enginemig/internal/db/table"
 )
 
 // ReplayStat is one captured statement and how it was replayed on one side.

@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
+	capture "github.com/enginemig/enginemig/bench/workload"
 	"github.com/enginemig/enginemig/internal/db/table"
 	"github.com/enginemig/enginemig/internal/testkit/sandboxtest"
-	capture "github.com/enginemig/enginemig/bench/workload"
 )
 
 // knownStatement is one statement of the test's application, with how often it runs per cycle

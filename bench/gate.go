@@ -9,8 +9,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/enginemig/enginemig/internal/db/dbconn"
 	capture "github.com/enginemig/enginemig/bench/workload"
+	"github.com/enginemig/enginemig/internal/db/dbconn"
 )
 
 // Thresholds decide a gate: the candidate side must keep at least MinQPSRatio of the baseline's

@@ -11,9 +11,9 @@ import (
 	"strconv"
 	"strings"
 
+	capture "github.com/enginemig/enginemig/bench/workload"
 	"github.com/enginemig/enginemig/internal/db/dbconn"
 	"github.com/enginemig/enginemig/internal/db/table"
-	capture "github.com/enginemig/enginemig/bench/workload"
 )
 
 // Replaying captured statements: each placeholder is bound from the data of the table under test

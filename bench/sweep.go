@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/enginemig/enginemig/internal/db/dbconn"
 	capture "github.com/enginemig/enginemig/bench/workload"
+	"github.com/enginemig/enginemig/internal/db/dbconn"
 )
 
 // Target is one table to benchmark.

@@ -13,9 +13,9 @@ import (
 	"time"
 
 	"github.com/enginemig/enginemig/binlog"
-	"github.com/enginemig/enginemig/pace/lockwait"
 	"github.com/enginemig/enginemig/internal/sandbox"
 	"github.com/enginemig/enginemig/internal/testkit/sandboxtest"
+	"github.com/enginemig/enginemig/pace/lockwait"
 )
 
 var srv *sandbox.Server

@@ -7,9 +7,9 @@ import (
 	"strings"
 
 	"github.com/enginemig/enginemig/answers"
+	"github.com/enginemig/enginemig/bench/workload"
 	"github.com/enginemig/enginemig/internal/db/outcome"
 	"github.com/enginemig/enginemig/internal/db/table"
-	"github.com/enginemig/enginemig/bench/workload"
 )
 
 // AnswersCheck is how apply checks that the application's reads answer the same on InnoDB

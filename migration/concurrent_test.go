@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/enginemig/enginemig/copier"
 	"github.com/enginemig/enginemig/bench/arrival"
+	"github.com/enginemig/enginemig/copier"
 	"github.com/enginemig/enginemig/internal/db/dbconn"
 	"github.com/enginemig/enginemig/internal/sandbox"
 	"github.com/enginemig/enginemig/internal/testkit/sandboxtest"

@@ -11,9 +11,9 @@ import (
 
 	"github.com/enginemig/enginemig/cutover"
 	"github.com/enginemig/enginemig/migration/control"
+	"github.com/enginemig/enginemig/migration/state"
 	"github.com/enginemig/enginemig/pace/lockwait"
 	"github.com/enginemig/enginemig/pace/throttle"
-	"github.com/enginemig/enginemig/migration/state"
 	"github.com/enginemig/enginemig/shadow"
 )
 

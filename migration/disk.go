@@ -8,9 +8,9 @@ import (
 
 	"github.com/enginemig/enginemig/copier"
 	"github.com/enginemig/enginemig/internal/db/outcome"
+	"github.com/enginemig/enginemig/migration/state"
 	"github.com/enginemig/enginemig/pace/diskspace"
 	"github.com/enginemig/enginemig/pace/lockwait"
-	"github.com/enginemig/enginemig/migration/state"
 )
 
 // watchDisk starts the watch of the server's free disk space (diskspace.Watch) for the rest of the

@@ -11,10 +11,10 @@ import (
 	"time"
 
 	"github.com/enginemig/enginemig/internal/db/outcome"
-	"github.com/enginemig/enginemig/pace/diskspace"
 	"github.com/enginemig/enginemig/internal/sandbox"
-	"github.com/enginemig/enginemig/internal/testkit/sandboxtest"
 	"github.com/enginemig/enginemig/internal/testkit/ackload"
+	"github.com/enginemig/enginemig/internal/testkit/sandboxtest"
+	"github.com/enginemig/enginemig/pace/diskspace"
 )
 
 // The disk tests give a server of their own a datadir (and with it the binlog) on a small tmpfs:

@@ -7,8 +7,8 @@ import (
 
 	"github.com/enginemig/enginemig/internal/db/dbconn"
 	"github.com/enginemig/enginemig/internal/db/outcome"
-	"github.com/enginemig/enginemig/pace/throttle"
 	"github.com/enginemig/enginemig/migration/state"
+	"github.com/enginemig/enginemig/pace/throttle"
 )
 
 // settled is an error whose consequences the stage has already recorded: it is returned as is.

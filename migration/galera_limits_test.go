@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/enginemig/enginemig/internal/db/dbconn"
-	"github.com/enginemig/enginemig/pace/throttle"
 	"github.com/enginemig/enginemig/internal/testkit/sandboxtest"
+	"github.com/enginemig/enginemig/pace/throttle"
 )
 
 // The Galera subtests of the copy's limits: flow control, write-set size, aborted transactions

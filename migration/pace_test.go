@@ -12,10 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/enginemig/enginemig/copier"
 	"github.com/enginemig/enginemig/bench/arrival"
-	"github.com/enginemig/enginemig/migration/control"
+	"github.com/enginemig/enginemig/copier"
 	"github.com/enginemig/enginemig/internal/testkit/sandboxtest"
+	"github.com/enginemig/enginemig/migration/control"
 	"github.com/enginemig/enginemig/migration/state"
 )
 

@@ -7,8 +7,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/enginemig/enginemig/pace/lockwait"
 	"github.com/enginemig/enginemig/migration/state"
+	"github.com/enginemig/enginemig/pace/lockwait"
 	"github.com/enginemig/enginemig/shadow"
 )
 

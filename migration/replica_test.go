@@ -9,11 +9,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/enginemig/enginemig/migration/control"
 	"github.com/enginemig/enginemig/internal/db/outcome"
-	"github.com/enginemig/enginemig/pace/throttle"
 	"github.com/enginemig/enginemig/internal/sandbox"
 	"github.com/enginemig/enginemig/internal/testkit/sandboxtest"
+	"github.com/enginemig/enginemig/migration/control"
+	"github.com/enginemig/enginemig/pace/throttle"
 )
 
 // replicaRun is a primary with a replica apply watches, a 300,000-row MyISAM table t, and apply

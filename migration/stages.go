@@ -7,14 +7,14 @@ import (
 	"os"
 	"time"
 
+	"github.com/enginemig/enginemig/answers"
 	"github.com/enginemig/enginemig/copier"
 	"github.com/enginemig/enginemig/cutover"
-	"github.com/enginemig/enginemig/answers"
 	"github.com/enginemig/enginemig/internal/db/dbconn"
 	"github.com/enginemig/enginemig/internal/db/outcome"
 	"github.com/enginemig/enginemig/internal/db/table"
-	"github.com/enginemig/enginemig/pace/lockwait"
 	"github.com/enginemig/enginemig/migration/state"
+	"github.com/enginemig/enginemig/pace/lockwait"
 	"github.com/enginemig/enginemig/plan"
 	"github.com/enginemig/enginemig/shadow"
 )

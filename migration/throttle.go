@@ -8,9 +8,9 @@ import (
 
 	"github.com/enginemig/enginemig/copier"
 	"github.com/enginemig/enginemig/internal/db/dbconn"
+	"github.com/enginemig/enginemig/migration/state"
 	"github.com/enginemig/enginemig/pace/diskspace"
 	"github.com/enginemig/enginemig/pace/throttle"
-	"github.com/enginemig/enginemig/migration/state"
 	"github.com/enginemig/enginemig/plan"
 )
 

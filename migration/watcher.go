@@ -6,9 +6,9 @@ import (
 	"time"
 
 	"github.com/enginemig/enginemig/internal/db/table"
+	"github.com/enginemig/enginemig/migration/state"
 	"github.com/enginemig/enginemig/pace/lockwait"
 	"github.com/enginemig/enginemig/pace/throttle"
-	"github.com/enginemig/enginemig/migration/state"
 )
 
 // watchConfig is what a run on opts' table watches (lockwait.Watcher): its statements on the

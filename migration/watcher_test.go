@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/enginemig/enginemig/migration/control"
 	"github.com/enginemig/enginemig/internal/db/outcome"
 	"github.com/enginemig/enginemig/internal/testkit/sandboxtest"
+	"github.com/enginemig/enginemig/migration/control"
 	"github.com/enginemig/enginemig/migration/rollback"
 	"github.com/enginemig/enginemig/migration/state"
 )

@@ -9,8 +9,8 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/enginemig/enginemig/internal/db/table"
 	"github.com/enginemig/enginemig/bench/workload"
+	"github.com/enginemig/enginemig/internal/db/table"
 )
 
 // A statement that fails half-way keeps on MyISAM whatever it changed before the error (MyISAM

@@ -6,9 +6,9 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/enginemig/enginemig/bench/workload"
 	"github.com/enginemig/enginemig/internal/db/dbconn"
 	"github.com/enginemig/enginemig/internal/db/table"
-	"github.com/enginemig/enginemig/bench/workload"
 )
 
 // TableInput is everything the table checks look at, gathered before any check runs so that

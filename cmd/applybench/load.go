@@ -35,7 +35,7 @@ type loadStats struct {
 	errors      int64
 	maxWriteGap time.Duration
 	longGaps    []writeGap
-	p99         time.Duration // of a request's duration
+	p99         time.Duration    // of a request's duration
 	seconds     *arrival.Seconds // requests completed per second from the conversion's start
 	missed      int64
 	stmts       stmts // every statement that succeeded, for the latency by stage

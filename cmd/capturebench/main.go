@@ -32,8 +32,8 @@ import (
 	"github.com/HdrHistogram/hdrhistogram-go"
 
 	"github.com/enginemig/enginemig/bench"
-	"github.com/enginemig/enginemig/internal/sandbox"
 	"github.com/enginemig/enginemig/bench/workload"
+	"github.com/enginemig/enginemig/internal/sandbox"
 )
 
 // statement is one of the application's statements: how often it is chosen, and its SQL.

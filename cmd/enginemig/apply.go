@@ -15,19 +15,19 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/enginemig/enginemig/cutover"
 	"github.com/enginemig/enginemig/answers"
 	"github.com/enginemig/enginemig/bench"
+	"github.com/enginemig/enginemig/cutover"
 	"github.com/enginemig/enginemig/internal/db/dbconn"
 	"github.com/enginemig/enginemig/internal/db/outcome"
 	"github.com/enginemig/enginemig/internal/db/table"
-	"github.com/enginemig/enginemig/pace/diskspace"
-	"github.com/enginemig/enginemig/pace/lockwait"
-	"github.com/enginemig/enginemig/pace/throttle"
 	"github.com/enginemig/enginemig/migration"
 	"github.com/enginemig/enginemig/migration/planrun"
 	"github.com/enginemig/enginemig/migration/preflight"
 	"github.com/enginemig/enginemig/migration/state"
+	"github.com/enginemig/enginemig/pace/diskspace"
+	"github.com/enginemig/enginemig/pace/lockwait"
+	"github.com/enginemig/enginemig/pace/throttle"
 )
 
 func init() { register(applyCommand) }

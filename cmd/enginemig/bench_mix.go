@@ -9,8 +9,8 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/enginemig/enginemig/bench"
-	"github.com/enginemig/enginemig/internal/db/outcome"
 	"github.com/enginemig/enginemig/bench/workload"
+	"github.com/enginemig/enginemig/internal/db/outcome"
 )
 
 // mixOptions reads --mix, --observe, --from-log and --save-mix before connecting: a saved mix

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/enginemig/enginemig/migration/control"
 	"github.com/enginemig/enginemig/internal/db/outcome"
+	"github.com/enginemig/enginemig/migration/control"
 	"github.com/enginemig/enginemig/pace/throttle"
 )
 

@@ -3,8 +3,8 @@ package main
 import (
 	"github.com/urfave/cli/v2"
 
-	"github.com/enginemig/enginemig/internal/db/outcome"
 	"github.com/enginemig/enginemig/cmd/enginemig/demo"
+	"github.com/enginemig/enginemig/internal/db/outcome"
 )
 
 func init() { register(demoCommand) }

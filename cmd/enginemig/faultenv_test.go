@@ -16,8 +16,8 @@ import (
 
 	"github.com/enginemig/enginemig/internal/db/dbconn"
 	"github.com/enginemig/enginemig/internal/sandbox"
-	"github.com/enginemig/enginemig/internal/testkit/sandboxtest"
 	"github.com/enginemig/enginemig/internal/testkit/ackload"
+	"github.com/enginemig/enginemig/internal/testkit/sandboxtest"
 )
 
 // faultEnv is one sandbox server, the enginemig binary, and an application account ("app")

@@ -9,10 +9,10 @@ import (
 
 	"github.com/enginemig/enginemig/cutover"
 	"github.com/enginemig/enginemig/internal/db/outcome"
-	"github.com/enginemig/enginemig/pace/lockwait"
 	"github.com/enginemig/enginemig/migration/preflight"
 	"github.com/enginemig/enginemig/migration/rollback"
 	"github.com/enginemig/enginemig/migration/state"
+	"github.com/enginemig/enginemig/pace/lockwait"
 )
 
 func init() { register(rollbackCommand) }

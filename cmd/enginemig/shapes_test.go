@@ -14,8 +14,8 @@ import (
 
 	"github.com/enginemig/enginemig/internal/db/outcome"
 	"github.com/enginemig/enginemig/internal/sandbox"
-	"github.com/enginemig/enginemig/internal/testkit/sandboxtest"
 	"github.com/enginemig/enginemig/internal/testkit/ackload"
+	"github.com/enginemig/enginemig/internal/testkit/sandboxtest"
 )
 
 // tableShape is one row of the shape matrix: a MyISAM table's definition (its columns after n, v

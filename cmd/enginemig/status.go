@@ -9,8 +9,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/enginemig/enginemig/migration/control"
 	"github.com/enginemig/enginemig/internal/db/outcome"
+	"github.com/enginemig/enginemig/migration/control"
 	"github.com/enginemig/enginemig/migration/planrun"
 	"github.com/enginemig/enginemig/migration/state"
 )

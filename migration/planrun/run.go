@@ -15,12 +15,12 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/enginemig/enginemig/migration/control"
 	"github.com/enginemig/enginemig/internal/db/outcome"
 	"github.com/enginemig/enginemig/internal/db/table"
-	"github.com/enginemig/enginemig/pace/throttle"
 	"github.com/enginemig/enginemig/migration"
+	"github.com/enginemig/enginemig/migration/control"
 	"github.com/enginemig/enginemig/migration/state"
+	"github.com/enginemig/enginemig/pace/throttle"
 	"github.com/enginemig/enginemig/plan"
 )
 

@@ -18,10 +18,10 @@ import (
 	"github.com/enginemig/enginemig/internal/db/dbconn"
 	"github.com/enginemig/enginemig/internal/db/outcome"
 	"github.com/enginemig/enginemig/internal/db/table"
-	"github.com/enginemig/enginemig/pace/lockwait"
 	"github.com/enginemig/enginemig/migration/carry"
 	"github.com/enginemig/enginemig/migration/preflight"
 	"github.com/enginemig/enginemig/migration/state"
+	"github.com/enginemig/enginemig/pace/lockwait"
 	"github.com/enginemig/enginemig/shadow"
 )
 
