@@ -4,6 +4,7 @@ import (
 	"database/sql"
 	"errors"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -36,7 +37,7 @@ func mustRefuse(t *testing.T, err error, code outcome.Code, what, remedy string)
 func objects(t *testing.T, db *sql.DB, schema string) string {
 	t.Helper()
 	rows, err := db.Query(`SELECT CONCAT(TABLE_NAME, ' ', COALESCE(ENGINE, TABLE_TYPE)) FROM information_schema.TABLES WHERE TABLE_SCHEMA = ?
-		UNION ALL SELECT CONCAT('trigger ', TRIGGER_NAME) FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = ? ORDER BY 1`, schema, schema)
+		UNION ALL SELECT CONCAT('trigger ', TRIGGER_NAME) FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = ?`, schema, schema)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,5 +53,6 @@ func objects(t *testing.T, db *sql.DB, schema string) string {
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)
 	}
+	slices.Sort(out)
 	return strings.Join(out, ", ")
 }
