@@ -157,12 +157,13 @@ func TestCleanupRefusals(t *testing.T) {
 		name         string
 		setup        []string
 		lock         bool // another enginemig holds the table
+		elsewhere    bool // cleanup is pointed at a database that does not exist
 		table        string
 		code         outcome.Code
 		what, remedy string
 	}{
 		{name: "missing table", table: "t", code: outcome.Usage, what: "`.`t` does not exist", remedy: "check --table"},
-		{name: "missing database", table: "t", code: outcome.Usage, what: "_gone` does not exist", remedy: "check --database"},
+		{name: "missing database", elsewhere: true, table: "t", code: outcome.Usage, what: "_gone` does not exist", remedy: "check --database"},
 		{name: "running", setup: []string{"CREATE TABLE t (id INT PRIMARY KEY, v INT) ENGINE=MyISAM"}, lock: true, table: "t",
 			code: outcome.Refused, what: "another enginemig is migrating", remedy: "wait for it to finish"},
 		{name: "swap holds data", setup: []string{"CREATE TABLE t (id INT PRIMARY KEY, v INT) ENGINE=InnoDB",
@@ -174,7 +175,7 @@ func TestCleanupRefusals(t *testing.T) {
 			schema, db := sandboxtest.FreshDatabase(t, srv)
 			sandboxtest.MustExec(t, db, append(leftovers, c.setup...)...)
 			target := schema
-			if c.name == "missing database" {
+			if c.elsewhere {
 				target = schema + "_gone"
 			}
 			if c.lock {
