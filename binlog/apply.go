@@ -99,8 +99,18 @@ func planKeyless(changes []Change) []op {
 	return ops
 }
 
-// maxStatementRows bounds one multi-row statement (placeholders and packet size).
-const maxStatementRows = 500
+// maxStatementRows bounds one multi-row statement's placeholders; maxStatementBytes its values,
+// which must stay under the server's max_allowed_packet (16 MB by default on MariaDB, 64 MB on
+// MySQL): 24 rows of 2 MB made a 48 MB REPLACE after a cut-over attempt held replay, and the
+// server dropped the connection. A row larger than maxStatementBytes goes alone (the application
+// wrote it, so the server takes it).
+const (
+	maxStatementRows  = 500
+	maxStatementBytes = 4 << 20
+)
+
+// size is what o's values weigh in a statement.
+func (o op) size() int { return rowBytes(o.row) + rowBytes(o.old) }
 
 // Write writes changes in order in one transaction and returns how many operations ran, and the
 // function that commits them (on error it has rolled back); until the commit the written rows stay
@@ -117,10 +127,7 @@ func (a *Applier) Write(ctx context.Context, changes []Change) (n int, commit fu
 		return 0, nil, fmt.Errorf("replay: begin: %w", err)
 	}
 	for start := 0; start < len(ops); {
-		end := start + 1
-		for end < len(ops) && sameRun(ops[start].kind, ops[end].kind) && end-start < a.runLimit(ops[start].kind) {
-			end++
-		}
+		end := a.runEnd(ops, start)
 		if err := a.exec(ctx, tx, ops[start:end]); err != nil {
 			tx.Rollback()
 			return 0, nil, err
@@ -146,6 +153,18 @@ func commitWithin(ctx context.Context, tx *sql.Tx) error {
 		return fmt.Errorf("replay: commit: %w", err)
 	}
 	return nil
+}
+
+// runEnd is where the statement that starts at ops[start] ends: a run of one kind, within
+// runLimit's rows and maxStatementBytes (a first row larger than that goes alone).
+func (a *Applier) runEnd(ops []op, start int) int {
+	end, bytes := start+1, ops[start].size()
+	for end < len(ops) && sameRun(ops[start].kind, ops[end].kind) && end-start < a.runLimit(ops[start].kind) &&
+		bytes+ops[end].size() <= maxStatementBytes {
+		bytes += ops[end].size()
+		end++
+	}
+	return end
 }
 
 // sameRun: upserts and deletes by key merge with their own kind into one statement; a keyless

@@ -42,6 +42,23 @@ type Change struct {
 	At Position
 }
 
+// rowBytes is what a row image's values weigh: their length for strings and bytes, 8 for the
+// rest. It bounds replay's batches and statements, whatever the width of the table's rows.
+func rowBytes(row []any) int {
+	n := 0
+	for _, v := range row {
+		switch v := v.(type) {
+		case []byte:
+			n += len(v)
+		case string:
+			n += len(v)
+		default:
+			n += 8
+		}
+	}
+	return n
+}
+
 // ErrPartialJSON means a row event holds only a change to a JSON value, not the value: MySQL
 // writes such events for InnoDB tables when a session sets binlog_row_value_options=PARTIAL_JSON.
 // Replay writes whole rows, so it stops instead of guessing (a rollback's source is InnoDB).

@@ -14,8 +14,11 @@ import (
 // idle for batchIdleGap or maxBatchDelay after its first event: waiting longer for events that are
 // not coming would add that delay to every catch-up. While nobody waits, a batch keeps collecting
 // for patientBatchDelay; a WaitFor call cuts it short.
+// maxBatchBytes bounds what a batch holds in memory, whatever the width of the table's rows (2000
+// changes of 2 MB rows would be 8 GB with their before images).
 const (
 	maxBatchChanges   = 2000
+	maxBatchBytes     = 16 << 20
 	frugalBatchDelay  = 5 * time.Second
 	maxBatchDelay     = 20 * time.Millisecond
 	batchIdleGap      = time.Millisecond
@@ -176,7 +179,7 @@ func (r *Replayer) collect(ctx context.Context) ([]Change, Position, Position, e
 		return nil, Position{}, Position{}, err
 	}
 	r.pending.Store(eventTime(item.Time, time.Now()).UnixNano())
-	b := collected{changes: item.Changes}
+	var b collected
 	b.add(item)
 	select { // a hurry from a wait that may have ended since: waited says whether one goes on
 	case <-r.hurry:
@@ -200,14 +203,24 @@ func (r *Replayer) collect(ctx context.Context) ([]Change, Position, Position, e
 // collected is a batch being read.
 type collected struct {
 	changes       []Change
+	bytes         int // the changes' row images (rowBytes)
 	pos, boundary Position
 }
 
 func (b *collected) add(item Item) {
+	b.changes = append(b.changes, item.Changes...)
+	for _, c := range item.Changes {
+		b.bytes += rowBytes(c.Before) + rowBytes(c.After)
+	}
 	b.pos = item.Pos
 	if item.Boundary {
 		b.boundary = item.Pos
 	}
+}
+
+// full reports whether the batch holds as much as one may (the batch limits).
+func (b *collected) full() bool {
+	return len(b.changes) >= maxBatchChanges || b.bytes >= maxBatchBytes
 }
 
 // collectPatiently adds events for up to patientBatchDelay while nobody waits for replay. It
@@ -226,7 +239,7 @@ func (r *Replayer) collectPatiently(ctx context.Context, b *collected) error {
 		case <-waitCtx.Done():
 		}
 	}()
-	for len(b.changes) < maxBatchChanges {
+	for !b.full() {
 		item, err := r.stream.Next(waitCtx)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -240,7 +253,6 @@ func (r *Replayer) collectPatiently(ctx context.Context, b *collected) error {
 		if !r.more(item) {
 			return errStopped
 		}
-		b.changes = append(b.changes, item.Changes...)
 		b.add(item)
 	}
 	r.behind.Store(true) // full: more events were waiting
@@ -254,7 +266,7 @@ var errStopped = errors.New("replay stopped at a barrier")
 // passed: someone waits for this batch.
 func (r *Replayer) collectPromptly(ctx context.Context, b *collected) error {
 	deadline := time.Now().Add(maxBatchDelay)
-	for len(b.changes) < maxBatchChanges {
+	for !b.full() {
 		wait := time.Until(deadline)
 		if wait <= 0 {
 			r.behind.Store(true)
@@ -276,7 +288,6 @@ func (r *Replayer) collectPromptly(ctx context.Context, b *collected) error {
 		if !r.more(item) {
 			return nil
 		}
-		b.changes = append(b.changes, item.Changes...)
 		b.add(item)
 	}
 	return nil
