@@ -211,6 +211,13 @@ func (t *Throttler) staleAfter() time.Duration {
 }
 
 func (t *Throttler) checkThreads(ctx context.Context) {
+	// On an account with hourly limits every statement counts against the application's own
+	// (Config.Account): with no limit set, Threads_running is not read (it was 14,400 statements
+	// an hour, more than the lock-wait poll; TestAccountLimitsKeepApplyWithin). A limit set live
+	// is read from the next tick.
+	if t.cfg.Account != nil && t.threadsLimit() == 0 {
+		return
+	}
 	ctx, cancel := context.WithTimeout(ctx, t.checkTimeout())
 	defer cancel()
 	var name string
@@ -220,6 +227,12 @@ func (t *Throttler) checkThreads(ctx context.Context) {
 		return // stopping
 	}
 	t.record(func() { t.threads = sample{value: n, err: err, at: time.Now()} })
+}
+
+func (t *Throttler) threadsLimit() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.maxThreads
 }
 
 // record applies a measurement, re-evaluates (logging a change) and wakes waiters.
