@@ -265,7 +265,9 @@ func (c *Chunker) took(s Step, took time.Duration) {
 	}
 	size := s.Size
 	ideal := int(float64(size) * float64(s.Target) / float64(took))
-	c.size.Store(int64(max(min(ideal, size*2, c.pace.MaxChunk), size/2, minChunk)))
+	// MaxChunk is a hard cap, below minChunk too (a client-side copy's chunks of wide rows, a
+	// Galera node's write sets).
+	c.size.Store(int64(min(max(min(ideal, size*2), size/2, minChunk), c.pace.MaxChunk)))
 	c.sizedFor.Store(int64(s.Target))
 }
 

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/enginemig/enginemig/internal/db/dbconn"
+	"github.com/enginemig/enginemig/internal/db/table"
 	"github.com/enginemig/enginemig/internal/testkit/sandboxtest"
 )
 
@@ -153,5 +154,31 @@ func watchHeap() (stop func() int64) {
 		close(done)
 		<-finished
 		return max(peak.Load()-base, 0)
+	}
+}
+
+// A client-side copy reads each chunk whole into enginemig, and the next while it writes one: its
+// chunks are capped at clientChunkBytes of the table's average row, below a Galera node's cap
+// when that is higher. (Uncapped, the 100 rows of 2 MB above were one chunk: the heap grew by 239
+// MB; capped, 100-137 MB, the rest being the copy's own writes read back from the binlog.)
+func TestClientSideChunksCappedByBytes(t *testing.T) {
+	for _, c := range []struct {
+		clientSide  bool
+		rows, bytes int64
+		galera      int
+		want        int
+	}{
+		{true, 100, 100 * wideRow, 0, clientChunkBytes / wideRow},
+		{true, 1_000_000, 200_000_000, 0, clientChunkBytes / 200},
+		{true, 100, 100 * 64 * wideRow, 0, 1}, // rows larger than the cap: one at a time
+		{true, 100, 100 * wideRow, 2, 2},      // Galera's cap is lower
+		{false, 100, 100 * wideRow, 0, 0},     // server-side: no cap
+		{false, 100, 100 * wideRow, 7, 7},
+	} {
+		m := &migrator{ti: &table.Info{Rows: c.rows, DataLength: c.bytes}, galeraMaxChunk: c.galera}
+		m.opts.ClientSide = c.clientSide
+		if got := m.copyMaxChunk(); got != c.want {
+			t.Errorf("client-side %v, %d rows of %d bytes, Galera's cap %d: cap %d, want %d", c.clientSide, c.rows, c.bytes/c.rows, c.galera, got, c.want)
+		}
 	}
 }
