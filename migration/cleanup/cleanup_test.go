@@ -38,7 +38,7 @@ func TestCleanupDropsLeftoversAndKeepsTheOriginal(t *testing.T) {
 	if len(res.Kept) != 1 || !strings.HasPrefix(res.Kept[0], "_t_old ") || !strings.Contains(res.Kept[0], "--drop-old") {
 		t.Errorf("kept %q, want _t_old and how to drop it", res.Kept)
 	}
-	if got := objects(t, db, schema); got != "_t_old MyISAM, t MyISAM" {
+	if got := sandboxtest.Objects(t, db, schema); got != "_t_old MyISAM, t MyISAM" {
 		t.Errorf("left %s, want the table and its kept original", got)
 	}
 	if n := count(t, db, schema, "t"); n != 20 {
@@ -60,7 +60,7 @@ func TestCleanupDropOldDropsTheKeptOriginal(t *testing.T) {
 	if !slices.Equal(res.Dropped, []string{"_t_old"}) || len(res.Kept) != 0 {
 		t.Errorf("dropped %q, kept %q; want _t_old dropped and nothing kept", res.Dropped, res.Kept)
 	}
-	if got := objects(t, db, schema); got != "t InnoDB" {
+	if got := sandboxtest.Objects(t, db, schema); got != "t InnoDB" {
 		t.Errorf("left %s, want only the converted table", got)
 	}
 }
@@ -84,7 +84,7 @@ func TestCleanupAfterADeadCopy(t *testing.T) {
 	if err := shadow.Install(ctx, shadow.Config{DB: db, Source: ti, Target: "_t_new", Mode: shadow.Triggers, ChangeLog: table.ChangeLogName("t", false)}); err != nil {
 		t.Fatal(err)
 	}
-	capture := objects(t, db, schema)
+	capture := sandboxtest.Objects(t, db, schema)
 	if !strings.Contains(capture, "trigger ") || !strings.Contains(capture, table.ChangeLogName("t", false)) {
 		t.Fatalf("no capture to clean up: %s", capture)
 	}
@@ -103,7 +103,7 @@ func TestCleanupAfterADeadCopy(t *testing.T) {
 	if len(res.Dropped) < 2 || res.Dropped[len(res.Dropped)-1] != "_t_new" || !slices.Contains(res.Dropped, table.ChangeLogName("t", false)) {
 		t.Errorf("dropped %q, want the capture's triggers and change log, then _t_new", res.Dropped)
 	}
-	if got, want := objects(t, db, schema), table.OwnTableName(schema, "migrations")+" InnoDB, t MyISAM"; got != want {
+	if got, want := sandboxtest.Objects(t, db, schema), table.OwnTableName(schema, "migrations")+" InnoDB, t MyISAM"; got != want {
 		t.Errorf("left %s, want %s", got, want)
 	}
 	sandboxtest.MustExec(t, db, "INSERT INTO t VALUES (21, 21)") // the application writes again
@@ -185,13 +185,13 @@ func TestCleanupRefusals(t *testing.T) {
 				}
 				defer held.Close()
 			}
-			before := objects(t, db, schema)
+			before := sandboxtest.Objects(t, db, schema)
 			res, err := cleanup.Run(ctx, db, cleanup.Options{Conn: conn(), Schema: target, Table: c.table, StateSchema: schema})
-			mustRefuse(t, err, c.code, c.what, c.remedy)
+			sandboxtest.MustRefuse(t, err, c.code, c.what, c.remedy)
 			if res != nil && len(res.Dropped) > 0 {
 				t.Errorf("a refused cleanup reports %q dropped", res.Dropped)
 			}
-			if after := objects(t, db, schema); after != before {
+			if after := sandboxtest.Objects(t, db, schema); after != before {
 				t.Errorf("the refusal changed the database: before %s; after %s", before, after)
 			}
 			if n := count(t, db, schema, "_t_new"); n != 1 {

@@ -22,9 +22,7 @@ func TestMain(m *testing.M) {
 }
 
 // conn is the sandbox's root account as enginemig's connection settings.
-func conn() dbconn.Config {
-	return dbconn.Config{Host: "127.0.0.1", Port: srv.Port, User: "root", SSLMode: dbconn.SSLDisabled}
-}
+func conn() dbconn.Config { return sandboxtest.RootConfig(srv) }
 
 // quiet is the logger of runs whose log the test does not read.
 var quiet = slog.New(slog.DiscardHandler)

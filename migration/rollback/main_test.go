@@ -3,15 +3,11 @@ package rollback_test
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"log/slog"
 	"os"
-	"slices"
-	"strings"
 	"testing"
 
 	"github.com/enginemig/enginemig/internal/db/dbconn"
-	"github.com/enginemig/enginemig/internal/db/outcome"
 	"github.com/enginemig/enginemig/internal/sandbox"
 	"github.com/enginemig/enginemig/internal/testkit/sandboxtest"
 	"github.com/enginemig/enginemig/migration"
@@ -29,9 +25,7 @@ func TestMain(m *testing.M) {
 var quiet = slog.New(slog.DiscardHandler)
 
 // conn is the sandbox's root account as enginemig's connection settings.
-func conn() dbconn.Config {
-	return dbconn.Config{Host: "127.0.0.1", Port: srv.Port, User: "root", SSLMode: dbconn.SSLDisabled}
-}
+func conn() dbconn.Config { return sandboxtest.RootConfig(srv) }
 
 // control is a pool opened as apply and rollback open theirs.
 func control(t *testing.T) *sql.DB {
@@ -65,47 +59,17 @@ func run(db *sql.DB, schema string) (*rollback.Result, error) {
 	return rollback.Run(context.Background(), db, rollback.Options{Conn: conn(), Schema: schema, Table: "t", StateSchema: schema, Logger: quiet})
 }
 
-// mustRefuse fails the test unless err is an outcome error with code whose message says what and
-// whose remedy says remedy: a refusal that does not say what is wrong and what to do is no help.
-func mustRefuse(t *testing.T, err error, code outcome.Code, what, remedy string) {
-	t.Helper()
-	var oe *outcome.Error
-	if !errors.As(err, &oe) {
-		t.Fatalf("got %v, want a %s error saying %q", err, code.Name(), what)
-	}
-	if oe.Code != code || !strings.Contains(oe.Err.Error(), what) || !strings.Contains(oe.Remedy, remedy) {
-		t.Fatalf("got %s %q (remedy %q), want %s saying %q with a remedy saying %q", oe.Code.Name(), oe.Err, oe.Remedy, code.Name(), what, remedy)
-	}
-}
-
 // snapshot lists the tables (with their engines) and triggers of schema, and the stages of the
 // migrations recorded there, so that a test can show a refusal left everything as it found it.
 func snapshot(t *testing.T, db *sql.DB, schema string) string {
 	t.Helper()
-	rows, err := db.Query(`SELECT CONCAT(TABLE_NAME, ' ', COALESCE(ENGINE, TABLE_TYPE)) FROM information_schema.TABLES WHERE TABLE_SCHEMA = ?
-		UNION ALL SELECT CONCAT('trigger ', TRIGGER_NAME) FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = ?`, schema, schema)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var s string
-		if err := rows.Scan(&s); err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, s)
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	slices.Sort(out)
+	out := sandboxtest.Objects(t, db, schema)
 	if states, err := state.NewStore(db, schema).List(context.Background(), "", ""); err == nil {
 		for _, st := range states {
-			out = append(out, st.Table+" "+st.Stage.String())
+			out += ", " + st.Table + " " + st.Stage.String()
 		}
 	}
-	return strings.Join(out, ", ")
+	return out
 }
 
 // contents is schema.name's rows, in key order.
