@@ -18,7 +18,7 @@ import (
 // changes of 2 MB rows would be 8 GB with their before images).
 const (
 	maxBatchChanges   = 2000
-	maxBatchBytes     = 16 << 20
+	maxBatchBytes     = 8 << 20
 	frugalBatchDelay  = 5 * time.Second
 	maxBatchDelay     = 20 * time.Millisecond
 	batchIdleGap      = time.Millisecond
