@@ -38,37 +38,14 @@ type Config struct {
 	// ClientSide reads rows into enginemig and writes them back instead of one REPLACE ... SELECT
 	// per chunk: the source lock is then held only for the read, at a much higher total cost.
 	ClientSide bool
-	// Stage says which chunks are staged (staged.go): StageContended by default.
-	Stage StagePolicy
 	// Workers is how many chunks may be copied at once while nobody waits for the table
 	// (parallel.go); 0 or 1 copies one at a time.
 	Workers int
-	// AlwaysParallel keeps Workers chunks in flight even while other clients wait (tests of the
-	// parallel path; such chunks are never staged and never rest).
-	AlwaysParallel bool
-	// OvertakeDelay is a fault-injection point for tests: parallel chunks with odd numbers wait
-	// this long before they begin, so that the next chunk overtakes them and finishes first.
-	OvertakeDelay time.Duration
 	// WriteApart: a keyless table's chunks are written after their session lets the source go,
 	// not under its lock (a Galera node: keyless.go).
 	WriteApart bool
-	// ChunkLocked is a test seam: called by each keyless chunk while its session holds the
-	// source locked, before the chunk's rows are written.
-	ChunkLocked func()
-	Logger      *slog.Logger // may be nil
+	Logger     *slog.Logger // may be nil
 }
-
-// StagePolicy chooses the server-side chunks that go through the stage table.
-type StagePolicy int
-
-const (
-	// StageContended stages a chunk when other clients waited for the table before it.
-	StageContended StagePolicy = iota
-	// StageAlways stages every chunk (tests of the staged path).
-	StageAlways
-	// StageNever copies every chunk in one statement.
-	StageNever
-)
 
 // Copier copies one table.
 type Copier struct {
@@ -159,7 +136,7 @@ func (c *Copier) serverSideStep(ctx context.Context, par *workers, s Step, relea
 	if err := c.throttle(par.context()); err != nil {
 		return err
 	}
-	if c.alongside(s) {
+	if c.alongside(ctx, s) {
 		seq := c.handOut()
 		par.run(func(ctx context.Context) error { return c.copyAlongside(ctx, s, seq) })
 		release(0, 0)
@@ -216,7 +193,7 @@ func (c *Copier) copyChunk(ctx context.Context, r table.Range, contended bool, r
 		}
 		return ch, err
 	}
-	if c.cfg.Stage == StageAlways || (contended && c.cfg.Stage == StageContended) {
+	if c.staging(ctx, contended) {
 		if ch, ok, err := c.copyStaged(ctx, r, released); ok || err != nil {
 			return ch, err
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/enginemig/enginemig/internal/db/dbconn"
 	"github.com/enginemig/enginemig/internal/db/mdl"
 	"github.com/enginemig/enginemig/internal/db/table"
+	"github.com/enginemig/enginemig/internal/faults"
 )
 
 // Marker is the capture's side of a keyless table's copy (shadow/order.go, rule 5). Without a
@@ -26,9 +27,10 @@ type Marker interface {
 }
 
 // keylessConfig is what a keyless copy allows: one chunk at a time, each read in a locked
-// session of its own (copyMarked), so neither parallel chunks, staging nor client-side reads.
+// session of its own (copyMarked), so neither parallel chunks, staging (staging) nor client-side
+// reads.
 func keylessConfig(cfg Config) Config {
-	cfg.Workers, cfg.AlwaysParallel, cfg.Stage, cfg.ClientSide = 0, false, StageNever, false
+	cfg.Workers, cfg.ClientSide = 0, false
 	return cfg
 }
 
@@ -74,8 +76,8 @@ func (c *Copier) underMark(ctx context.Context, conn *sql.Conn, lock, written, q
 	if copied, err = c.mark.Mark(ctx, conn); err != nil {
 		return nil, nil, 0, fmt.Errorf("mark the capture's position: %w", err)
 	}
-	if c.cfg.ChunkLocked != nil {
-		c.cfg.ChunkLocked()
+	if f := faults.Of(ctx).ChunkLocked; f != nil {
+		f()
 	}
 	if res, err = dbconn.ExecWhole(ctx, conn, written, query, args...); err != nil {
 		return nil, nil, 0, fmt.Errorf("keyless chunk: %w", err)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/enginemig/enginemig/internal/db/dbconn"
 	"github.com/enginemig/enginemig/internal/db/table"
+	"github.com/enginemig/enginemig/internal/faults"
 )
 
 // A staged chunk holds the source only while its rows are read into a temporary MyISAM table
@@ -19,6 +20,22 @@ import (
 //
 // The stage belongs to one session, so staged chunks run on one connection held for the copy.
 // Without the CREATE TEMPORARY TABLES privilege the copy stays direct (logged once).
+
+// staging reports whether a chunk goes through the stage: while other clients wait for the table
+// (contended), unless a test forces the choice (faults.Hooks.CopyStage), and never for a keyless
+// table, whose chunks each hold the source in a session of their own (keylessConfig).
+func (c *Copier) staging(ctx context.Context, contended bool) bool {
+	if c.q.Keyless() {
+		return false
+	}
+	switch faults.Of(ctx).CopyStage {
+	case faults.Always:
+		return true
+	case faults.Never:
+		return false
+	}
+	return contended
+}
 
 // copyStaged copies r through the stage; ok is false when there is no stage (copy directly).
 func (c *Copier) copyStaged(ctx context.Context, r table.Range, released func(held time.Duration)) (ch chunkCopy, ok bool, err error) {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/enginemig/enginemig/internal/db/dbconn"
 	"github.com/enginemig/enginemig/internal/db/table"
+	"github.com/enginemig/enginemig/internal/faults"
 	"github.com/enginemig/enginemig/pace/lockwait"
 	"github.com/go-sql-driver/mysql"
 )
@@ -44,19 +45,8 @@ type Config struct {
 	// Observer, when set, is told of waits before an attempt and of each attempt's end, for the
 	// runner's status and metrics.
 	Observer Observer
-	// OnRenameQueued is a fault-injection point for tests: called with the lock-holding
-	// connection's id once the rename waits behind the lock (in the gated swap back: the
-	// gate-holding connection's, once the rename waits at the gate).
-	OnRenameQueued func(lockConnID int64)
-	// GateWait bounds how long the gated swap back waits for its rename to reach the gate
-	// (0: gateQueueWait); tests shorten it, and with it the gate session's idle limit.
-	GateWait time.Duration
 	// Galera swaps without a sentry, in a way that cannot wedge a Galera node (attemptGalera).
 	Galera bool
-	// OnLocked is a fault-injection point for tests: called once the tables are locked, before
-	// the target catches up (in the gated swap back: once the target caught up, just before the
-	// rename is sent).
-	OnLocked func()
 }
 
 // Observer watches the cut-over from the runner.
@@ -393,8 +383,8 @@ func renameBehindLock(ctx context.Context, db *sql.DB, connA *sql.Conn, idA int6
 		<-renameDone
 		return false, err
 	}
-	if cfg.OnRenameQueued != nil {
-		cfg.OnRenameQueued(idA)
+	if f := faults.Of(ctx).OnRenameQueued; f != nil {
+		f(idA)
 	}
 	if _, err := connA.ExecContext(ctx, table.DropTable(sw.Schema, sw.Sentry)); err != nil {
 		killQuery(db, idB)

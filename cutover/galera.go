@@ -11,6 +11,7 @@ import (
 
 	"github.com/enginemig/enginemig/internal/db/dbconn"
 	"github.com/enginemig/enginemig/internal/db/table"
+	"github.com/enginemig/enginemig/internal/faults"
 	"github.com/enginemig/enginemig/pace/lockwait"
 )
 
@@ -106,8 +107,8 @@ func renameQueued(ctx context.Context, db *sql.DB, idA int64, probe *queueProbe,
 		renameDone <- err
 	}()
 	queued := waitUntilBlocked(ctx, db, idB, probe, watched, cfg.LockWait)
-	if queued == nil && cfg.OnRenameQueued != nil {
-		cfg.OnRenameQueued(idA)
+	if f := faults.Of(ctx).OnRenameQueued; queued == nil && f != nil {
+		f(idA)
 	}
 	unlock()
 	err = <-renameDone

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/enginemig/enginemig/internal/db/table"
+	"github.com/enginemig/enginemig/internal/faults"
 	"github.com/enginemig/enginemig/pace/lockwait"
 )
 
@@ -41,7 +42,7 @@ const gateQueueWait = 30 * time.Second
 // While the rename waits at the gate (steps 4-5) every commit of this node waits behind it, so
 // step 4 is bounded by CatchUp. Before step 3 a failure changes nothing and the attempt is
 // retried. After it, the rename cannot be withdrawn (the other nodes have run it): if it does
-// not reach the gate within Config.GateWait or step 4 fails, the gate opens anyway and the swap
+// not reach the gate within gateQueueWait or step 4 fails, the gate opens anyway and the swap
 // is reported with ErrRenamedLate, because changes committed in between may be missing from To.
 // So is a rename whose answer was lost with its connection and which the tables show went
 // through.
@@ -68,7 +69,7 @@ func attemptGaleraGate(ctx context.Context, db *sql.DB, sw Swap, target Target, 
 	// Should enginemig lose the server without the server seeing the connection close, the server
 	// drops A's idle session after this, and the rename, if it waits at the gate, goes on. A is
 	// idle for two catch-ups and the rename's way to the gate at most.
-	idleLimit := int((cfg.gateWait() + 2*cfg.CatchUp).Seconds()) + 2
+	idleLimit := int((gateWait(ctx) + 2*cfg.CatchUp).Seconds()) + 2
 	if _, err := connA.ExecContext(ctx, fmt.Sprintf("SET SESSION wait_timeout = %d", idleLimit)); err != nil {
 		return 0, "", err
 	}
@@ -109,16 +110,16 @@ func attemptGaleraGate(ctx context.Context, db *sql.DB, sw Swap, target Target, 
 	if err := noDDL(ctx, db, "before the rename"); err != nil {
 		return 0, pos, err
 	}
-	if cfg.OnLocked != nil {
-		cfg.OnLocked()
+	if f := faults.Of(ctx).OnLocked; f != nil {
+		f()
 	}
 	return renameAtGate(ctx, db, sw, cfg, idA, pos, catchUp, release)
 }
 
-// gateWait is GateWait, or gateQueueWait when it is not set.
-func (cfg Config) gateWait() time.Duration {
-	if cfg.GateWait > 0 {
-		return cfg.GateWait
+// gateWait is gateQueueWait, or a test's shorter wait (faults.Hooks.GateWait).
+func gateWait(ctx context.Context) time.Duration {
+	if d := faults.Of(ctx).GateWait; d > 0 {
+		return d
 	}
 	return gateQueueWait
 }
@@ -142,7 +143,7 @@ func renameAtGate(ctx context.Context, db *sql.DB, sw Swap, cfg Config, idA int6
 		done <- err
 	}()
 	sent := time.Now()
-	atGate, ended, err := waitAtGate(ctx, db, idB, done, cfg.gateWait())
+	atGate, ended, err := waitAtGate(ctx, db, idB, done, gateWait(ctx))
 	if ended && err != nil { // refused before it was ordered (nothing renamed anywhere), or its answer lost
 		return 0, pos, renameFailed(ctx, db, sw, idB, pos, err, fmt.Errorf("%w: the rename's answer was lost", ErrRenamedLate))
 	}
@@ -154,8 +155,8 @@ func renameAtGate(ctx context.Context, db *sql.DB, sw Swap, cfg Config, idA int6
 	case ended:
 		late = fmt.Errorf("%w: the rename went through while the gate was held (the gate did not hold it)", ErrRenamedLate)
 	case atGate:
-		if cfg.OnRenameQueued != nil {
-			cfg.OnRenameQueued(idA)
+		if f := faults.Of(ctx).OnRenameQueued; f != nil {
+			f(idA)
 		}
 		if at, cerr := catchUp(); cerr != nil { // pos stays the last position To reached
 			late = fmt.Errorf("%w: %s did not catch up within %s while the rename waited at the gate (%v)", ErrRenamedLate, sw.To, cfg.CatchUp, cerr)
@@ -163,7 +164,7 @@ func renameAtGate(ctx context.Context, db *sql.DB, sw Swap, cfg Config, idA int6
 			pos = at
 		}
 	default:
-		late = fmt.Errorf("%w: the rename did not reach the gate within %s", ErrRenamedLate, cfg.gateWait())
+		late = fmt.Errorf("%w: the rename did not reach the gate within %s", ErrRenamedLate, gateWait(ctx))
 	}
 	select {
 	case err := <-done: // the gate let it through early (A's session killed?)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/enginemig/enginemig/internal/db/mdl"
 	"github.com/enginemig/enginemig/internal/db/table"
+	"github.com/enginemig/enginemig/internal/faults"
 	"github.com/enginemig/enginemig/pace/lockwait"
 	"github.com/go-sql-driver/mysql"
 )
@@ -42,12 +43,13 @@ func lockSessionLimit(cfg Config) time.Duration {
 	return time.Duration(math.Ceil((cfg.LockWait + cfg.CatchUp + lockSessionSlack).Seconds())) * time.Second
 }
 
-// whileLocked is what both swaps do once their lock is granted: tell the test seam, arrange the
-// unlock (once; a failed UNLOCK is followed by closing the connection, which releases the locks),
-// bring the target up to date under the lock, and record the position the swap stands for.
+// whileLocked is what both swaps do once their lock is granted: tell a test's hook
+// (faults.Hooks.OnLocked), arrange the unlock (once; a failed UNLOCK is followed by closing the
+// connection, which releases the locks), bring the target up to date under the lock, and record
+// the position the swap stands for.
 func whileLocked(ctx context.Context, connA *sql.Conn, sw Swap, target Target, cfg Config, rec Recorder) (unlock func(), pos string, err error) {
-	if cfg.OnLocked != nil {
-		cfg.OnLocked()
+	if f := faults.Of(ctx).OnLocked; f != nil {
+		f()
 	}
 	unlocked := false
 	unlock = func() {

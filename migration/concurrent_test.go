@@ -13,11 +13,10 @@ import (
 	"time"
 
 	"github.com/enginemig/enginemig/bench/arrival"
-	"github.com/enginemig/enginemig/copier"
 	"github.com/enginemig/enginemig/internal/db/dbconn"
+	"github.com/enginemig/enginemig/internal/faults"
 	"github.com/enginemig/enginemig/internal/sandbox"
 	"github.com/enginemig/enginemig/internal/testkit/sandboxtest"
-	"github.com/enginemig/enginemig/shadow/verify"
 )
 
 // allTypesDDL covers the column types whose values must replay exactly. The same definition is
@@ -267,32 +266,32 @@ func TestConcurrentWritersDuringCopyAndCutover(t *testing.T) {
 	for _, v := range []struct {
 		name       string
 		clientSide bool
-		stage      copier.StagePolicy
-		release    verify.Release
-		parallel   bool // two chunks in flight throughout, writers or not
+		stage      faults.Force // staged chunks
+		release    faults.Force // verification's early release of the source
+		parallel   bool         // two chunks in flight throughout, writers or not
 	}{
-		{"server-side", false, copier.StageContended, verify.ReleaseNever, false},
+		{"server-side", false, faults.Auto, faults.Never, false},
 		// The staged copy's variant also lets the source go before the target's checksum.
-		{"staged", false, copier.StageAlways, verify.ReleaseAlways, false},
-		{"client-side", true, copier.StageContended, verify.ReleaseContended, false},
-		{"parallel", false, copier.StageContended, verify.ReleaseContended, true},
+		{"staged", false, faults.Always, faults.Always, false},
+		{"client-side", true, faults.Auto, faults.Auto, false},
+		{"parallel", false, faults.Auto, faults.Auto, true},
 	} {
 		t.Run(v.name, func(t *testing.T) {
 			logs := &logLines{}
-			concurrentWriters(t, srv, appPause, func(o *Options) {
-				o.ClientSide, o.seams.Stage, o.seams.VerifyRelease, o.Logger = v.clientSide, v.stage, v.release, logs.logger()
+			concurrentWriters(t, srv, appPause, func(o *Options, h *faults.Hooks) {
+				o.ClientSide, h.CopyStage, h.VerifyRelease, o.Logger = v.clientSide, v.stage, v.release, logs.logger()
 				if v.parallel {
 					// Every other chunk starts late, so the next one finishes first and replay
 					// meets chunks written past one not yet begun (copier/progress.go).
-					o.CopyWorkers, o.seams.AlwaysParallel, o.seams.OvertakeDelay = 2, true, 30*time.Millisecond
+					o.CopyWorkers, h.CopyAlwaysParallel, h.OvertakeDelay = 2, true, 30*time.Millisecond
 				}
-				if v.release == verify.ReleaseAlways {
+				if v.release == faults.Always {
 					// Writes land in the pause; were replay not held (at verification's mark),
 					// the target would move on past the source's checksum and chunks would differ
 					// (repairs fail the test). The pause outlasts a patient replay batch (100 ms),
 					// which would otherwise hide an unheld replay: with 25 ms, a barrier that held
 					// nothing passed.
-					o.seams.VerifyHold = 150 * time.Millisecond
+					h.VerifyHold = 150 * time.Millisecond
 				}
 			})
 			m := regexp.MustCompile(`msg=copied .*staged_chunks=(\d+)`).FindStringSubmatch(logs.String())
@@ -300,7 +299,7 @@ func TestConcurrentWritersDuringCopyAndCutover(t *testing.T) {
 				t.Fatal("no copied line in the log")
 			}
 			t.Logf("%s chunks staged", m[1])
-			if v.stage == copier.StageAlways && m[1] == "0" {
+			if v.stage == faults.Always && m[1] == "0" {
 				t.Fatal("no chunk was staged")
 			}
 			if v.parallel && !strings.Contains(logs.String(), "workers=2") {
@@ -313,9 +312,9 @@ func TestConcurrentWritersDuringCopyAndCutover(t *testing.T) {
 	}
 }
 
-// concurrentWriters runs the central claim on srv, with opts adjusted by set. It returns the
-// writers, still owning their rows, and the database.
-func concurrentWriters(t *testing.T, srv *sandbox.Server, pause time.Duration, set func(*Options)) (string, *sql.DB, []*writer) {
+// concurrentWriters runs the central claim on srv, with opts and the run's test hooks adjusted by
+// set. It returns the writers, still owning their rows, and the database.
+func concurrentWriters(t *testing.T, srv *sandbox.Server, pause time.Duration, set func(*Options, *faults.Hooks)) (string, *sql.DB, []*writer) {
 	seed := func(t *testing.T, db *sql.DB, schema string) []*writer {
 		return seedAllTypes(t, db, schema, 6000, 4, 42) // about fifty 2 ms chunks (12000 until 2026-12-05: CI's time)
 	}
@@ -324,7 +323,7 @@ func concurrentWriters(t *testing.T, srv *sandbox.Server, pause time.Duration, s
 
 // concurrentWritersOn is concurrentWriters on the tables seed creates, compared over cols. Each
 // writer pauses for pause after each statement (0: flat out).
-func concurrentWritersOn(t *testing.T, srv *sandbox.Server, seed func(*testing.T, *sql.DB, string) []*writer, cols []string, pause time.Duration, set func(*Options)) (string, *sql.DB, []*writer) {
+func concurrentWritersOn(t *testing.T, srv *sandbox.Server, seed func(*testing.T, *sql.DB, string) []*writer, cols []string, pause time.Duration, set func(*Options, *faults.Hooks)) (string, *sql.DB, []*writer) {
 	schema, _ := sandboxtest.FreshDatabase(t, srv)
 	db := openControl(t, srv)
 	ws := seed(t, db, schema)
@@ -334,9 +333,9 @@ func concurrentWritersOn(t *testing.T, srv *sandbox.Server, seed func(*testing.T
 	// Many small chunks in the copy: more interleaving with the writers. Verification keeps
 	// apply's chunk time: its claim here is only that it repairs nothing, and each of its chunks
 	// costs a catch-up and a rest however small it is (2 ms chunks tripled its time).
-	opts.seams.CopyChunkTime = 2 * time.Millisecond
-	set(&opts)
-	res, err := Run(context.Background(), db, opts)
+	hooks := faults.Hooks{CopyChunkTime: 2 * time.Millisecond}
+	set(&opts, &hooks)
+	res, err := Run(faults.With(context.Background(), hooks), db, opts)
 	// Keep writing to the converted table for a moment: those writes must land there too.
 	time.Sleep(300 * time.Millisecond)
 	stop()
@@ -450,9 +449,8 @@ func TestCutoverWaitsForLaggingReplay(t *testing.T) {
 	ws := seedAllTypes(t, db, schema, 5000, 4, 99)
 	stop := runWriters(ws, appPause)
 	opts := testOptions(srv, schema, "t")
-	opts.seams.ReplayDelay = 100 * time.Millisecond
 	opts.SkipVerify = true // verify would hide a lossy cut-over by repairing the shadow first
-	res, err := Run(context.Background(), db, opts)
+	res, err := Run(faults.With(context.Background(), faults.Hooks{ReplayDelay: 100 * time.Millisecond}), db, opts)
 	time.Sleep(200 * time.Millisecond)
 	stop()
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/enginemig/enginemig/internal/db/outcome"
+	"github.com/enginemig/enginemig/internal/faults"
 	"github.com/enginemig/enginemig/internal/testkit/sandboxtest"
 	"github.com/enginemig/enginemig/migration/control"
 	"github.com/enginemig/enginemig/migration/state"
@@ -150,7 +151,7 @@ func TestPostponedCutoverReleasedAtDeadline(t *testing.T) {
 }
 
 // The metrics endpoint is scraped while the migration waits postponed: it shows the stage, the
-// copy's figures and the wait, labelled with the table; a change replayed slowly (a test seam
+// copy's figures and the wait, labelled with the table; a change replayed slowly (a test's hook
 // delays each replay batch 1.5 s) shows as replay lag in seconds; after the swap, the cut-over's
 // attempts and lock time.
 func TestMetricsScrapedDuringMigration(t *testing.T) {
@@ -164,7 +165,7 @@ func TestMetricsScrapedDuringMigration(t *testing.T) {
 	addr := make(chan string, 1)
 	opts.MetricsAddr = func(a string) { addr <- a }
 	opts.ProgressEvery = 50 * time.Millisecond
-	opts.seams.ReplayDelay = 1500 * time.Millisecond
+	ctx := faults.With(context.Background(), faults.Hooks{ReplayDelay: 1500 * time.Millisecond})
 	var served atomic.Value
 	var afterSwap string
 	opts.Hook = func(ctx context.Context, at Point, st *state.State) error {
@@ -177,7 +178,7 @@ func TestMetricsScrapedDuringMigration(t *testing.T) {
 	var res *Result
 	go func() {
 		var err error
-		res, err = Run(context.Background(), db, opts)
+		res, err = Run(ctx, db, opts)
 		done <- err
 	}()
 	url := "http://" + <-addr + "/metrics"

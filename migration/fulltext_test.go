@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/enginemig/enginemig/internal/db/dbconn"
+	"github.com/enginemig/enginemig/internal/faults"
 	"github.com/enginemig/enginemig/internal/testkit/sandboxtest"
 	"github.com/enginemig/enginemig/migration/state"
 	"github.com/enginemig/enginemig/plan"
@@ -180,7 +181,7 @@ func TestFulltextBuiltAfterTheCopyAnswersAsMyISAM(t *testing.T) {
 				return nil
 			}
 			hookDB = openControl(t, srv)
-			schema, db, _ := concurrentWritersOn(t, srv, seedPosts(v.extra, 6000, 4), []string{"id", "author", "subject", "body"}, appPause, func(o *Options) {
+			schema, db, _ := concurrentWritersOn(t, srv, seedPosts(v.extra, 6000, 4), []string{"id", "author", "subject", "body"}, appPause, func(o *Options, _ *faults.Hooks) {
 				o.Capture, o.Hook = v.capture, hook
 			})
 			t.Log(strings.Join(seen, "; "))

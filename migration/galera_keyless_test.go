@@ -12,6 +12,7 @@ import (
 	"github.com/enginemig/enginemig/internal/db/dbconn"
 	"github.com/enginemig/enginemig/internal/db/outcome"
 	"github.com/enginemig/enginemig/internal/db/table"
+	"github.com/enginemig/enginemig/internal/faults"
 	"github.com/enginemig/enginemig/internal/testkit/ackload"
 	"github.com/enginemig/enginemig/internal/testkit/sandboxtest"
 	"github.com/enginemig/enginemig/migration/rollback"
@@ -38,7 +39,8 @@ func galeraKeyless(t *testing.T, c *sandboxtest.Cluster) {
 		t.Fatal("a refused apply changed the table")
 	}
 	opts.KeepKeyless = false
-	ddls := galeraChunkDDL(t, db, schema, &opts)
+	hooks := faults.Hooks{}
+	ddls := galeraChunkDDL(t, db, schema, &hooks)
 
 	run := func(what string, fn func() error) {
 		t.Helper()
@@ -62,7 +64,7 @@ func galeraKeyless(t *testing.T, c *sandboxtest.Cluster) {
 		sameMultiset(t, db, schema, "t", "ref")
 	}
 	run("apply", func() error {
-		res, err := runBounded(t, opts, c)
+		res, err := runBounded(faults.With(context.Background(), hooks), t, opts, c)
 		ddls.check(t)
 		if err == nil {
 			t.Logf("apply: %d rows copied, %d changes replayed, verify %+v", res.RowsCopied, res.CaptureChanges, res.Verify)
@@ -87,7 +89,7 @@ func galeraKeyless(t *testing.T, c *sandboxtest.Cluster) {
 
 	ropts := rollback.Options{Conn: opts.Conn, Schema: schema, Table: "t", StateSchema: opts.StateSchema, Logger: opts.Logger, Cutover: cutover.DefaultConfig()}
 	run("rollback", func() error {
-		rres, err := rollbackBounded(t, db, ropts, c)
+		rres, err := rollbackBounded(context.Background(), t, db, ropts, c)
 		if err == nil {
 			t.Logf("rollback: %d changes replayed", rres.CaptureChanges)
 		}
@@ -104,7 +106,7 @@ func galeraKeyless(t *testing.T, c *sandboxtest.Cluster) {
 }
 
 // chunkDDL are statements in total-order isolation sent, one at a time, each while a copy chunk
-// holds the source locked (seams.ChunkLocked): a chunk that wrote the shadow under its
+// holds the source locked (faults.Hooks.ChunkLocked): a chunk that wrote the shadow under its
 // lock would then wait for the statement while the statement waits for the lock (of the shadow),
 // or for the chunk's commit ordered after it: a wedged node.
 type chunkDDL struct {
@@ -120,23 +122,23 @@ type ddlDone struct {
 	err  error
 }
 
-// galeraChunkDDL arms opts with the statements: an OPTIMIZE of another InnoDB table, a trigger
-// created and dropped on it, and an OPTIMIZE of the shadow (a maintenance job's).
-func galeraChunkDDL(t *testing.T, db *sql.DB, schema string, opts *Options) *chunkDDL {
+// galeraChunkDDL arms a run's hooks with the statements: an OPTIMIZE of another InnoDB table, a
+// trigger created and dropped on it, and an OPTIMIZE of the shadow (a maintenance job's).
+func galeraChunkDDL(t *testing.T, db *sql.DB, schema string, hooks *faults.Hooks) *chunkDDL {
 	t.Helper()
 	q := func(n string) string { return dbconn.QualifiedName(schema, n) }
 	sandboxtest.MustExec(t, db, "CREATE TABLE "+q("other")+" (id INT PRIMARY KEY, v INT) ENGINE=InnoDB", "INSERT INTO "+q("other")+" VALUES (1, 1), (2, 2)")
-	return armChunkDDL(db, opts,
+	return armChunkDDL(db, hooks,
 		"OPTIMIZE TABLE "+q("other"),
 		"CREATE TRIGGER "+q("other_bi")+" BEFORE INSERT ON "+q("other")+" FOR EACH ROW SET NEW.v = NEW.v + 1",
 		"DROP TRIGGER "+q("other_bi"),
 		"OPTIMIZE TABLE "+q("_t_new"))
 }
 
-// armChunkDDL arms opts with stmts, each sent while a copy chunk holds the source locked.
-func armChunkDDL(db *sql.DB, opts *Options, stmts ...string) *chunkDDL {
+// armChunkDDL arms a run's hooks with stmts, each sent while a copy chunk holds the source locked.
+func armChunkDDL(db *sql.DB, hooks *faults.Hooks, stmts ...string) *chunkDDL {
 	d := &chunkDDL{stmts: stmts, done: make(chan ddlDone, len(stmts))}
-	opts.seams.ChunkLocked = func() {
+	hooks.ChunkLocked = func() {
 		i := int(d.sent.Load())
 		if i >= len(d.stmts) || !d.busy.CompareAndSwap(false, true) {
 			return
@@ -198,8 +200,9 @@ func galeraKeylessDDLOnT(t *testing.T, c *sandboxtest.Cluster) {
 	opts := testOptions(c.Nodes[0], schema, "t")
 	opts.ChunkTime = 2 * time.Millisecond // many chunks
 
-	d := armChunkDDL(db, &opts, "OPTIMIZE TABLE "+qt)
-	_, err = runBounded(t, opts, c)
+	hooks := faults.Hooks{}
+	d := armChunkDDL(db, &hooks, "OPTIMIZE TABLE "+qt)
+	_, err = runBounded(faults.With(context.Background(), hooks), t, opts, c)
 	took := d.check(t)
 	t.Logf("apply: %v", err)
 	if outcome.CodeOf(err) != outcome.FailedSafe || !strings.Contains(err.Error(), "changed by DDL") {
@@ -221,8 +224,8 @@ func galeraKeylessDDLOnT(t *testing.T, c *sandboxtest.Cluster) {
 		t.Fatalf("t is %s after the failed apply", e)
 	}
 
-	d = armChunkDDL(db, &opts, "ANALYZE TABLE "+qt)
-	res, err := runBounded(t, opts, c)
+	d = armChunkDDL(db, &hooks, "ANALYZE TABLE "+qt)
+	res, err := runBounded(faults.With(context.Background(), hooks), t, opts, c)
 	took = d.check(t)
 	if err != nil {
 		t.Fatalf("apply with ANALYZE TABLE t sent while a chunk held t: %v", err)

@@ -14,10 +14,10 @@ import (
 	"github.com/enginemig/enginemig/internal/db/dbconn"
 	"github.com/enginemig/enginemig/internal/db/outcome"
 	"github.com/enginemig/enginemig/internal/db/table"
+	"github.com/enginemig/enginemig/internal/faults"
 	"github.com/enginemig/enginemig/internal/testkit/ackload"
 	"github.com/enginemig/enginemig/internal/testkit/sandboxtest"
 	"github.com/enginemig/enginemig/migration/rollback"
-	"github.com/enginemig/enginemig/shadow"
 )
 
 // galeraConverted converts a small t on node 1 under writers, and returns it converted on every
@@ -33,7 +33,7 @@ func galeraConverted(t *testing.T, c *sandboxtest.Cluster) (string, *sql.DB, *ac
 	stop := l.Start()
 	t.Cleanup(stop)
 	opts := testOptions(c.Nodes[0], schema, "t")
-	if _, err := runBounded(t, opts, c); err != nil {
+	if _, err := runBounded(context.Background(), t, opts, c); err != nil {
 		t.Fatalf("apply: %v", err)
 	}
 	for i, n := range c.Nodes[1:] {
@@ -48,15 +48,14 @@ func galeraConverted(t *testing.T, c *sandboxtest.Cluster) (string, *sql.DB, *ac
 }
 
 // lateRollbackOptions: the application stops writing just before the rename is sent (the
-// OnLocked seam), so that the InnoDB table set aside must hold every acknowledged write; two
-// attempts at most, so that a swap not reported as done fails fast.
-func lateRollbackOptions(opts Options, stop func()) rollback.Options {
+// OnLocked hook), so that the InnoDB table set aside must hold every acknowledged write; two
+// attempts at most, so that a swap not reported as done fails fast. The rollback runs with the
+// hooks returned.
+func lateRollbackOptions(opts Options, stop func()) (rollback.Options, faults.Hooks) {
 	ropts := rollback.Options{Conn: opts.Conn, Schema: opts.Schema, Table: "t", StateSchema: opts.StateSchema, Logger: opts.Logger, Cutover: cutover.DefaultConfig()}
-	ropts.Seams = &rollback.Seams{Shadow: shadow.Seams{ReplayDelay: 20 * time.Millisecond}}
 	ropts.Cutover.Attempts, ropts.Cutover.Backoff = 2, 50*time.Millisecond
 	var once sync.Once
-	ropts.Cutover.OnLocked = func() { once.Do(stop) }
-	return ropts
+	return ropts, faults.Hooks{ReplayDelay: 20 * time.Millisecond, OnLocked: func() { once.Do(stop) }}
 }
 
 // galeraRollbackLate: the gate's session is killed while the rename waits at it, so the rename
@@ -71,9 +70,9 @@ func lateRollbackOptions(opts Options, stop func()) rollback.Options {
 func galeraRollbackLate(t *testing.T, c *sandboxtest.Cluster) {
 	for _, settled := range []bool{false, true} {
 		schema, db, l, stop, opts := galeraConverted(t, c)
-		ropts := lateRollbackOptions(opts, stop)
+		ropts, hooks := lateRollbackOptions(opts, stop)
 		if settled {
-			ropts.Cutover.OnLocked = func() {
+			hooks.OnLocked = func() {
 				stop()
 				for end := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 					if _, diffs, err := l.Check(context.Background(), db, schema, table.OldName("t")); err == nil && len(diffs) == 0 {
@@ -86,7 +85,7 @@ func galeraRollbackLate(t *testing.T, c *sandboxtest.Cluster) {
 			}
 		}
 		killed := false
-		ropts.Cutover.OnRenameQueued = func(gate int64) {
+		hooks.OnRenameQueued = func(gate int64) {
 			if _, err := db.Exec(fmt.Sprintf("KILL %d", gate)); err != nil {
 				t.Errorf("kill the gate's session %d: %v", gate, err)
 			}
@@ -101,7 +100,7 @@ func galeraRollbackLate(t *testing.T, c *sandboxtest.Cluster) {
 				sandboxtest.MustExec(t, db, "INSERT INTO `"+schema+"`.t (id, v) VALUES (999999998, 2)")
 			}
 		}
-		res, err := rollbackBounded(t, db, ropts, c)
+		res, err := rollbackBounded(faults.With(context.Background(), hooks), t, db, ropts, c)
 		if !killed {
 			t.Fatalf("the rename never waited at the gate: %v", err)
 		}
@@ -116,7 +115,7 @@ func galeraRollbackLate(t *testing.T, c *sandboxtest.Cluster) {
 		if err == nil || !strings.Contains(err.Error(), "the rename went through before the gate was opened (was the gate's session killed?)") {
 			t.Errorf("the message does not say the rename went through before the gate was opened: %v", err)
 		}
-		checkLateSwap(t, c, db, l, ropts, err)
+		checkLateSwap(t, c, db, l, ropts, hooks, err)
 		var v int
 		if err := db.QueryRow("SELECT v FROM `" + schema + "`.t WHERE id = 999999998").Scan(&v); err != nil || v != 2 {
 			t.Errorf("the write made right after the rename: %d, %v", v, err)
@@ -124,8 +123,9 @@ func galeraRollbackLate(t *testing.T, c *sandboxtest.Cluster) {
 	}
 }
 
-// checkLateSwap checks what a swap back reported late (err) left: see galeraRollbackLate.
-func checkLateSwap(t *testing.T, c *sandboxtest.Cluster, db *sql.DB, l *ackload.Load, ropts rollback.Options, err error) {
+// checkLateSwap checks what a swap back run with hooks reported late (err) left: see
+// galeraRollbackLate.
+func checkLateSwap(t *testing.T, c *sandboxtest.Cluster, db *sql.DB, l *ackload.Load, ropts rollback.Options, hooks faults.Hooks, err error) {
 	t.Helper()
 	schema := ropts.Schema
 	t.Logf("rollback: %v", err)
@@ -163,8 +163,8 @@ func checkLateSwap(t *testing.T, c *sandboxtest.Cluster, db *sql.DB, l *ackload.
 		t.Errorf("the write after the late swap: %d, %v", v, err)
 	}
 	// The conversion is recorded as rolled back: the same rollback again has nothing to do.
-	ropts.Cutover.OnLocked, ropts.Cutover.OnRenameQueued = nil, nil
-	if _, err := rollback.Run(context.Background(), db, ropts); outcome.CodeOf(err) != outcome.Refused || !strings.Contains(err.Error(), "already rolled back") {
+	hooks.OnLocked, hooks.OnRenameQueued = nil, nil
+	if _, err := rollback.Run(faults.With(context.Background(), hooks), db, ropts); outcome.CodeOf(err) != outcome.Refused || !strings.Contains(err.Error(), "already rolled back") {
 		t.Errorf("the same rollback after the late swap: code %d, %v; want a refusal, already rolled back", outcome.CodeOf(err), err)
 	}
 }
@@ -184,12 +184,12 @@ func galeraGateIdle(t *testing.T, c *sandboxtest.Cluster) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { viaProxy.Close() })
-	ropts := lateRollbackOptions(opts, stop)
-	ropts.Cutover.GateWait = time.Second
+	ropts, hooks := lateRollbackOptions(opts, stop)
+	hooks.GateWait = time.Second
 	idleLimit := 4 * time.Second // GateWait + 2 CatchUp + 2 s
 	stalled := make(chan time.Time, 1)
 	var once sync.Once
-	ropts.Cutover.OnRenameQueued = func(int64) {
+	hooks.OnRenameQueued = func(int64) {
 		once.Do(func() {
 			proxy.stall()
 			stalled <- time.Now()
@@ -197,7 +197,10 @@ func galeraGateIdle(t *testing.T, c *sandboxtest.Cluster) {
 	}
 	type ended struct{ err error }
 	done := make(chan ended, 1)
-	go func() { _, err := rollback.Run(context.Background(), viaProxy, ropts); done <- ended{err} }()
+	go func() {
+		_, err := rollback.Run(faults.With(context.Background(), hooks), viaProxy, ropts)
+		done <- ended{err}
+	}()
 	var at time.Time
 	select {
 	case at = <-stalled:
@@ -226,7 +229,7 @@ func galeraGateIdle(t *testing.T, c *sandboxtest.Cluster) {
 		c.Stop()
 		t.Fatal("the rollback did not return within a minute of the network coming back")
 	}
-	checkLateSwap(t, c, db, l, ropts, e.err)
+	checkLateSwap(t, c, db, l, ropts, hooks, e.err)
 }
 
 // galeraApplyLost: enginemig loses the server (a network that drops everything and closes
@@ -239,7 +242,7 @@ func galeraApplyLost(t *testing.T, c *sandboxtest.Cluster) {
 	defer stop()
 	opts := testOptions(c.Nodes[0], schema, "t")
 	opts.Cutover = cutover.DefaultConfig()
-	lost := loseServerAt(t, c.Nodes[0], &opts, func(cfg *cutover.Config, f func()) { cfg.OnRenameQueued = func(int64) { f() } })
+	lost := loseServerAt(t, c.Nodes[0], &opts, func(h *faults.Hooks, f func()) { h.OnRenameQueued = func(int64) { f() } })
 	if err := lost.run(t, opts); err != nil {
 		t.Fatalf("apply whose queued rename's answer was lost: %v", err)
 	}

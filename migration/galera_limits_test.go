@@ -80,7 +80,7 @@ func galeraWriteSetLimit(t *testing.T, c *sandboxtest.Cluster) {
 	if _, err := db.Exec("INSERT INTO `" + schema + "`.big SELECT id FROM `" + schema + "`.t WHERE id <= 4500"); err == nil || !strings.Contains(err.Error(), "wsrep_max_ws_rows") {
 		t.Fatalf("a write set of 4500 rows with wsrep_max_ws_rows=4000: %v", err)
 	}
-	res, err := runBounded(t, testOptions(c.Nodes[0], schema, "t"), c)
+	res, err := runBounded(context.Background(), t, testOptions(c.Nodes[0], schema, "t"), c)
 	if err != nil {
 		t.Fatalf("apply with wsrep_max_ws_rows=4000: %v", err)
 	}

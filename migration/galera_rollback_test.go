@@ -13,17 +13,17 @@ import (
 	"github.com/enginemig/enginemig/cutover"
 	"github.com/enginemig/enginemig/internal/db/outcome"
 	"github.com/enginemig/enginemig/internal/db/table"
+	"github.com/enginemig/enginemig/internal/faults"
 	"github.com/enginemig/enginemig/internal/testkit/ackload"
 	"github.com/enginemig/enginemig/internal/testkit/sandboxtest"
 	"github.com/enginemig/enginemig/migration/cleanup"
 	"github.com/enginemig/enginemig/migration/rollback"
-	"github.com/enginemig/enginemig/shadow"
 	"github.com/go-sql-driver/mysql"
 )
 
 // galeraRollback: apply under writers on node 1, then writers on every node write the InnoDB
 // table, then rollback under them; the application moves its writes back to node 1 at the
-// swap (the test seam OnLocked: the moment just before the rename is sent, so the other nodes'
+// swap (the test's hook OnLocked: the moment just before the rename is sent, so the other nodes'
 // last writes are still on their way to node 1). Node 1's MyISAM table must hold every
 // acknowledged write, the cluster keep 3 synced nodes, and no session be left waiting.
 func galeraRollback(t *testing.T, c *sandboxtest.Cluster) {
@@ -60,7 +60,7 @@ func galeraRollback(t *testing.T, c *sandboxtest.Cluster) {
 	stop := l.Start()
 	defer stop()
 	opts := testOptions(c.Nodes[0], schema, "t")
-	if _, err := runBounded(t, opts, c); err != nil {
+	if _, err := runBounded(context.Background(), t, opts, c); err != nil {
 		t.Fatalf("apply: %v", err)
 	}
 	for i, p := range pools[1:] {
@@ -75,14 +75,14 @@ func galeraRollback(t *testing.T, c *sandboxtest.Cluster) {
 
 	ropts := rollback.Options{Conn: opts.Conn, Schema: schema, Table: "t", StateSchema: opts.StateSchema, Logger: opts.Logger, Cutover: cutover.DefaultConfig()}
 	galeraRollbackGivesUp(t, c, db, ropts)
-	ropts.Seams = &rollback.Seams{Shadow: shadow.Seams{ReplayDelay: 20 * time.Millisecond}} // replay a little behind, as under load: the gate must wait for it
-	ropts.Cutover.OnLocked = func() {
+	hooks := faults.Hooks{ReplayDelay: 20 * time.Millisecond} // replay a little behind, as under load: the gate must wait for it
+	hooks.OnLocked = func() {
 		back.Store(true)
 		inFlight.Lock()
 		inFlight.Unlock() //lint:ignore SA2001 waits for the statements in flight on nodes 2 and 3
 	}
 	begin := time.Now()
-	res, err := rollbackBounded(t, db, ropts, c)
+	res, err := rollbackBounded(faults.With(context.Background(), hooks), t, db, ropts, c)
 	if err != nil {
 		t.Fatalf("rollback: %v", err)
 	}
@@ -119,9 +119,8 @@ func galeraRollback(t *testing.T, c *sandboxtest.Cluster) {
 // and no gate is left; the same rollback can run again.
 func galeraRollbackGivesUp(t *testing.T, c *sandboxtest.Cluster, db *sql.DB, opts rollback.Options) {
 	t.Helper()
-	opts.Seams = &rollback.Seams{Shadow: shadow.Seams{ReplayDelay: 100 * time.Millisecond}}
 	opts.Cutover.CatchUp, opts.Cutover.Attempts, opts.Cutover.Backoff = 50*time.Millisecond, 2, 50*time.Millisecond
-	_, err := rollbackBounded(t, db, opts, c)
+	_, err := rollbackBounded(faults.With(context.Background(), faults.Hooks{ReplayDelay: 100 * time.Millisecond}), t, db, opts, c)
 	if outcome.CodeOf(err) != outcome.FailedSafe || !errors.Is(err, cutover.ErrGaveUp) {
 		t.Fatalf("a rollback that cannot catch up: code %d, %v", outcome.CodeOf(err), err)
 	}
@@ -136,14 +135,16 @@ func galeraRollbackGivesUp(t *testing.T, c *sandboxtest.Cluster, db *sql.DB, opt
 	}
 }
 
-func rollbackBounded(t *testing.T, db *sql.DB, opts rollback.Options, c *sandboxtest.Cluster) (*rollback.Result, error) {
+// rollbackBounded runs a rollback under ctx (which may carry the test's hooks) and fails the test,
+// instead of hanging, should it wedge the node.
+func rollbackBounded(ctx context.Context, t *testing.T, db *sql.DB, opts rollback.Options, c *sandboxtest.Cluster) (*rollback.Result, error) {
 	t.Helper()
 	type ended struct {
 		res *rollback.Result
 		err error
 	}
 	done := make(chan ended, 1)
-	go func() { res, err := rollback.Run(context.Background(), db, opts); done <- ended{res, err} }()
+	go func() { res, err := rollback.Run(ctx, db, opts); done <- ended{res, err} }()
 	select {
 	case e := <-done:
 		return e.res, e.err

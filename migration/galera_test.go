@@ -61,15 +61,16 @@ func galeraLoad(t *testing.T, c *sandboxtest.Cluster, keys bool) (string, *sql.D
 	return schema, db, l, l.Start()
 }
 
-// runBounded runs apply and fails the test, instead of hanging, should it wedge the node. Apply
-// gets connections of its own, as in production, not the application load's pool.
-func runBounded(t *testing.T, opts Options, c *sandboxtest.Cluster) (*Result, error) {
+// runBounded runs apply under ctx (which may carry the test's hooks) and fails the test, instead
+// of hanging, should it wedge the node. Apply gets connections of its own, as in production, not
+// the application load's pool.
+func runBounded(ctx context.Context, t *testing.T, opts Options, c *sandboxtest.Cluster) (*Result, error) {
 	t.Helper()
-	return runWithin(t, opts, c, 3*time.Minute)
+	return runWithin(ctx, t, opts, c, 3*time.Minute)
 }
 
 // runWithin is runBounded with a limit of its own.
-func runWithin(t *testing.T, opts Options, c *sandboxtest.Cluster, limit time.Duration) (*Result, error) {
+func runWithin(ctx context.Context, t *testing.T, opts Options, c *sandboxtest.Cluster, limit time.Duration) (*Result, error) {
 	t.Helper()
 	type ended struct {
 		res *Result
@@ -81,7 +82,7 @@ func runWithin(t *testing.T, opts Options, c *sandboxtest.Cluster, limit time.Du
 		t.Fatal(err)
 	}
 	defer db.Close()
-	go func() { res, err := Run(context.Background(), db, opts); done <- ended{res, err} }()
+	go func() { res, err := Run(ctx, db, opts); done <- ended{res, err} }()
 	select {
 	case e := <-done:
 		return e.res, e.err
@@ -116,7 +117,7 @@ func galeraApply(t *testing.T, c *sandboxtest.Cluster, keys bool) {
 			return nil
 		}
 	}
-	res, err := runBounded(t, opts, c)
+	res, err := runBounded(context.Background(), t, opts, c)
 	if err != nil {
 		t.Fatalf("apply: %v", err)
 	}
@@ -196,7 +197,7 @@ func galeraBlockedCutover(t *testing.T, c *sandboxtest.Cluster) {
 		opts.Hook = atCutover(func() { unlock = hold.hold() })
 		logs := &logLines{}
 		opts.Logger = logs.logger()
-		_, err := runBounded(t, opts, c)
+		_, err := runBounded(context.Background(), t, opts, c)
 		// An attempt may also fail on the probe's write sets waiting to be applied on node 1.
 		if outcome.CodeOf(err) != outcome.CutoverPending || !errors.Is(err, cutover.ErrGaveUp) || !strings.Contains(logs.String(), hold.says) {
 			unlock()
@@ -225,7 +226,7 @@ func galeraBlockedCutover(t *testing.T, c *sandboxtest.Cluster) {
 	t.Logf("slowest write elsewhere in the cluster during the failed attempts: %s", slowest)
 	// The same apply again swaps (the shadow was kept current).
 	opts.Hook = nil
-	if _, err := runBounded(t, opts, c); err != nil {
+	if _, err := runBounded(context.Background(), t, opts, c); err != nil {
 		t.Fatalf("apply again: %v", err)
 	}
 	checkAcked(t, db, l, stop, schema)
@@ -409,7 +410,7 @@ func galeraRowsElsewhere(t *testing.T, c *sandboxtest.Cluster) {
 	sandboxtest.MustExec(t, db1, "CREATE TABLE `"+schema+"`.t (id INT PRIMARY KEY, v INT) ENGINE=MyISAM", "INSERT INTO `"+schema+"`.t VALUES (1, 1)")
 	waitTable(t, db2, schema, "t")
 	sandboxtest.MustExec(t, db2, "INSERT INTO `"+schema+"`.t VALUES (2, 2)")
-	_, err := runBounded(t, testOptions(c.Nodes[0], schema, "t"), c)
+	_, err := runBounded(context.Background(), t, testOptions(c.Nodes[0], schema, "t"), c)
 	if outcome.CodeOf(err) != outcome.Refused || !strings.Contains(err.Error(), "[galera-rows]") || !strings.Contains(err.Error(), "several nodes") {
 		t.Fatalf("apply with rows on two nodes: code %d, %v", outcome.CodeOf(err), err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/enginemig/enginemig/cutover"
 	"github.com/enginemig/enginemig/internal/db/dbconn"
 	"github.com/enginemig/enginemig/internal/db/outcome"
+	"github.com/enginemig/enginemig/internal/faults"
 	"github.com/enginemig/enginemig/internal/testkit/ackload"
 	"github.com/enginemig/enginemig/internal/testkit/sandboxtest"
 	"github.com/enginemig/enginemig/migration/rollback"
@@ -65,7 +66,8 @@ func galeraTriggerCapture(t *testing.T, c *sandboxtest.Cluster) {
 	}
 	var armed atomic.Int32 // 1 + the index of the DDL to send, 0: none
 	ddlDone := make(chan error, 1)
-	opts.seams.SyncLocked = func() {
+	hooks := faults.Hooks{}
+	hooks.SyncLocked = func() {
 		n := armed.Swap(0)
 		if n == 0 {
 			return
@@ -120,7 +122,7 @@ func galeraTriggerCapture(t *testing.T, c *sandboxtest.Cluster) {
 		}
 		return nil
 	}
-	res, err := runBounded(t, opts, c)
+	res, err := runBounded(faults.With(context.Background(), hooks), t, opts, c)
 	if err != nil {
 		t.Logf("t_probe on node 1 now: %d", probes())
 		for i, n := range c.Nodes {
@@ -238,7 +240,7 @@ func galeraRollbackTriggers(t *testing.T, c *sandboxtest.Cluster) {
 	stop := l.Start()
 	defer stop()
 	opts := testOptions(c.Nodes[0], schema, "t")
-	if _, err := runBounded(t, opts, c); err != nil {
+	if _, err := runBounded(context.Background(), t, opts, c); err != nil {
 		t.Fatalf("apply: %v", err)
 	}
 	db2 := openControl(t, c.Nodes[1])
@@ -251,7 +253,7 @@ func galeraRollbackTriggers(t *testing.T, c *sandboxtest.Cluster) {
 		sandboxtest.MustExec(t, db2, fmt.Sprintf("INSERT INTO `%s`.t (id, v) VALUES (%d, %d)", schema, others+i, i))
 	}
 	ropts := rollback.Options{Conn: opts.Conn, Schema: schema, Table: "t", StateSchema: opts.StateSchema, Logger: opts.Logger, Cutover: cutover.DefaultConfig()}
-	res, err := rollbackBounded(t, db, ropts, c)
+	res, err := rollbackBounded(context.Background(), t, db, ropts, c)
 	if err != nil {
 		t.Fatalf("rollback: %v", err)
 	}

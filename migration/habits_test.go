@@ -13,6 +13,7 @@ import (
 	"github.com/enginemig/enginemig/cutover"
 	"github.com/enginemig/enginemig/internal/db/dbconn"
 	"github.com/enginemig/enginemig/internal/db/outcome"
+	"github.com/enginemig/enginemig/internal/faults"
 	"github.com/enginemig/enginemig/internal/testkit/ackload"
 	"github.com/enginemig/enginemig/internal/testkit/sandboxtest"
 	"github.com/enginemig/enginemig/migration/state"
@@ -641,7 +642,7 @@ func TestTriggerCaptureResumesWithAQuietTable(t *testing.T) {
 	e := newHabitEnv(t)
 	e.capture = plan.CaptureTriggers
 	opts := e.options()
-	opts.seams.CrashAtStage = string(state.StageIndexes)
+	crash := faults.With(context.Background(), faults.Hooks{CrashAtStage: string(state.StageIndexes)})
 	opts.Hook = func(_ context.Context, at Point, _ *state.State) error {
 		if at == After(state.StageCopy) {
 			e.stop()                           // quiet from here
@@ -649,7 +650,7 @@ func TestTriggerCaptureResumesWithAQuietTable(t *testing.T) {
 		}
 		return nil
 	}
-	if _, err := Run(context.Background(), e.db, opts); !errors.Is(err, errSimulatedCrash) {
+	if _, err := Run(crash, e.db, opts); !errors.Is(err, errSimulatedCrash) {
 		t.Fatalf("first run: want the simulated crash, got %v\n%s", err, e.logs)
 	}
 	var notes int
@@ -657,7 +658,7 @@ func TestTriggerCaptureResumesWithAQuietTable(t *testing.T) {
 	if notes != 0 {
 		t.Fatalf("%d notes left in the change log: the test needs it empty", notes)
 	}
-	opts.seams.CrashAtStage, opts.Hook = "", nil
+	opts.Hook = nil
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if _, err := Run(ctx, e.db, opts); err != nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/enginemig/enginemig/internal/db/dbconn"
 	"github.com/enginemig/enginemig/internal/db/outcome"
+	"github.com/enginemig/enginemig/internal/faults"
 	"github.com/enginemig/enginemig/internal/sandbox"
 	"github.com/enginemig/enginemig/internal/testkit/sandboxtest"
 	"github.com/enginemig/enginemig/migration/preflight"
@@ -183,14 +184,14 @@ func TestHostedAccountResumes(t *testing.T) {
 	logs := &logLines{}
 	opts := testOptions(srv, schema, "t")
 	opts.Conn, opts.StateSchema, opts.Logger = conn, "", logs.logger()
-	opts.seams.CopyChunkTime, opts.seams.SaveEvery = 2*time.Millisecond, 50*time.Millisecond
-	opts.seams.CrashAfterRows = resumeRows / 2
-	if _, err := Run(context.Background(), db, opts); !errors.Is(err, errSimulatedCrash) {
+	hooks := faults.Hooks{CopyChunkTime: 2 * time.Millisecond, SaveEvery: 50 * time.Millisecond}
+	hooks.CrashAfterRows = resumeRows / 2
+	if _, err := Run(faults.With(context.Background(), hooks), db, opts); !errors.Is(err, errSimulatedCrash) {
 		t.Fatalf("first run: want the simulated crash, got %v", err)
 	}
 	time.Sleep(time.Second) // writes while nothing runs: the triggers note them
-	opts.seams.CrashAfterRows = 0
-	res, err := Run(context.Background(), db, opts)
+	hooks.CrashAfterRows = 0
+	res, err := Run(faults.With(context.Background(), hooks), db, opts)
 	time.Sleep(200 * time.Millisecond)
 	stop()
 	if err != nil {

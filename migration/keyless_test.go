@@ -13,6 +13,7 @@ import (
 	"github.com/enginemig/enginemig/bench/arrival"
 	"github.com/enginemig/enginemig/internal/db/dbconn"
 	"github.com/enginemig/enginemig/internal/db/table"
+	"github.com/enginemig/enginemig/internal/faults"
 	"github.com/enginemig/enginemig/internal/sandbox"
 	"github.com/enginemig/enginemig/internal/testkit/sandboxtest"
 	"github.com/enginemig/enginemig/migration/rollback"
@@ -252,25 +253,25 @@ func keylessUnderWriters(t *testing.T, srv *sandbox.Server, ddl, walks string, r
 	// apply's own pace: its chunks are not what this test is about, and at 2 ms they made it
 	// most of the test's time (docs/testing.md).
 	// Short chunks from the first: many chunk bounds in a small table.
-	opts.seams.CopyChunkTime, opts.seams.FirstChunk = 2*time.Millisecond, 50
+	hooks := faults.Hooks{CopyChunkTime: 2 * time.Millisecond, FirstChunk: 50}
 	opts.KeepKeyless = keep
 	if crowd {
 		// Short chunks while idle too: several bounds inside runs of equal values.
-		opts.seams.IdleChunkTime = opts.seams.CopyChunkTime
+		hooks.IdleChunkTime = hooks.CopyChunkTime
 	}
 	// The one-chunk case holds writes for about a second on an idle machine; on a busy one the
 	// estimate passes plan's 1 s keyless-hold limit (its own test is in plan), which is not what
 	// this test is about.
 	opts.MaxHold = time.Minute
 	if crash {
-		opts.seams.CrashAfterRows = int64(rows / 2)
-		if _, err := Run(context.Background(), db, opts); err == nil {
+		hooks.CrashAfterRows = int64(rows / 2)
+		if _, err := Run(faults.With(context.Background(), hooks), db, opts); err == nil {
 			t.Fatal("the run meant to die during the copy succeeded")
 		}
-		opts.seams.CrashAfterRows = 0
+		hooks.CrashAfterRows = 0
 	}
 	run("apply", func() error {
-		res, err := Run(context.Background(), db, opts)
+		res, err := Run(faults.With(context.Background(), hooks), db, opts)
 		if err == nil {
 			t.Logf("copied %d rows, replayed %d changes, verify %+v", res.RowsCopied, res.CaptureChanges, res.Verify)
 			if res.Verify == nil || res.Verify.Repaired > 0 {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/enginemig/enginemig/internal/db/outcome"
+	"github.com/enginemig/enginemig/internal/faults"
 	"github.com/enginemig/enginemig/internal/sandbox"
 	"github.com/enginemig/enginemig/internal/testkit/sandboxtest"
 )
@@ -22,18 +23,19 @@ func TestResumeRestartsCleanlyWhenBinlogPurged(t *testing.T) {
 		"CREATE TABLE ref LIKE t", "INSERT INTO ref SELECT * FROM t")
 	db := openControl(t, s)
 	opts := testOptions(s, schema, "t")
-	opts.ChunkTime, opts.seams.IdleChunkTime = time.Millisecond, time.Millisecond
-	opts.ProgressEvery, opts.seams.SaveEvery = 50*time.Millisecond, 50*time.Millisecond
-	opts.seams.CrashAfterRows = 10000
-	if _, err := Run(context.Background(), db, opts); !errors.Is(err, errSimulatedCrash) {
+	hooks := faults.Hooks{IdleChunkTime: time.Millisecond}
+	opts.ChunkTime = time.Millisecond
+	opts.ProgressEvery, hooks.SaveEvery = 50*time.Millisecond, 50*time.Millisecond
+	hooks.CrashAfterRows = 10000
+	if _, err := Run(faults.With(context.Background(), hooks), db, opts); !errors.Is(err, errSimulatedCrash) {
 		t.Fatalf("want simulated crash, got %v", err)
 	}
 	sandboxtest.MustExec(t, sdb, "UPDATE t SET v = v + 1 WHERE id % 7 = 0", "UPDATE ref SET v = v + 1 WHERE id % 7 = 0")
 	purgeBinlogs(t, db)
 	var logs logLines
-	opts.seams.CrashAfterRows = 0
+	hooks.CrashAfterRows = 0
 	opts.Logger = logs.logger()
-	res, err := Run(context.Background(), db, opts)
+	res, err := Run(faults.With(context.Background(), hooks), db, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,8 +82,8 @@ func TestParallelChunkFailureIsReported(t *testing.T) {
 	}
 	db := openControl(t, s)
 	opts := testOptions(s, schema, "t")
-	opts.CopyWorkers, opts.seams.AlwaysParallel = 2, true
-	_, err := Run(context.Background(), db, opts)
+	opts.CopyWorkers = 2
+	_, err := Run(faults.With(context.Background(), faults.Hooks{CopyAlwaysParallel: true}), db, opts)
 	if err == nil || !strings.Contains(err.Error(), "max_binlog") || strings.Contains(err.Error(), "context canceled") {
 		t.Fatalf("want the chunk's own error, got %v", err)
 	}

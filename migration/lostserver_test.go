@@ -10,6 +10,7 @@ import (
 
 	"github.com/enginemig/enginemig/cutover"
 	"github.com/enginemig/enginemig/internal/db/dbconn"
+	"github.com/enginemig/enginemig/internal/faults"
 	"github.com/enginemig/enginemig/internal/sandbox"
 )
 
@@ -24,10 +25,10 @@ const lockIdleLimit = 6 * time.Second
 func TestCutoverLockEndsWhenTheServerIsLost(t *testing.T) {
 	for _, at := range []struct {
 		name string
-		set  func(*cutover.Config, func())
+		set  func(*faults.Hooks, func())
 	}{
-		{"once locked", func(c *cutover.Config, f func()) { c.OnLocked = f }},
-		{"once the rename waits", func(c *cutover.Config, f func()) { c.OnRenameQueued = func(int64) { f() } }},
+		{"once locked", func(h *faults.Hooks, f func()) { h.OnLocked = f }},
+		{"once the rename waits", func(h *faults.Hooks, f func()) { h.OnRenameQueued = func(int64) { f() } }},
 	} {
 		t.Run(at.name, func(t *testing.T) {
 			schema, db, l, stop := blockedLoad(t)
@@ -53,9 +54,10 @@ func TestCutoverLockEndsWhenTheServerIsLost(t *testing.T) {
 	}
 }
 
-// lostServer is an apply whose connections go through a proxy that stalls at a cut-over seam.
+// lostServer is an apply whose connections go through a proxy that stalls at a cut-over hook.
 type lostServer struct {
 	proxy   *stallProxy
+	hooks   faults.Hooks // the apply's
 	stalled chan time.Time
 	db      *sql.DB
 	direct  *sql.DB
@@ -63,8 +65,8 @@ type lostServer struct {
 }
 
 // loseServerAt routes opts through a stall proxy in front of s and stalls it the first time the
-// seam that set installs is called.
-func loseServerAt(t *testing.T, s *sandbox.Server, opts *Options, set func(*cutover.Config, func())) *lostServer {
+// hook that set installs is called.
+func loseServerAt(t *testing.T, s *sandbox.Server, opts *Options, set func(*faults.Hooks, func())) *lostServer {
 	t.Helper()
 	p := startStallProxy(t, fmt.Sprintf("127.0.0.1:%d", s.Port))
 	cfg := connConfig(s)
@@ -77,7 +79,7 @@ func loseServerAt(t *testing.T, s *sandbox.Server, opts *Options, set func(*cuto
 	opts.Conn = cfg
 	ls := &lostServer{proxy: p, stalled: make(chan time.Time, 1), db: via, direct: openControl(t, s), schema: opts.Schema}
 	var once sync.Once
-	set(&opts.Cutover, func() {
+	set(&ls.hooks, func() {
 		once.Do(func() {
 			p.stall()
 			ls.stalled <- time.Now()
@@ -92,14 +94,14 @@ func loseServerAt(t *testing.T, s *sandbox.Server, opts *Options, set func(*cuto
 func (ls *lostServer) run(t *testing.T, opts Options) error {
 	t.Helper()
 	done := make(chan error, 1)
-	go func() { _, err := Run(context.Background(), ls.db, opts); done <- err }()
+	go func() { _, err := Run(faults.With(context.Background(), ls.hooks), ls.db, opts); done <- err }()
 	var at time.Time
 	select {
 	case at = <-ls.stalled:
 	case err := <-done:
 		t.Fatalf("apply ended before the network was lost: %v", err)
 	case <-time.After(2 * time.Minute):
-		t.Fatal("apply did not reach the seam within 2 minutes")
+		t.Fatal("apply did not reach the hook within 2 minutes")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), lockIdleLimit+10*time.Second)
 	defer cancel()

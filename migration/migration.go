@@ -123,9 +123,6 @@ type Options struct {
 	Answers AnswersCheck
 	// Hook runs at HookPoints (nil: none). An error at start or a before-* point stops the migration.
 	Hook func(ctx context.Context, at Point, st *state.State) error
-
-	// seams are the test seams, set only by this package's tests (seams.go).
-	seams seams
 }
 
 // Progress is a snapshot for progress displays.
@@ -288,9 +285,6 @@ func (o Options) withDefaults() Options {
 	}
 	if o.ProgressEvery == 0 {
 		o.ProgressEvery = 500 * time.Millisecond
-	}
-	if o.seams.SaveEvery == 0 {
-		o.seams.SaveEvery = 2 * time.Second // how often progress is saved
 	}
 	if o.ServerID == 0 {
 		o.ServerID = 1<<30 + rand.Uint32N(1<<30)

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/enginemig/enginemig/internal/faults"
 	"github.com/enginemig/enginemig/migration/state"
 	"github.com/enginemig/enginemig/pace/lockwait"
 	"github.com/enginemig/enginemig/shadow"
@@ -96,11 +97,19 @@ func (r *recorder) snapshot() state.State {
 	return r.st
 }
 
-// track calls opts.Progress periodically (the ETA counts verification at cost's measure) and saves the checkpoint every opts.seams.SaveEvery, until the
-// returned stop is called.
+// saveEvery is how often track saves the checkpoint; a test may save more often
+// (faults.Hooks.SaveEvery).
+const saveEvery = 2 * time.Second
+
+// track calls opts.Progress periodically (the ETA counts verification at cost's measure) and saves
+// the checkpoint every saveEvery, until the returned stop is called.
 func (r *recorder) track(ctx context.Context, p *shadow.Pipeline, opts Options, start time.Time, cost func() verifyCost) (stop func()) {
 	done := make(chan struct{})
 	ctx, cancel := context.WithCancel(ctx)
+	every := saveEvery
+	if d := faults.Of(ctx).SaveEvery; d > 0 {
+		every = d
+	}
 	go func() {
 		defer close(done)
 		tick := time.NewTicker(opts.ProgressEvery)
@@ -122,7 +131,7 @@ func (r *recorder) track(ctx context.Context, p *shadow.Pipeline, opts Options, 
 				opts.Progress(prog)
 				r.last.Store(&prog)
 			}
-			if time.Since(lastSave) > opts.seams.SaveEvery {
+			if time.Since(lastSave) > every {
 				lastSave = time.Now()
 				r.update(ctx, func(*state.State) {})
 			}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/enginemig/enginemig/internal/db/outcome"
+	"github.com/enginemig/enginemig/internal/faults"
 	"github.com/enginemig/enginemig/internal/sandbox"
 	"github.com/enginemig/enginemig/internal/testkit/sandboxtest"
 	"github.com/enginemig/enginemig/migration/control"
@@ -40,14 +41,17 @@ func startReplicaRun(t *testing.T, adjust func(*Options)) *replicaRun {
 	}
 	r.db = openControl(t, r.primary)
 	r.opts = testOptions(r.primary, r.schema, "t")
-	r.opts.ChunkTime, r.opts.seams.IdleChunkTime = time.Millisecond, time.Millisecond
+	r.opts.ChunkTime = time.Millisecond
 	r.opts.Replicas = append(r.opts.Replicas, connConfig(r.replica))
 	r.opts.ProgressEvery = 50 * time.Millisecond
 	r.opts.Progress = func(p Progress) { r.copied.Store(p.RowsCopied) }
 	if adjust != nil {
 		adjust(&r.opts)
 	}
-	go func() { _, err := Run(ctx, r.db, r.opts); r.done <- err }()
+	go func() {
+		_, err := Run(faults.With(ctx, faults.Hooks{IdleChunkTime: time.Millisecond}), r.db, r.opts)
+		r.done <- err
+	}()
 	for r.copied.Load() == 0 {
 		time.Sleep(20 * time.Millisecond)
 	}

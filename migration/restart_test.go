@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/enginemig/enginemig/internal/faults"
 	"github.com/enginemig/enginemig/internal/sandbox"
 	"github.com/enginemig/enginemig/internal/testkit/sandboxtest"
 	"github.com/enginemig/enginemig/migration/state"
@@ -22,8 +23,8 @@ func TestServerRestartMidCopyResumesByItself(t *testing.T) {
 		"CREATE TABLE ref LIKE t", "INSERT INTO ref SELECT * FROM t")
 	db := openControl(t, s)
 	opts := testOptions(s, schema, "t")
-	opts.seams.CopyChunkTime = 2 * time.Millisecond // many small copy chunks under the writers; verification at apply's chunk time
-	opts.ProgressEvery, opts.seams.SaveEvery = 50*time.Millisecond, 50*time.Millisecond
+	hooks := faults.Hooks{CopyChunkTime: 2 * time.Millisecond} // many small copy chunks under the writers; verification at apply's chunk time
+	opts.ProgressEvery, hooks.SaveEvery = 50*time.Millisecond, 50*time.Millisecond
 	var logs logLines
 	restarted := make(chan struct{})
 	var once sync.Once
@@ -40,7 +41,7 @@ func TestServerRestartMidCopyResumesByItself(t *testing.T) {
 		}
 	}
 	opts.Logger = logs.logger()
-	res, err := Run(context.Background(), db, opts)
+	res, err := Run(faults.With(context.Background(), hooks), db, opts)
 	<-restarted
 	if err != nil {
 		t.Fatalf("apply did not survive the restart: %v", err)

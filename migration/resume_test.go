@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/enginemig/enginemig/internal/faults"
 	"github.com/enginemig/enginemig/internal/sandbox"
 	"github.com/enginemig/enginemig/internal/testkit/sandboxtest"
 	"github.com/enginemig/enginemig/migration/state"
@@ -58,14 +59,14 @@ func resumeAfterCrash(t *testing.T, srv *sandbox.Server, cases []crashCase) {
 				}
 			}}
 			opts := testOptions(srv, schema, "t")
-			opts.seams.CopyChunkTime = 2 * time.Millisecond // many small copy chunks under the writers; verification at apply's chunk time
-			opts.ProgressEvery, opts.seams.SaveEvery = 50*time.Millisecond, 50*time.Millisecond
-			opts.seams.CrashAfterRows, opts.seams.CrashAtStage = c.afterRows, string(c.stage)
+			hooks := faults.Hooks{CopyChunkTime: 2 * time.Millisecond} // many small copy chunks under the writers; verification at apply's chunk time
+			opts.ProgressEvery, hooks.SaveEvery = 50*time.Millisecond, 50*time.Millisecond
+			hooks.CrashAfterRows, hooks.CrashAtStage = c.afterRows, string(c.stage)
 			if c.parallel {
-				opts.CopyWorkers, opts.seams.AlwaysParallel, opts.seams.OvertakeDelay = 2, true, 30*time.Millisecond
+				opts.CopyWorkers, hooks.CopyAlwaysParallel, hooks.OvertakeDelay = 2, true, 30*time.Millisecond
 			}
 			opts.Logger = logs.logger()
-			_, err := Run(context.Background(), db, opts)
+			_, err := Run(faults.With(context.Background(), hooks), db, opts)
 			if !errors.Is(err, errSimulatedCrash) {
 				stop()
 				t.Fatalf("first run: want simulated crash, got %v", err)
@@ -74,8 +75,8 @@ func resumeAfterCrash(t *testing.T, srv *sandbox.Server, cases []crashCase) {
 				t.Fatal("the crashed run's shadow is gone")
 			}
 			time.Sleep(2 * time.Second) // writes while nothing runs: only the binlog or the triggers keep them
-			opts.seams.CrashAfterRows, opts.seams.CrashAtStage = 0, ""
-			res, err := Run(context.Background(), db, opts)
+			hooks.CrashAfterRows, hooks.CrashAtStage = 0, ""
+			res, err := Run(faults.With(context.Background(), hooks), db, opts)
 			time.Sleep(200 * time.Millisecond)
 			stop()
 			if err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/enginemig/enginemig/internal/db/dbconn"
 	"github.com/enginemig/enginemig/internal/db/outcome"
 	"github.com/enginemig/enginemig/internal/db/table"
+	"github.com/enginemig/enginemig/internal/faults"
 	"github.com/enginemig/enginemig/migration/state"
 	"github.com/enginemig/enginemig/pace/lockwait"
 	"github.com/enginemig/enginemig/plan"
@@ -132,7 +133,7 @@ func (m *migrator) openShadow(ctx context.Context) error {
 // enter records the stage and runs the hook before it.
 func (m *migrator) enter(ctx context.Context, s state.Stage) error {
 	m.rec.update(ctx, func(st *state.State) { st.Stage = s })
-	if m.opts.seams.CrashAtStage == string(s) {
+	if at := faults.Of(ctx).CrashAtStage; at != "" && at == string(s) {
 		return errSimulatedCrash
 	}
 	if err := m.hook(ctx, Before(s)); err != nil {
@@ -159,7 +160,7 @@ func (m *migrator) openPipeline(ctx context.Context) error {
 		cfg.Start = m.resume.CaptureResume
 	}
 	cfg.Conn, cfg.Version, cfg.ServerID, cfg.Triggers, cfg.Logger = m.opts.Conn, m.version, m.opts.ServerID, triggerNames(m.triggers), m.log
-	cfg.Seams, cfg.Galera = &m.opts.seams.Seams, m.opts.Cutover.Galera
+	cfg.Galera = m.opts.Cutover.Galera
 	cfg.LockWithin = lockwait.TimeoutOr(m.opts.LockTimeout)
 	if m.budget != nil {
 		cfg.Hold = budgetHold{m.budget, m.log}
@@ -191,14 +192,13 @@ func (m *migrator) copyRows(ctx context.Context) error {
 		}
 	}
 	start := time.Now()
-	chunkTime := m.opts.ChunkTime
-	if m.opts.seams.CopyChunkTime > 0 {
-		chunkTime = m.opts.seams.CopyChunkTime
+	hooks, chunkTime := faults.Of(ctx), m.opts.ChunkTime
+	if hooks.CopyChunkTime > 0 {
+		chunkTime = hooks.CopyChunkTime
 	}
-	cfg := copier.Config{Pace: copier.Pace{ChunkTime: chunkTime, IdleChunkTime: m.opts.seams.IdleChunkTime, FirstChunk: m.opts.seams.FirstChunk, Room: m.room(), MaxChunk: m.copyMaxChunk()}, ClientSide: m.opts.ClientSide,
-		Stage: m.opts.seams.Stage, Workers: m.copyWorkers(ctx), AlwaysParallel: m.opts.seams.AlwaysParallel,
-		OvertakeDelay: m.opts.seams.OvertakeDelay, WriteApart: m.opts.Cutover.Galera, ChunkLocked: m.opts.seams.ChunkLocked}
-	if err := m.pipe.Copy(ctx, resumeAfter, m.copyWaiter(thr), cfg); err != nil {
+	cfg := copier.Config{Pace: copier.Pace{ChunkTime: chunkTime, IdleChunkTime: hooks.IdleChunkTime, FirstChunk: hooks.FirstChunk, Room: m.room(), MaxChunk: m.copyMaxChunk()},
+		ClientSide: m.opts.ClientSide, Workers: m.copyWorkers(ctx), WriteApart: m.opts.Cutover.Galera}
+	if err := m.pipe.Copy(ctx, resumeAfter, m.copyWaiter(ctx, thr), cfg); err != nil {
 		return m.coded(err)
 	}
 	pr := m.pipe.Progress()

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/enginemig/enginemig/internal/faults"
 	"github.com/enginemig/enginemig/internal/testkit/sandboxtest"
 	"github.com/enginemig/enginemig/migration/rollback"
 	"github.com/enginemig/enginemig/migration/state"
@@ -41,10 +42,11 @@ func TestResumeFromThePreviousVersionsStateTable(t *testing.T) {
 	opts := testOptions(srv, schema, "t")
 	opts.StateSchema = "_state_prev_resume"
 	t.Cleanup(func() { db.Exec("DROP DATABASE " + opts.StateSchema) })
-	opts.ChunkTime, opts.seams.IdleChunkTime = time.Millisecond, time.Millisecond
-	opts.ProgressEvery, opts.seams.SaveEvery = 50*time.Millisecond, 50*time.Millisecond
-	opts.seams.CrashAfterRows = 10000
-	if _, err := Run(context.Background(), db, opts); !errors.Is(err, errSimulatedCrash) {
+	hooks := faults.Hooks{IdleChunkTime: time.Millisecond}
+	opts.ChunkTime = time.Millisecond
+	opts.ProgressEvery, hooks.SaveEvery = 50*time.Millisecond, 50*time.Millisecond
+	hooks.CrashAfterRows = 10000
+	if _, err := Run(faults.With(context.Background(), hooks), db, opts); !errors.Is(err, errSimulatedCrash) {
 		t.Fatalf("want simulated crash, got %v", err)
 	}
 	store := state.NewStore(db, opts.StateSchema)
@@ -60,8 +62,8 @@ func TestResumeFromThePreviousVersionsStateTable(t *testing.T) {
 	}
 	sandboxtest.MustExec(t, sdb, "UPDATE t SET v = v + 1 WHERE id % 7 = 0", "DELETE FROM t WHERE id % 11 = 0")
 	var logs logLines
-	opts.seams.CrashAfterRows, opts.Logger = 0, logs.logger()
-	res, err := Run(context.Background(), db, opts)
+	hooks.CrashAfterRows, opts.Logger = 0, logs.logger()
+	res, err := Run(faults.With(context.Background(), hooks), db, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,11 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/enginemig/enginemig/copier"
+	"github.com/enginemig/enginemig/internal/faults"
 	"github.com/enginemig/enginemig/internal/testkit/ackload"
 	"github.com/enginemig/enginemig/internal/testkit/sandboxtest"
 	"github.com/enginemig/enginemig/migration/rollback"
-	"github.com/enginemig/enginemig/shadow/verify"
 )
 
 // TestStressNothingLost is the seeded, reproducible proof that nothing is lost: many writers with
@@ -74,30 +73,31 @@ func stressOnce(t *testing.T, seed uint64) (acked, reads int64, checked int) {
 	opts.Logger = nil
 	opts.ChunkTime = []time.Duration{time.Millisecond, 2 * time.Millisecond, 5 * time.Millisecond}[r.IntN(3)]
 	opts.ClientSide = r.IntN(4) == 0
-	opts.seams.Stage = copier.StagePolicy(r.IntN(3)) // contended, always, never
-	opts.seams.VerifyRelease = verify.Release(r.IntN(3))
-	opts.ProgressEvery, opts.seams.SaveEvery = 20*time.Millisecond, 20*time.Millisecond
+	hooks := faults.Hooks{}
+	hooks.CopyStage = faults.Force(r.IntN(3)) // auto (while contended), always, never
+	hooks.VerifyRelease = faults.Force(r.IntN(3))
+	opts.ProgressEvery, hooks.SaveEvery = 20*time.Millisecond, 20*time.Millisecond
 	crash := r.IntN(3) == 0
 	if crash {
-		opts.seams.CrashAfterRows = int64(1000 + r.IntN(cfg.Writers*cfg.RowsPerWriter/2))
+		hooks.CrashAfterRows = int64(1000 + r.IntN(cfg.Writers*cfg.RowsPerWriter/2))
 	}
 	if !opts.ClientSide && r.IntN(2) == 0 { // two chunks in flight throughout, some overtaken
-		opts.CopyWorkers, opts.seams.AlwaysParallel, opts.seams.OvertakeDelay = 2, true, time.Duration(r.IntN(3))*10*time.Millisecond
+		opts.CopyWorkers, hooks.CopyAlwaysParallel, hooks.OvertakeDelay = 2, true, time.Duration(r.IntN(3))*10*time.Millisecond
 	}
 	t.Logf("seed %d: %d writers x %d rows, pause %s, chunk %s, client-side %v, stage policy %d, verify release %d, crash after %d rows, copy workers %d (overtaken by %s)",
-		seed, cfg.Writers, cfg.RowsPerWriter, cfg.Pause, opts.ChunkTime, opts.ClientSide, opts.seams.Stage, opts.seams.VerifyRelease, opts.seams.CrashAfterRows,
-		max(opts.CopyWorkers, 1), opts.seams.OvertakeDelay)
+		seed, cfg.Writers, cfg.RowsPerWriter, cfg.Pause, opts.ChunkTime, opts.ClientSide, hooks.CopyStage, hooks.VerifyRelease, hooks.CrashAfterRows,
+		max(opts.CopyWorkers, 1), hooks.OvertakeDelay)
 	stop := l.Start()
 	defer stop()
 	time.Sleep(time.Duration(r.IntN(200)) * time.Millisecond)
 	if crash {
-		if _, err := Run(context.Background(), db, opts); !errors.Is(err, errSimulatedCrash) {
+		if _, err := Run(faults.With(context.Background(), hooks), db, opts); !errors.Is(err, errSimulatedCrash) {
 			t.Fatalf("interrupted run: %v", err)
 		}
 		time.Sleep(time.Duration(r.IntN(300)) * time.Millisecond)
-		opts.seams.CrashAfterRows = 0
+		hooks.CrashAfterRows = 0
 	}
-	res, err := Run(context.Background(), db, opts)
+	res, err := Run(faults.With(context.Background(), hooks), db, opts)
 	if err != nil {
 		t.Fatalf("migration: %v", err)
 	}

@@ -60,9 +60,7 @@ func (h swapHook) RecordSwap(ctx context.Context, pos string) error {
 // A failure here leaves the migration in progress (the table is converted and every trigger
 // fires through its stand-in): running the same apply again finishes it.
 func (m *migrator) finishTriggers(ctx context.Context) error {
-	c := m.carrier()
-	c.AfterCreate = m.opts.seams.AfterTrigger()
-	if err := c.Finish(ctx); errors.Is(err, errSimulatedCrash) {
+	if err := m.carrier().Finish(ctx); errors.Is(err, errSimulatedCrash) {
 		return err
 	} else if err != nil {
 		m.rec.update(ctx, func(st *state.State) { st.Error = "triggers: " + err.Error() })

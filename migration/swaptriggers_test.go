@@ -15,6 +15,7 @@ import (
 	"github.com/enginemig/enginemig/internal/db/dbconn"
 	"github.com/enginemig/enginemig/internal/db/outcome"
 	"github.com/enginemig/enginemig/internal/db/table"
+	"github.com/enginemig/enginemig/internal/faults"
 	"github.com/enginemig/enginemig/internal/sandbox"
 	"github.com/enginemig/enginemig/internal/testkit/sandboxtest"
 	"github.com/enginemig/enginemig/migration/rollback"
@@ -215,17 +216,17 @@ func triggersCarried(t *testing.T, srv *sandbox.Server) string {
 	}
 	ws, stop := startTrigWriters(sdb, schema, 3)
 	opts := testOptions(srv, schema, "t")
-	opts.seams.CopyChunkTime = 2 * time.Millisecond // many small copy chunks under the writers; verification at apply's chunk time
+	hooks := faults.Hooks{CopyChunkTime: 2 * time.Millisecond} // many small copy chunks under the writers; verification at apply's chunk time
 	// The first swap attempt dies after the stand-ins were installed: its connection is killed
 	// while the rename waits, which must leave the original with all its triggers.
 	var killed atomic.Bool
 	opts.Cutover = fastCutover()
-	opts.Cutover.OnRenameQueued = func(lockConn int64) {
+	hooks.OnRenameQueued = func(lockConn int64) {
 		if killed.CompareAndSwap(false, true) {
 			db.Exec(fmt.Sprintf("KILL %d", lockConn))
 		}
 	}
-	res, err := Run(context.Background(), db, opts)
+	res, err := Run(faults.With(context.Background(), hooks), db, opts)
 	if err != nil {
 		stop()
 		t.Fatal(err)
@@ -274,14 +275,13 @@ func TestTriggersResumeAfterCrashInTheSwapWindow(t *testing.T) {
 			orig, _ := table.LoadTriggers(context.Background(), db, schema, "t")
 			ws, stop := startTrigWriters(sdb, schema, 3)
 			opts := testOptions(srv, schema, "t")
-			opts.seams.CrashAtStage, opts.seams.CrashAtTrigger = string(c.stage), c.trigger
-			if _, err := Run(context.Background(), db, opts); !errors.Is(err, errSimulatedCrash) {
+			crash := faults.With(context.Background(), faults.Hooks{CrashAtStage: string(c.stage), CrashAtTrigger: c.trigger})
+			if _, err := Run(crash, db, opts); !errors.Is(err, errSimulatedCrash) {
 				stop()
 				t.Fatalf("want a simulated crash, got %v", err)
 			}
 			checkEachFiresOnce(t, db, schema, orig)
 			time.Sleep(200 * time.Millisecond) // the application writes through the stand-ins
-			opts.seams.CrashAtStage, opts.seams.CrashAtTrigger = "", 0
 			if _, err := Run(context.Background(), db, opts); err != nil {
 				stop()
 				t.Fatalf("second run: %v", err)
@@ -371,8 +371,8 @@ func TestTriggersRollbackResumesAfterCrash(t *testing.T) {
 		stop()
 		t.Fatal(err)
 	}
-	rb := rollback.Options{Conn: opts.Conn, Schema: schema, Table: "t", StateSchema: opts.StateSchema, Logger: opts.Logger, Seams: &rollback.Seams{CrashAtTrigger: 3}}
-	if _, err := rollback.Run(context.Background(), db, rb); !errors.Is(err, errSimulatedCrash) {
+	rb := rollback.Options{Conn: opts.Conn, Schema: schema, Table: "t", StateSchema: opts.StateSchema, Logger: opts.Logger}
+	if _, err := rollback.Run(faults.With(context.Background(), faults.Hooks{CrashAtTrigger: 3}), db, rb); !errors.Is(err, errSimulatedCrash) {
 		stop()
 		t.Fatalf("want a simulated crash, got %v", err)
 	}
@@ -381,7 +381,6 @@ func TestTriggersRollbackResumesAfterCrash(t *testing.T) {
 	}
 	checkEachFiresOnce(t, db, schema, orig)
 	time.Sleep(200 * time.Millisecond)
-	rb.Seams = nil
 	if _, err := rollback.Run(context.Background(), db, rb); err != nil {
 		stop()
 		t.Fatalf("second rollback: %v", err)

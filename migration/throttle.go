@@ -8,6 +8,7 @@ import (
 
 	"github.com/enginemig/enginemig/copier"
 	"github.com/enginemig/enginemig/internal/db/dbconn"
+	"github.com/enginemig/enginemig/internal/faults"
 	"github.com/enginemig/enginemig/migration/state"
 	"github.com/enginemig/enginemig/pace/diskspace"
 	"github.com/enginemig/enginemig/pace/throttle"
@@ -89,27 +90,28 @@ func (h budgetHold) Wait(ctx context.Context) error { return h.b.Wait(ctx, h.log
 func (h budgetHold) Low() (string, bool) { return h.b.Low() }
 
 // copyWaiter is what holds back each chunk: the throttle, and in tests the simulated crash.
-func (m *migrator) copyWaiter(thr *throttle.Throttler) copier.Waiter {
+func (m *migrator) copyWaiter(ctx context.Context, thr *throttle.Throttler) copier.Waiter {
 	var w copier.Waiter = thr
 	if d := m.disk.Load(); d != nil && m.opts.Throttle != nil {
 		w = diskWaiter{Waiter: thr, w: d}
 	}
 	w = m.sampling(w)
-	if m.opts.seams.CrashAfterRows <= 0 {
-		return w
+	if rows := faults.Of(ctx).CrashAfterRows; rows > 0 {
+		return &crashAfter{Waiter: w, m: m, rows: rows}
 	}
-	return &crashAfter{Waiter: w, m: m}
+	return w
 }
 
-// crashAfter is the test seam that simulates the process dying once enough rows are copied, after
-// saving progress as the periodic save would have.
+// crashAfter simulates the process dying once a test's rows are copied (faults.Hooks.CrashAfterRows),
+// after saving progress as the periodic save would have.
 type crashAfter struct {
 	copier.Waiter
-	m *migrator
+	m    *migrator
+	rows int64
 }
 
 func (c *crashAfter) Wait(ctx context.Context) error {
-	if c.m.pipe.Progress().RowsCopied >= c.m.opts.seams.CrashAfterRows {
+	if c.m.pipe.Progress().RowsCopied >= c.rows {
 		c.m.rec.update(ctx, func(*state.State) {})
 		return errSimulatedCrash
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/enginemig/enginemig/cutover"
 	"github.com/enginemig/enginemig/internal/db/dbconn"
 	"github.com/enginemig/enginemig/internal/db/outcome"
+	"github.com/enginemig/enginemig/internal/faults"
 	"github.com/enginemig/enginemig/internal/sandbox"
 	"github.com/enginemig/enginemig/internal/testkit/sandboxtest"
 	"github.com/enginemig/enginemig/migration/cleanup"
@@ -36,10 +37,10 @@ func TestTriggerCaptureConcurrentWritersAndRollback(t *testing.T) {
 	for _, format := range noRowBinlog {
 		t.Run("binlog-"+strings.ToLower(format), func(t *testing.T) {
 			s := sandboxtest.ForTest(t, sandbox.Options{BinlogFormat: format})
-			schema, db, ws := concurrentWriters(t, s, appPause, func(o *Options) {
+			schema, db, ws := concurrentWriters(t, s, appPause, func(o *Options, h *faults.Hooks) {
 				o.ClientSide = format == "STATEMENT"
 				if format == "OFF" { // parallel chunks against the syncs (rule 3), every other one overtaken
-					o.CopyWorkers, o.seams.AlwaysParallel, o.seams.OvertakeDelay = 2, true, 30*time.Millisecond
+					o.CopyWorkers, h.CopyAlwaysParallel, h.OvertakeDelay = 2, true, 30*time.Millisecond
 				}
 			})
 			if st := lastState(t, db, schema); st.CaptureMode() != shadow.Triggers {
@@ -90,8 +91,8 @@ func TestTriggerCaptureExplicitTransactions(t *testing.T) {
 		}()
 	}
 	opts := testOptions(s, schema, "t")
-	opts.seams.CopyChunkTime = 2 * time.Millisecond // many small copy chunks under the writers; verification at apply's chunk time
-	res, err := Run(context.Background(), db, opts)
+	hooks := faults.Hooks{CopyChunkTime: 2 * time.Millisecond} // many small copy chunks under the writers; verification at apply's chunk time
+	res, err := Run(faults.With(context.Background(), hooks), db, opts)
 	time.Sleep(200 * time.Millisecond)
 	cancel()
 	wg.Wait()
@@ -257,9 +258,9 @@ func TestTriggerCaptureCleanupAfterCrash(t *testing.T) {
 	sandboxtest.MustExec(t, db, "CREATE TABLE "+tbl+" (id INT PRIMARY KEY, v INT) ENGINE=MyISAM",
 		"INSERT INTO "+tbl+" SELECT seq, seq FROM seq_1_to_20000")
 	opts := testOptions(s, schema, "t")
-	opts.seams.CopyChunkTime = 2 * time.Millisecond // many small copy chunks under the writers; verification at apply's chunk time
-	opts.seams.CrashAfterRows = 5000
-	if _, err := Run(context.Background(), db, opts); !errors.Is(err, errSimulatedCrash) {
+	hooks := faults.Hooks{CopyChunkTime: 2 * time.Millisecond} // many small copy chunks under the writers; verification at apply's chunk time
+	hooks.CrashAfterRows = 5000
+	if _, err := Run(faults.With(context.Background(), hooks), db, opts); !errors.Is(err, errSimulatedCrash) {
 		t.Fatalf("want a simulated crash, got %v", err)
 	}
 	var n int
@@ -296,8 +297,8 @@ func TestTriggerCaptureCutoverHoldsSyncs(t *testing.T) {
 	opts.Cutover = cutover.DefaultConfig()
 	opts.Cutover.Attempts = 1
 	const pause = 300 * time.Millisecond // periodic syncs start every 200 ms
-	opts.Cutover.OnLocked = func() { time.Sleep(pause) }
-	res, err := Run(context.Background(), db, opts)
+	hooks := faults.Hooks{OnLocked: func() { time.Sleep(pause) }}
+	res, err := Run(faults.With(context.Background(), hooks), db, opts)
 	time.Sleep(100 * time.Millisecond)
 	stop()
 	if err != nil {

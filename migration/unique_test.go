@@ -10,6 +10,7 @@ import (
 
 	"github.com/enginemig/enginemig/cutover"
 	"github.com/enginemig/enginemig/internal/db/dbconn"
+	"github.com/enginemig/enginemig/internal/faults"
 	"github.com/enginemig/enginemig/internal/testkit/sandboxtest"
 	"github.com/enginemig/enginemig/migration/rollback"
 	"github.com/enginemig/enginemig/migration/state"
@@ -94,17 +95,17 @@ func TestUniqueIndexUpFrontUnderWriters(t *testing.T) {
 				return seedUnique(t, db, schema, 5000, 4, 17)
 			}
 			var shadow string
-			concurrentWritersOn(t, srv, seed, uniqueColumns, 0, func(o *Options) {
-				o.seams.AllIndexesUpFront = true
+			concurrentWritersOn(t, srv, seed, uniqueColumns, 0, func(o *Options, h *faults.Hooks) {
+				h.AllIndexesUpFront = true
 				o.Hook = func(ctx context.Context, at Point, st *state.State) error {
 					if at == Before(state.StageCopy) {
 						return openControl(t, srv).QueryRowContext(ctx, "SHOW CREATE TABLE "+dbconn.QualifiedName(st.Schema, "_t_new")).Scan(new(string), &shadow)
 					}
 					return nil
 				}
-				o.seams.ReplayDelay = 5 * time.Millisecond
+				h.ReplayDelay = 5 * time.Millisecond
 				if v.parallel {
-					o.CopyWorkers, o.seams.AlwaysParallel, o.seams.OvertakeDelay = 2, true, 30*time.Millisecond
+					o.CopyWorkers, h.CopyAlwaysParallel, h.OvertakeDelay = 2, true, 30*time.Millisecond
 				}
 			})
 			if !strings.Contains(shadow, "UNIQUE KEY `uq`") {
@@ -127,16 +128,16 @@ func TestUniqueIndexUpFrontResumed(t *testing.T) {
 	stop := runWriters(ws, appPause)
 	defer stop()
 	opts := testOptions(srv, schema, "t")
-	opts.seams.CopyChunkTime = 2 * time.Millisecond // many small copy chunks under the writers; verification at apply's chunk time
-	opts.ProgressEvery, opts.seams.SaveEvery = 50*time.Millisecond, 50*time.Millisecond
-	opts.seams.AllIndexesUpFront = true
-	opts.seams.CrashAfterRows = rows / 2
-	if _, err := Run(context.Background(), db, opts); !errors.Is(err, errSimulatedCrash) {
+	hooks := faults.Hooks{CopyChunkTime: 2 * time.Millisecond} // many small copy chunks under the writers; verification at apply's chunk time
+	opts.ProgressEvery, hooks.SaveEvery = 50*time.Millisecond, 50*time.Millisecond
+	hooks.AllIndexesUpFront = true
+	hooks.CrashAfterRows = rows / 2
+	if _, err := Run(faults.With(context.Background(), hooks), db, opts); !errors.Is(err, errSimulatedCrash) {
 		t.Fatalf("first run: want simulated crash, got %v", err)
 	}
 	time.Sleep(time.Second) // writes while nothing runs: only the binlog keeps them
-	opts.seams.CrashAfterRows = 0
-	res, err := Run(context.Background(), db, opts)
+	hooks.CrashAfterRows = 0
+	res, err := Run(faults.With(context.Background(), hooks), db, opts)
 	time.Sleep(200 * time.Millisecond)
 	stop()
 	if err != nil {
@@ -170,8 +171,8 @@ func galeraUnique(t *testing.T, c *sandboxtest.Cluster) {
 	defer stop()
 	time.Sleep(100 * time.Millisecond)
 	opts := testOptions(c.Nodes[0], schema, "t")
-	opts.seams.CopyChunkTime = 2 * time.Millisecond // many small copy chunks under the writers; verification at apply's chunk time
-	res, err := runBounded(t, opts, c)
+	// Many small copy chunks under the writers; verification at apply's chunk time.
+	res, err := runBounded(faults.With(context.Background(), faults.Hooks{CopyChunkTime: 2 * time.Millisecond}), t, opts, c)
 	time.Sleep(200 * time.Millisecond) // writes to the converted table must land too
 	stop()
 	if err != nil {
@@ -201,7 +202,7 @@ func galeraUnique(t *testing.T, c *sandboxtest.Cluster) {
 	// index, under the same writers.
 	stop = runWriters(ws, appPause)
 	ropts := rollback.Options{Conn: opts.Conn, Schema: schema, Table: "t", StateSchema: opts.StateSchema, Logger: opts.Logger, Cutover: cutover.DefaultConfig()}
-	rres, err := rollbackBounded(t, db, ropts, c)
+	rres, err := rollbackBounded(context.Background(), t, db, ropts, c)
 	time.Sleep(200 * time.Millisecond)
 	stop()
 	if err != nil {

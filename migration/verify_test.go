@@ -11,6 +11,7 @@ import (
 
 	"github.com/enginemig/enginemig/copier"
 	"github.com/enginemig/enginemig/internal/db/dbconn"
+	"github.com/enginemig/enginemig/internal/faults"
 	"github.com/enginemig/enginemig/internal/testkit/sandboxtest"
 	"github.com/enginemig/enginemig/migration/state"
 )
@@ -101,13 +102,13 @@ func TestVerifyLetsTheSourceGoWhileTheShadowIsBehind(t *testing.T) {
 	// Verification in 2 ms chunks: many of them meet the stall. The copy before it at apply's
 	// chunk time (its chunks have nothing to show here, and in 2 ms ones it was most of the time).
 	opts.ChunkTime, opts.ProgressEvery = 2*time.Millisecond, 5*time.Millisecond
-	opts.seams.CopyChunkTime = copier.DefaultChunkTime
+	hooks := faults.Hooks{CopyChunkTime: copier.DefaultChunkTime}
 	opts.Progress = func(p Progress) {
 		if p.Stage == state.StageVerify && started.CompareAndSwap(false, true) {
 			go func() { stalled <- holdShadow(db, dbconn.QualifiedName(schema, "_t_new"), stall, w.measure) }()
 		}
 	}
-	res, err := Run(context.Background(), db, opts)
+	res, err := Run(faults.With(context.Background(), hooks), db, opts)
 	w.stop()
 	if err != nil {
 		t.Fatal(err)

@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/enginemig/enginemig/binlog"
 	"github.com/enginemig/enginemig/internal/db/dbconn"
 	"github.com/enginemig/enginemig/internal/db/table"
+	"github.com/enginemig/enginemig/internal/faults"
 )
 
 // binlogCapture reads the binlog as a replica and replays the table's row events in batches,
@@ -20,7 +20,6 @@ type binlogCapture struct {
 	replay *binlog.Replayer
 	start  binlog.Position
 	apply  func(ctx context.Context, batch []binlog.Change) (int, error)
-	delay  time.Duration // Config.Seams.ReplayDelay
 }
 
 // binlogKind: set-up is reading the current position (before the first row is copied); nothing
@@ -48,7 +47,7 @@ func (binlogKind) open(ctx context.Context, p *Pipeline) (Capture, error) {
 		replay.Frugal = func() bool { _, low := cfg.Hold.Low(); return low }
 	}
 	return &binlogCapture{stream: stream, replay: replay, start: start,
-		apply: p.order.replay(binlog.NewApplier(p.writer, p.q), p.q), delay: cfg.Seams.get().ReplayDelay}, nil
+		apply: p.order.replay(binlog.NewApplier(p.writer, p.q), p.q)}, nil
 }
 
 func (binlogKind) setupRemedy() string {
@@ -134,7 +133,7 @@ func (b *binlogCapture) Run(ctx context.Context) error {
 		}
 		var ops int
 		if len(batch.Changes) > 0 {
-			if b.delay > 0 && !sleep(ctx, b.delay) {
+			if d := faults.Of(ctx).ReplayDelay; d > 0 && !sleep(ctx, d) {
 				return nil
 			}
 			if ops, err = b.apply(ctx, batch.Changes); err != nil {

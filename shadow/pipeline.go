@@ -18,6 +18,7 @@ import (
 	"github.com/enginemig/enginemig/copier"
 	"github.com/enginemig/enginemig/internal/db/dbconn"
 	"github.com/enginemig/enginemig/internal/db/table"
+	"github.com/enginemig/enginemig/internal/faults"
 	"github.com/enginemig/enginemig/shadow/verify"
 )
 
@@ -54,9 +55,7 @@ type Config struct {
 	// while it is Low (the account's hourly statement budget; the copy is held back by its own
 	// waiter). Binlog replay is not held, or its stream would back up on the server: it collects
 	// longer batches instead (binlog.Replayer.Frugal).
-	Hold Hold
-	// Seams are test seams (nil outside tests): replay held back, verification's release.
-	Seams  *Seams
+	Hold   Hold
 	Logger *slog.Logger
 }
 
@@ -369,21 +368,20 @@ func (p *Pipeline) walkVerify(ctx context.Context, pace copier.Pace, rows *atomi
 	if pace.MaxChunk == 0 {
 		pace.MaxChunk = verifyMaxChunk
 	}
-	seams := p.cfg.Seams.get()
-	if _, marks := p.capture.(barrierCapture); pace.Room != nil && (!marks || seams.VerifyRelease == verify.ReleaseNever) {
+	if _, marks := p.capture.(barrierCapture); pace.Room != nil && (!marks || faults.Of(ctx).VerifyRelease == faults.Never) {
 		pace.Room = unbounded{pace.Room}
 	}
 	var res verify.Result
 	err := p.Do(ctx, func(ctx context.Context) (err error) {
 		res, err = verify.Run(ctx, p.cfg.DB, p.q, copier.NewChunker(p.writer, p.q, pace), verifyTarget{p},
-			verify.Config{Logger: p.cfg.Logger, Wait: p.cfg.Hold, Rows: rows, Sample: sample, LockWith: p.capture.LockWith(HeldForVerify), TargetApart: p.cfg.Galera && p.cfg.Mode == Triggers, NoRepair: p.cfg.Galera, Release: seams.VerifyRelease, HoldDelay: seams.VerifyHold})
+			verify.Config{Logger: p.cfg.Logger, Wait: p.cfg.Hold, Rows: rows, Sample: sample, LockWith: p.capture.LockWith(HeldForVerify), TargetApart: p.cfg.Galera && p.cfg.Mode == Triggers, NoRepair: p.cfg.Galera})
 		return err
 	})
 	return res, err
 }
 
 // unbounded is the pace's Room for verification where the capture cannot mark the target (trigger
-// capture, and the tests' ReleaseNever, which does not use the mark), without the latency target's bound on a chunk's lock: a chunk holds the source while
+// capture, and a test's release forced Never, which does not use the mark), without the latency target's bound on a chunk's lock: a chunk holds the source while
 // the shadow catches up (its patience) whatever its rows, so shorter checksums only multiplied the
 // chunks, each paying its own catch-up (a resumed verification under writers: 251 chunks and 231
 // retries behind the shadow in 43 s, against 70-100 chunks in 1.5-6 s unbounded). Its locks stay

@@ -16,6 +16,7 @@ import (
 	"github.com/enginemig/enginemig/copier"
 	"github.com/enginemig/enginemig/internal/db/dbconn"
 	"github.com/enginemig/enginemig/internal/db/table"
+	"github.com/enginemig/enginemig/internal/faults"
 	"github.com/enginemig/enginemig/internal/sandbox"
 	"github.com/enginemig/enginemig/internal/testkit/sandboxtest"
 	"github.com/enginemig/enginemig/shadow/verify"
@@ -30,6 +31,12 @@ func TestMain(m *testing.M) {
 // open prepares t (MyISAM, rows) and an empty InnoDB target, and opens a pipeline into it
 // (binlog capture, unless a with changes its Config).
 func open(t *testing.T, rows int, with ...func(*Config)) (*Pipeline, string, *dbconn.Config) {
+	t.Helper()
+	return openUnder(context.Background(), t, rows, with...)
+}
+
+// openUnder is open with the pipeline opened under ctx (which may carry a test's hooks).
+func openUnder(ctx context.Context, t *testing.T, rows int, with ...func(*Config)) (*Pipeline, string, *dbconn.Config) {
 	t.Helper()
 	schema, sdb := sandboxtest.FreshDatabase(t, srv)
 	sandboxtest.MustExec(t, sdb, "CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(40)) ENGINE=MyISAM",
@@ -49,7 +56,7 @@ func open(t *testing.T, rows int, with ...func(*Config)) (*Pipeline, string, *db
 	for _, w := range with {
 		w(&cfg)
 	}
-	p, err := Open(context.Background(), cfg)
+	p, err := Open(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -268,12 +275,13 @@ func TestVerifySyncsABacklogInBatches(t *testing.T) {
 func verifyBacklog(t *testing.T, rows int) (time.Duration, verify.Result, int64) {
 	t.Helper()
 	var largest atomic.Int64
-	seams := &Seams{SyncEvery: time.Hour, Synced: func(n int64) {
+	// Verification's syncs run under its own context: the hooks go to Verify as to Open.
+	hooked := faults.With(context.Background(), faults.Hooks{SyncEvery: time.Hour, Synced: func(n int64) {
 		for old := largest.Load(); n > old && !largest.CompareAndSwap(old, n); old = largest.Load() {
 		}
-	}}
-	p, schema, _ := open(t, rows, func(c *Config) {
-		c.Mode, c.ChangeLog, c.Filled, c.Seams = Triggers, table.ChangeLogName("t", false), true, seams
+	}})
+	p, schema, _ := openUnder(hooked, t, rows, func(c *Config) {
+		c.Mode, c.ChangeLog, c.Filled = Triggers, table.ChangeLogName("t", false), true
 	})
 	sdb := p.cfg.DB
 	sandboxtest.MustExec(t, sdb, "INSERT INTO "+dbconn.QualifiedName(schema, "tgt")+" SELECT * FROM "+dbconn.QualifiedName(schema, "t"))
@@ -293,7 +301,7 @@ func verifyBacklog(t *testing.T, rows int) (time.Duration, verify.Result, int64)
 			longest, last = max(longest, now.Sub(last)), now
 		}
 	}()
-	res, err := p.Verify(context.Background(), copier.Pace{})
+	res, err := p.Verify(hooked, copier.Pace{})
 	stop()
 	<-done
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/enginemig/enginemig/internal/db/dbconn"
 	"github.com/enginemig/enginemig/internal/db/mdl"
 	"github.com/enginemig/enginemig/internal/db/table"
+	"github.com/enginemig/enginemig/internal/faults"
 )
 
 // triggerCapture captures changes without a binlog: AFTER triggers on the source note each
@@ -64,16 +65,6 @@ type triggerCapture struct {
 	galera  bool
 	pendMu  sync.Mutex
 	pending *writes
-	// onLocked and onSynced are Seams.SyncLocked and Seams.Synced (tests only).
-	onLocked func()
-	onSynced func(notes int64)
-}
-
-// locked calls the test seam onLocked, if any.
-func (t *triggerCapture) locked() {
-	if t.onLocked != nil {
-		t.onLocked()
-	}
 }
 
 // noted reads how far the notes go outside any lock: the highest id handed out where the server
@@ -238,7 +229,9 @@ func (t *triggerCapture) syncUnder(ctx context.Context, lock string, sync func(c
 		if err := t.locker.Take(ctx, conn, mdl.Sync, lock); err != nil {
 			return fmt.Errorf("trigger capture: %w", err)
 		}
-		t.locked()
+		if f := faults.Of(ctx).SyncLocked; f != nil {
+			f()
+		}
 		var err error
 		more, err = sync(ctx, conn)
 		if _, uerr := conn.ExecContext(context.WithoutCancel(ctx), "UNLOCK TABLES"); err == nil {
@@ -373,8 +366,8 @@ func (t *triggerCapture) syncLocked(ctx context.Context, q dbconn.Execer, limit 
 			err = uerr
 		}
 	}()
-	if t.onSynced != nil {
-		t.onSynced(last - first + 1)
+	if f := faults.Of(ctx).Synced; f != nil {
+		f(last - first + 1)
 	}
 	stmts, args := t.c.Sync(), [3][]any{{last}, {last}, {last}}
 	switch all, hi := t.order.syncUpTo(); {

@@ -10,6 +10,7 @@ import (
 	"github.com/enginemig/enginemig/internal/db/dbconn"
 	"github.com/enginemig/enginemig/internal/db/mdl"
 	"github.com/enginemig/enginemig/internal/db/table"
+	"github.com/enginemig/enginemig/internal/faults"
 )
 
 // triggerKind: set-up is the change log and three triggers on the source, installed before the
@@ -34,13 +35,13 @@ func (k triggerKind) open(ctx context.Context, p *Pipeline) (Capture, error) {
 	if err != nil {
 		return nil, err
 	}
-	seams, every := cfg.Seams.get(), 200*time.Millisecond
-	if seams.SyncEvery > 0 {
-		every = seams.SyncEvery
+	every := 200 * time.Millisecond
+	if d := faults.Of(ctx).SyncEvery; d > 0 {
+		every = d
 	}
 	return &triggerCapture{c: p.q.Capture(cfg.Source, cfg.ChangeLog), q: p.q, db: cfg.DB, writer: p.writer, order: &p.order,
 		every: every, hold: cfg.Hold, log: cfg.Logger, handedOut: dbconn.MariaDB(version), galera: cfg.Galera,
-		locker: locker, onLocked: seams.SyncLocked, onSynced: seams.Synced}, nil
+		locker: locker}, nil
 }
 
 func (triggerKind) install(ctx context.Context, cfg Config) error {

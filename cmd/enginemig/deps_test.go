@@ -8,7 +8,8 @@ import (
 
 // testOnlyPackages are the module's helpers for tests (the test kit, and every package below
 // it). They may import "testing", start servers or run loads, none of which belongs in the shipped
-// binary. Test seams are fields of the packages that call them, nil or zero by default.
+// binary. The tests' hooks are not among them: package internal/faults is linked, and reads
+// nothing but what a test put in the context.
 var testOnlyPackages = []string{
 	"github.com/enginemig/enginemig/internal/testkit/sandboxtest",
 	"github.com/enginemig/enginemig/internal/testkit",

@@ -16,6 +16,7 @@ import (
 	"github.com/enginemig/enginemig/internal/db/dbconn"
 	"github.com/enginemig/enginemig/internal/db/mdl"
 	"github.com/enginemig/enginemig/internal/db/table"
+	"github.com/enginemig/enginemig/internal/faults"
 	"github.com/enginemig/enginemig/pace/lockwait"
 )
 
@@ -43,9 +44,6 @@ type Carrier struct {
 	// LockWithin bounds each wait of Finish's statements on the live table for a moment no
 	// application transaction holds it (lockwait.DefaultTimeout when 0).
 	LockWithin time.Duration
-	// AfterCreate is a test seam: Finish stops with its error right after creating the n-th real
-	// trigger (from 1), while its stand-in is still on the live table too.
-	AfterCreate func(n int) error
 	// listing, when set, answers names instead of the server (a test gives a stale answer).
 	listing func(ctx context.Context, onTable string) ([]string, error)
 	locker  *mdl.Locker // lockLive's, made on first use
@@ -115,7 +113,8 @@ func (c *Carrier) dropStandIn(ctx context.Context, tmp string) error {
 // on such a listing leaves a step undone, which the next pass, reading again, completes.
 const finishTries = 5
 
-// errStop is an error Finish does not retry (the AfterCreate seam's).
+// errStop is an error Finish does not retry (a test's simulated crash,
+// faults.Hooks.CrashAtTrigger).
 type errStop struct{ error }
 
 func (e errStop) Unwrap() error { return e.error }
@@ -247,10 +246,10 @@ func (c *Carrier) onLive(ctx context.Context, i int, tr table.Trigger, tmp strin
 		if _, err := conn.ExecContext(ctx, tr.Create(c.Schema, c.Live, tr.Name, tmp)); err != nil {
 			return fmt.Errorf("create trigger %s on %s: %w", tr.Name, c.Live, err)
 		}
-		if c.AfterCreate != nil {
-			if err := c.AfterCreate(i + 1); err != nil {
-				return errStop{err}
-			}
+		// A test's crash right after the n-th real trigger (from 1), while its stand-in is still
+		// on the live table too.
+		if faults.Of(ctx).CrashAtTrigger == i+1 {
+			return errStop{faults.ErrSimulatedCrash}
 		}
 	}
 	if drop {

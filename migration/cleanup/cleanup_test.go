@@ -10,6 +10,7 @@ import (
 	"github.com/enginemig/enginemig/cutover"
 	"github.com/enginemig/enginemig/internal/db/outcome"
 	"github.com/enginemig/enginemig/internal/db/table"
+	"github.com/enginemig/enginemig/internal/testkit/expect"
 	"github.com/enginemig/enginemig/internal/testkit/sandboxtest"
 	"github.com/enginemig/enginemig/migration/cleanup"
 	"github.com/enginemig/enginemig/migration/state"
@@ -38,7 +39,7 @@ func TestCleanupDropsLeftoversAndKeepsTheOriginal(t *testing.T) {
 	if len(res.Kept) != 1 || !strings.HasPrefix(res.Kept[0], "_t_old ") || !strings.Contains(res.Kept[0], "--drop-old") {
 		t.Errorf("kept %q, want _t_old and how to drop it", res.Kept)
 	}
-	if got := sandboxtest.Objects(t, db, schema); got != "_t_old MyISAM, t MyISAM" {
+	if got := expect.Objects(t, db, schema); got != "_t_old MyISAM, t MyISAM" {
 		t.Errorf("left %s, want the table and its kept original", got)
 	}
 	if n := count(t, db, schema, "t"); n != 20 {
@@ -60,7 +61,7 @@ func TestCleanupDropOldDropsTheKeptOriginal(t *testing.T) {
 	if !slices.Equal(res.Dropped, []string{"_t_old"}) || len(res.Kept) != 0 {
 		t.Errorf("dropped %q, kept %q; want _t_old dropped and nothing kept", res.Dropped, res.Kept)
 	}
-	if got := sandboxtest.Objects(t, db, schema); got != "t InnoDB" {
+	if got := expect.Objects(t, db, schema); got != "t InnoDB" {
 		t.Errorf("left %s, want only the converted table", got)
 	}
 }
@@ -84,7 +85,7 @@ func TestCleanupAfterADeadCopy(t *testing.T) {
 	if err := shadow.Install(ctx, shadow.Config{DB: db, Source: ti, Target: "_t_new", Mode: shadow.Triggers, ChangeLog: table.ChangeLogName("t", false)}); err != nil {
 		t.Fatal(err)
 	}
-	capture := sandboxtest.Objects(t, db, schema)
+	capture := expect.Objects(t, db, schema)
 	if !strings.Contains(capture, "trigger ") || !strings.Contains(capture, table.ChangeLogName("t", false)) {
 		t.Fatalf("no capture to clean up: %s", capture)
 	}
@@ -103,7 +104,7 @@ func TestCleanupAfterADeadCopy(t *testing.T) {
 	if len(res.Dropped) < 2 || res.Dropped[len(res.Dropped)-1] != "_t_new" || !slices.Contains(res.Dropped, table.ChangeLogName("t", false)) {
 		t.Errorf("dropped %q, want the capture's triggers and change log, then _t_new", res.Dropped)
 	}
-	if got, want := sandboxtest.Objects(t, db, schema), table.OwnTableName(schema, "migrations")+" InnoDB, t MyISAM"; got != want {
+	if got, want := expect.Objects(t, db, schema), table.OwnTableName(schema, "migrations")+" InnoDB, t MyISAM"; got != want {
 		t.Errorf("left %s, want %s", got, want)
 	}
 	sandboxtest.MustExec(t, db, "INSERT INTO t VALUES (21, 21)") // the application writes again
@@ -185,13 +186,13 @@ func TestCleanupRefusals(t *testing.T) {
 				}
 				defer held.Close()
 			}
-			before := sandboxtest.Objects(t, db, schema)
+			before := expect.Objects(t, db, schema)
 			res, err := cleanup.Run(ctx, db, cleanup.Options{Conn: conn(), Schema: target, Table: c.table, StateSchema: schema})
-			sandboxtest.MustRefuse(t, err, c.code, c.what, c.remedy)
+			expect.Refusal(t, err, c.code, c.what, c.remedy)
 			if res != nil && len(res.Dropped) > 0 {
 				t.Errorf("a refused cleanup reports %q dropped", res.Dropped)
 			}
-			if after := sandboxtest.Objects(t, db, schema); after != before {
+			if after := expect.Objects(t, db, schema); after != before {
 				t.Errorf("the refusal changed the database: before %s; after %s", before, after)
 			}
 			if n := count(t, db, schema, "_t_new"); n != 1 {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/enginemig/enginemig/internal/db/dbconn"
 	"github.com/enginemig/enginemig/internal/sandbox"
+	"github.com/enginemig/enginemig/internal/testkit/expect"
 	"github.com/enginemig/enginemig/internal/testkit/sandboxtest"
 )
 
@@ -18,7 +19,7 @@ func TestMain(m *testing.M) {
 
 // conn is the sandbox's root account as enginemig's connection settings (cleanup takes the
 // table's advisory lock on a connection of its own).
-func conn() dbconn.Config { return sandboxtest.RootConfig(srv) }
+func conn() dbconn.Config { return expect.RootConfig(srv) }
 
 // count is the number of rows in schema.name.
 func count(t *testing.T, db *sql.DB, schema, name string) int {

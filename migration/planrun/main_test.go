@@ -10,6 +10,7 @@ import (
 
 	"github.com/enginemig/enginemig/internal/db/dbconn"
 	"github.com/enginemig/enginemig/internal/sandbox"
+	"github.com/enginemig/enginemig/internal/testkit/expect"
 	"github.com/enginemig/enginemig/internal/testkit/sandboxtest"
 	"github.com/enginemig/enginemig/migration/state"
 	"github.com/enginemig/enginemig/shadow"
@@ -22,7 +23,7 @@ func TestMain(m *testing.M) {
 }
 
 // conn is the sandbox's root account as enginemig's connection settings.
-func conn() dbconn.Config { return sandboxtest.RootConfig(srv) }
+func conn() dbconn.Config { return expect.RootConfig(srv) }
 
 // quiet is the logger of runs whose log the test does not read.
 var quiet = slog.New(slog.DiscardHandler)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/enginemig/enginemig/cutover"
 	"github.com/enginemig/enginemig/internal/db/outcome"
+	"github.com/enginemig/enginemig/internal/testkit/expect"
 	"github.com/enginemig/enginemig/internal/testkit/sandboxtest"
 	"github.com/enginemig/enginemig/migration/preflight"
 	"github.com/enginemig/enginemig/shadow"
@@ -77,13 +78,13 @@ func TestCheckTableRefusesWhatItCannotConvert(t *testing.T) {
 			ctx := context.Background()
 			schema, db := sandboxtest.FreshDatabase(t, srv)
 			sandboxtest.MustExec(t, db, c.setup...)
-			before := sandboxtest.Objects(t, db, schema)
+			before := expect.Objects(t, db, schema)
 			ti, err := preflight.LoadTable(ctx, db, schema, "t")
 			if err != nil {
 				t.Fatal(err)
 			}
-			sandboxtest.MustRefuse(t, preflight.CheckTable(ctx, db, ti), outcome.Refused, c.what, strings.ReplaceAll(c.remedy, "{db}", schema))
-			if after := sandboxtest.Objects(t, db, schema); after != before {
+			expect.Refusal(t, preflight.CheckTable(ctx, db, ti), outcome.Refused, c.what, strings.ReplaceAll(c.remedy, "{db}", schema))
+			if after := expect.Objects(t, db, schema); after != before {
 				t.Errorf("the refusal changed the database: before %s; after %s", before, after)
 			}
 		})
@@ -109,14 +110,14 @@ func TestLoadTableSaysWhichNameIsWrong(t *testing.T) {
 	sandboxtest.MustExec(t, db, "CREATE TABLE t (id INT PRIMARY KEY, v INT) ENGINE=MyISAM")
 	missing := schema + "_missing"
 	_, err := preflight.LoadTable(ctx, db, missing, "t")
-	sandboxtest.MustRefuse(t, err, outcome.Usage, "database `"+missing+"` does not exist", "check --database")
+	expect.Refusal(t, err, outcome.Usage, "database `"+missing+"` does not exist", "check --database")
 	var n int
 	if err := db.QueryRow("SELECT COUNT(*) FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = ?", missing).Scan(&n); err != nil || n != 0 {
 		t.Errorf("looking for a missing database created it (%d, %v)", n, err)
 	}
 	_, err = preflight.LoadTable(ctx, db, schema, "nope")
-	sandboxtest.MustRefuse(t, err, outcome.Usage, "table `"+schema+"`.`nope` does not exist", "check --table")
-	if got := sandboxtest.Objects(t, db, schema); got != "t MyISAM" {
+	expect.Refusal(t, err, outcome.Usage, "table `"+schema+"`.`nope` does not exist", "check --table")
+	if got := expect.Objects(t, db, schema); got != "t MyISAM" {
 		t.Errorf("after looking for a missing table the database holds %s", got)
 	}
 	ti, err := preflight.LoadTable(ctx, db, schema, "t")
@@ -141,7 +142,7 @@ func TestCheckServerChoosesTheCapture(t *testing.T) {
 		}
 	}
 	_, mode, _, err := preflight.CheckServer(ctx, db, "sideways")
-	sandboxtest.MustRefuse(t, err, outcome.Refused, `unknown capture "sideways"`, "use --capture auto, binlog or triggers")
+	expect.Refusal(t, err, outcome.Refused, `unknown capture "sideways"`, "use --capture auto, binlog or triggers")
 	if mode != "" {
 		t.Errorf("a refused capture came with mode %q", mode)
 	}
@@ -160,17 +161,17 @@ func TestPlanBlockersRefuseABlockedTable(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(&logged, nil))
 	conns := preflight.Connections(0, 1)
 
-	before := sandboxtest.Objects(t, db, schema)
+	before := expect.Objects(t, db, schema)
 	ti, err := preflight.LoadTable(ctx, db, schema, "pergroup")
 	if err != nil {
 		t.Fatal(err)
 	}
 	got, _, err := preflight.PlanBlockers(ctx, db, ti, shadow.Binlog, conns, nil, 0, log)
-	sandboxtest.MustRefuse(t, err, outcome.Refused, "has 1 blocker(s): [autoinc-not-leading]", "decide how ids should be numbered")
+	expect.Refusal(t, err, outcome.Refused, "has 1 blocker(s): [autoinc-not-leading]", "decide how ids should be numbered")
 	if got != nil {
 		t.Errorf("a refusal came with the server's description")
 	}
-	if after := sandboxtest.Objects(t, db, schema); after != before {
+	if after := expect.Objects(t, db, schema); after != before {
 		t.Errorf("the refusal changed the database: before %s; after %s", before, after)
 	}
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/enginemig/enginemig/internal/db/dbconn"
 	"github.com/enginemig/enginemig/internal/sandbox"
+	"github.com/enginemig/enginemig/internal/testkit/expect"
 	"github.com/enginemig/enginemig/internal/testkit/sandboxtest"
 	"github.com/enginemig/enginemig/migration"
 	"github.com/enginemig/enginemig/migration/rollback"
@@ -25,7 +26,7 @@ func TestMain(m *testing.M) {
 var quiet = slog.New(slog.DiscardHandler)
 
 // conn is the sandbox's root account as enginemig's connection settings.
-func conn() dbconn.Config { return sandboxtest.RootConfig(srv) }
+func conn() dbconn.Config { return expect.RootConfig(srv) }
 
 // control is a pool opened as apply and rollback open theirs.
 func control(t *testing.T) *sql.DB {
@@ -63,7 +64,7 @@ func run(db *sql.DB, schema string) (*rollback.Result, error) {
 // migrations recorded there, so that a test can show a refusal left everything as it found it.
 func snapshot(t *testing.T, db *sql.DB, schema string) string {
 	t.Helper()
-	out := sandboxtest.Objects(t, db, schema)
+	out := expect.Objects(t, db, schema)
 	if states, err := state.NewStore(db, schema).List(context.Background(), "", ""); err == nil {
 		for _, st := range states {
 			out += ", " + st.Table + " " + st.Stage.String()

@@ -18,6 +18,7 @@ import (
 	"github.com/enginemig/enginemig/internal/db/dbconn"
 	"github.com/enginemig/enginemig/internal/db/outcome"
 	"github.com/enginemig/enginemig/internal/db/table"
+	"github.com/enginemig/enginemig/internal/faults"
 	"github.com/enginemig/enginemig/migration/carry"
 	"github.com/enginemig/enginemig/migration/preflight"
 	"github.com/enginemig/enginemig/migration/state"
@@ -37,9 +38,6 @@ type Options struct {
 	// LockTimeout bounds a wait for a lock another session holds (lockwait.DefaultTimeout when 0):
 	// waits are reported as apply's are (lockwait.Watcher).
 	LockTimeout time.Duration
-
-	// Seams are test seams (nil outside tests).
-	Seams *Seams
 }
 
 // Result summarises a rollback.
@@ -132,8 +130,6 @@ func swapBack(ctx context.Context, db *sql.DB, opts Options, st *state.State, cu
 	cfg.Conn, cfg.Version, cfg.ServerID, cfg.Start, cfg.Logger = opts.Conn, version, opts.ServerID, from, opts.Logger
 	cfg.LockWithin = lockwait.TimeoutOr(opts.LockTimeout)
 	cfg.IgnoreQuery = func(q string) bool { return ignore(q) || isTriggerDDL(q) }
-	sh := opts.Seams.get().Shadow
-	cfg.Seams = &sh
 	pipe, err := shadow.Open(ctx, cfg)
 	if err != nil {
 		return nil, outcome.New(outcome.FailedSafe, err, "")
@@ -157,8 +153,7 @@ func swapBack(ctx context.Context, db *sql.DB, opts Options, st *state.State, cu
 		return nil, swapBackFailed(err, sw)
 	}
 	pipe.StopAfterSwap()
-	carrier.AfterCreate = shadow.CrashAtTrigger(opts.Seams.get().CrashAtTrigger)
-	if cerr := carrier.Finish(context.WithoutCancel(ctx)); errors.Is(cerr, shadow.ErrSimulatedCrash) {
+	if cerr := carrier.Finish(context.WithoutCancel(ctx)); errors.Is(cerr, faults.ErrSimulatedCrash) {
 		return nil, cerr
 	} else if cerr != nil {
 		const remedy = "every trigger still fires through its stand-in; run the same rollback again to finish"

@@ -11,6 +11,7 @@ import (
 	"github.com/enginemig/enginemig/cutover"
 	"github.com/enginemig/enginemig/internal/db/outcome"
 	"github.com/enginemig/enginemig/internal/db/table"
+	"github.com/enginemig/enginemig/internal/testkit/expect"
 	"github.com/enginemig/enginemig/internal/testkit/sandboxtest"
 	"github.com/enginemig/enginemig/migration/state"
 	"github.com/enginemig/enginemig/shadow"
@@ -56,7 +57,7 @@ func TestRollbackSwapsBackWithTheWritesSinceTheCutover(t *testing.T) {
 				t.Errorf("the record: %+v, %v; want it finished, saying rolled back and where the InnoDB table is", states, err)
 			}
 			_, err = run(db, schema)
-			sandboxtest.MustRefuse(t, err, outcome.Refused, "the last conversion of "+schema+".t was already rolled back", "nothing to do")
+			expect.Refusal(t, err, outcome.Refused, "the last conversion of "+schema+".t was already rolled back", "nothing to do")
 			if again := snapshot(t, db, schema); again != after {
 				t.Errorf("the second rollback changed: %s; now %s", after, again)
 			}
@@ -89,7 +90,7 @@ func TestRollbackRefusesWhatItCannotSwapBack(t *testing.T) {
 			sandboxtest.MustExec(t, db, append([]string{"USE `" + schema + "`"}, c.change...)...)
 			before, rows := snapshot(t, db, schema), contents(t, db, schema, "t")
 			_, err := run(db, schema)
-			sandboxtest.MustRefuse(t, err, outcome.Refused, strings.ReplaceAll(c.what, "{db}", schema), strings.ReplaceAll(c.remedy, "{db}", schema))
+			expect.Refusal(t, err, outcome.Refused, strings.ReplaceAll(c.what, "{db}", schema), strings.ReplaceAll(c.remedy, "{db}", schema))
 			if after := snapshot(t, db, schema); after != before {
 				t.Errorf("the refusal changed the database: before %s; after %s", before, after)
 			}
@@ -139,7 +140,7 @@ func TestRollbackRefusesWithoutACompletedConversion(t *testing.T) {
 			}
 			before := snapshot(t, db, schema)
 			_, err := run(db, schema)
-			sandboxtest.MustRefuse(t, err, outcome.Refused, strings.ReplaceAll(c.what, "{db}", schema), c.remedy)
+			expect.Refusal(t, err, outcome.Refused, strings.ReplaceAll(c.what, "{db}", schema), c.remedy)
 			if after := snapshot(t, db, schema); after != before {
 				t.Errorf("the refusal changed the database: before %s; after %s", before, after)
 			}

@@ -3,6 +3,7 @@ package verify_test
 import (
 	"testing"
 
+	"github.com/enginemig/enginemig/internal/faults"
 	"github.com/enginemig/enginemig/internal/testkit/sandboxtest"
 	"github.com/enginemig/enginemig/shadow/verify"
 )
@@ -15,7 +16,8 @@ func TestRepairKeepsEveryRowSearchable(t *testing.T) {
 	p := newPair(t, "CREATE TABLE t (id INT NOT NULL PRIMARY KEY, v VARCHAR(20) NOT NULL, FULLTEXT KEY ft (v)) ENGINE=MyISAM DEFAULT CHARSET=utf8mb4",
 		"INSERT INTO t SELECT seq, 'rainy story' FROM "+sandboxtest.Seq(300))
 	exec(t, p.control, "UPDATE "+p.target()+" SET v = 'sunny garden' WHERE id IN (120, 150, 180)")
-	res, err := verifyPair(t, p, verify.Config{Release: verify.ReleaseNever})
+	p.release = faults.Never
+	res, err := verifyPair(t, p, verify.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

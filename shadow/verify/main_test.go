@@ -10,6 +10,7 @@ import (
 	"github.com/enginemig/enginemig/copier"
 	"github.com/enginemig/enginemig/internal/db/dbconn"
 	"github.com/enginemig/enginemig/internal/db/table"
+	"github.com/enginemig/enginemig/internal/faults"
 	"github.com/enginemig/enginemig/internal/sandbox"
 	"github.com/enginemig/enginemig/internal/testkit/sandboxtest"
 	"github.com/enginemig/enginemig/shadow/verify"
@@ -48,6 +49,7 @@ type pair struct {
 	control, writer *sql.DB
 	q               *table.SQL
 	capture         verify.Target // nil: still
+	release         faults.Force  // forces verification's early release of the source, or none
 }
 
 func (p pair) source() string { return dbconn.QualifiedName(p.schema, "t") }
@@ -96,7 +98,8 @@ func verifyPair(t *testing.T, p pair, cfg verify.Config) (verify.Result, error) 
 	if p.capture != nil {
 		capture = p.capture
 	}
-	return verify.Run(context.Background(), p.control, p.q, copier.NewChunker(p.writer, p.q, fixedChunks), capture, cfg)
+	ctx := faults.With(context.Background(), faults.Hooks{VerifyRelease: p.release})
+	return verify.Run(ctx, p.control, p.q, copier.NewChunker(p.writer, p.q, fixedChunks), capture, cfg)
 }
 
 func exec(t *testing.T, db *sql.DB, stmts ...string) {

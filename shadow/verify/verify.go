@@ -16,6 +16,7 @@ import (
 	"github.com/enginemig/enginemig/internal/db/dbconn"
 	"github.com/enginemig/enginemig/internal/db/mdl"
 	"github.com/enginemig/enginemig/internal/db/table"
+	"github.com/enginemig/enginemig/internal/faults"
 )
 
 // Target is what verification needs from whatever keeps the target current (package shadow).
@@ -65,11 +66,6 @@ type Config struct {
 	// and a DDL on either table ordered in total order meanwhile would wait for that lock while
 	// the recopy's commit waits for the DDL: a wedged node. Failing leaves the original as it is.
 	NoRepair bool
-	// Release says when the source's lock is let go before the target is compared (see compare).
-	Release Release
-	// HoldDelay is a fault-injection point for tests: a pause after the source is released early,
-	// before the target's checksum, in which a replay that was not held would move the target on.
-	HoldDelay time.Duration
 	// Sample, when set, makes Run a sample of verification's cost (the whole run's ETA: package
 	// migration): it stops before a step that would take it past Sample.Rows rows compared, once
 	// Sample.Budget has elapsed, and before the step that reads to the end of the table.
@@ -89,20 +85,6 @@ func (sm *Sample) over(s copier.Step, res Result, start time.Time) bool {
 
 // errSampled ends a sample's walk.
 var errSampled = errors.New("sampled")
-
-// Release chooses the chunks whose source lock covers the source's checksum only. With a target
-// that can Mark, every chunk but ReleaseNever's does (compareMarked).
-type Release int
-
-const (
-	// ReleaseContended releases early while other clients wait for the table, and on every chunk
-	// where the target can Mark.
-	ReleaseContended Release = iota
-	// ReleaseAlways releases early on every chunk (tests of that path).
-	ReleaseAlways
-	// ReleaseNever keeps the source locked until both sides are compared.
-	ReleaseNever
-)
 
 // Result counts what verification saw.
 type Result struct {
@@ -228,10 +210,18 @@ func Run(ctx context.Context, db *sql.DB, q *table.SQL, chunks *copier.Chunker, 
 	return res, err
 }
 
-// releaseEarly reports whether s's chunks let the source's lock go before the target is compared
-// (see compare).
-func (v *verifier) releaseEarly(s copier.Step) bool {
-	return v.cfg.Release == ReleaseAlways || (v.cfg.Release == ReleaseContended && s.Contended)
+// releaseEarly reports whether s's chunk lets the source's lock go before the target is compared
+// (see compare): while other clients wait for the table, and on every chunk where the target can
+// Mark (compareMarked). A test may force early release on every chunk or on none
+// (faults.Hooks.VerifyRelease); none keeps the source locked until both sides are compared.
+func releaseEarly(ctx context.Context, s copier.Step) bool {
+	switch faults.Of(ctx).VerifyRelease {
+	case faults.Always:
+		return true
+	case faults.Never:
+		return false
+	}
+	return s.Contended
 }
 
 func (r *Result) add(c comparison, rows *atomic.Int64) {
@@ -268,7 +258,7 @@ type comparison struct {
 // per chunk is fixed, so counting it would shrink chunks toward that overhead and make
 // verification crawl.
 func (v *verifier) chunk(ctx context.Context, s copier.Step, release func(took, held time.Duration)) (comparison, error) {
-	r, early := s.Range, v.releaseEarly(s)
+	r, early := s.Range, releaseEarly(ctx, s)
 	released := func(c comparison) { release(c.sumTime, c.held) }
 	var held, waited, after time.Duration
 	behind := 0

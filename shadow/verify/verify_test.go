@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/enginemig/enginemig/internal/db/dbconn"
+	"github.com/enginemig/enginemig/internal/faults"
 	"github.com/enginemig/enginemig/internal/testkit/sandboxtest"
 	"github.com/enginemig/enginemig/shadow/verify"
 )
@@ -62,13 +63,14 @@ var differences = []struct {
 
 // modes are the four ways a chunk is compared: both sides under the source's lock, the target
 // after the source is let go, both in the locked session (trigger capture's way), and the target
-// stopped at a mark beside the source's checksum (binlog capture's way). cfg may set p's capture.
+// stopped at a mark beside the source's checksum (binlog capture's way). cfg may set p's capture,
+// and p's release forces the choice the first two make (faults.Hooks.VerifyRelease).
 var modes = []struct {
 	name string
 	cfg  func(p *pair) verify.Config
 }{
-	{"source locked throughout", func(*pair) verify.Config { return verify.Config{Release: verify.ReleaseNever} }},
-	{"source released early", func(*pair) verify.Config { return verify.Config{Release: verify.ReleaseAlways} }},
+	{"source locked throughout", func(p *pair) verify.Config { p.release = faults.Never; return verify.Config{} }},
+	{"source released early", func(p *pair) verify.Config { p.release = faults.Always; return verify.Config{} }},
 	{"target locked with the source", func(p *pair) verify.Config {
 		return verify.Config{LockWith: []string{p.target() + " WRITE"}}
 	}},
@@ -107,7 +109,8 @@ func TestVerifyFindsAndRepairsEachDifference(t *testing.T) {
 		t.Run(d.name+", "+m.name, func(t *testing.T) {
 			p := newPair(t, tableDDL, seed())
 			exec(t, p.control, strings.ReplaceAll(d.stmt, "_t_new", p.target()))
-			res, err := verifyPair(t, p, m.cfg(&p))
+			cfg := m.cfg(&p) // before p is passed: it may set p's capture and release
+			res, err := verifyPair(t, p, cfg)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -130,7 +133,8 @@ func TestVerifyRepairsOnlyTheChunksThatDiffer(t *testing.T) {
 				exec(t, p.control, strings.ReplaceAll(d.stmt, "_t_new", p.target()))
 				chunks[d.chunk] = true
 			}
-			res, err := verifyPair(t, p, m.cfg(&p))
+			cfg := m.cfg(&p) // before p is passed: it may set p's capture and release
+			res, err := verifyPair(t, p, cfg)
 			if err != nil {
 				t.Fatal(err)
 			}

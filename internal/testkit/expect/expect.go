@@ -1,4 +1,6 @@
-package sandboxtest
+// Package expect holds the assertions tests of several packages share about what enginemig did to
+// a server: a refusal that says what is wrong and what to do, and what a schema holds.
+package expect
 
 import (
 	"database/sql"
@@ -17,9 +19,9 @@ func RootConfig(s *sandbox.Server) dbconn.Config {
 	return dbconn.Config{Host: "127.0.0.1", Port: s.Port, User: "root", SSLMode: dbconn.SSLDisabled}
 }
 
-// MustRefuse fails the test unless err is an outcome error with code whose message says what and
+// Refusal fails the test unless err is an outcome error with code whose message says what and
 // whose remedy says remedy: a refusal that does not say what is wrong and what to do is no help.
-func MustRefuse(t testing.TB, err error, code outcome.Code, what, remedy string) {
+func Refusal(t testing.TB, err error, code outcome.Code, what, remedy string) {
 	t.Helper()
 	var oe *outcome.Error
 	if !errors.As(err, &oe) {
