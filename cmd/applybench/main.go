@@ -10,7 +10,6 @@ package main
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -19,7 +18,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -59,6 +57,7 @@ func main() {
 		os.Exit(2)
 	}
 	noAutoInc = noAutoInc || keyless // the load's INSERTs pick their ids
+	var sh shape = newGameShape()
 	shares := []float64{*loadShare}
 	if *loads != "" {
 		shares = nil
@@ -72,62 +71,10 @@ func main() {
 		}
 	}
 	ctx := context.Background()
-	if err := run(ctx, *rows, *threads, shares, *window, *skipLoad); err != nil {
+	if err := run(ctx, sh, *rows, *threads, shares, *window, *skipLoad); err != nil {
 		fmt.Fprintln(os.Stderr, "applybench:", err)
 		os.Exit(1)
 	}
-}
-
-const ddl = `CREATE TABLE %s (
-  id INT UNSIGNED NOT NULL AUTO_INCREMENT,
-  player INT NOT NULL, coins INT NOT NULL, level SMALLINT NOT NULL, score INT NOT NULL,
-  name CHAR(40) NOT NULL,
-  PRIMARY KEY (id), KEY player (player)
-) ENGINE=MyISAM`
-
-func seed(db *sql.DB, name string, rows int) error {
-	if _, err := db.Exec("DROP TABLE IF EXISTS " + name + ", _" + name + "_old, _" + name + "_new"); err != nil {
-		return err
-	}
-	nextID.Store(int64(rows))
-	create := fmt.Sprintf(ddl, name)
-	if noAutoInc || keyless {
-		create = strings.Replace(create, " AUTO_INCREMENT", "", 1)
-	}
-	if keyless {
-		create = strings.Replace(create, "PRIMARY KEY (id)", "KEY id (id)", 1)
-	}
-	if grown {
-		create = strings.Replace(create, "name CHAR(40)", "name VARCHAR(60)", 1)
-	}
-	if keylessTS {
-		create = strings.Replace(create, "name CHAR(40) NOT NULL,", "name CHAR(40) NOT NULL, ts DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6), KEY ts (ts, player),", 1)
-	}
-	if _, err := db.Exec(create); err != nil {
-		return err
-	}
-	_, err := db.Exec(fmt.Sprintf(`INSERT INTO %s (id, player, coins, level, score, name)
-		SELECT seq, seq %% 100000, seq %% 977, seq %% 60, seq * 7 %% 100003, SHA1(seq) FROM seq_1_to_%d`, name, rows))
-	if err != nil {
-		return err
-	}
-	if grown {
-		if _, err := db.Exec("UPDATE " + name + " SET name = CONCAT(name, CONVERT(LEFT(SHA1(id), 10 + id % 10) USING latin1)) WHERE id % 2 = 0"); err != nil {
-			return err
-		}
-	}
-	if keylessTS {
-		if _, err := db.Exec("UPDATE " + name + " SET ts = TIMESTAMP'2026-01-01 00:00:00' + INTERVAL (id DIV 10) SECOND + INTERVAL (id % 10) * 1000 MICROSECOND"); err != nil {
-			return err
-		}
-		if _, err := db.Exec("ANALYZE TABLE " + name); err != nil {
-			return err
-		}
-	}
-	// Reopened, the table is what a production table is when the migration starts; and with
-	// -server-args --myisam-use-mmap=1, MyISAM maps the data file as long as it is when opened.
-	_, err = db.Exec("FLUSH TABLES " + name)
-	return err
 }
 
 type applyResult struct {
@@ -156,9 +103,6 @@ var holdCutover time.Duration
 // enginemig) for the idle conversion, which the loaded runs print beside the load's.
 var serverPid int
 var idleWork = map[string]time.Duration{}
-
-// nextID is the last key the seed or the load's INSERTs used, for a table without AUTO_INCREMENT.
-var nextID atomic.Int64
 
 // runApply converts the table with enginemig apply, watching its stages on its control socket.
 func runApply(ctx context.Context, bin string, port int, table string) (applyResult, error) {

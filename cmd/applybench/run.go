@@ -34,7 +34,7 @@ const (
 var compareBin, ghostBin, ghostArgs string
 var skipNative, withControl bool
 
-func run(ctx context.Context, rows, threads int, shares []float64, window time.Duration, idleOnly bool) error {
+func run(ctx context.Context, sh shape, rows, threads int, shares []float64, window time.Duration, idleOnly bool) error {
 	bin := filepath.Join(os.TempDir(), "enginemig-applybench")
 	if out, err := exec.Command("go", "build", "-o", bin, "./cmd/enginemig").CombinedOutput(); err != nil {
 		return fmt.Errorf("build: %v\n%s", err, out)
@@ -87,29 +87,29 @@ func run(ctx context.Context, rows, threads int, shares []float64, window time.D
 		builds = append(builds, build{name: "gh-ost", path: ghOST})
 	}
 	if !loadOnly {
-		if err := runIdle(db, srv.Port, rows, builds); err != nil || idleOnly {
+		if err := runIdle(db, sh, srv.Port, rows, builds); err != nil || idleOnly {
 			return err
 		}
 	}
 	if !skipNative {
 		builds = append([]build{{name: "native", path: nativeALTER}}, builds...)
 	}
-	if err := seed(db, "state", rows); err != nil {
+	if err := sh.seed(db, sh.table(), rows); err != nil {
 		return err
 	}
-	l := load{db: db, threads: threads, rows: rows}
+	l := load{db: db, shape: sh, threads: threads, rows: rows}
 	for i, share := range shares {
 		// Measured again before each level, on a freshly seeded table: over a long run the server
 		// did not keep what it served at the start (docs/bench/applybench.md), and a level set
 		// from that first figure asked more than the machine could serve.
 		if i > 0 {
-			if err := seed(db, "state", rows); err != nil {
+			if err := sh.seed(db, sh.table(), rows); err != nil {
 				return err
 			}
 		}
 		capacity, windows := measureCapacity(ctx, l, window)
 		fmt.Printf("\ncapacity: %.0f requests/s unthrottled, the median of %s (%d threads, %d statements a request, %d errors); %s\n",
-			capacity.rps, windows, threads, len(request), capacity.errors, loadAvg())
+			capacity.rps, windows, threads, len(sh.request(0)), capacity.errors, loadAvg())
 		fmt.Printf("load %.0f%% of capacity: %.0f requests/s\n", 100*share, share*capacity.rps)
 		if err := runLevel(ctx, l, srv.Port, share*capacity.rps, window, builds); err != nil {
 			return err
@@ -153,8 +153,8 @@ func runLevel(ctx context.Context, l load, port int, rate float64, window time.D
 }
 
 // runIdle converts identical tables with native ALTER and with each build, nothing else running.
-func runIdle(db *sql.DB, port, rows int, builds []build) error {
-	if err := seed(db, "native", rows); err != nil {
+func runIdle(db *sql.DB, sh shape, port, rows int, builds []build) error {
+	if err := sh.seed(db, "native", rows); err != nil {
 		return err
 	}
 	start := time.Now()
@@ -164,11 +164,11 @@ func runIdle(db *sql.DB, port, rows int, builds []build) error {
 	native := time.Since(start)
 	fmt.Printf("idle conversion: native ALTER %.2fs; %s\n", native.Seconds(), loadAvg())
 	for _, b := range builds {
-		if err := seed(db, "state", rows); err != nil {
+		if err := sh.seed(db, sh.table(), rows); err != nil {
 			return err
 		}
 		cpu0, _ := processCPU(serverPid)
-		idle, err := convert(context.Background(), db, b, port)
+		idle, err := convert(context.Background(), db, b, port, sh.table())
 		if err != nil {
 			return err
 		}
@@ -184,17 +184,17 @@ func runIdle(db *sql.DB, port, rows int, builds []build) error {
 	return nil
 }
 
-// convert converts game.state with b, watching its stages when it is enginemig.
-func convert(ctx context.Context, db *sql.DB, b build, port int) (applyResult, error) {
+// convert converts game.table with b, watching its stages when it is enginemig.
+func convert(ctx context.Context, db *sql.DB, b build, port int, table string) (applyResult, error) {
 	start := time.Now()
 	var err error
 	switch b.path {
 	case nativeALTER:
-		_, err = db.ExecContext(ctx, "ALTER TABLE state ENGINE=InnoDB")
+		_, err = db.ExecContext(ctx, "ALTER TABLE "+table+" ENGINE=InnoDB")
 	case ptOSC:
-		err = runPTOSC(port, "state")
+		err = runPTOSC(port, table)
 	case ghOST:
-		err = runGhost(port, "state")
+		err = runGhost(port, table)
 	case noConversion:
 		select {
 		case <-time.After(b.alone):
@@ -202,7 +202,7 @@ func convert(ctx context.Context, db *sql.DB, b build, port int) (applyResult, e
 			err = ctx.Err()
 		}
 	default:
-		return runApply(ctx, b.path, port, "state")
+		return runApply(ctx, b.path, port, table)
 	}
 	return applyResult{wall: time.Since(start)}, err
 }
@@ -211,7 +211,7 @@ func convert(ctx context.Context, db *sql.DB, b build, port int) (applyResult, e
 // then converts the table with b while the load goes on, and prints what the application kept.
 // native is native ALTER's wall time under the same load (0: not measured), for the ratio.
 func runLoaded(ctx context.Context, l load, port int, rate float64, window time.Duration, b build, native time.Duration) (loaded, error) {
-	if err := seed(l.db, "state", l.rows); err != nil {
+	if err := l.shape.seed(l.db, l.shape.table(), l.rows); err != nil {
 		return loaded{}, err
 	}
 	m0, _ := readMachineCPU()
@@ -225,7 +225,7 @@ func runLoaded(ctx context.Context, l load, port int, rate float64, window time.
 	time.Sleep(time.Second)
 	t0 := time.Now()
 	began <- t0
-	ar, err := convert(ctx, l.db, b, port)
+	ar, err := convert(ctx, l.db, b, port, l.shape.table())
 	t1 := time.Now()
 	time.Sleep(time.Second)
 	stop()
