@@ -39,21 +39,7 @@ func run(ctx context.Context, sh shape, rows, threads int, shares []float64, win
 	if out, err := exec.Command("go", "build", "-o", bin, "./cmd/enginemig").CombinedOutput(); err != nil {
 		return fmt.Errorf("build: %v\n%s", err, out)
 	}
-	// Each build runs on an identical, freshly seeded table in the same run, so a before/after
-	// comparison is not skewed by the machine's mood.
-	builds := []build{{name: "enginemig", path: bin}}
-	if compareBin != "" {
-		builds = nil
-		bins := strings.Split(compareBin, ",")
-		for _, b := range bins {
-			name := "before"
-			if len(bins) > 1 {
-				name = filepath.Base(b)
-			}
-			builds = append(builds, build{name: name, path: b})
-		}
-		builds = append(builds, build{name: "after", path: bin})
-	}
+	builds := enginemigBuilds(bin)
 	args := []string{"--key-buffer-size=512M", "--max-binlog-size=1G"}
 	if ghostBin != "" {
 		args = append(args, "--binlog-row-image=FULL", "--log-slave-updates=ON")
@@ -116,6 +102,25 @@ func run(ctx context.Context, sh shape, rows, threads int, shares []float64, win
 		}
 	}
 	return nil
+}
+
+// enginemigBuilds are the enginemig binaries to measure: bin, after -compare-bin's. Each build
+// runs on an identical, freshly seeded table in the same run, so a before/after comparison is
+// not skewed by the machine's mood.
+func enginemigBuilds(bin string) []build {
+	if compareBin == "" {
+		return []build{{name: "enginemig", path: bin}}
+	}
+	var builds []build
+	bins := strings.Split(compareBin, ",")
+	for _, b := range bins {
+		name := "before"
+		if len(bins) > 1 {
+			name = filepath.Base(b)
+		}
+		builds = append(builds, build{name: name, path: b})
+	}
+	return append(builds, build{name: "after", path: bin})
 }
 
 // runLevel runs every build under the load at rate, repeat times in turn (A, B, A, B: the
