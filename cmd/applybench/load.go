@@ -14,10 +14,11 @@ import (
 // The application load is counted in requests: one request is what a web application's page does
 // on its hot table, all autocommit, as the table's shape (shape.go) lays it out: for the game
 // table the production mix in one go (per 24 statements 16 primary-key SELECTs, 7 UPDATEs and 1
-// INSERT, plus one DELETE every 10th request). Each client thread starts its requests on a fixed
-// grid of slots (bench/arrival): a request the thread was still busy with when its slot came is
-// lost, not made up afterwards, so a stall is counted as the throughput the application lost
-// while waiting.
+// INSERT, plus one DELETE every 10th request), for a forum's posts (-forum) reads, searches,
+// likes and a new post (forum.go). Each client thread starts its requests on a fixed grid of
+// slots (bench/arrival): a request the thread was still busy with when its slot came is lost,
+// not made up afterwards, so a stall is counted as the throughput the application lost while
+// waiting.
 
 // longGap is the write gap applybench itemises (the stall goal is 100 ms).
 const longGap = 80 * time.Millisecond

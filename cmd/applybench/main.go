@@ -1,9 +1,11 @@
 // Command applybench measures enginemig apply against native ALTER TABLE ... ENGINE=InnoDB (and, when
 // asked, pt-online-schema-change and gh-ost) on the same game-state table in one run, idle and under
 // an application load paced on a fixed grid of start slots (bench/arrival), and prints the
-// application's throughput per stage of the conversion: the mean and the worst second.
+// application's throughput per stage of the conversion: the mean and the worst second. -forum
+// measures a forum's posts, with a FULLTEXT index, under a forum's traffic instead (forum.go).
 //
 //	go run ./cmd/applybench -rows 1000000 -no-autoinc -loads 0.25,0.5,0.75 -pt-osc -gh-ost /work/bin/gh-ost
+//	go run ./cmd/applybench -forum -rows 1000000 -loads 0.5 -pt-osc -gh-ost /work/bin/gh-ost
 //
 // It starts its own sandbox server and builds enginemig; nothing else is touched.
 package main
@@ -23,7 +25,8 @@ import (
 )
 
 func main() {
-	rows := flag.Int("rows", 2_000_000, "rows in the game-state table")
+	rows := flag.Int("rows", 2_000_000, "rows in the game-state table (with -forum, posts)")
+	forumShape := flag.Bool("forum", false, "seed a forum's posts instead of the game-state table: posts with about 40 words of text each and a FULLTEXT index on (subject, body), under a forum's traffic ("+forumMixText+": reads by id, boolean FULLTEXT searches, likes, new posts); pt-online-schema-change and gh-ost accept the table (gh-ost does not refuse a FULLTEXT index); not with -keyless, -keyless-ts, -grown or -capture-cost, which shape or measure the game table")
 	threads := flag.Int("threads", 16, "application threads for the loaded runs")
 	loadShare := flag.Float64("load", 0.5, "application load as a share of measured capacity (see -loads)")
 	loads := flag.String("loads", "", "comma-separated load shares, each measured for every tool in turn (e.g. 0.25,0.5,0.75); overrides -load")
@@ -56,8 +59,15 @@ func main() {
 		fmt.Fprintln(os.Stderr, "applybench: -keyless-ts goes with -keyless")
 		os.Exit(2)
 	}
+	if *forumShape && (keyless || keylessTS || grown || costOnly) {
+		fmt.Fprintln(os.Stderr, "applybench: -forum: -keyless, -keyless-ts, -grown and -capture-cost are the game table's")
+		os.Exit(2)
+	}
 	noAutoInc = noAutoInc || keyless // the load's INSERTs pick their ids
 	var sh shape = newGameShape()
+	if *forumShape {
+		sh = newForumShape()
+	}
 	shares := []float64{*loadShare}
 	if *loads != "" {
 		shares = nil

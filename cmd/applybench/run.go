@@ -62,7 +62,7 @@ func run(ctx context.Context, sh shape, rows, threads int, shares []float64, win
 	db, _ = srv.Open("game")
 	db.SetMaxOpenConns(threads + 8)
 	defer db.Close()
-	fmt.Printf("MariaDB sandbox, binlog %s, %d rows, %d CPUs; %s\n\n", binlogFormat, rows, numCPU(), loadAvg())
+	fmt.Printf("MariaDB sandbox, binlog %s, %d rows%s, %d CPUs; %s\n\n", binlogFormat, rows, describe(sh), numCPU(), loadAvg())
 	if costOnly {
 		return captureCost(ctx, db, rows)
 	}

@@ -169,3 +169,11 @@ func gameCreate(name string) string {
 	}
 	return create
 }
+
+// describe names the shape on the run's first line; the game table, the default, goes unnamed.
+func describe(sh shape) string {
+	if _, ok := sh.(*forumShape); ok {
+		return " of forum posts (game.posts; " + forumMixText + ")"
+	}
+	return ""
+}
