@@ -14,7 +14,7 @@ import (
 // autocommit UPDATEs by primary key on game.state from one client, without and then with the
 // capture triggers in place (the number plan.CaptureCostPerWrite quotes).
 func captureCost(ctx context.Context, db *sql.DB, rows int) error {
-	if err := seed(db, "state", rows); err != nil {
+	if err := newGameShape().seed(db, "state", rows); err != nil {
 		return err
 	}
 	const n = 20000

@@ -3,22 +3,22 @@ package main
 import (
 	"context"
 	"database/sql"
-	"fmt"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/enginemig/enginemig/bench"
 	"github.com/enginemig/enginemig/bench/arrival"
 )
 
 // The application load is counted in requests: one request is what a web application's page does
-// on its hot table, the production mix in one go (per 24 statements 16 primary-key SELECTs, 7
-// UPDATEs and 1 INSERT, plus one DELETE every 10th request, all autocommit). Each client thread
-// starts its requests on a fixed grid of slots (bench/arrival): a request the thread was still busy
-// with when its slot came is lost, not made up afterwards, so a stall is counted as the
-// throughput the application lost while waiting.
+// on its hot table, all autocommit, as the table's shape (shape.go) lays it out: for the game
+// table the production mix in one go (per 24 statements 16 primary-key SELECTs, 7 UPDATEs and 1
+// INSERT, plus one DELETE every 10th request), for a forum's posts (-forum) reads, searches,
+// likes and a new post (forum.go). Each client thread starts its requests on a fixed grid of
+// slots (bench/arrival): a request the thread was still busy with when its slot came is lost,
+// not made up afterwards, so a stall is counted as the throughput the application lost while
+// waiting.
 
 // longGap is the write gap applybench itemises (the stall goal is 100 ms).
 const longGap = 80 * time.Millisecond
@@ -41,32 +41,12 @@ type loadStats struct {
 	stmts       stmts // every statement that succeeded, for the latency by stage
 }
 
-// appMix is the application's request: the production mix, on game.state's primary key.
-var appMix = bench.WebMix()
-
-// request is one request's statements in a fixed order, drawn once: the mix's SELECTs, UPDATEs
-// and INSERTs interleaved as a page would.
-var request = func() []bench.Op {
-	var ops []bench.Op
-	for i := 0; i < appMix.Select || i < appMix.Update || i < appMix.Insert; i++ {
-		if i < appMix.Select {
-			ops = append(ops, bench.OpSelect)
-		}
-		if i < appMix.Update {
-			ops = append(ops, bench.OpUpdate)
-		}
-		if i < appMix.Insert {
-			ops = append(ops, bench.OpInsert)
-		}
-	}
-	return ops
-}()
-
 // load runs the application: threads clients, rate requests/s in total (0: as fast as they can),
 // for d (0: until ctx ends). Completions are counted per second from countFrom (zero: from the
 // start), which the caller sets to the conversion's start.
 type load struct {
 	db      *sql.DB
+	shape   shape
 	threads int
 	rows    int
 }
@@ -153,48 +133,16 @@ func (l load) run(ctx context.Context, rate float64, d time.Duration, countFrom 
 // request runs one request's statements; wrote is told when each write completed, record of
 // every statement that succeeded.
 func (l load) request(ctx context.Context, r *rand.Rand, n int, wrote func(time.Time), record func(write bool, end time.Time, took time.Duration)) error {
-	ops := request
-	if n%10 == 9 {
-		ops = append(ops[:len(ops):len(ops)], bench.OpDelete)
-	}
-	for _, op := range ops {
+	for _, st := range l.shape.request(n) {
 		t0 := time.Now()
-		if err := query(ctx, l.db, r, op, 1+r.IntN(l.rows)); err != nil {
+		if err := st.exec(ctx, l.db, r, l.rows); err != nil {
 			return err
 		}
 		now := time.Now()
-		record(op != bench.OpSelect, now, now.Sub(t0))
-		if op != bench.OpSelect {
+		record(st.write, now, now.Sub(t0))
+		if st.write {
 			wrote(now)
 		}
 	}
 	return nil
-}
-
-// query runs one statement of the mix on row id (an INSERT adds a row instead).
-func query(ctx context.Context, db *sql.DB, r *rand.Rand, op bench.Op, id int) error {
-	switch op {
-	case bench.OpSelect:
-		var coins, level int
-		err := db.QueryRowContext(ctx, "SELECT coins, level FROM state WHERE id = ?", id).Scan(&coins, &level)
-		if err == sql.ErrNoRows { // deleted by an earlier request
-			err = nil
-		}
-		return err
-	case bench.OpUpdate:
-		_, err := db.ExecContext(ctx, "UPDATE state SET coins = coins + 1 WHERE id = ?", id)
-		return err
-	case bench.OpDelete:
-		_, err := db.ExecContext(ctx, "DELETE FROM state WHERE id = ?", id)
-		return err
-	case bench.OpInsert:
-		if noAutoInc { // the application picks the key itself
-			_, err := db.ExecContext(ctx, "INSERT INTO state (id, player, coins, level, score, name) VALUES (?, ?, 0, 1, 0, 'new')",
-				nextID.Add(1), r.IntN(100000))
-			return err
-		}
-		_, err := db.ExecContext(ctx, "INSERT INTO state (player, coins, level, score, name) VALUES (?, 0, 1, 0, 'new')", r.IntN(100000))
-		return err
-	}
-	return fmt.Errorf("applybench: the mix has no statement for %s", op)
 }

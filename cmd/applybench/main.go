@@ -1,16 +1,17 @@
 // Command applybench measures enginemig apply against native ALTER TABLE ... ENGINE=InnoDB (and, when
 // asked, pt-online-schema-change and gh-ost) on the same game-state table in one run, idle and under
 // an application load paced on a fixed grid of start slots (bench/arrival), and prints the
-// application's throughput per stage of the conversion: the mean and the worst second.
+// application's throughput per stage of the conversion: the mean and the worst second. -forum
+// measures a forum's posts, with a FULLTEXT index, under a forum's traffic instead (forum.go).
 //
 //	go run ./cmd/applybench -rows 1000000 -no-autoinc -loads 0.25,0.5,0.75 -pt-osc -gh-ost /work/bin/gh-ost
+//	go run ./cmd/applybench -forum -rows 1000000 -loads 0.5 -pt-osc -gh-ost /work/bin/gh-ost
 //
 // It starts its own sandbox server and builds enginemig; nothing else is touched.
 package main
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -19,13 +20,13 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"time"
 )
 
 func main() {
-	rows := flag.Int("rows", 2_000_000, "rows in the game-state table")
+	rows := flag.Int("rows", 2_000_000, "rows in the game-state table (with -forum, posts)")
+	forumShape := flag.Bool("forum", false, "seed a forum's posts instead of the game-state table: posts with about 40 words of text each and a FULLTEXT index on (subject, body), under a forum's traffic ("+forumMixText+": reads by id, boolean FULLTEXT searches, likes, new posts); pt-online-schema-change and gh-ost accept the table (gh-ost does not refuse a FULLTEXT index); not with -keyless, -keyless-ts, -grown or -capture-cost, which shape or measure the game table")
 	threads := flag.Int("threads", 16, "application threads for the loaded runs")
 	loadShare := flag.Float64("load", 0.5, "application load as a share of measured capacity (see -loads)")
 	loads := flag.String("loads", "", "comma-separated load shares, each measured for every tool in turn (e.g. 0.25,0.5,0.75); overrides -load")
@@ -58,7 +59,15 @@ func main() {
 		fmt.Fprintln(os.Stderr, "applybench: -keyless-ts goes with -keyless")
 		os.Exit(2)
 	}
+	if *forumShape && (keyless || keylessTS || grown || costOnly) {
+		fmt.Fprintln(os.Stderr, "applybench: -forum: -keyless, -keyless-ts, -grown and -capture-cost are the game table's")
+		os.Exit(2)
+	}
 	noAutoInc = noAutoInc || keyless // the load's INSERTs pick their ids
+	var sh shape = newGameShape()
+	if *forumShape {
+		sh = newForumShape()
+	}
 	shares := []float64{*loadShare}
 	if *loads != "" {
 		shares = nil
@@ -72,62 +81,10 @@ func main() {
 		}
 	}
 	ctx := context.Background()
-	if err := run(ctx, *rows, *threads, shares, *window, *skipLoad); err != nil {
+	if err := run(ctx, sh, *rows, *threads, shares, *window, *skipLoad); err != nil {
 		fmt.Fprintln(os.Stderr, "applybench:", err)
 		os.Exit(1)
 	}
-}
-
-const ddl = `CREATE TABLE %s (
-  id INT UNSIGNED NOT NULL AUTO_INCREMENT,
-  player INT NOT NULL, coins INT NOT NULL, level SMALLINT NOT NULL, score INT NOT NULL,
-  name CHAR(40) NOT NULL,
-  PRIMARY KEY (id), KEY player (player)
-) ENGINE=MyISAM`
-
-func seed(db *sql.DB, name string, rows int) error {
-	if _, err := db.Exec("DROP TABLE IF EXISTS " + name + ", _" + name + "_old, _" + name + "_new"); err != nil {
-		return err
-	}
-	nextID.Store(int64(rows))
-	create := fmt.Sprintf(ddl, name)
-	if noAutoInc || keyless {
-		create = strings.Replace(create, " AUTO_INCREMENT", "", 1)
-	}
-	if keyless {
-		create = strings.Replace(create, "PRIMARY KEY (id)", "KEY id (id)", 1)
-	}
-	if grown {
-		create = strings.Replace(create, "name CHAR(40)", "name VARCHAR(60)", 1)
-	}
-	if keylessTS {
-		create = strings.Replace(create, "name CHAR(40) NOT NULL,", "name CHAR(40) NOT NULL, ts DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6), KEY ts (ts, player),", 1)
-	}
-	if _, err := db.Exec(create); err != nil {
-		return err
-	}
-	_, err := db.Exec(fmt.Sprintf(`INSERT INTO %s (id, player, coins, level, score, name)
-		SELECT seq, seq %% 100000, seq %% 977, seq %% 60, seq * 7 %% 100003, SHA1(seq) FROM seq_1_to_%d`, name, rows))
-	if err != nil {
-		return err
-	}
-	if grown {
-		if _, err := db.Exec("UPDATE " + name + " SET name = CONCAT(name, CONVERT(LEFT(SHA1(id), 10 + id % 10) USING latin1)) WHERE id % 2 = 0"); err != nil {
-			return err
-		}
-	}
-	if keylessTS {
-		if _, err := db.Exec("UPDATE " + name + " SET ts = TIMESTAMP'2026-01-01 00:00:00' + INTERVAL (id DIV 10) SECOND + INTERVAL (id % 10) * 1000 MICROSECOND"); err != nil {
-			return err
-		}
-		if _, err := db.Exec("ANALYZE TABLE " + name); err != nil {
-			return err
-		}
-	}
-	// Reopened, the table is what a production table is when the migration starts; and with
-	// -server-args --myisam-use-mmap=1, MyISAM maps the data file as long as it is when opened.
-	_, err = db.Exec("FLUSH TABLES " + name)
-	return err
 }
 
 type applyResult struct {
@@ -156,9 +113,6 @@ var holdCutover time.Duration
 // enginemig) for the idle conversion, which the loaded runs print beside the load's.
 var serverPid int
 var idleWork = map[string]time.Duration{}
-
-// nextID is the last key the seed or the load's INSERTs used, for a table without AUTO_INCREMENT.
-var nextID atomic.Int64
 
 // runApply converts the table with enginemig apply, watching its stages on its control socket.
 func runApply(ctx context.Context, bin string, port int, table string) (applyResult, error) {

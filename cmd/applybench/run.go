@@ -34,26 +34,12 @@ const (
 var compareBin, ghostBin, ghostArgs string
 var skipNative, withControl bool
 
-func run(ctx context.Context, rows, threads int, shares []float64, window time.Duration, idleOnly bool) error {
+func run(ctx context.Context, sh shape, rows, threads int, shares []float64, window time.Duration, idleOnly bool) error {
 	bin := filepath.Join(os.TempDir(), "enginemig-applybench")
 	if out, err := exec.Command("go", "build", "-o", bin, "./cmd/enginemig").CombinedOutput(); err != nil {
 		return fmt.Errorf("build: %v\n%s", err, out)
 	}
-	// Each build runs on an identical, freshly seeded table in the same run, so a before/after
-	// comparison is not skewed by the machine's mood.
-	builds := []build{{name: "enginemig", path: bin}}
-	if compareBin != "" {
-		builds = nil
-		bins := strings.Split(compareBin, ",")
-		for _, b := range bins {
-			name := "before"
-			if len(bins) > 1 {
-				name = filepath.Base(b)
-			}
-			builds = append(builds, build{name: name, path: b})
-		}
-		builds = append(builds, build{name: "after", path: bin})
-	}
+	builds := enginemigBuilds(bin)
 	args := []string{"--key-buffer-size=512M", "--max-binlog-size=1G"}
 	if ghostBin != "" {
 		args = append(args, "--binlog-row-image=FULL", "--log-slave-updates=ON")
@@ -76,7 +62,7 @@ func run(ctx context.Context, rows, threads int, shares []float64, window time.D
 	db, _ = srv.Open("game")
 	db.SetMaxOpenConns(threads + 8)
 	defer db.Close()
-	fmt.Printf("MariaDB sandbox, binlog %s, %d rows, %d CPUs; %s\n\n", binlogFormat, rows, numCPU(), loadAvg())
+	fmt.Printf("MariaDB sandbox, binlog %s, %d rows%s, %d CPUs; %s\n\n", binlogFormat, rows, describe(sh), numCPU(), loadAvg())
 	if costOnly {
 		return captureCost(ctx, db, rows)
 	}
@@ -87,35 +73,54 @@ func run(ctx context.Context, rows, threads int, shares []float64, window time.D
 		builds = append(builds, build{name: "gh-ost", path: ghOST})
 	}
 	if !loadOnly {
-		if err := runIdle(db, srv.Port, rows, builds); err != nil || idleOnly {
+		if err := runIdle(db, sh, srv.Port, rows, builds); err != nil || idleOnly {
 			return err
 		}
 	}
 	if !skipNative {
 		builds = append([]build{{name: "native", path: nativeALTER}}, builds...)
 	}
-	if err := seed(db, "state", rows); err != nil {
+	if err := sh.seed(db, sh.table(), rows); err != nil {
 		return err
 	}
-	l := load{db: db, threads: threads, rows: rows}
+	l := load{db: db, shape: sh, threads: threads, rows: rows}
 	for i, share := range shares {
 		// Measured again before each level, on a freshly seeded table: over a long run the server
 		// did not keep what it served at the start (docs/bench/applybench.md), and a level set
 		// from that first figure asked more than the machine could serve.
 		if i > 0 {
-			if err := seed(db, "state", rows); err != nil {
+			if err := sh.seed(db, sh.table(), rows); err != nil {
 				return err
 			}
 		}
 		capacity, windows := measureCapacity(ctx, l, window)
 		fmt.Printf("\ncapacity: %.0f requests/s unthrottled, the median of %s (%d threads, %d statements a request, %d errors); %s\n",
-			capacity.rps, windows, threads, len(request), capacity.errors, loadAvg())
+			capacity.rps, windows, threads, len(sh.request(0)), capacity.errors, loadAvg())
 		fmt.Printf("load %.0f%% of capacity: %.0f requests/s\n", 100*share, share*capacity.rps)
 		if err := runLevel(ctx, l, srv.Port, share*capacity.rps, window, builds); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// enginemigBuilds are the enginemig binaries to measure: bin, after -compare-bin's. Each build
+// runs on an identical, freshly seeded table in the same run, so a before/after comparison is
+// not skewed by the machine's mood.
+func enginemigBuilds(bin string) []build {
+	if compareBin == "" {
+		return []build{{name: "enginemig", path: bin}}
+	}
+	var builds []build
+	bins := strings.Split(compareBin, ",")
+	for _, b := range bins {
+		name := "before"
+		if len(bins) > 1 {
+			name = filepath.Base(b)
+		}
+		builds = append(builds, build{name: name, path: b})
+	}
+	return append(builds, build{name: "after", path: bin})
 }
 
 // runLevel runs every build under the load at rate, repeat times in turn (A, B, A, B: the
@@ -153,8 +158,8 @@ func runLevel(ctx context.Context, l load, port int, rate float64, window time.D
 }
 
 // runIdle converts identical tables with native ALTER and with each build, nothing else running.
-func runIdle(db *sql.DB, port, rows int, builds []build) error {
-	if err := seed(db, "native", rows); err != nil {
+func runIdle(db *sql.DB, sh shape, port, rows int, builds []build) error {
+	if err := sh.seed(db, "native", rows); err != nil {
 		return err
 	}
 	start := time.Now()
@@ -164,11 +169,11 @@ func runIdle(db *sql.DB, port, rows int, builds []build) error {
 	native := time.Since(start)
 	fmt.Printf("idle conversion: native ALTER %.2fs; %s\n", native.Seconds(), loadAvg())
 	for _, b := range builds {
-		if err := seed(db, "state", rows); err != nil {
+		if err := sh.seed(db, sh.table(), rows); err != nil {
 			return err
 		}
 		cpu0, _ := processCPU(serverPid)
-		idle, err := convert(context.Background(), db, b, port)
+		idle, err := convert(context.Background(), db, b, port, sh.table())
 		if err != nil {
 			return err
 		}
@@ -184,17 +189,17 @@ func runIdle(db *sql.DB, port, rows int, builds []build) error {
 	return nil
 }
 
-// convert converts game.state with b, watching its stages when it is enginemig.
-func convert(ctx context.Context, db *sql.DB, b build, port int) (applyResult, error) {
+// convert converts game.table with b, watching its stages when it is enginemig.
+func convert(ctx context.Context, db *sql.DB, b build, port int, table string) (applyResult, error) {
 	start := time.Now()
 	var err error
 	switch b.path {
 	case nativeALTER:
-		_, err = db.ExecContext(ctx, "ALTER TABLE state ENGINE=InnoDB")
+		_, err = db.ExecContext(ctx, "ALTER TABLE "+table+" ENGINE=InnoDB")
 	case ptOSC:
-		err = runPTOSC(port, "state")
+		err = runPTOSC(port, table)
 	case ghOST:
-		err = runGhost(port, "state")
+		err = runGhost(port, table)
 	case noConversion:
 		select {
 		case <-time.After(b.alone):
@@ -202,7 +207,7 @@ func convert(ctx context.Context, db *sql.DB, b build, port int) (applyResult, e
 			err = ctx.Err()
 		}
 	default:
-		return runApply(ctx, b.path, port, "state")
+		return runApply(ctx, b.path, port, table)
 	}
 	return applyResult{wall: time.Since(start)}, err
 }
@@ -211,7 +216,7 @@ func convert(ctx context.Context, db *sql.DB, b build, port int) (applyResult, e
 // then converts the table with b while the load goes on, and prints what the application kept.
 // native is native ALTER's wall time under the same load (0: not measured), for the ratio.
 func runLoaded(ctx context.Context, l load, port int, rate float64, window time.Duration, b build, native time.Duration) (loaded, error) {
-	if err := seed(l.db, "state", l.rows); err != nil {
+	if err := l.shape.seed(l.db, l.shape.table(), l.rows); err != nil {
 		return loaded{}, err
 	}
 	m0, _ := readMachineCPU()
@@ -225,7 +230,7 @@ func runLoaded(ctx context.Context, l load, port int, rate float64, window time.
 	time.Sleep(time.Second)
 	t0 := time.Now()
 	began <- t0
-	ar, err := convert(ctx, l.db, b, port)
+	ar, err := convert(ctx, l.db, b, port, l.shape.table())
 	t1 := time.Now()
 	time.Sleep(time.Second)
 	stop()
