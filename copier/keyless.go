@@ -10,7 +10,6 @@ import (
 	"github.com/enginemig/enginemig/internal/db/dbconn"
 	"github.com/enginemig/enginemig/internal/db/mdl"
 	"github.com/enginemig/enginemig/internal/db/table"
-	"github.com/enginemig/enginemig/internal/faults"
 )
 
 // Marker is the capture's side of a keyless table's copy (shadow/order.go, rule 5). Without a
@@ -76,7 +75,7 @@ func (c *Copier) underMark(ctx context.Context, conn *sql.Conn, lock, written, q
 	if copied, err = c.mark.Mark(ctx, conn); err != nil {
 		return nil, nil, 0, fmt.Errorf("mark the capture's position: %w", err)
 	}
-	if f := faults.Of(ctx).ChunkLocked; f != nil {
+	if f := faultsOf(ctx).ChunkLocked(); f != nil {
 		f()
 	}
 	if res, err = dbconn.ExecWhole(ctx, conn, written, query, args...); err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/enginemig/enginemig/internal/faults"
 	"github.com/enginemig/enginemig/pace/throttle"
 	"golang.org/x/sync/errgroup"
 )
@@ -63,9 +62,9 @@ func (w *workers) wait() error {
 
 // alongside reports whether s's chunk may run beside others: while nobody waits for the table,
 // or with a Pace.Room while it leaves room for more than one. A test may keep the workers in
-// flight whoever waits (faults.Hooks.CopyAlwaysParallel).
+// flight whoever waits (Faults.CopyAlwaysParallel).
 func (c *Copier) alongside(ctx context.Context, s Step) bool {
-	if c.cfg.Workers <= 1 || faults.Of(ctx).CopyAlwaysParallel {
+	if c.cfg.Workers <= 1 || faultsOf(ctx).CopyAlwaysParallel() {
 		return c.cfg.Workers > 1
 	}
 	if r := c.cfg.Pace.Room; r != nil {
@@ -78,7 +77,7 @@ func (c *Copier) alongside(ctx context.Context, s Step) bool {
 // walk's following chunks once it is written.
 func (c *Copier) copyAlongside(ctx context.Context, s Step, seq int) error {
 	if seq%2 == 1 {
-		if err := throttle.Sleep(ctx, faults.Of(ctx).OvertakeDelay); err != nil {
+		if err := throttle.Sleep(ctx, faultsOf(ctx).OvertakeDelay()); err != nil {
 			return err
 		}
 	}

@@ -8,7 +8,6 @@ import (
 
 	"github.com/enginemig/enginemig/internal/db/dbconn"
 	"github.com/enginemig/enginemig/internal/db/table"
-	"github.com/enginemig/enginemig/internal/faults"
 )
 
 // A staged chunk holds the source only while its rows are read into a temporary MyISAM table
@@ -22,16 +21,16 @@ import (
 // Without the CREATE TEMPORARY TABLES privilege the copy stays direct (logged once).
 
 // staging reports whether a chunk goes through the stage: while other clients wait for the table
-// (contended), unless a test forces the choice (faults.Hooks.CopyStage), and never for a keyless
+// (contended), unless a test forces the choice (Faults.CopyStage), and never for a keyless
 // table, whose chunks each hold the source in a session of their own (keylessConfig).
 func (c *Copier) staging(ctx context.Context, contended bool) bool {
 	if c.q.Keyless() {
 		return false
 	}
-	switch faults.Of(ctx).CopyStage {
-	case faults.Always:
+	switch faultsOf(ctx).CopyStage() {
+	case forceAlways:
 		return true
-	case faults.Never:
+	case forceNever:
 		return false
 	}
 	return contended

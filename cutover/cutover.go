@@ -13,7 +13,6 @@ import (
 
 	"github.com/enginemig/enginemig/internal/db/dbconn"
 	"github.com/enginemig/enginemig/internal/db/table"
-	"github.com/enginemig/enginemig/internal/faults"
 	"github.com/enginemig/enginemig/pace/lockwait"
 	"github.com/go-sql-driver/mysql"
 )
@@ -383,7 +382,7 @@ func renameBehindLock(ctx context.Context, db *sql.DB, connA *sql.Conn, idA int6
 		<-renameDone
 		return false, err
 	}
-	if f := faults.Of(ctx).OnRenameQueued; f != nil {
+	if f := faultsOf(ctx).OnRenameQueued(); f != nil {
 		f(idA)
 	}
 	if _, err := connA.ExecContext(ctx, table.DropTable(sw.Schema, sw.Sentry)); err != nil {

@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/enginemig/enginemig/binlog"
-	"github.com/enginemig/enginemig/internal/faults"
 	"github.com/enginemig/enginemig/internal/sandbox"
+	"github.com/enginemig/enginemig/internal/testkit/faults"
 	"github.com/enginemig/enginemig/internal/testkit/sandboxtest"
 	"github.com/enginemig/enginemig/pace/lockwait"
 )
@@ -173,7 +173,7 @@ func TestKillingLockHolderMidSwapLeavesOriginal(t *testing.T) {
 	schema, db := setup(t)
 	cfg := fastConfig()
 	cfg.Attempts = 1
-	ctx := faults.With(context.Background(), faults.Hooks{OnRenameQueued: func(id int64) {
+	ctx := withHooks(context.Background(), faults.Hooks{OnRenameQueued: func(id int64) {
 		if _, err := db.Exec(fmt.Sprintf("KILL %d", id)); err != nil {
 			t.Errorf("kill: %v", err)
 		}

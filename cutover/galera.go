@@ -11,7 +11,6 @@ import (
 
 	"github.com/enginemig/enginemig/internal/db/dbconn"
 	"github.com/enginemig/enginemig/internal/db/table"
-	"github.com/enginemig/enginemig/internal/faults"
 	"github.com/enginemig/enginemig/pace/lockwait"
 )
 
@@ -107,7 +106,7 @@ func renameQueued(ctx context.Context, db *sql.DB, idA int64, probe *queueProbe,
 		renameDone <- err
 	}()
 	queued := waitUntilBlocked(ctx, db, idB, probe, watched, cfg.LockWait)
-	if f := faults.Of(ctx).OnRenameQueued; queued == nil && f != nil {
+	if f := faultsOf(ctx).OnRenameQueued(); queued == nil && f != nil {
 		f(idA)
 	}
 	unlock()

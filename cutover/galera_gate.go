@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/enginemig/enginemig/internal/db/table"
-	"github.com/enginemig/enginemig/internal/faults"
 	"github.com/enginemig/enginemig/pace/lockwait"
 )
 
@@ -110,15 +109,15 @@ func attemptGaleraGate(ctx context.Context, db *sql.DB, sw Swap, target Target, 
 	if err := noDDL(ctx, db, "before the rename"); err != nil {
 		return 0, pos, err
 	}
-	if f := faults.Of(ctx).OnLocked; f != nil {
+	if f := faultsOf(ctx).OnLocked(); f != nil {
 		f()
 	}
 	return renameAtGate(ctx, db, sw, cfg, idA, pos, catchUp, release)
 }
 
-// gateWait is gateQueueWait, or a test's shorter wait (faults.Hooks.GateWait).
+// gateWait is gateQueueWait, or a test's shorter wait (Faults.GateWait).
 func gateWait(ctx context.Context) time.Duration {
-	if d := faults.Of(ctx).GateWait; d > 0 {
+	if d := faultsOf(ctx).GateWait(); d > 0 {
 		return d
 	}
 	return gateQueueWait
@@ -155,7 +154,7 @@ func renameAtGate(ctx context.Context, db *sql.DB, sw Swap, cfg Config, idA int6
 	case ended:
 		late = fmt.Errorf("%w: the rename went through while the gate was held (the gate did not hold it)", ErrRenamedLate)
 	case atGate:
-		if f := faults.Of(ctx).OnRenameQueued; f != nil {
+		if f := faultsOf(ctx).OnRenameQueued(); f != nil {
 			f(idA)
 		}
 		if at, cerr := catchUp(); cerr != nil { // pos stays the last position To reached

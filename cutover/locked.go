@@ -15,7 +15,6 @@ import (
 
 	"github.com/enginemig/enginemig/internal/db/mdl"
 	"github.com/enginemig/enginemig/internal/db/table"
-	"github.com/enginemig/enginemig/internal/faults"
 	"github.com/enginemig/enginemig/pace/lockwait"
 	"github.com/go-sql-driver/mysql"
 )
@@ -44,11 +43,11 @@ func lockSessionLimit(cfg Config) time.Duration {
 }
 
 // whileLocked is what both swaps do once their lock is granted: tell a test's hook
-// (faults.Hooks.OnLocked), arrange the unlock (once; a failed UNLOCK is followed by closing the
+// (Faults.OnLocked), arrange the unlock (once; a failed UNLOCK is followed by closing the
 // connection, which releases the locks), bring the target up to date under the lock, and record
 // the position the swap stands for.
 func whileLocked(ctx context.Context, connA *sql.Conn, sw Swap, target Target, cfg Config, rec Recorder) (unlock func(), pos string, err error) {
-	if f := faults.Of(ctx).OnLocked; f != nil {
+	if f := faultsOf(ctx).OnLocked(); f != nil {
 		f()
 	}
 	unlocked := false

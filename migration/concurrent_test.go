@@ -14,8 +14,8 @@ import (
 
 	"github.com/enginemig/enginemig/bench/arrival"
 	"github.com/enginemig/enginemig/internal/db/dbconn"
-	"github.com/enginemig/enginemig/internal/faults"
 	"github.com/enginemig/enginemig/internal/sandbox"
+	"github.com/enginemig/enginemig/internal/testkit/faults"
 	"github.com/enginemig/enginemig/internal/testkit/sandboxtest"
 )
 
@@ -335,7 +335,7 @@ func concurrentWritersOn(t *testing.T, srv *sandbox.Server, seed func(*testing.T
 	// costs a catch-up and a rest however small it is (2 ms chunks tripled its time).
 	hooks := faults.Hooks{CopyChunkTime: 2 * time.Millisecond}
 	set(&opts, &hooks)
-	res, err := Run(faults.With(context.Background(), hooks), db, opts)
+	res, err := Run(withHooks(context.Background(), hooks), db, opts)
 	// Keep writing to the converted table for a moment: those writes must land there too.
 	time.Sleep(300 * time.Millisecond)
 	stop()
@@ -450,7 +450,7 @@ func TestCutoverWaitsForLaggingReplay(t *testing.T) {
 	stop := runWriters(ws, appPause)
 	opts := testOptions(srv, schema, "t")
 	opts.SkipVerify = true // verify would hide a lossy cut-over by repairing the shadow first
-	res, err := Run(faults.With(context.Background(), faults.Hooks{ReplayDelay: 100 * time.Millisecond}), db, opts)
+	res, err := Run(withHooks(context.Background(), faults.Hooks{ReplayDelay: 100 * time.Millisecond}), db, opts)
 	time.Sleep(200 * time.Millisecond)
 	stop()
 	if err != nil {

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/enginemig/enginemig/internal/db/outcome"
-	"github.com/enginemig/enginemig/internal/faults"
+	"github.com/enginemig/enginemig/internal/testkit/faults"
 	"github.com/enginemig/enginemig/internal/testkit/sandboxtest"
 	"github.com/enginemig/enginemig/migration/control"
 	"github.com/enginemig/enginemig/migration/state"
@@ -165,7 +165,7 @@ func TestMetricsScrapedDuringMigration(t *testing.T) {
 	addr := make(chan string, 1)
 	opts.MetricsAddr = func(a string) { addr <- a }
 	opts.ProgressEvery = 50 * time.Millisecond
-	ctx := faults.With(context.Background(), faults.Hooks{ReplayDelay: 1500 * time.Millisecond})
+	ctx := withHooks(context.Background(), faults.Hooks{ReplayDelay: 1500 * time.Millisecond})
 	var served atomic.Value
 	var afterSwap string
 	opts.Hook = func(ctx context.Context, at Point, st *state.State) error {

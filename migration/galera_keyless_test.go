@@ -12,8 +12,8 @@ import (
 	"github.com/enginemig/enginemig/internal/db/dbconn"
 	"github.com/enginemig/enginemig/internal/db/outcome"
 	"github.com/enginemig/enginemig/internal/db/table"
-	"github.com/enginemig/enginemig/internal/faults"
 	"github.com/enginemig/enginemig/internal/testkit/ackload"
+	"github.com/enginemig/enginemig/internal/testkit/faults"
 	"github.com/enginemig/enginemig/internal/testkit/sandboxtest"
 	"github.com/enginemig/enginemig/migration/rollback"
 )
@@ -64,7 +64,7 @@ func galeraKeyless(t *testing.T, c *sandboxtest.Cluster) {
 		sameMultiset(t, db, schema, "t", "ref")
 	}
 	run("apply", func() error {
-		res, err := runBounded(faults.With(context.Background(), hooks), t, opts, c)
+		res, err := runBounded(withHooks(context.Background(), hooks), t, opts, c)
 		ddls.check(t)
 		if err == nil {
 			t.Logf("apply: %d rows copied, %d changes replayed, verify %+v", res.RowsCopied, res.CaptureChanges, res.Verify)
@@ -202,7 +202,7 @@ func galeraKeylessDDLOnT(t *testing.T, c *sandboxtest.Cluster) {
 
 	hooks := faults.Hooks{}
 	d := armChunkDDL(db, &hooks, "OPTIMIZE TABLE "+qt)
-	_, err = runBounded(faults.With(context.Background(), hooks), t, opts, c)
+	_, err = runBounded(withHooks(context.Background(), hooks), t, opts, c)
 	took := d.check(t)
 	t.Logf("apply: %v", err)
 	if outcome.CodeOf(err) != outcome.FailedSafe || !strings.Contains(err.Error(), "changed by DDL") {
@@ -225,7 +225,7 @@ func galeraKeylessDDLOnT(t *testing.T, c *sandboxtest.Cluster) {
 	}
 
 	d = armChunkDDL(db, &hooks, "ANALYZE TABLE "+qt)
-	res, err := runBounded(faults.With(context.Background(), hooks), t, opts, c)
+	res, err := runBounded(withHooks(context.Background(), hooks), t, opts, c)
 	took = d.check(t)
 	if err != nil {
 		t.Fatalf("apply with ANALYZE TABLE t sent while a chunk held t: %v", err)

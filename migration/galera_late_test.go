@@ -14,8 +14,8 @@ import (
 	"github.com/enginemig/enginemig/internal/db/dbconn"
 	"github.com/enginemig/enginemig/internal/db/outcome"
 	"github.com/enginemig/enginemig/internal/db/table"
-	"github.com/enginemig/enginemig/internal/faults"
 	"github.com/enginemig/enginemig/internal/testkit/ackload"
+	"github.com/enginemig/enginemig/internal/testkit/faults"
 	"github.com/enginemig/enginemig/internal/testkit/sandboxtest"
 	"github.com/enginemig/enginemig/migration/rollback"
 )
@@ -100,7 +100,7 @@ func galeraRollbackLate(t *testing.T, c *sandboxtest.Cluster) {
 				sandboxtest.MustExec(t, db, "INSERT INTO `"+schema+"`.t (id, v) VALUES (999999998, 2)")
 			}
 		}
-		res, err := rollbackBounded(faults.With(context.Background(), hooks), t, db, ropts, c)
+		res, err := rollbackBounded(withHooks(context.Background(), hooks), t, db, ropts, c)
 		if !killed {
 			t.Fatalf("the rename never waited at the gate: %v", err)
 		}
@@ -164,7 +164,7 @@ func checkLateSwap(t *testing.T, c *sandboxtest.Cluster, db *sql.DB, l *ackload.
 	}
 	// The conversion is recorded as rolled back: the same rollback again has nothing to do.
 	hooks.OnLocked, hooks.OnRenameQueued = nil, nil
-	if _, err := rollback.Run(faults.With(context.Background(), hooks), db, ropts); outcome.CodeOf(err) != outcome.Refused || !strings.Contains(err.Error(), "already rolled back") {
+	if _, err := rollback.Run(withHooks(context.Background(), hooks), db, ropts); outcome.CodeOf(err) != outcome.Refused || !strings.Contains(err.Error(), "already rolled back") {
 		t.Errorf("the same rollback after the late swap: code %d, %v; want a refusal, already rolled back", outcome.CodeOf(err), err)
 	}
 }
@@ -198,7 +198,7 @@ func galeraGateIdle(t *testing.T, c *sandboxtest.Cluster) {
 	type ended struct{ err error }
 	done := make(chan ended, 1)
 	go func() {
-		_, err := rollback.Run(faults.With(context.Background(), hooks), viaProxy, ropts)
+		_, err := rollback.Run(withHooks(context.Background(), hooks), viaProxy, ropts)
 		done <- ended{err}
 	}()
 	var at time.Time

@@ -13,8 +13,8 @@ import (
 	"github.com/enginemig/enginemig/cutover"
 	"github.com/enginemig/enginemig/internal/db/outcome"
 	"github.com/enginemig/enginemig/internal/db/table"
-	"github.com/enginemig/enginemig/internal/faults"
 	"github.com/enginemig/enginemig/internal/testkit/ackload"
+	"github.com/enginemig/enginemig/internal/testkit/faults"
 	"github.com/enginemig/enginemig/internal/testkit/sandboxtest"
 	"github.com/enginemig/enginemig/migration/cleanup"
 	"github.com/enginemig/enginemig/migration/rollback"
@@ -82,7 +82,7 @@ func galeraRollback(t *testing.T, c *sandboxtest.Cluster) {
 		inFlight.Unlock() //lint:ignore SA2001 waits for the statements in flight on nodes 2 and 3
 	}
 	begin := time.Now()
-	res, err := rollbackBounded(faults.With(context.Background(), hooks), t, db, ropts, c)
+	res, err := rollbackBounded(withHooks(context.Background(), hooks), t, db, ropts, c)
 	if err != nil {
 		t.Fatalf("rollback: %v", err)
 	}
@@ -120,7 +120,7 @@ func galeraRollback(t *testing.T, c *sandboxtest.Cluster) {
 func galeraRollbackGivesUp(t *testing.T, c *sandboxtest.Cluster, db *sql.DB, opts rollback.Options) {
 	t.Helper()
 	opts.Cutover.CatchUp, opts.Cutover.Attempts, opts.Cutover.Backoff = 50*time.Millisecond, 2, 50*time.Millisecond
-	_, err := rollbackBounded(faults.With(context.Background(), faults.Hooks{ReplayDelay: 100 * time.Millisecond}), t, db, opts, c)
+	_, err := rollbackBounded(withHooks(context.Background(), faults.Hooks{ReplayDelay: 100 * time.Millisecond}), t, db, opts, c)
 	if outcome.CodeOf(err) != outcome.FailedSafe || !errors.Is(err, cutover.ErrGaveUp) {
 		t.Fatalf("a rollback that cannot catch up: code %d, %v", outcome.CodeOf(err), err)
 	}

@@ -13,8 +13,8 @@ import (
 	"github.com/enginemig/enginemig/cutover"
 	"github.com/enginemig/enginemig/internal/db/dbconn"
 	"github.com/enginemig/enginemig/internal/db/outcome"
-	"github.com/enginemig/enginemig/internal/faults"
 	"github.com/enginemig/enginemig/internal/testkit/ackload"
+	"github.com/enginemig/enginemig/internal/testkit/faults"
 	"github.com/enginemig/enginemig/internal/testkit/sandboxtest"
 	"github.com/enginemig/enginemig/migration/rollback"
 	"github.com/enginemig/enginemig/migration/state"
@@ -122,7 +122,7 @@ func galeraTriggerCapture(t *testing.T, c *sandboxtest.Cluster) {
 		}
 		return nil
 	}
-	res, err := runBounded(faults.With(context.Background(), hooks), t, opts, c)
+	res, err := runBounded(withHooks(context.Background(), hooks), t, opts, c)
 	if err != nil {
 		t.Logf("t_probe on node 1 now: %d", probes())
 		for i, n := range c.Nodes {

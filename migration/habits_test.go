@@ -13,8 +13,8 @@ import (
 	"github.com/enginemig/enginemig/cutover"
 	"github.com/enginemig/enginemig/internal/db/dbconn"
 	"github.com/enginemig/enginemig/internal/db/outcome"
-	"github.com/enginemig/enginemig/internal/faults"
 	"github.com/enginemig/enginemig/internal/testkit/ackload"
+	"github.com/enginemig/enginemig/internal/testkit/faults"
 	"github.com/enginemig/enginemig/internal/testkit/sandboxtest"
 	"github.com/enginemig/enginemig/migration/state"
 	"github.com/enginemig/enginemig/plan"
@@ -642,7 +642,7 @@ func TestTriggerCaptureResumesWithAQuietTable(t *testing.T) {
 	e := newHabitEnv(t)
 	e.capture = plan.CaptureTriggers
 	opts := e.options()
-	crash := faults.With(context.Background(), faults.Hooks{CrashAtStage: string(state.StageIndexes)})
+	crash := withHooks(context.Background(), faults.Hooks{CrashAtStage: string(state.StageIndexes)})
 	opts.Hook = func(_ context.Context, at Point, _ *state.State) error {
 		if at == After(state.StageCopy) {
 			e.stop()                           // quiet from here

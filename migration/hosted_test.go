@@ -9,8 +9,8 @@ import (
 
 	"github.com/enginemig/enginemig/internal/db/dbconn"
 	"github.com/enginemig/enginemig/internal/db/outcome"
-	"github.com/enginemig/enginemig/internal/faults"
 	"github.com/enginemig/enginemig/internal/sandbox"
+	"github.com/enginemig/enginemig/internal/testkit/faults"
 	"github.com/enginemig/enginemig/internal/testkit/sandboxtest"
 	"github.com/enginemig/enginemig/migration/preflight"
 	"github.com/enginemig/enginemig/migration/rollback"
@@ -186,12 +186,12 @@ func TestHostedAccountResumes(t *testing.T) {
 	opts.Conn, opts.StateSchema, opts.Logger = conn, "", logs.logger()
 	hooks := faults.Hooks{CopyChunkTime: 2 * time.Millisecond, SaveEvery: 50 * time.Millisecond}
 	hooks.CrashAfterRows = resumeRows / 2
-	if _, err := Run(faults.With(context.Background(), hooks), db, opts); !errors.Is(err, errSimulatedCrash) {
+	if _, err := Run(withHooks(context.Background(), hooks), db, opts); !errors.Is(err, errSimulatedCrash) {
 		t.Fatalf("first run: want the simulated crash, got %v", err)
 	}
 	time.Sleep(time.Second) // writes while nothing runs: the triggers note them
 	hooks.CrashAfterRows = 0
-	res, err := Run(faults.With(context.Background(), hooks), db, opts)
+	res, err := Run(withHooks(context.Background(), hooks), db, opts)
 	time.Sleep(200 * time.Millisecond)
 	stop()
 	if err != nil {

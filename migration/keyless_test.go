@@ -13,8 +13,8 @@ import (
 	"github.com/enginemig/enginemig/bench/arrival"
 	"github.com/enginemig/enginemig/internal/db/dbconn"
 	"github.com/enginemig/enginemig/internal/db/table"
-	"github.com/enginemig/enginemig/internal/faults"
 	"github.com/enginemig/enginemig/internal/sandbox"
+	"github.com/enginemig/enginemig/internal/testkit/faults"
 	"github.com/enginemig/enginemig/internal/testkit/sandboxtest"
 	"github.com/enginemig/enginemig/migration/rollback"
 )
@@ -265,13 +265,13 @@ func keylessUnderWriters(t *testing.T, srv *sandbox.Server, ddl, walks string, r
 	opts.MaxHold = time.Minute
 	if crash {
 		hooks.CrashAfterRows = int64(rows / 2)
-		if _, err := Run(faults.With(context.Background(), hooks), db, opts); err == nil {
+		if _, err := Run(withHooks(context.Background(), hooks), db, opts); err == nil {
 			t.Fatal("the run meant to die during the copy succeeded")
 		}
 		hooks.CrashAfterRows = 0
 	}
 	run("apply", func() error {
-		res, err := Run(faults.With(context.Background(), hooks), db, opts)
+		res, err := Run(withHooks(context.Background(), hooks), db, opts)
 		if err == nil {
 			t.Logf("copied %d rows, replayed %d changes, verify %+v", res.RowsCopied, res.CaptureChanges, res.Verify)
 			if res.Verify == nil || res.Verify.Repaired > 0 {

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/enginemig/enginemig/internal/db/outcome"
-	"github.com/enginemig/enginemig/internal/faults"
 	"github.com/enginemig/enginemig/internal/sandbox"
+	"github.com/enginemig/enginemig/internal/testkit/faults"
 	"github.com/enginemig/enginemig/internal/testkit/sandboxtest"
 )
 
@@ -27,7 +27,7 @@ func TestResumeRestartsCleanlyWhenBinlogPurged(t *testing.T) {
 	opts.ChunkTime = time.Millisecond
 	opts.ProgressEvery, hooks.SaveEvery = 50*time.Millisecond, 50*time.Millisecond
 	hooks.CrashAfterRows = 10000
-	if _, err := Run(faults.With(context.Background(), hooks), db, opts); !errors.Is(err, errSimulatedCrash) {
+	if _, err := Run(withHooks(context.Background(), hooks), db, opts); !errors.Is(err, errSimulatedCrash) {
 		t.Fatalf("want simulated crash, got %v", err)
 	}
 	sandboxtest.MustExec(t, sdb, "UPDATE t SET v = v + 1 WHERE id % 7 = 0", "UPDATE ref SET v = v + 1 WHERE id % 7 = 0")
@@ -35,7 +35,7 @@ func TestResumeRestartsCleanlyWhenBinlogPurged(t *testing.T) {
 	var logs logLines
 	hooks.CrashAfterRows = 0
 	opts.Logger = logs.logger()
-	res, err := Run(faults.With(context.Background(), hooks), db, opts)
+	res, err := Run(withHooks(context.Background(), hooks), db, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +83,7 @@ func TestParallelChunkFailureIsReported(t *testing.T) {
 	db := openControl(t, s)
 	opts := testOptions(s, schema, "t")
 	opts.CopyWorkers = 2
-	_, err := Run(faults.With(context.Background(), faults.Hooks{CopyAlwaysParallel: true}), db, opts)
+	_, err := Run(withHooks(context.Background(), faults.Hooks{CopyAlwaysParallel: true}), db, opts)
 	if err == nil || !strings.Contains(err.Error(), "max_binlog") || strings.Contains(err.Error(), "context canceled") {
 		t.Fatalf("want the chunk's own error, got %v", err)
 	}

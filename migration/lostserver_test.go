@@ -10,8 +10,8 @@ import (
 
 	"github.com/enginemig/enginemig/cutover"
 	"github.com/enginemig/enginemig/internal/db/dbconn"
-	"github.com/enginemig/enginemig/internal/faults"
 	"github.com/enginemig/enginemig/internal/sandbox"
+	"github.com/enginemig/enginemig/internal/testkit/faults"
 )
 
 // lockIdleLimit is the lock session's idle limit with cutover.DefaultConfig (prepareLockSession).
@@ -94,7 +94,7 @@ func loseServerAt(t *testing.T, s *sandbox.Server, opts *Options, set func(*faul
 func (ls *lostServer) run(t *testing.T, opts Options) error {
 	t.Helper()
 	done := make(chan error, 1)
-	go func() { _, err := Run(faults.With(context.Background(), ls.hooks), ls.db, opts); done <- err }()
+	go func() { _, err := Run(withHooks(context.Background(), ls.hooks), ls.db, opts); done <- err }()
 	var at time.Time
 	select {
 	case at = <-ls.stalled:

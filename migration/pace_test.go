@@ -14,7 +14,7 @@ import (
 
 	"github.com/enginemig/enginemig/bench/arrival"
 	"github.com/enginemig/enginemig/copier"
-	"github.com/enginemig/enginemig/internal/faults"
+	"github.com/enginemig/enginemig/internal/testkit/faults"
 	"github.com/enginemig/enginemig/internal/testkit/sandboxtest"
 	"github.com/enginemig/enginemig/migration/control"
 	"github.com/enginemig/enginemig/migration/state"
@@ -87,7 +87,7 @@ func TestCopyBacksOffWhileTheApplicationIsSlowed(t *testing.T) {
 
 	opts := testOptions(srv, schema, "players")
 	opts.ControlSocket = filepath.Join(t.TempDir(), "ctl.sock")
-	short := faults.With(context.Background(), faults.Hooks{IdleChunkTime: copier.DefaultChunkTime}) // short chunks throughout, so the copy lasts
+	short := withHooks(context.Background(), faults.Hooks{IdleChunkTime: copier.DefaultChunkTime}) // short chunks throughout, so the copy lasts
 	done := make(chan error, 1)
 	go func() { _, err := Run(short, db, opts); done <- err }()
 	waitForStage(t, opts.ControlSocket, state.StageCopy)

@@ -6,7 +6,6 @@ import (
 
 	"github.com/enginemig/enginemig/internal/db/outcome"
 	"github.com/enginemig/enginemig/internal/db/table"
-	"github.com/enginemig/enginemig/internal/faults"
 	"github.com/enginemig/enginemig/migration/preflight"
 	"github.com/enginemig/enginemig/migration/state"
 	"github.com/enginemig/enginemig/plan"
@@ -70,7 +69,7 @@ func (m *migrator) preflight(ctx context.Context) error {
 	if err := m.loadTriggers(ctx); err != nil {
 		return err
 	}
-	if m.ddl, err = ti.Shadow(table.ShadowName(ti.Name), !faults.Of(ctx).AllIndexesUpFront, !m.opts.KeepKeyless && table.RowIDSupported(m.version)); err != nil {
+	if m.ddl, err = ti.Shadow(table.ShadowName(ti.Name), !faultsOf(ctx).AllIndexesUpFront(), !m.opts.KeepKeyless && table.RowIDSupported(m.version)); err != nil {
 		return outcome.New(outcome.Refused, err, "")
 	}
 	if server.VarOn("wsrep_on") {

@@ -7,7 +7,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/enginemig/enginemig/internal/faults"
 	"github.com/enginemig/enginemig/migration/state"
 	"github.com/enginemig/enginemig/pace/lockwait"
 	"github.com/enginemig/enginemig/shadow"
@@ -98,7 +97,7 @@ func (r *recorder) snapshot() state.State {
 }
 
 // saveEvery is how often track saves the checkpoint; a test may save more often
-// (faults.Hooks.SaveEvery).
+// (Faults.SaveEvery).
 const saveEvery = 2 * time.Second
 
 // track calls opts.Progress periodically (the ETA counts verification at cost's measure) and saves
@@ -107,7 +106,7 @@ func (r *recorder) track(ctx context.Context, p *shadow.Pipeline, opts Options, 
 	done := make(chan struct{})
 	ctx, cancel := context.WithCancel(ctx)
 	every := saveEvery
-	if d := faults.Of(ctx).SaveEvery; d > 0 {
+	if d := faultsOf(ctx).SaveEvery(); d > 0 {
 		every = d
 	}
 	go func() {

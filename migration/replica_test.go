@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/enginemig/enginemig/internal/db/outcome"
-	"github.com/enginemig/enginemig/internal/faults"
 	"github.com/enginemig/enginemig/internal/sandbox"
+	"github.com/enginemig/enginemig/internal/testkit/faults"
 	"github.com/enginemig/enginemig/internal/testkit/sandboxtest"
 	"github.com/enginemig/enginemig/migration/control"
 	"github.com/enginemig/enginemig/pace/throttle"
@@ -49,7 +49,7 @@ func startReplicaRun(t *testing.T, adjust func(*Options)) *replicaRun {
 		adjust(&r.opts)
 	}
 	go func() {
-		_, err := Run(faults.With(ctx, faults.Hooks{IdleChunkTime: time.Millisecond}), r.db, r.opts)
+		_, err := Run(withHooks(ctx, faults.Hooks{IdleChunkTime: time.Millisecond}), r.db, r.opts)
 		r.done <- err
 	}()
 	for r.copied.Load() == 0 {

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/enginemig/enginemig/internal/faults"
 	"github.com/enginemig/enginemig/internal/sandbox"
+	"github.com/enginemig/enginemig/internal/testkit/faults"
 	"github.com/enginemig/enginemig/internal/testkit/sandboxtest"
 	"github.com/enginemig/enginemig/migration/state"
 )
@@ -41,7 +41,7 @@ func TestServerRestartMidCopyResumesByItself(t *testing.T) {
 		}
 	}
 	opts.Logger = logs.logger()
-	res, err := Run(faults.With(context.Background(), hooks), db, opts)
+	res, err := Run(withHooks(context.Background(), hooks), db, opts)
 	<-restarted
 	if err != nil {
 		t.Fatalf("apply did not survive the restart: %v", err)

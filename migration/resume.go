@@ -8,7 +8,6 @@ import (
 
 	"github.com/enginemig/enginemig/cutover"
 	"github.com/enginemig/enginemig/internal/db/table"
-	"github.com/enginemig/enginemig/internal/faults"
 	"github.com/enginemig/enginemig/migration/carry"
 	"github.com/enginemig/enginemig/migration/state"
 	"github.com/enginemig/enginemig/shadow"
@@ -181,5 +180,5 @@ func (m *migrator) prepareResume(ctx context.Context, st *state.State, deferred 
 	return missing, nil
 }
 
-// errSimulatedCrash is what a test's simulated crash stops a run with (faults.Hooks).
-var errSimulatedCrash = faults.ErrSimulatedCrash
+// errSimulatedCrash is what a test's simulated crash stops a run with (Faults).
+var errSimulatedCrash = carry.ErrSimulatedCrash

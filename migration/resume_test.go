@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/enginemig/enginemig/internal/faults"
 	"github.com/enginemig/enginemig/internal/sandbox"
+	"github.com/enginemig/enginemig/internal/testkit/faults"
 	"github.com/enginemig/enginemig/internal/testkit/sandboxtest"
 	"github.com/enginemig/enginemig/migration/state"
 )
@@ -66,7 +66,7 @@ func resumeAfterCrash(t *testing.T, srv *sandbox.Server, cases []crashCase) {
 				opts.CopyWorkers, hooks.CopyAlwaysParallel, hooks.OvertakeDelay = 2, true, 30*time.Millisecond
 			}
 			opts.Logger = logs.logger()
-			_, err := Run(faults.With(context.Background(), hooks), db, opts)
+			_, err := Run(withHooks(context.Background(), hooks), db, opts)
 			if !errors.Is(err, errSimulatedCrash) {
 				stop()
 				t.Fatalf("first run: want simulated crash, got %v", err)
@@ -76,7 +76,7 @@ func resumeAfterCrash(t *testing.T, srv *sandbox.Server, cases []crashCase) {
 			}
 			time.Sleep(2 * time.Second) // writes while nothing runs: only the binlog or the triggers keep them
 			hooks.CrashAfterRows, hooks.CrashAtStage = 0, ""
-			res, err := Run(faults.With(context.Background(), hooks), db, opts)
+			res, err := Run(withHooks(context.Background(), hooks), db, opts)
 			time.Sleep(200 * time.Millisecond)
 			stop()
 			if err != nil {

@@ -13,7 +13,6 @@ import (
 	"github.com/enginemig/enginemig/internal/db/dbconn"
 	"github.com/enginemig/enginemig/internal/db/outcome"
 	"github.com/enginemig/enginemig/internal/db/table"
-	"github.com/enginemig/enginemig/internal/faults"
 	"github.com/enginemig/enginemig/migration/state"
 	"github.com/enginemig/enginemig/pace/lockwait"
 	"github.com/enginemig/enginemig/plan"
@@ -133,7 +132,7 @@ func (m *migrator) openShadow(ctx context.Context) error {
 // enter records the stage and runs the hook before it.
 func (m *migrator) enter(ctx context.Context, s state.Stage) error {
 	m.rec.update(ctx, func(st *state.State) { st.Stage = s })
-	if at := faults.Of(ctx).CrashAtStage; at != "" && at == string(s) {
+	if at := faultsOf(ctx).CrashAtStage(); at != "" && at == string(s) {
 		return errSimulatedCrash
 	}
 	if err := m.hook(ctx, Before(s)); err != nil {
@@ -192,11 +191,11 @@ func (m *migrator) copyRows(ctx context.Context) error {
 		}
 	}
 	start := time.Now()
-	hooks, chunkTime := faults.Of(ctx), m.opts.ChunkTime
-	if hooks.CopyChunkTime > 0 {
-		chunkTime = hooks.CopyChunkTime
+	hooks, chunkTime := faultsOf(ctx), m.opts.ChunkTime
+	if hooks.CopyChunkTime() > 0 {
+		chunkTime = hooks.CopyChunkTime()
 	}
-	cfg := copier.Config{Pace: copier.Pace{ChunkTime: chunkTime, IdleChunkTime: hooks.IdleChunkTime, FirstChunk: hooks.FirstChunk, Room: m.room(), MaxChunk: m.copyMaxChunk()},
+	cfg := copier.Config{Pace: copier.Pace{ChunkTime: chunkTime, IdleChunkTime: hooks.IdleChunkTime(), FirstChunk: hooks.FirstChunk(), Room: m.room(), MaxChunk: m.copyMaxChunk()},
 		ClientSide: m.opts.ClientSide, Workers: m.copyWorkers(ctx), WriteApart: m.opts.Cutover.Galera}
 	if err := m.pipe.Copy(ctx, resumeAfter, m.copyWaiter(ctx, thr), cfg); err != nil {
 		return m.coded(err)

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/enginemig/enginemig/internal/faults"
+	"github.com/enginemig/enginemig/internal/testkit/faults"
 	"github.com/enginemig/enginemig/internal/testkit/sandboxtest"
 	"github.com/enginemig/enginemig/migration/rollback"
 	"github.com/enginemig/enginemig/migration/state"
@@ -46,7 +46,7 @@ func TestResumeFromThePreviousVersionsStateTable(t *testing.T) {
 	opts.ChunkTime = time.Millisecond
 	opts.ProgressEvery, hooks.SaveEvery = 50*time.Millisecond, 50*time.Millisecond
 	hooks.CrashAfterRows = 10000
-	if _, err := Run(faults.With(context.Background(), hooks), db, opts); !errors.Is(err, errSimulatedCrash) {
+	if _, err := Run(withHooks(context.Background(), hooks), db, opts); !errors.Is(err, errSimulatedCrash) {
 		t.Fatalf("want simulated crash, got %v", err)
 	}
 	store := state.NewStore(db, opts.StateSchema)
@@ -63,7 +63,7 @@ func TestResumeFromThePreviousVersionsStateTable(t *testing.T) {
 	sandboxtest.MustExec(t, sdb, "UPDATE t SET v = v + 1 WHERE id % 7 = 0", "DELETE FROM t WHERE id % 11 = 0")
 	var logs logLines
 	hooks.CrashAfterRows, opts.Logger = 0, logs.logger()
-	res, err := Run(faults.With(context.Background(), hooks), db, opts)
+	res, err := Run(withHooks(context.Background(), hooks), db, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/enginemig/enginemig/internal/faults"
 	"github.com/enginemig/enginemig/internal/testkit/ackload"
+	"github.com/enginemig/enginemig/internal/testkit/faults"
 	"github.com/enginemig/enginemig/internal/testkit/sandboxtest"
 	"github.com/enginemig/enginemig/migration/rollback"
 )
@@ -91,13 +91,13 @@ func stressOnce(t *testing.T, seed uint64) (acked, reads int64, checked int) {
 	defer stop()
 	time.Sleep(time.Duration(r.IntN(200)) * time.Millisecond)
 	if crash {
-		if _, err := Run(faults.With(context.Background(), hooks), db, opts); !errors.Is(err, errSimulatedCrash) {
+		if _, err := Run(withHooks(context.Background(), hooks), db, opts); !errors.Is(err, errSimulatedCrash) {
 			t.Fatalf("interrupted run: %v", err)
 		}
 		time.Sleep(time.Duration(r.IntN(300)) * time.Millisecond)
 		hooks.CrashAfterRows = 0
 	}
-	res, err := Run(faults.With(context.Background(), hooks), db, opts)
+	res, err := Run(withHooks(context.Background(), hooks), db, opts)
 	if err != nil {
 		t.Fatalf("migration: %v", err)
 	}

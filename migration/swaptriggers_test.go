@@ -15,8 +15,8 @@ import (
 	"github.com/enginemig/enginemig/internal/db/dbconn"
 	"github.com/enginemig/enginemig/internal/db/outcome"
 	"github.com/enginemig/enginemig/internal/db/table"
-	"github.com/enginemig/enginemig/internal/faults"
 	"github.com/enginemig/enginemig/internal/sandbox"
+	"github.com/enginemig/enginemig/internal/testkit/faults"
 	"github.com/enginemig/enginemig/internal/testkit/sandboxtest"
 	"github.com/enginemig/enginemig/migration/rollback"
 	"github.com/enginemig/enginemig/migration/state"
@@ -226,7 +226,7 @@ func triggersCarried(t *testing.T, srv *sandbox.Server) string {
 			db.Exec(fmt.Sprintf("KILL %d", lockConn))
 		}
 	}
-	res, err := Run(faults.With(context.Background(), hooks), db, opts)
+	res, err := Run(withHooks(context.Background(), hooks), db, opts)
 	if err != nil {
 		stop()
 		t.Fatal(err)
@@ -275,7 +275,7 @@ func TestTriggersResumeAfterCrashInTheSwapWindow(t *testing.T) {
 			orig, _ := table.LoadTriggers(context.Background(), db, schema, "t")
 			ws, stop := startTrigWriters(sdb, schema, 3)
 			opts := testOptions(srv, schema, "t")
-			crash := faults.With(context.Background(), faults.Hooks{CrashAtStage: string(c.stage), CrashAtTrigger: c.trigger})
+			crash := withHooks(context.Background(), faults.Hooks{CrashAtStage: string(c.stage), CrashAtTrigger: c.trigger})
 			if _, err := Run(crash, db, opts); !errors.Is(err, errSimulatedCrash) {
 				stop()
 				t.Fatalf("want a simulated crash, got %v", err)
@@ -372,7 +372,7 @@ func TestTriggersRollbackResumesAfterCrash(t *testing.T) {
 		t.Fatal(err)
 	}
 	rb := rollback.Options{Conn: opts.Conn, Schema: schema, Table: "t", StateSchema: opts.StateSchema, Logger: opts.Logger}
-	if _, err := rollback.Run(faults.With(context.Background(), faults.Hooks{CrashAtTrigger: 3}), db, rb); !errors.Is(err, errSimulatedCrash) {
+	if _, err := rollback.Run(withHooks(context.Background(), faults.Hooks{CrashAtTrigger: 3}), db, rb); !errors.Is(err, errSimulatedCrash) {
 		stop()
 		t.Fatalf("want a simulated crash, got %v", err)
 	}

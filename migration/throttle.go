@@ -8,7 +8,6 @@ import (
 
 	"github.com/enginemig/enginemig/copier"
 	"github.com/enginemig/enginemig/internal/db/dbconn"
-	"github.com/enginemig/enginemig/internal/faults"
 	"github.com/enginemig/enginemig/migration/state"
 	"github.com/enginemig/enginemig/pace/diskspace"
 	"github.com/enginemig/enginemig/pace/throttle"
@@ -96,13 +95,13 @@ func (m *migrator) copyWaiter(ctx context.Context, thr *throttle.Throttler) copi
 		w = diskWaiter{Waiter: thr, w: d}
 	}
 	w = m.sampling(w)
-	if rows := faults.Of(ctx).CrashAfterRows; rows > 0 {
+	if rows := faultsOf(ctx).CrashAfterRows(); rows > 0 {
 		return &crashAfter{Waiter: w, m: m, rows: rows}
 	}
 	return w
 }
 
-// crashAfter simulates the process dying once a test's rows are copied (faults.Hooks.CrashAfterRows),
+// crashAfter simulates the process dying once a test's rows are copied (Faults.CrashAfterRows),
 // after saving progress as the periodic save would have.
 type crashAfter struct {
 	copier.Waiter

@@ -15,8 +15,8 @@ import (
 	"github.com/enginemig/enginemig/cutover"
 	"github.com/enginemig/enginemig/internal/db/dbconn"
 	"github.com/enginemig/enginemig/internal/db/outcome"
-	"github.com/enginemig/enginemig/internal/faults"
 	"github.com/enginemig/enginemig/internal/sandbox"
+	"github.com/enginemig/enginemig/internal/testkit/faults"
 	"github.com/enginemig/enginemig/internal/testkit/sandboxtest"
 	"github.com/enginemig/enginemig/migration/cleanup"
 	"github.com/enginemig/enginemig/migration/rollback"
@@ -92,7 +92,7 @@ func TestTriggerCaptureExplicitTransactions(t *testing.T) {
 	}
 	opts := testOptions(s, schema, "t")
 	hooks := faults.Hooks{CopyChunkTime: 2 * time.Millisecond} // many small copy chunks under the writers; verification at apply's chunk time
-	res, err := Run(faults.With(context.Background(), hooks), db, opts)
+	res, err := Run(withHooks(context.Background(), hooks), db, opts)
 	time.Sleep(200 * time.Millisecond)
 	cancel()
 	wg.Wait()
@@ -260,7 +260,7 @@ func TestTriggerCaptureCleanupAfterCrash(t *testing.T) {
 	opts := testOptions(s, schema, "t")
 	hooks := faults.Hooks{CopyChunkTime: 2 * time.Millisecond} // many small copy chunks under the writers; verification at apply's chunk time
 	hooks.CrashAfterRows = 5000
-	if _, err := Run(faults.With(context.Background(), hooks), db, opts); !errors.Is(err, errSimulatedCrash) {
+	if _, err := Run(withHooks(context.Background(), hooks), db, opts); !errors.Is(err, errSimulatedCrash) {
 		t.Fatalf("want a simulated crash, got %v", err)
 	}
 	var n int
@@ -298,7 +298,7 @@ func TestTriggerCaptureCutoverHoldsSyncs(t *testing.T) {
 	opts.Cutover.Attempts = 1
 	const pause = 300 * time.Millisecond // periodic syncs start every 200 ms
 	hooks := faults.Hooks{OnLocked: func() { time.Sleep(pause) }}
-	res, err := Run(faults.With(context.Background(), hooks), db, opts)
+	res, err := Run(withHooks(context.Background(), hooks), db, opts)
 	time.Sleep(100 * time.Millisecond)
 	stop()
 	if err != nil {

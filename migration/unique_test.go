@@ -10,7 +10,7 @@ import (
 
 	"github.com/enginemig/enginemig/cutover"
 	"github.com/enginemig/enginemig/internal/db/dbconn"
-	"github.com/enginemig/enginemig/internal/faults"
+	"github.com/enginemig/enginemig/internal/testkit/faults"
 	"github.com/enginemig/enginemig/internal/testkit/sandboxtest"
 	"github.com/enginemig/enginemig/migration/rollback"
 	"github.com/enginemig/enginemig/migration/state"
@@ -132,12 +132,12 @@ func TestUniqueIndexUpFrontResumed(t *testing.T) {
 	opts.ProgressEvery, hooks.SaveEvery = 50*time.Millisecond, 50*time.Millisecond
 	hooks.AllIndexesUpFront = true
 	hooks.CrashAfterRows = rows / 2
-	if _, err := Run(faults.With(context.Background(), hooks), db, opts); !errors.Is(err, errSimulatedCrash) {
+	if _, err := Run(withHooks(context.Background(), hooks), db, opts); !errors.Is(err, errSimulatedCrash) {
 		t.Fatalf("first run: want simulated crash, got %v", err)
 	}
 	time.Sleep(time.Second) // writes while nothing runs: only the binlog keeps them
 	hooks.CrashAfterRows = 0
-	res, err := Run(faults.With(context.Background(), hooks), db, opts)
+	res, err := Run(withHooks(context.Background(), hooks), db, opts)
 	time.Sleep(200 * time.Millisecond)
 	stop()
 	if err != nil {
@@ -172,7 +172,7 @@ func galeraUnique(t *testing.T, c *sandboxtest.Cluster) {
 	time.Sleep(100 * time.Millisecond)
 	opts := testOptions(c.Nodes[0], schema, "t")
 	// Many small copy chunks under the writers; verification at apply's chunk time.
-	res, err := runBounded(faults.With(context.Background(), faults.Hooks{CopyChunkTime: 2 * time.Millisecond}), t, opts, c)
+	res, err := runBounded(withHooks(context.Background(), faults.Hooks{CopyChunkTime: 2 * time.Millisecond}), t, opts, c)
 	time.Sleep(200 * time.Millisecond) // writes to the converted table must land too
 	stop()
 	if err != nil {

@@ -11,7 +11,7 @@ import (
 
 	"github.com/enginemig/enginemig/copier"
 	"github.com/enginemig/enginemig/internal/db/dbconn"
-	"github.com/enginemig/enginemig/internal/faults"
+	"github.com/enginemig/enginemig/internal/testkit/faults"
 	"github.com/enginemig/enginemig/internal/testkit/sandboxtest"
 	"github.com/enginemig/enginemig/migration/state"
 )
@@ -108,7 +108,7 @@ func TestVerifyLetsTheSourceGoWhileTheShadowIsBehind(t *testing.T) {
 			go func() { stalled <- holdShadow(db, dbconn.QualifiedName(schema, "_t_new"), stall, w.measure) }()
 		}
 	}
-	res, err := Run(faults.With(context.Background(), hooks), db, opts)
+	res, err := Run(withHooks(context.Background(), hooks), db, opts)
 	w.stop()
 	if err != nil {
 		t.Fatal(err)

@@ -10,7 +10,6 @@ import (
 	"github.com/enginemig/enginemig/binlog"
 	"github.com/enginemig/enginemig/internal/db/dbconn"
 	"github.com/enginemig/enginemig/internal/db/table"
-	"github.com/enginemig/enginemig/internal/faults"
 )
 
 // binlogCapture reads the binlog as a replica and replays the table's row events in batches,
@@ -133,7 +132,7 @@ func (b *binlogCapture) Run(ctx context.Context) error {
 		}
 		var ops int
 		if len(batch.Changes) > 0 {
-			if d := faults.Of(ctx).ReplayDelay; d > 0 && !sleep(ctx, d) {
+			if d := faultsOf(ctx).ReplayDelay(); d > 0 && !sleep(ctx, d) {
 				return nil
 			}
 			if ops, err = b.apply(ctx, batch.Changes); err != nil {

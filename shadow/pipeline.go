@@ -18,7 +18,6 @@ import (
 	"github.com/enginemig/enginemig/copier"
 	"github.com/enginemig/enginemig/internal/db/dbconn"
 	"github.com/enginemig/enginemig/internal/db/table"
-	"github.com/enginemig/enginemig/internal/faults"
 	"github.com/enginemig/enginemig/shadow/verify"
 )
 
@@ -368,7 +367,7 @@ func (p *Pipeline) walkVerify(ctx context.Context, pace copier.Pace, rows *atomi
 	if pace.MaxChunk == 0 {
 		pace.MaxChunk = verifyMaxChunk
 	}
-	if _, marks := p.capture.(barrierCapture); pace.Room != nil && (!marks || faults.Of(ctx).VerifyRelease == faults.Never) {
+	if _, marks := p.capture.(barrierCapture); pace.Room != nil && (!marks || faultsOf(ctx).VerifyRelease() == forceNever) {
 		pace.Room = unbounded{pace.Room}
 	}
 	var res verify.Result

@@ -16,8 +16,8 @@ import (
 	"github.com/enginemig/enginemig/copier"
 	"github.com/enginemig/enginemig/internal/db/dbconn"
 	"github.com/enginemig/enginemig/internal/db/table"
-	"github.com/enginemig/enginemig/internal/faults"
 	"github.com/enginemig/enginemig/internal/sandbox"
+	"github.com/enginemig/enginemig/internal/testkit/faults"
 	"github.com/enginemig/enginemig/internal/testkit/sandboxtest"
 	"github.com/enginemig/enginemig/shadow/verify"
 )
@@ -261,6 +261,9 @@ func TestVerifySyncsABacklogInBatches(t *testing.T) {
 	const rows = 100000
 	longest, res, largest := verifyBacklog(t, rows)
 	t.Logf("%d notes waiting: the writer's longest wait %s, the largest sync %d notes", rows, longest, largest)
+	if largest == 0 {
+		t.Errorf("no sync seen: the test's hooks (SyncEvery, Synced) did not reach trigger capture")
+	}
 	if largest > syncMaxNotes {
 		t.Errorf("a sync wrote %d notes at once; want batches of at most %d", largest, syncMaxNotes)
 	}
@@ -276,7 +279,7 @@ func verifyBacklog(t *testing.T, rows int) (time.Duration, verify.Result, int64)
 	t.Helper()
 	var largest atomic.Int64
 	// Verification's syncs run under its own context: the hooks go to Verify as to Open.
-	hooked := faults.With(context.Background(), faults.Hooks{SyncEvery: time.Hour, Synced: func(n int64) {
+	hooked := withHooks(context.Background(), faults.Hooks{SyncEvery: time.Hour, Synced: func(n int64) {
 		for old := largest.Load(); n > old && !largest.CompareAndSwap(old, n); old = largest.Load() {
 		}
 	}})

@@ -9,7 +9,7 @@ import (
 	"github.com/enginemig/enginemig/copier"
 	"github.com/enginemig/enginemig/internal/db/dbconn"
 	"github.com/enginemig/enginemig/internal/db/table"
-	"github.com/enginemig/enginemig/internal/faults"
+	"github.com/enginemig/enginemig/internal/testkit/faults"
 	"github.com/enginemig/enginemig/internal/testkit/sandboxtest"
 )
 
@@ -55,7 +55,7 @@ func TestStagedCopyAndItsFallbackWithoutTheGrant(t *testing.T) {
 			cfg := copier.Config{Logger: slog.New(slog.NewTextHandler(&log, nil)),
 				Pace: copier.Pace{ChunkTime: 1e6, IdleChunkTime: 1e6}} // 1 ms chunks: many of them
 			cp := copier.New(reader, writer, q, &order{}, nil, cfg, nil)
-			if err := cp.Run(faults.With(ctx, faults.Hooks{CopyStage: faults.Always})); err != nil {
+			if err := cp.Run(withHooks(ctx, faults.Hooks{CopyStage: faults.Always})); err != nil {
 				t.Fatal(err)
 			}
 			warned := strings.Count(log.String(), "no temporary stage table")

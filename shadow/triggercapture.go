@@ -15,7 +15,6 @@ import (
 	"github.com/enginemig/enginemig/internal/db/dbconn"
 	"github.com/enginemig/enginemig/internal/db/mdl"
 	"github.com/enginemig/enginemig/internal/db/table"
-	"github.com/enginemig/enginemig/internal/faults"
 )
 
 // triggerCapture captures changes without a binlog: AFTER triggers on the source note each
@@ -229,7 +228,7 @@ func (t *triggerCapture) syncUnder(ctx context.Context, lock string, sync func(c
 		if err := t.locker.Take(ctx, conn, mdl.Sync, lock); err != nil {
 			return fmt.Errorf("trigger capture: %w", err)
 		}
-		if f := faults.Of(ctx).SyncLocked; f != nil {
+		if f := faultsOf(ctx).SyncLocked(); f != nil {
 			f()
 		}
 		var err error
@@ -366,7 +365,7 @@ func (t *triggerCapture) syncLocked(ctx context.Context, q dbconn.Execer, limit 
 			err = uerr
 		}
 	}()
-	if f := faults.Of(ctx).Synced; f != nil {
+	if f := faultsOf(ctx).Synced(); f != nil {
 		f(last - first + 1)
 	}
 	stmts, args := t.c.Sync(), [3][]any{{last}, {last}, {last}}

@@ -10,7 +10,6 @@ import (
 	"github.com/enginemig/enginemig/internal/db/dbconn"
 	"github.com/enginemig/enginemig/internal/db/mdl"
 	"github.com/enginemig/enginemig/internal/db/table"
-	"github.com/enginemig/enginemig/internal/faults"
 )
 
 // triggerKind: set-up is the change log and three triggers on the source, installed before the
@@ -36,7 +35,7 @@ func (k triggerKind) open(ctx context.Context, p *Pipeline) (Capture, error) {
 		return nil, err
 	}
 	every := 200 * time.Millisecond
-	if d := faults.Of(ctx).SyncEvery; d > 0 {
+	if d := faultsOf(ctx).SyncEvery(); d > 0 {
 		every = d
 	}
 	return &triggerCapture{c: p.q.Capture(cfg.Source, cfg.ChangeLog), q: p.q, db: cfg.DB, writer: p.writer, order: &p.order,

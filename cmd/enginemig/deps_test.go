@@ -8,8 +8,8 @@ import (
 
 // testOnlyPackages are the module's helpers for tests (the test kit, and every package below
 // it). They may import "testing", start servers or run loads, none of which belongs in the shipped
-// binary. The tests' hooks are not among them: package internal/faults is linked, and reads
-// nothing but what a test put in the context.
+// binary. The tests' hooks (internal/testkit/faults) are among them: the product packages declare
+// the hooks they read as interfaces with no-op defaults, and only tests set them.
 var testOnlyPackages = []string{
 	"github.com/enginemig/enginemig/internal/testkit/sandboxtest",
 	"github.com/enginemig/enginemig/internal/testkit",

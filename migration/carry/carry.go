@@ -16,7 +16,6 @@ import (
 	"github.com/enginemig/enginemig/internal/db/dbconn"
 	"github.com/enginemig/enginemig/internal/db/mdl"
 	"github.com/enginemig/enginemig/internal/db/table"
-	"github.com/enginemig/enginemig/internal/faults"
 	"github.com/enginemig/enginemig/pace/lockwait"
 )
 
@@ -114,7 +113,7 @@ func (c *Carrier) dropStandIn(ctx context.Context, tmp string) error {
 const finishTries = 5
 
 // errStop is an error Finish does not retry (a test's simulated crash,
-// faults.Hooks.CrashAtTrigger).
+// Faults.CrashAtTrigger).
 type errStop struct{ error }
 
 func (e errStop) Unwrap() error { return e.error }
@@ -248,8 +247,8 @@ func (c *Carrier) onLive(ctx context.Context, i int, tr table.Trigger, tmp strin
 		}
 		// A test's crash right after the n-th real trigger (from 1), while its stand-in is still
 		// on the live table too.
-		if faults.Of(ctx).CrashAtTrigger == i+1 {
-			return errStop{faults.ErrSimulatedCrash}
+		if crashAtTrigger(ctx) == i+1 {
+			return errStop{ErrSimulatedCrash}
 		}
 	}
 	if drop {

@@ -18,7 +18,6 @@ import (
 	"github.com/enginemig/enginemig/internal/db/dbconn"
 	"github.com/enginemig/enginemig/internal/db/outcome"
 	"github.com/enginemig/enginemig/internal/db/table"
-	"github.com/enginemig/enginemig/internal/faults"
 	"github.com/enginemig/enginemig/migration/carry"
 	"github.com/enginemig/enginemig/migration/preflight"
 	"github.com/enginemig/enginemig/migration/state"
@@ -153,7 +152,7 @@ func swapBack(ctx context.Context, db *sql.DB, opts Options, st *state.State, cu
 		return nil, swapBackFailed(err, sw)
 	}
 	pipe.StopAfterSwap()
-	if cerr := carrier.Finish(context.WithoutCancel(ctx)); errors.Is(cerr, faults.ErrSimulatedCrash) {
+	if cerr := carrier.Finish(context.WithoutCancel(ctx)); errors.Is(cerr, carry.ErrSimulatedCrash) {
 		return nil, cerr
 	} else if cerr != nil {
 		const remedy = "every trigger still fires through its stand-in; run the same rollback again to finish"

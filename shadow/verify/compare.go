@@ -10,7 +10,6 @@ import (
 	"github.com/enginemig/enginemig/internal/db/dbconn"
 	"github.com/enginemig/enginemig/internal/db/mdl"
 	"github.com/enginemig/enginemig/internal/db/table"
-	"github.com/enginemig/enginemig/internal/faults"
 	"github.com/enginemig/enginemig/pace/throttle"
 )
 
@@ -70,7 +69,7 @@ func (v *verifier) compare(ctx context.Context, r table.Range, release bool, w w
 	if len(v.cfg.LockWith) > 0 {
 		return v.compareInSession(ctx, conn, r, w)
 	}
-	if faults.Of(ctx).VerifyRelease != faults.Never {
+	if faultsOf(ctx).VerifyRelease() != forceNever {
 		m, err := v.target.Mark(ctx, conn)
 		if err != nil {
 			return c, fmt.Errorf("verify: mark the target: %w", err)
@@ -96,7 +95,7 @@ func (v *verifier) compare(ctx context.Context, r table.Range, release bool, w w
 		if err := unlock(); err != nil {
 			return err
 		}
-		if err := throttle.Sleep(ctx, faults.Of(ctx).VerifyHold); err != nil {
+		if err := throttle.Sleep(ctx, faultsOf(ctx).VerifyHold()); err != nil {
 			return err
 		}
 		dst = v.checksum(ctx, v.db, r, true)
@@ -123,7 +122,7 @@ func (v *verifier) compareMarked(ctx context.Context, conn *sql.Conn, r table.Ra
 			dstDone <- sum{err: fmt.Errorf("verify: the target did not reach the source's lock within %s: %w", behindWait, err)}
 			return
 		}
-		if hold := faults.Of(ctx).VerifyHold; hold > 0 { // a test's: the target compared only after writes resumed
+		if hold := faultsOf(ctx).VerifyHold(); hold > 0 { // a test's: the target compared only after writes resumed
 			<-unlocked
 			if err := throttle.Sleep(ctx, hold); err != nil {
 				dstDone <- sum{err: err}

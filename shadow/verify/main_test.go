@@ -10,8 +10,8 @@ import (
 	"github.com/enginemig/enginemig/copier"
 	"github.com/enginemig/enginemig/internal/db/dbconn"
 	"github.com/enginemig/enginemig/internal/db/table"
-	"github.com/enginemig/enginemig/internal/faults"
 	"github.com/enginemig/enginemig/internal/sandbox"
+	"github.com/enginemig/enginemig/internal/testkit/faults"
 	"github.com/enginemig/enginemig/internal/testkit/sandboxtest"
 	"github.com/enginemig/enginemig/shadow/verify"
 )
@@ -98,7 +98,7 @@ func verifyPair(t *testing.T, p pair, cfg verify.Config) (verify.Result, error) 
 	if p.capture != nil {
 		capture = p.capture
 	}
-	ctx := faults.With(context.Background(), faults.Hooks{VerifyRelease: p.release})
+	ctx := withHooks(context.Background(), faults.Hooks{VerifyRelease: p.release})
 	return verify.Run(ctx, p.control, p.q, copier.NewChunker(p.writer, p.q, fixedChunks), capture, cfg)
 }
 

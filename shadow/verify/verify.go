@@ -16,7 +16,6 @@ import (
 	"github.com/enginemig/enginemig/internal/db/dbconn"
 	"github.com/enginemig/enginemig/internal/db/mdl"
 	"github.com/enginemig/enginemig/internal/db/table"
-	"github.com/enginemig/enginemig/internal/faults"
 )
 
 // Target is what verification needs from whatever keeps the target current (package shadow).
@@ -213,12 +212,12 @@ func Run(ctx context.Context, db *sql.DB, q *table.SQL, chunks *copier.Chunker, 
 // releaseEarly reports whether s's chunk lets the source's lock go before the target is compared
 // (see compare): while other clients wait for the table, and on every chunk where the target can
 // Mark (compareMarked). A test may force early release on every chunk or on none
-// (faults.Hooks.VerifyRelease); none keeps the source locked until both sides are compared.
+// (Faults.VerifyRelease); none keeps the source locked until both sides are compared.
 func releaseEarly(ctx context.Context, s copier.Step) bool {
-	switch faults.Of(ctx).VerifyRelease {
-	case faults.Always:
+	switch faultsOf(ctx).VerifyRelease() {
+	case forceAlways:
 		return true
-	case faults.Never:
+	case forceNever:
 		return false
 	}
 	return s.Contended

@@ -1,17 +1,12 @@
-// Package faults carries the tests' hooks into a run: steps slowed, forced down one path, watched
-// or crashed on purpose, so that a test reaches an interleaving it could not wait for. A test puts
-// them in the context it passes to Run (With); the code where a hook acts reads it from its own
-// context (Of). No configuration or option carries them and no flag reaches them: the shipped
-// binary never calls With, and a context without hooks runs exactly as if none existed.
+// Package faults holds the tests' hooks into a run: steps slowed, forced down one path, watched or
+// crashed on purpose, so that a test reaches an interleaving it could not wait for. Each product
+// package that has such points declares them as an interface, its Faults, and reads it from the
+// context (copier, cutover, shadow, verify, carry, migration: WithFaults); Hooks.Set implements
+// every one of them, and a test package puts it in the context it passes to Run. Only tests import
+// this package: the shipped binary holds the interfaces and their no-op defaults, not the hooks.
 package faults
 
-import (
-	"context"
-	"errors"
-	"time"
-
-	"github.com/enginemig/enginemig/internal/db/outcome"
-)
+import "time"
 
 // Hooks are every hook a test can set; the zero value is none. Each says what it slows, forces,
 // watches or crashes, and which tests need it.
@@ -109,20 +104,30 @@ const (
 	Never
 )
 
-type key struct{}
+// Set is h as every product package's Faults interface.
+func (h Hooks) Set() Set { return Set{h} }
 
-// With is ctx carrying a copy of h: every step of a run under it reads those hooks. A copy, so
-// that a test changing its Hooks for the next run cannot reach a run that may still be reading.
-func With(ctx context.Context, h Hooks) context.Context {
-	return context.WithValue(ctx, key{}, h)
-}
+// Set implements the product packages' Faults with Hooks' values.
+type Set struct{ h Hooks }
 
-// Of is the hooks ctx carries, none (the zero Hooks) when it carries none.
-func Of(ctx context.Context) Hooks {
-	h, _ := ctx.Value(key{}).(Hooks)
-	return h
-}
-
-// ErrSimulatedCrash is what a simulated crash returns: the run stops where it is, cleaning
-// nothing up, as if the process had died there.
-var ErrSimulatedCrash = outcome.New(outcome.NeedsAttention, errors.New("simulated crash (test)"), "")
+func (s Set) CopyStage() int                         { return int(s.h.CopyStage) }
+func (s Set) CopyAlwaysParallel() bool               { return s.h.CopyAlwaysParallel }
+func (s Set) OvertakeDelay() time.Duration           { return s.h.OvertakeDelay }
+func (s Set) ChunkLocked() func()                    { return s.h.ChunkLocked }
+func (s Set) CopyChunkTime() time.Duration           { return s.h.CopyChunkTime }
+func (s Set) IdleChunkTime() time.Duration           { return s.h.IdleChunkTime }
+func (s Set) FirstChunk() int                        { return s.h.FirstChunk }
+func (s Set) ReplayDelay() time.Duration             { return s.h.ReplayDelay }
+func (s Set) SyncEvery() time.Duration               { return s.h.SyncEvery }
+func (s Set) Synced() func(notes int64)              { return s.h.Synced }
+func (s Set) SyncLocked() func()                     { return s.h.SyncLocked }
+func (s Set) VerifyRelease() int                     { return int(s.h.VerifyRelease) }
+func (s Set) VerifyHold() time.Duration              { return s.h.VerifyHold }
+func (s Set) OnLocked() func()                       { return s.h.OnLocked }
+func (s Set) OnRenameQueued() func(lockConnID int64) { return s.h.OnRenameQueued }
+func (s Set) GateWait() time.Duration                { return s.h.GateWait }
+func (s Set) CrashAfterRows() int64                  { return s.h.CrashAfterRows }
+func (s Set) CrashAtStage() string                   { return s.h.CrashAtStage }
+func (s Set) CrashAtTrigger() int                    { return s.h.CrashAtTrigger }
+func (s Set) SaveEvery() time.Duration               { return s.h.SaveEvery }
+func (s Set) AllIndexesUpFront() bool                { return s.h.AllIndexesUpFront }
