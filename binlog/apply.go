@@ -159,9 +159,10 @@ func commitWithin(ctx context.Context, tx *sql.Tx) error {
 // runLimit's rows and maxStatementBytes (a first row larger than that goes alone).
 func (a *Applier) runEnd(ops []op, start int) int {
 	end, bytes := start+1, ops[start].size()
-	for end < len(ops) && sameRun(ops[start].kind, ops[end].kind) && end-start < a.runLimit(ops[start].kind) &&
-		bytes+ops[end].size() <= maxStatementBytes {
-		bytes += ops[end].size()
+	for end < len(ops) && sameRun(ops[start].kind, ops[end].kind) && end-start < a.runLimit(ops[start].kind) {
+		if bytes += ops[end].size(); bytes > maxStatementBytes {
+			break
+		}
 		end++
 	}
 	return end
