@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -49,7 +50,8 @@ func checkAcked(t *testing.T, db *sql.DB, l *ackload.Load, stop func(), schema s
 	t.Logf("%d writes and %d reads acknowledged, %d rows identical", st.Acked, st.Reads, checked)
 }
 
-// holdTable runs stmt (a report, LOCK TABLES ... READ) on a session of its own until release.
+// holdTable runs stmt (a report, LOCK TABLES ... READ) on a session of its own until release, or
+// until the test ends.
 func holdTable(t *testing.T, db *sql.DB, stmt string) (id int64, release func()) {
 	t.Helper()
 	conn, err := db.Conn(context.Background())
@@ -62,12 +64,19 @@ func holdTable(t *testing.T, db *sql.DB, stmt string) (id int64, release func())
 		defer close(done)
 		conn.ExecContext(context.Background(), stmt)
 	}()
-	return id, func() {
-		db.Exec(fmt.Sprintf("KILL QUERY %d", id))
-		<-done
-		conn.ExecContext(context.Background(), "UNLOCK TABLES")
-		conn.Close()
+	var once sync.Once
+	release = func() {
+		once.Do(func() {
+			db.Exec(fmt.Sprintf("KILL QUERY %d", id))
+			<-done
+			conn.ExecContext(context.Background(), "UNLOCK TABLES")
+			conn.Close()
+		})
 	}
+	// A test that fails while the table is held must not leave it held: the database's DROP at
+	// the end would wait for it until go test's timeout.
+	t.Cleanup(release)
+	return id, release
 }
 
 // A report on the table, then a LOCK TABLES ... READ, keep the swap out for longer than the old
@@ -82,9 +91,13 @@ func TestCutoverWaitsOutABlockedSwap(t *testing.T) {
 	opts.Logger = logs.logger()
 	opts.Cutover = cutover.DefaultConfig()
 	opts.Cutover.Backoff = 50 * time.Millisecond // the old give-up: 30 × 50 ms = 1.5 s
+	// Both blockers are in place before the cut-over's first look: a LOCK TABLES ... READ taken
+	// after the report ended queued behind the application's writes, and the swap got in first
+	// (seen in CI).
 	var report int64
-	var endReport func()
+	var endReport, unlock func()
 	opts.Hook = atCutover(func() {
+		_, unlock = holdTable(t, db, "LOCK TABLES "+dbconn.QualifiedName(schema, "t")+" READ")
 		report, endReport = holdTable(t, db, "SELECT COUNT(*) FROM "+dbconn.QualifiedName(schema, "t")+" WHERE SLEEP(0.001) = 0")
 	})
 	done := make(chan error, 1)
@@ -98,7 +111,6 @@ func TestCutoverWaitsOutABlockedSwap(t *testing.T) {
 	waitForLog(t, logs, fmt.Sprintf("connection %d (", report), 10*time.Second)
 	time.Sleep(3 * time.Second) // twice the old give-up
 	endReport()
-	_, unlock := holdTable(t, db, "LOCK TABLES "+dbconn.QualifiedName(schema, "t")+" READ")
 	waitForLog(t, logs, "waiting: cutover", 10*time.Second)
 	time.Sleep(3 * time.Second)
 	unlock()

@@ -20,7 +20,7 @@ func init() {
 	register(Check{ID: "lock-tables", Severity: Warning, Scope: ScopeTable,
 		What:   "LOCK TABLES used on the table: with InnoDB it no longer serialises against every reader, and it mixes with transactions",
 		table:  checkLockTables,
-		server: fallbackStatus("lock-tables", "Com_lock_tables", Warning, "LOCK TABLES statements ran on this server (enginemig's own verification and cut-overs count there too)")})
+		server: checkLockTablesCounter})
 	register(Check{ID: "insert-delayed", Severity: Blocker, Scope: ScopeTable,
 		What:   "INSERT DELAYED into the table: MariaDB refuses it on InnoDB (error 1616); MySQL silently makes it a plain INSERT",
 		table:  checkInsertDelayed,
@@ -164,6 +164,27 @@ func checkTransactions(in *SchemaInput) []Finding {
 
 // fallbackStatus reports a server-wide counter when there are no digests to attribute statements
 // to tables.
+// checkLockTablesCounter reports the server-wide LOCK TABLES counter when no digest can name
+// the tables: less what this process sent (a plan's later tables are checked after apply
+// converted the earlier ones, whose verification and cut-overs lock too), and saying what else
+// the counter holds and how to see per table instead.
+func checkLockTablesCounter(s *ServerInfo) []Finding {
+	n := s.Status["Com_lock_tables"] - s.OwnLockTables
+	if s.DigestsAvailable || n <= 0 {
+		return nil
+	}
+	own := ""
+	if s.OwnLockTables > 0 {
+		own = fmt.Sprintf(", less the %d this enginemig run sent", s.OwnLockTables)
+	}
+	return []Finding{newFinding("lock-tables", Warning,
+		fmt.Sprintf("LOCK TABLES ran %d time(s) on this server since it started (Com_lock_tables%s), on tables no digest can name: "+
+			"the counter is server-wide, and also counts earlier enginemig runs (their verification and cut-overs) and backups that lock (mysqldump --lock-tables)", n, own),
+		"for a per-table view, turn on performance_schema (performance_schema=ON in the server's configuration, a restart) with the statements_digest consumer "+
+			"(UPDATE performance_schema.setup_consumers SET ENABLED = 'YES' WHERE NAME = 'statements_digest'), let the application run, and plan again: "+
+			"it then names each table the application locks and leaves enginemig's own statements out")}
+}
+
 func fallbackStatus(id, counter string, sev Severity, what string) func(*ServerInfo) []Finding {
 	return func(s *ServerInfo) []Finding {
 		if s.DigestsAvailable || s.Status[counter] == 0 {

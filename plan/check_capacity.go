@@ -28,7 +28,7 @@ func checkTableDisk(in *TableInput) []Finding {
 			need -= e.BinlogBytes
 			if int64(b.Free) < e.BinlogBytes {
 				return []Finding{newFinding("disk", Blocker,
-					fmt.Sprintf("the copy writes about %s of binlog, %s, but only %s is free on the binlog's file system (%s)", human(e.BinlogBytes), s.binlogRetention(), human(int64(b.Free)), b.Mount),
+					fmt.Sprintf("the copy writes about %s of binlog, %s, but only %s is free on the binlog's file system (%s)", Human(e.BinlogBytes), s.binlogRetention(), Human(int64(b.Free)), b.Mount),
 					"purge binlogs already on every replica, or add space to the binlog's file system, and plan again")}
 			}
 		}
@@ -37,7 +37,7 @@ func checkTableDisk(in *TableInput) []Finding {
 		return nil
 	}
 	return []Finding{newFinding("disk", Blocker,
-		fmt.Sprintf("the copy needs about %s (shadow %s, binlog %s %s, index build) but only %s is free on %s", human(need), human(e.ProjectedBytes), human(e.BinlogBytes), s.binlogRetention(), human(free), "the datadir"),
+		fmt.Sprintf("the copy needs about %s (shadow %s, binlog %s %s, index build) but only %s is free on %s", Human(need), Human(e.ProjectedBytes), Human(e.BinlogBytes), s.binlogRetention(), Human(free), "the datadir"),
 		"free disk space (drop old _<t>_old tables of earlier conversions, purge binlogs already on every replica) and plan again")}
 }
 
@@ -55,22 +55,22 @@ func checkServerDisk(s *ServerInfo) []Finding {
 			why = "plan does not run on the database host"
 		}
 		return []Finding{newFinding("disk", Info,
-			fmt.Sprintf("converting all planned tables needs about %s extra disk (old MyISAM copies are kept until dropped; every copy's binlog is %s); free space is unknown: %s", human(need), s.binlogRetention(), why),
+			fmt.Sprintf("converting all planned tables needs about %s extra disk (old MyISAM copies are kept until dropped; every copy's binlog is %s); free space is unknown: %s", Human(need), s.binlogRetention(), why),
 			"check free space on the datadir's and the binlog's file systems (and on replicas, for relay logs) yourself; on MariaDB, INSTALL SONAME 'disks' and GRANT FILE let plan and apply read it; "+diskUnseen)}
 	}
 	free := s.FreeDiskBytes
 	switch {
 	case free < need:
 		return []Finding{newFinding("disk", Warning,
-			fmt.Sprintf("converting all planned tables needs about %s extra disk (every copy's binlog %s), only %s is free: tables that fit alone may not fit together", human(need), s.binlogRetention(), human(free)),
+			fmt.Sprintf("converting all planned tables needs about %s extra disk (every copy's binlog %s), only %s is free: tables that fit alone may not fit together", Human(need), s.binlogRetention(), Human(free)),
 			"convert in batches, drop each _<t>_old table once the conversion is confirmed and purge binlogs already on every replica between batches, or add disk; "+diskUnseen)}
 	case float64(free) < 1.5*float64(need):
 		return []Finding{newFinding("disk", Warning,
-			fmt.Sprintf("converting all planned tables needs about %s extra disk of %s free: little headroom", human(need), human(free)),
+			fmt.Sprintf("converting all planned tables needs about %s extra disk of %s free: little headroom", Human(need), Human(free)),
 			"watch the disk during apply; "+diskUnseen)}
 	}
 	return []Finding{newFinding("disk", Info,
-		fmt.Sprintf("converting all planned tables needs about %s extra disk (every copy's binlog %s); %s free", human(need), s.binlogRetention(), human(free)), diskUnseen)}
+		fmt.Sprintf("converting all planned tables needs about %s extra disk (every copy's binlog %s); %s free", Human(need), s.binlogRetention(), Human(free)), diskUnseen)}
 }
 
 func checkBufferPool(s *ServerInfo) []Finding {
@@ -82,12 +82,13 @@ func checkBufferPool(s *ServerInfo) []Finding {
 		return nil
 	}
 	return []Finding{newFinding("buffer-pool", Warning,
-		fmt.Sprintf("innodb_buffer_pool_size is %s but the converted tables alone will take about %s: reads that hit the OS cache today may go to disk", human(pool), human(s.Totals.ProjectedBytes)),
-		fmt.Sprintf("raise innodb_buffer_pool_size (dynamic since MySQL 5.7 / MariaDB 10.2) and lower key_buffer_size (now %s) as MyISAM tables go away", human(s.VarInt("key_buffer_size", 0))))}
+		fmt.Sprintf("innodb_buffer_pool_size is %s but the converted tables alone will take about %s: reads that hit the OS cache today may go to disk", Human(pool), Human(s.Totals.ProjectedBytes)),
+		fmt.Sprintf("raise innodb_buffer_pool_size (dynamic since MySQL 5.7 / MariaDB 10.2) and lower key_buffer_size (now %s) as MyISAM tables go away", Human(s.VarInt("key_buffer_size", 0))))}
 }
 
 // human prints a byte count in binary units.
-func human(b int64) string {
+// Human writes a byte count as people read it (1.5 GiB).
+func Human(b int64) string {
 	const unit = 1024
 	if b < unit {
 		return fmt.Sprintf("%d B", b)

@@ -166,8 +166,11 @@ func TestServerDecisions(t *testing.T) {
 		{"disk tight", checkServerDisk, withTotals(server("10.11.6-MariaDB", nil), 100<<20, 120<<20), "disk:warning"},
 		{"disk fine", checkServerDisk, withTotals(server("10.11.6-MariaDB", nil), 100<<20, 1<<40), "disk:info"},
 		{"disk unknown", checkServerDisk, withTotals(server("10.11.6-MariaDB", nil), 100<<20, -1), "disk:info"},
-		{"lock tables without digests", fallbackStatus("lock-tables", "Com_lock_tables", Warning, "x"), withStatus(server("5.7.44", nil), "Com_lock_tables", 5), "lock-tables:warning"},
-		{"status ignored when digests name tables", fallbackStatus("lock-tables", "Com_lock_tables", Warning, "x"), withDigests(withStatus(server("5.7.44", nil), "Com_lock_tables", 5)), ""},
+		{"lock tables without digests", checkLockTablesCounter, withStatus(server("5.7.44", nil), "Com_lock_tables", 5), "lock-tables:warning"},
+		{"status ignored when digests name tables", checkLockTablesCounter, withDigests(withStatus(server("5.7.44", nil), "Com_lock_tables", 5)), ""},
+		{"lock tables all enginemig's own", checkLockTablesCounter, withOwnLocks(withStatus(server("10.11.6-MariaDB", nil), "Com_lock_tables", 232), 232), ""},
+		{"lock tables beyond enginemig's own", checkLockTablesCounter, withOwnLocks(withStatus(server("10.11.6-MariaDB", nil), "Com_lock_tables", 233), 232), "lock-tables:warning"},
+		{"insert delayed without digests", fallbackStatus("insert-delayed", "Delayed_writes", Warning, "x"), withStatus(server("5.7.44", nil), "Delayed_writes", 5), "insert-delayed:warning"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := severities(tc.check(tc.s)); got != tc.want {
@@ -185,6 +188,11 @@ func wantCapture(s *ServerInfo, want string) *ServerInfo {
 func withTotals(s *ServerInfo, need, free int64) *ServerInfo {
 	s.Totals = &Totals{Tables: 1, ExtraDiskBytes: need}
 	s.FreeDiskBytes = free
+	return s
+}
+
+func withOwnLocks(s *ServerInfo, n int64) *ServerInfo {
+	s.OwnLockTables = n
 	return s
 }
 

@@ -28,7 +28,7 @@ func WriteText(w io.Writer, p *Plan) error {
 		fmt.Fprintln(tw, "  #\tTABLE\tROWS\tMYISAM\tINNODB (est.)\tEXTRA DISK\tCOPY (est.)\tLOCK WAIT\tSTATUS")
 		for _, t := range p.Tables {
 			fmt.Fprintf(tw, "  %d\t%s.%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", t.Rank, t.Schema, t.Table, t.Rows,
-				human(t.Estimate.DataBytes+t.Estimate.IndexBytes), human(t.Estimate.ProjectedBytes), human(t.Estimate.ExtraDiskBytes),
+				Human(t.Estimate.DataBytes+t.Estimate.IndexBytes), Human(t.Estimate.ProjectedBytes), Human(t.Estimate.ExtraDiskBytes),
 				duration(t.Estimate.CopySeconds), lockWait(t.Contention), status(t.Findings))
 		}
 		tw.Flush()

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/enginemig/enginemig/internal/db/dbconn"
+	"github.com/enginemig/enginemig/internal/db/mdl"
 	"github.com/enginemig/enginemig/pace/diskspace"
 )
 
@@ -26,6 +27,9 @@ type ServerInfo struct {
 	Variables map[string]string `json:"variables"`
 	// Status holds the global status counters the application checks read.
 	Status map[string]int64 `json:"status"`
+	// OwnLockTables is how many of Com_lock_tables this process sent (verification, cut-overs
+	// of the tables apply --plan converted before this one): the lock-tables check leaves them out.
+	OwnLockTables int64 `json:"-"`
 	// PerformanceSchema is on, and which of its tables plan could use.
 	PerformanceSchema bool `json:"performance_schema"`
 	DigestsAvailable  bool `json:"digests_available"`
@@ -165,6 +169,10 @@ func loadServer(ctx context.Context, q Querier, cat *Catalog) (*ServerInfo, erro
 	s.Hostname = s.Variables["hostname"]
 	if err := q.QueryRowContext(ctx, "SELECT CURRENT_USER()").Scan(&s.User); err != nil {
 		return nil, fmt.Errorf("read current user: %w", err)
+	}
+	var err error
+	if s.OwnLockTables, err = mdl.LockTablesSent(ctx, q); err != nil {
+		return nil, fmt.Errorf("read server name: %w", err)
 	}
 	s.PerformanceSchema = s.VarOn("performance_schema")
 	if s.PerformanceSchema && !cat.fillDigests(ctx, q, s) {

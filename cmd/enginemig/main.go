@@ -53,7 +53,8 @@ func newApp() *cli.App {
 			"reading and writing (apply), and benchmarks both engines with the production query mix (bench).\n" +
 			"Exit codes: 0 ok, 1 internal error, 2 usage, 3 connection, 4 refused (blocker; nothing changed),\n" +
 			"5 gate failed, 6 migration failed (original table in place), 7 needs attention,\n" +
-			"8 cut-over pending (copy done and kept; run the same apply again to swap).",
+			"8 cut-over pending (copy done and kept; run the same apply again to swap), 9 plan --check\n" +
+			"found MyISAM tables of the application's.",
 		Commands: commands(),
 		// The log flags are global (enginemig --log-level debug apply ...); the logger is built
 		// once here and passed down by every command.

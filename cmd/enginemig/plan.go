@@ -26,13 +26,15 @@ func planCommand() *cli.Command {
 		&cli.Int64Flag{Name: "sample-rows", Value: plan.DefaultSampleRows,
 			Usage: "rows read per table, by key, to measure the copy rate for the time estimate (MyISAM holds a read lock for the few milliseconds this takes)"},
 		&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "text",
-			Usage: "what to print: text (a readable report) or json (the plan file's content, for scripts)"},
+			Usage: "what to print: text (a readable report), markdown (a document for a change ticket or a wiki) or json (the plan file, for scripts)"},
 		captureFlag(),
 		&cli.StringSliceFlag{Name: "node",
 			Usage: "Galera: a node's SQL address (host:port), repeated for each node, where plan counts each table's rows with this account; default: wsrep_incoming_addresses"},
 		maxHoldFlag(),
 		&cli.StringFlag{Name: "out",
 			Usage: "also write the plan file (JSON, versioned) to this path, for apply --plan"},
+		&cli.BoolFlag{Name: "check",
+			Usage: "a nightly check: list the MyISAM tables left (of --database, or all the account sees), exit 9 if any; with none, how to keep MyISAM out"},
 	)
 	return &cli.Command{
 		Name:  "plan",
@@ -40,7 +42,8 @@ func planCommand() *cli.Command {
 		Description: "plan reads the server and never changes it, except that it creates each proposed InnoDB table\n" +
 			"empty under a scratch name and drops it again (--no-test-compile turns that off).\n" +
 			"Exit codes: 0 no blockers, 4 a table or the server has a blocker, 2 usage (bad flags, unknown\n" +
-			"database), 3 cannot connect. See docs/plan.md.",
+			"database), 3 cannot connect; with --check: 0 no MyISAM table of the application's, 9 some.\n" +
+			"See docs/plan.md.",
 		Flags:  flags,
 		Action: runPlan,
 		// The app's OnUsageError covers only its own flags; a subcommand's bad flag is a usage error too.
@@ -52,8 +55,11 @@ func planCommand() *cli.Command {
 
 func runPlan(c *cli.Context) error {
 	output := c.String("output")
-	if output != "text" && output != "json" {
-		return outcome.New(outcome.Usage, fmt.Errorf("--output %q: want text or json", output), "")
+	if output != "text" && output != "json" && output != "markdown" {
+		return outcome.New(outcome.Usage, fmt.Errorf("--output %q: want text, markdown or json", output), "")
+	}
+	if c.Bool("check") {
+		return runPlanCheck(c, output)
 	}
 	// Checked here rather than with Required: urfave's missing-flag error carries no exit code.
 	if len(c.StringSlice("database")) == 0 {
@@ -101,6 +107,10 @@ func runPlan(c *cli.Context) error {
 			return err
 		}
 		if _, err := w.Write(b); err != nil {
+			return err
+		}
+	} else if output == "markdown" {
+		if err := plan.WriteMarkdown(w, p); err != nil {
 			return err
 		}
 	} else if err := plan.WriteText(w, p); err != nil {

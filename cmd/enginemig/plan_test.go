@@ -70,6 +70,36 @@ func TestPlanCommand(t *testing.T) {
 			t.Fatalf("players: %+v", players)
 		}
 	})
+	t.Run("markdown report for the change ticket", func(t *testing.T) {
+		out, code := runPlanCLI(t, with("-d", schema, "--tables", "players,scores", "--output", "markdown")...)
+		if code != outcome.Refused {
+			t.Fatalf("exit %d, want %d\n%s", code, outcome.Refused, out)
+		}
+		// Each section, in order, and what it must say about this database.
+		at := 0
+		for _, want := range []string{"# MyISAM to InnoDB: " + schema, "## Summary", "| tables | 2 (1 blocked) |", "| rows | 3000 |",
+			"## Tables, in the order apply converts them", "| 1 | `" + schema + ".", "## Blockers", "`autoinc-not-leading`", "*Remedy:*",
+			"## Statements whose answers may change", "## Rolling back", "enginemig rollback -D " + schema + " -t players",
+			"## Afterwards: keeping MyISAM out", "`enforce_storage_engine`"} {
+			if srv.Flavour().MySQL() && want == "`enforce_storage_engine`" {
+				want = "`disabled_storage_engines`"
+			}
+			i := strings.Index(out[at:], want)
+			if i < 0 {
+				t.Fatalf("the report lacks %q after byte %d:\n%s", want, at, out)
+			}
+			at += i
+		}
+		if strings.Contains(out, "enginemig rollback -D "+schema+" -t scores") {
+			t.Errorf("a rollback command for the blocked table:\n%s", out)
+		}
+		// A Markdown table row has as many cells as its header.
+		for _, line := range strings.Split(out, "\n") {
+			if strings.HasPrefix(line, "| ") && strings.Count(strings.ReplaceAll(line, `\|`, ""), "|") != 12 && strings.Contains(line, "`"+schema+".") {
+				t.Errorf("table row with a broken cell count: %s", line)
+			}
+		}
+	})
 	t.Run("json output", func(t *testing.T) {
 		out, code := runPlanCLI(t, with("--database", schema, "--output", "json", "--no-test-compile")...)
 		if code != outcome.Refused {

@@ -59,6 +59,7 @@ type Locker struct {
 	db     *sql.DB // the pool New read the server from: a Swap's kill goes through it
 	tables []string
 	ours   []string // marks of enginemig's own statements (mayQueue)
+	server string   // the server's key (sent.go)
 	// Waiting, when set, is told how long a wait for a gap took, where the Purpose reports its
 	// waits (purpose.go says which do, and when): a table that transactions hold without pause
 	// keeps the caller waiting for as long as they do, chunk after chunk, and the operator should
@@ -75,7 +76,7 @@ var ErrNotGranted = errors.New("table lock not granted in time")
 func New(ctx context.Context, db *sql.DB, table string, ours ...string) (*Locker, error) {
 	l := &Locker{db: db, tables: []string{table}, ours: ours}
 	var version string
-	if err := db.QueryRowContext(ctx, "SELECT VERSION()").Scan(&version); err != nil {
+	if err := db.QueryRowContext(ctx, "SELECT VERSION(), "+serverKeySQL).Scan(&version, &l.server); err != nil {
 		return nil, fmt.Errorf("server version: %w", err)
 	}
 	if dbconn.MariaDB(version) {

@@ -127,9 +127,9 @@ func (l *Locker) chunk(ctx context.Context, conn *sql.Conn, p Purpose, stmt stri
 	case l.mode == noWait:
 		return l.lockBefore(ctx, conn, stmt, p.spin, time.Time{})
 	case p.rule == verifyRule:
-		return queueRetrying(ctx, conn, stmt)
+		return l.queueRetrying(ctx, conn, stmt)
 	}
-	_, err := conn.ExecContext(ctx, stmt)
+	err := l.send(ctx, conn, stmt)
 	return err
 }
 
@@ -158,7 +158,7 @@ func (l *Locker) carry(ctx context.Context, conn *sql.Conn, p Purpose, stmt stri
 	deadline := time.Now().Add(p.within)
 	err := patiently(ctx, p.within, nil, func() error {
 		if l.mode == queue {
-			_, err := conn.ExecContext(ctx, stmt)
+			err := l.send(ctx, conn, stmt)
 			return err
 		}
 		return l.lockBefore(ctx, conn, stmt, p.spin, deadline)

@@ -19,7 +19,7 @@ import (
 // ErrNotGranted and the server's lock wait error (dbconn.IsLockWait).
 func (l *Locker) tries(ctx context.Context, conn *sql.Conn, stmt, noWait string, within time.Duration) error {
 	if l.mode == queue {
-		_, err := conn.ExecContext(ctx, stmt)
+		err := l.send(ctx, conn, stmt)
 		return err
 	}
 	var deadline time.Time
@@ -27,7 +27,7 @@ func (l *Locker) tries(ctx context.Context, conn *sql.Conn, stmt, noWait string,
 		deadline = time.Now().Add(within)
 	}
 	for {
-		_, err := conn.ExecContext(ctx, noWait)
+		err := l.send(ctx, conn, noWait)
 		if err == nil || !dbconn.IsLockWait(err) {
 			return err
 		}
@@ -59,7 +59,7 @@ func (l *Locker) lockBefore(ctx context.Context, conn *sql.Conn, stmt string, sp
 			return err
 		}
 		if l.mayQueue(ctx, conn) {
-			_, err := conn.ExecContext(ctx, stmt)
+			err := l.send(ctx, conn, stmt)
 			return err
 		}
 		if l.Waiting != nil {
@@ -97,7 +97,7 @@ func patiently(ctx context.Context, within time.Duration, waiting func(time.Dura
 // its lock within d; one killed so fails with refused's error, asked after the kill.
 func (l *Locker) queueKilled(ctx context.Context, conn *sql.Conn, stmt string, d time.Duration, session int64, refused func(time.Duration, error) error) error {
 	timer := time.AfterFunc(d, func() { l.kill(session) })
-	_, err := conn.ExecContext(ctx, stmt)
+	err := l.send(ctx, conn, stmt)
 	if !timer.Stop() && err != nil {
 		return refused(d, err)
 	}
@@ -112,9 +112,9 @@ func (l *Locker) kill(id int64) {
 
 // queueRetrying sends stmt, queued, again (up to five times in all, after 20 ms, 40 ms ...) when
 // the server chose it as a deadlock's victim.
-func queueRetrying(ctx context.Context, conn *sql.Conn, stmt string) error {
+func (l *Locker) queueRetrying(ctx context.Context, conn *sql.Conn, stmt string) error {
 	for try := 1; ; try++ {
-		_, err := conn.ExecContext(ctx, stmt)
+		err := l.send(ctx, conn, stmt)
 		if err == nil || try == 5 || !dbconn.IsDeadlock(err) {
 			return err
 		}

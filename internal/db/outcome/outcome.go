@@ -23,6 +23,9 @@ const (
 	// --cutover-timeout; the shadow and the state are kept, and running the same apply again goes
 	// straight to the cut-over.
 	CutoverPending Code = 8
+	// MyISAMRemains: plan --check found application tables still in MyISAM (a nightly check's
+	// failure, lint-style: nothing is wrong with the server, something is left to convert).
+	MyISAMRemains Code = 9
 )
 
 // Name is a stable machine-readable name for JSON output.
@@ -44,6 +47,8 @@ func (c Code) Name() string {
 		return "needs_attention"
 	case CutoverPending:
 		return "cutover_pending"
+	case MyISAMRemains:
+		return "myisam_remains"
 	default:
 		return "internal"
 	}

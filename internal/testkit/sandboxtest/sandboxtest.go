@@ -109,12 +109,45 @@ func FreshDatabase(tb testing.TB, s *sandbox.Server) (name string, db *sql.DB) {
 	}
 	tb.Cleanup(func() {
 		db.Close()
-		if r, err := s.Open(""); err == nil {
-			r.Exec("DROP DATABASE IF EXISTS `" + name + "`")
-			r.Close()
-		}
+		dropDatabase(s, name)
 	})
 	return name, db
+}
+
+// dropDatabase drops name at a test's end. A session the test left holding one of its tables (a
+// LOCK TABLES of a test that failed before releasing it) would keep the DROP waiting until go
+// test's timeout, hiding the failure behind a hang: the DROP waits 30 s at most, and then the
+// sessions still open on the server (the test is over) are killed and the DROP sent again.
+func dropDatabase(s *sandbox.Server, name string) {
+	r, err := s.Open("")
+	if err != nil {
+		return
+	}
+	defer r.Close()
+	r.SetMaxOpenConns(1)
+	drop := "DROP DATABASE IF EXISTS `" + name + "`"
+	if _, err := r.Exec("SET SESSION lock_wait_timeout = 30"); err != nil {
+		return
+	}
+	if _, err := r.Exec(drop); err == nil {
+		return
+	}
+	rows, err := r.Query("SELECT ID FROM information_schema.PROCESSLIST WHERE ID <> CONNECTION_ID() AND COMMAND NOT IN ('Daemon', 'Binlog Dump', 'Binlog Dump GTID') AND USER NOT IN ('system user', 'event_scheduler')")
+	if err != nil {
+		return
+	}
+	var ids []int64
+	for rows.Next() {
+		var id int64
+		if rows.Scan(&id) == nil {
+			ids = append(ids, id)
+		}
+	}
+	rows.Close()
+	for _, id := range ids {
+		r.Exec(fmt.Sprintf("KILL %d", id))
+	}
+	r.Exec(drop)
 }
 
 // sanitize makes a test name usable in a database name.

@@ -1,0 +1,105 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/enginemig/enginemig/internal/db/dbconn"
+	"github.com/enginemig/enginemig/internal/db/outcome"
+	"github.com/enginemig/enginemig/plan"
+)
+
+// checkReport is plan --check's answer (--output json).
+type checkReport struct {
+	MyISAMTables []plan.Leftover `json:"myisam_tables"`
+	// ApplicationTables counts the tables that fail the check (kept originals do not).
+	ApplicationTables int             `json:"application_tables"`
+	Scope             string          `json:"scope"`
+	KeepMyISAMOut     []plan.DoorStep `json:"keep_myisam_out,omitempty"`
+}
+
+// runPlanCheck lists the MyISAM tables left, exiting MyISAMRemains when any is the application's:
+// a nightly job's or CI's check that the estate stays converted. With none left it says how to
+// keep new ones out.
+func runPlanCheck(c *cli.Context, output string) error {
+	if c.Args().Len() > 0 {
+		return outcome.New(outcome.Usage, fmt.Errorf("unexpected arguments %v", c.Args().Slice()), "use --database to limit the check")
+	}
+	db, _, err := openDB(c.Context, c, "", 2)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	dbs := c.StringSlice("database")
+	ls, err := plan.Leftovers(c.Context, db, dbs)
+	if err != nil {
+		return fmt.Errorf("plan --check: %w", err)
+	}
+	r := checkReport{MyISAMTables: ls, ApplicationTables: plan.ApplicationTables(ls),
+		Scope: "every database this account can see, outside mysql, sys, performance_schema and information_schema"}
+	if len(dbs) > 0 {
+		r.Scope = fmt.Sprintf("the databases %v", dbs)
+	}
+	if r.MyISAMTables == nil {
+		r.MyISAMTables = []plan.Leftover{}
+	}
+	if r.ApplicationTables == 0 {
+		var version string
+		if err := db.QueryRowContext(c.Context, "SELECT VERSION()").Scan(&version); err != nil {
+			return fmt.Errorf("plan --check: %w", err)
+		}
+		flavor := "mysql"
+		if dbconn.MariaDB(version) {
+			flavor = "mariadb"
+		}
+		r.KeepMyISAMOut = plan.KeepMyISAMOut(flavor)
+	}
+	w := c.App.Writer
+	if w == nil {
+		w = os.Stdout
+	}
+	if output == "json" {
+		b, err := json.MarshalIndent(r, "", "  ")
+		if err != nil {
+			return err
+		}
+		if _, err := w.Write(append(b, '\n')); err != nil {
+			return err
+		}
+	} else {
+		writeCheck(w, r)
+	}
+	if r.ApplicationTables > 0 {
+		return outcome.New(outcome.MyISAMRemains, fmt.Errorf("%d MyISAM table(s) of the application remain", r.ApplicationTables), plan.CheckRemedy(ls))
+	}
+	return nil
+}
+
+func writeCheck(w io.Writer, r checkReport) {
+	fmt.Fprintf(w, "Checked %s.\n", r.Scope)
+	if r.ApplicationTables == 0 {
+		fmt.Fprintln(w, "No MyISAM table of the application's remains.")
+	}
+	for _, l := range r.MyISAMTables {
+		what := "still " + l.Engine
+		if l.KeptOriginal {
+			what = "the original kept for a rollback (enginemig cleanup -D " + l.Schema + " -t " + l.Table[1:len(l.Table)-4] + " --drop-old ends that window)"
+		}
+		fmt.Fprintf(w, "  %s.%s: %s, %d rows, %s\n", l.Schema, l.Table, what, l.Rows, plan.Human(l.Bytes))
+	}
+	if len(r.KeepMyISAMOut) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "\nTo keep MyISAM out of this server (existing tables stay readable and writable with each):")
+	for _, s := range r.KeepMyISAMOut {
+		fmt.Fprintf(w, "  %s: %s\n    run: %s\n", s.Setting, s.What, s.Statement)
+		if s.Persistent != "" {
+			fmt.Fprintf(w, "    keep across restarts: %s\n", s.Persistent)
+		}
+		fmt.Fprintf(w, "    breaks: %s\n", s.Breaks)
+	}
+}
