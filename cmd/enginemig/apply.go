@@ -89,7 +89,7 @@ func applyCommand() *cli.Command {
 			&cli.DurationFlag{Name: "hook-timeout", Value: time.Minute, Usage: "how long a hook may run"},
 			&cli.StringFlag{Name: "state-schema", Value: state.DefaultStateSchema, Usage: "schema holding enginemig's state table (created if missing)"},
 			&cli.UintFlag{Name: "server-id", Usage: "server_id for the binlog connection (default: random; must not clash with replicas)"},
-			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "text", Usage: "text or json (a JSON summary on stdout at the end)"},
+			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "text", Usage: "text, markdown (a summary for the change ticket at the end) or json (a JSON summary on stdout at the end)"},
 			&cli.BoolFlag{Name: "no-progress", Usage: "no progress bar; periodic log lines instead"},
 			&cli.IntFlag{Name: "parallel", Value: 1, Usage: "with --plan: tables converted at a time, sharing one throttle (measured on 2 cores: 2 was no faster than 1, see docs/runbook/special-cases.md)"},
 		),
@@ -98,8 +98,8 @@ func applyCommand() *cli.Command {
 }
 
 func runApply(c *cli.Context) error {
-	if c.String("output") != "text" && c.String("output") != "json" {
-		return outcome.Errorf(outcome.Usage, "--output must be text or json")
+	if o := c.String("output"); o != "text" && o != "json" && o != "markdown" {
+		return outcome.Errorf(outcome.Usage, "--output must be text, markdown or json")
 	}
 	targets, skipped, err := applyTargets(c)
 	if err != nil {
@@ -164,7 +164,11 @@ func runApply(c *cli.Context) error {
 	if err == nil {
 		err = planOutcome(summary)
 	}
-	return reportApply(c, planRun, results, summary, failed, err)
+	var door *checkReport
+	if planRun && err == nil {
+		door = doorAfterPlan(c, db, targets)
+	}
+	return reportApply(c, planRun, results, summary, door, failed, err)
 }
 
 // checkParallel refuses what parallel runs cannot do: one control socket controls one migration.
@@ -208,14 +212,24 @@ func progressOf(c *cli.Context) func(planrun.Target, *migration.Options) func(*m
 
 // reportApply prints the end of a run (a plan's per-table summary; the JSON document) and returns
 // its error: failed names the table that failed, if one did.
-func reportApply(c *cli.Context, planRun bool, results []*migration.Result, summary []planrun.Outcome, failed string, err error) error {
+func reportApply(c *cli.Context, planRun bool, results []*migration.Result, summary []planrun.Outcome, door *checkReport, failed string, err error) error {
 	if planRun && c.String("output") == "text" {
 		planSummary(c.App.Writer, summary)
+		if door != nil {
+			fmt.Fprintln(c.App.Writer)
+			writeCheck(c.App.Writer, *door)
+		}
+	}
+	if c.String("output") == "markdown" {
+		writeApplyMarkdown(c.App.Writer, results, summary, door, err)
 	}
 	if c.String("output") == "json" {
 		out := map[string]any{"results": results, "exit_code": int(outcome.CodeOf(err)), "status": outcome.CodeOf(err).Name()}
 		if planRun {
 			out["tables"] = summary
+		}
+		if door != nil {
+			out["myisam_left"] = door
 		}
 		if err != nil {
 			out["error"] = err.Error()

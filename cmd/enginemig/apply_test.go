@@ -98,6 +98,22 @@ func TestApplyCommand(t *testing.T) {
 			t.Fatalf("plan after apply and rollback: exit %d\n%s", code, out)
 		}
 	})
+	t.Run("markdown summary for the change ticket", func(t *testing.T) {
+		sandboxtest.MustExec(t, db, "CREATE TABLE m1 (id INT PRIMARY KEY, v INT) ENGINE=MyISAM", "INSERT INTO m1 SELECT seq, seq FROM "+sandboxtest.Seq(1000))
+		out, code := apply("--database", schema, "--table", "m1", "--output", "markdown", "--no-progress")
+		at := 0
+		for _, want := range []string{"# enginemig apply: 1 table(s) converted", "exit code 0 (`ok`)", "## Tables",
+			"| `" + schema + ".m1` | converted | 1000 |", "## Rolling back", "enginemig rollback -D " + schema + " -t m1    # original kept as _m1_old"} {
+			i := strings.Index(out[at:], want)
+			if code != outcome.OK || i < 0 {
+				t.Fatalf("exit %d; the summary lacks %q after byte %d:\n%s", code, want, at, out)
+			}
+			at += i
+		}
+		if out, code := apply("--database", schema, "--table", "m1", "--output", "html"); code != outcome.Usage || !strings.Contains(out, "") {
+			t.Fatalf("--output html: exit %d, want %d\n%s", code, outcome.Usage, out)
+		}
+	})
 	t.Run("plan file: converts its tables and skips blocked ones", func(t *testing.T) {
 		sandboxtest.MustExec(t, db,
 			"CREATE TABLE a1 (id INT PRIMARY KEY, v INT) ENGINE=MyISAM", "INSERT INTO a1 SELECT seq, seq FROM "+sandboxtest.Seq(500),
@@ -150,6 +166,10 @@ func TestApplyCommand(t *testing.T) {
 			want := map[int]string{1: " converted: 300 rows", 2: "already-converted"}[run]
 			if code != outcome.OK || !strings.Contains(out, want) {
 				t.Fatalf("clean plan, run %d: exit %d\n%s", run, code, out)
+			}
+			// The database still holds MyISAM tables outside this plan: named, no advice yet.
+			if !strings.Contains(out, schema+".blocked: still MyISAM") || strings.Contains(out, "To keep MyISAM out") {
+				t.Fatalf("clean plan, run %d: the summary does not name the MyISAM tables left:\n%s", run, out)
 			}
 		}
 		// Two tables at a time, with one metrics endpoint for both: each converted, the summary in

@@ -1,15 +1,20 @@
 package main
 
 import (
+	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
+	"sort"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/enginemig/enginemig/internal/db/dbconn"
 	"github.com/enginemig/enginemig/internal/db/outcome"
+	"github.com/enginemig/enginemig/migration/planrun"
 	"github.com/enginemig/enginemig/plan"
 )
 
@@ -34,29 +39,9 @@ func runPlanCheck(c *cli.Context, output string) error {
 		return err
 	}
 	defer db.Close()
-	dbs := c.StringSlice("database")
-	ls, err := plan.Leftovers(c.Context, db, dbs)
+	r, err := checkLeftovers(c.Context, db, c.StringSlice("database"))
 	if err != nil {
 		return fmt.Errorf("plan --check: %w", err)
-	}
-	r := checkReport{MyISAMTables: ls, ApplicationTables: plan.ApplicationTables(ls),
-		Scope: "every database this account can see, outside mysql, sys, performance_schema and information_schema"}
-	if len(dbs) > 0 {
-		r.Scope = fmt.Sprintf("the databases %v", dbs)
-	}
-	if r.MyISAMTables == nil {
-		r.MyISAMTables = []plan.Leftover{}
-	}
-	if r.ApplicationTables == 0 {
-		var version string
-		if err := db.QueryRowContext(c.Context, "SELECT VERSION()").Scan(&version); err != nil {
-			return fmt.Errorf("plan --check: %w", err)
-		}
-		flavor := "mysql"
-		if dbconn.MariaDB(version) {
-			flavor = "mariadb"
-		}
-		r.KeepMyISAMOut = plan.KeepMyISAMOut(flavor)
 	}
 	w := c.App.Writer
 	if w == nil {
@@ -74,9 +59,62 @@ func runPlanCheck(c *cli.Context, output string) error {
 		writeCheck(w, r)
 	}
 	if r.ApplicationTables > 0 {
-		return outcome.New(outcome.MyISAMRemains, fmt.Errorf("%d MyISAM table(s) of the application remain", r.ApplicationTables), plan.CheckRemedy(ls))
+		return outcome.New(outcome.MyISAMRemains, fmt.Errorf("%d MyISAM table(s) of the application remain", r.ApplicationTables), plan.CheckRemedy(r.MyISAMTables))
 	}
 	return nil
+}
+
+// checkLeftovers is plan --check's report on dbs (none: every database the account sees), with
+// how to keep MyISAM out when none of the application's is left.
+func checkLeftovers(ctx context.Context, db *sql.DB, dbs []string) (checkReport, error) {
+	ls, err := plan.Leftovers(ctx, db, dbs)
+	if err != nil {
+		return checkReport{}, err
+	}
+	r := checkReport{MyISAMTables: ls, ApplicationTables: plan.ApplicationTables(ls),
+		Scope: "every database this account can see, outside mysql, sys, performance_schema and information_schema"}
+	if len(dbs) > 0 {
+		r.Scope = "the databases " + strings.Join(dbs, ", ")
+	}
+	if r.MyISAMTables == nil {
+		r.MyISAMTables = []plan.Leftover{}
+	}
+	if r.ApplicationTables == 0 {
+		var version string
+		if err := db.QueryRowContext(ctx, "SELECT VERSION()").Scan(&version); err != nil {
+			return r, err
+		}
+		flavor := "mysql"
+		if dbconn.MariaDB(version) {
+			flavor = "mariadb"
+		}
+		r.KeepMyISAMOut = plan.KeepMyISAMOut(flavor)
+	}
+	return r, nil
+}
+
+// doorAfterPlan is what apply --plan says once every table of the plan is converted: the MyISAM
+// tables still in the plan's databases, or how to keep MyISAM out. nil when it cannot tell (the
+// run's outcome stands; plan --check says it later).
+func doorAfterPlan(c *cli.Context, db *sql.DB, targets []planrun.Target) *checkReport {
+	seen := map[string]bool{}
+	var dbs []string
+	for _, t := range targets {
+		if !seen[t.Schema] {
+			seen[t.Schema] = true
+			dbs = append(dbs, t.Schema)
+		}
+	}
+	if len(dbs) == 0 {
+		return nil
+	}
+	sort.Strings(dbs)
+	r, err := checkLeftovers(c.Context, db, dbs)
+	if err != nil {
+		loggerOf(c).Warn("could not list the MyISAM tables left (enginemig plan --check lists them)", "error", err)
+		return nil
+	}
+	return &r
 }
 
 func writeCheck(w io.Writer, r checkReport) {

@@ -41,6 +41,10 @@ type Gentle struct {
 
 	mu  sync.Mutex
 	gov governor
+	// rates: the application's statements a second before the copy (the learned rate) and the
+	// sum and count of the measurements since, for the run's summary (LatencySummary).
+	rateBefore, rateSum float64
+	rates               int
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -123,6 +127,7 @@ func (g *Gentle) Start(ctx context.Context) error {
 	}
 	g.mu.Lock()
 	g.gov = newGovernor(learn, idleness{g.cfg.IdleRate, g.cfg.IdleWrites}, g.cfg.LatencyFactor)
+	g.rateBefore = g.gov.base.rate
 	st := g.stateLocked()
 	g.mu.Unlock()
 	g.reads.record()
@@ -188,6 +193,7 @@ func (g *Gentle) loop(ctx context.Context, prev signals) {
 			g.gov.pressed("cannot measure the application: " + err.Error())
 		} else {
 			g.gov.step(s)
+			g.rateSum, g.rates = g.rateSum+s.rate, g.rates+1
 			prev = s
 		}
 		after, why, st := g.gov.level, g.gov.why, g.stateLocked()
@@ -312,6 +318,10 @@ type LatencySummary struct {
 	// P99 is the probe's p99 from the copy's start to now, over Reads reads.
 	P99   float64 `json:"latency_p99_seconds"`
 	Reads int64   `json:"latency_reads"`
+	// The application's statements a second (SELECT, INSERT, UPDATE; the probe's reads left
+	// out) before the copy and, on average, since: the share of its throughput the run kept.
+	RateBefore float64 `json:"app_statements_per_second_before"`
+	RateDuring float64 `json:"app_statements_per_second_during"`
 }
 
 // Summary is the latency figures of the run so far.
@@ -319,7 +329,12 @@ func (g *Gentle) Summary() LatencySummary {
 	p99, n := g.reads.p99()
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return LatencySummary{Source: "probe", Baseline: g.gov.lat.base.Seconds(), Target: g.gov.lat.target.Seconds(), P99: p99.Seconds(), Reads: n}
+	during := 0.0
+	if g.rates > 0 {
+		during = g.rateSum / float64(g.rates)
+	}
+	return LatencySummary{Source: "probe", Baseline: g.gov.lat.base.Seconds(), Target: g.gov.lat.target.Seconds(), P99: p99.Seconds(), Reads: n,
+		RateBefore: g.rateBefore, RateDuring: during}
 }
 
 // measure takes one sample: the status counters and the probe's reads since the last one.
