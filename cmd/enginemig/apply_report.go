@@ -83,7 +83,9 @@ func writeResultRow(b *strings.Builder, r *migration.Result) {
 	}
 	latency, rate := "-", "-"
 	if p := r.Pace; p != nil && p.Reads > 0 {
-		ms := func(s float64) string { return time.Duration(s * float64(time.Second)).Round(10 * time.Microsecond).String() }
+		ms := func(s float64) string {
+			return time.Duration(s * float64(time.Second)).Round(10 * time.Microsecond).String()
+		}
 		latency = ms(p.Baseline) + " / " + ms(p.P99)
 		if p.RateBefore > 0 {
 			rate = fmt.Sprintf("%.0f / %.0f (%.0f%%)", p.RateBefore, p.RateDuring, 100*p.RateDuring/p.RateBefore)
