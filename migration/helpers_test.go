@@ -180,9 +180,3 @@ func (l *logLines) String() string {
 func (l *logLines) logger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(l, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
-
-// besideOthers marks a test that starts servers of its own and judges what its writers
-// acknowledged, never a time or a rate: go test runs it beside another such test (-parallel,
-// default the number of cores) once the tests on the package's shared server are done, where the
-// machine is otherwise half idle.
-func besideOthers(t *testing.T) { t.Parallel() }

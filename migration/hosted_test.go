@@ -64,7 +64,7 @@ func hostedAccount(t *testing.T, srv *sandbox.Server, schema, user string, globa
 // in place (dbconn's liftLimits off) the first staged chunk is killed (1969). On the sandbox's MySQL
 // every case is refused before anything is created (see the test's body).
 func TestHostedAccountsConvertWithTheDefaults(t *testing.T) {
-	besideOthers(t)
+	t.Parallel() // servers of its own (docs/testing.md, "Parallel tests")
 	for _, c := range []struct {
 		name, binlog string
 		trust        bool     // log_bin_trust_function_creators
@@ -163,7 +163,7 @@ func TestHostedAccountsConvertWithTheDefaults(t *testing.T) {
 // defaults: its state is in the account's database, trigger capture kept noting the writes made
 // while nothing ran, and the resumed run copies only what was left.
 func TestHostedAccountResumes(t *testing.T) {
-	besideOthers(t)
+	t.Parallel() // servers of its own (docs/testing.md, "Parallel tests")
 	var srv *sandbox.Server
 	var global []string
 	if f, _ := sandboxtest.Flavour(); f.MySQL() {

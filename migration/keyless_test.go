@@ -202,7 +202,7 @@ func TestKeylessTableUnderWriters(t *testing.T) {
 // TestKeylessTableUnderWritersWithTriggerCapture is TestKeylessTableUnderWriters' trigger-capture
 // cases, on a server of its own without a binlog.
 func TestKeylessTableUnderWritersWithTriggerCapture(t *testing.T) {
-	besideOthers(t)
+	t.Parallel() // servers of its own (docs/testing.md, "Parallel tests")
 	opts := sandbox.Options{BinlogFormat: "OFF"}
 	if f, _ := sandboxtest.Flavour(); strings.HasPrefix(string(f), "mysql") {
 		// MySQL's default enforce_gtid_consistency refuses trigger capture (plan says so).
@@ -393,7 +393,7 @@ func runKeyless(ws []*keylessWriter) (stop func()) {
 // InnoDB with the added primary key too: every row event on it is then found by that key instead
 // of a scan, so its SQL thread keeps up with the writes that follow.
 func TestKeylessReplicaKeepsUp(t *testing.T) {
-	besideOthers(t)
+	t.Parallel() // servers of its own (docs/testing.md, "Parallel tests")
 	primary := sandboxtest.ForTest(t, sandbox.Options{})
 	replica := sandboxtest.ReplicaForTest(t, primary, sandbox.Options{})
 	schema, _ := sandboxtest.FreshDatabase(t, primary)

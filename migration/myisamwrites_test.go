@@ -28,7 +28,7 @@ import (
 // replica applies what was written whatever the error, is left to the other replica tests
 // (TestKeylessReplicaKeepsUp, TestReplicaLag): a minute of CI's time for no risk of this kind.
 func TestReplicaRunsThroughApplyAndRollback(t *testing.T) {
-	besideOthers(t)
+	t.Parallel() // servers of its own (docs/testing.md, "Parallel tests")
 	for _, format := range []string{"STATEMENT", "MIXED"} {
 		t.Run(format, func(t *testing.T) {
 			primary := sandboxtest.ForTest(t, sandbox.Options{BinlogFormat: format})

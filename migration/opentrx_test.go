@@ -20,7 +20,7 @@ import (
 // of t's own, the carry's CREATE and DROP TRIGGER on the live table, after each swap, are held to
 // the same rule.
 func TestCutoverNeverFailsAnOpenTransaction(t *testing.T) {
-	besideOthers(t)
+	t.Parallel() // servers of its own (docs/testing.md, "Parallel tests")
 	if f, _ := sandboxtest.Flavour(); f.MySQL() {
 		t.Skip("MySQL has no LOCK TABLES ... NOWAIT: its swaps still queue behind such transactions (docs/runbook/special-cases.md, \"Open transactions and the cut-over\")")
 	}

@@ -23,7 +23,6 @@ func TestResumeAfterCrash(t *testing.T) {
 // The same with trigger capture, on a server without a binlog: its triggers keep noting changes
 // while nothing runs.
 func TestTriggerCaptureResumeAfterCrash(t *testing.T) {
-	besideOthers(t)
 	t.Parallel() // a server of its own (docs/testing.md, "Parallel tests")
 	resumeAfterCrash(t, sandboxtest.ForTest(t, sandbox.Options{BinlogFormat: "OFF"}), []crashCase{crashCases[0], crashCases[3]})
 }

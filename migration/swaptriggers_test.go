@@ -200,7 +200,6 @@ func TestTriggersCarriedAcrossApplyAndRollback(t *testing.T) {
 // event, are never carried, and leave with the original (and, for the rollback, with the InnoDB
 // table).
 func TestTriggerCaptureWithTheTablesOwnTriggers(t *testing.T) {
-	besideOthers(t)
 	t.Parallel() // a server of its own (docs/testing.md, "Parallel tests")
 	s := sandboxtest.ForTest(t, sandbox.Options{BinlogFormat: "OFF"})
 	schema := triggersCarried(t, s)

@@ -33,7 +33,6 @@ var noRowBinlog = []string{"OFF", "STATEMENT"}
 // then during a rollback, and the table equals the reference after each. With the binlog off the
 // copy runs two chunks at once throughout; with STATEMENT it is client-side.
 func TestTriggerCaptureConcurrentWritersAndRollback(t *testing.T) {
-	besideOthers(t)
 	t.Parallel() // servers of its own (docs/testing.md, "Parallel tests")
 	for _, format := range noRowBinlog {
 		t.Run("binlog-"+strings.ToLower(format), func(t *testing.T) {
@@ -75,7 +74,7 @@ func TestTriggerCaptureConcurrentWritersAndRollback(t *testing.T) {
 // multi-row INSERT that fails half-way): the converted table must keep them too. Triggers that
 // wrote the InnoDB shadow directly would lose each of them with the transaction.
 func TestTriggerCaptureExplicitTransactions(t *testing.T) {
-	besideOthers(t)
+	t.Parallel() // servers of its own (docs/testing.md, "Parallel tests")
 	s := sandboxtest.ForTest(t, sandbox.Options{BinlogFormat: "OFF"})
 	schema, db := sandboxtest.FreshDatabase(t, s)
 	for _, tbl := range []string{"t", "ref"} {
