@@ -12,7 +12,9 @@ import (
 	"github.com/enginemig/enginemig/internal/db/dbconn"
 )
 
-// Where the application's statements come from: literal SQL, one example per statement shape.
+// Where the application's statements come from: literal SQL, every distinct one the source keeps
+// of each statement shape (up to workload.MaxExamples a shape): one shape's statements can answer
+// differently (a FULLTEXT search whose word is a stopword on one engine only).
 
 // ErrNoExamples: the server keeps the statements' shapes but no literal example of them.
 var ErrNoExamples = errors.New("performance_schema keeps no literal example of the statements on the table")
@@ -62,9 +64,7 @@ func FromLog(path, schema, table string) ([]string, error) {
 func examples(c *workload.Capture, server bool) ([]string, error) {
 	var out []string
 	for _, st := range c.Statements {
-		if st.Example != "" {
-			out = append(out, st.Example)
-		}
+		out = append(out, st.Examples...)
 	}
 	if len(out) == 0 && server {
 		return nil, fmt.Errorf("%w: %d statement shape(s) on the table seen, none of them in it; let the application run, and check again, or give --statements FILE or --from-log FILE", ErrNoExamples, len(c.Statements))

@@ -42,3 +42,46 @@ func TestFromServerTakesExamplesFromTheHistory(t *testing.T) {
 		t.Fatalf("with the history on: examples %q, want the SELECT of id 3", got)
 	}
 }
+
+// Statements of one shape can answer differently: two FULLTEXT searches share a digest, one
+// whose word is a stopword of MyISAM's and not of InnoDB's, one whose word is neither. FromServer
+// returns each distinct literal the history keeps, so the check names the one that changes even
+// when the other ran last (one example per shape, the newest, named nothing).
+func TestFromServerChecksEveryLiteralOfAShape(t *testing.T) {
+	schema := legacy(t)
+	ctx := context.Background()
+	db, err := srv.Open(schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	const enable = "UPDATE performance_schema.setup_consumers SET ENABLED = 'YES' WHERE NAME IN ('events_statements_current', 'events_statements_history_long')"
+	sandboxtest.MustExec(t, db, enable, "TRUNCATE performance_schema.events_statements_history_long")
+	t.Cleanup(func() {
+		db.Exec("UPDATE performance_schema.setup_consumers SET ENABLED = 'NO' WHERE NAME IN ('events_statements_current', 'events_statements_history_long')")
+	})
+	changes := "SELECT id FROM articles WHERE MATCH (title, body) AGAINST ('however' IN BOOLEAN MODE) ORDER BY id"
+	stays := "SELECT id FROM articles WHERE MATCH (title, body) AGAINST ('+sunny' IN BOOLEAN MODE) ORDER BY id"
+	sandboxtest.MustExec(t, db, changes, stays, stays)
+	got, err := answers.FromServer(ctx, db, schema, "articles")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := map[string]int{}
+	for _, s := range got {
+		n[s]++
+	}
+	if n[changes] != 1 || n[stays] != 1 {
+		t.Fatalf("examples %q: want each of the shape's two literals once", got)
+	}
+	rep, err := answers.Run(ctx, db, schema, "articles", got, answers.Options{Native: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range rep.Findings {
+		if f.Statement == changes && !f.Differs || f.Statement == stays && f.Differs {
+			t.Errorf("%s: differs %v", f.Statement, f.Differs)
+		}
+	}
+}

@@ -2,12 +2,15 @@ package migration
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 
 	"github.com/enginemig/enginemig/answers"
 	"github.com/enginemig/enginemig/bench/workload"
+	"github.com/enginemig/enginemig/internal/db/dbconn"
 	"github.com/enginemig/enginemig/internal/db/outcome"
 	"github.com/enginemig/enginemig/internal/db/table"
 )
@@ -32,20 +35,32 @@ type AnswersCheck struct {
 // not accepted. It runs first: the answers do not depend on the shadow, and a run that will be
 // stopped has then cost nothing.
 func (m *migrator) answersGate(ctx context.Context) error {
-	a := m.opts.Answers
+	rep, err := checkAnswers(ctx, m.db, m.ti.Schema, m.ti.Name, m.opts.Answers, m.log)
+	if rep != nil {
+		m.res.Answers = rep
+	}
+	if err != nil {
+		return err
+	}
+	return answersFailed(differing([]*answers.Report{rep}))
+}
+
+// checkAnswers runs the answers check a on schema.table: nil, nil when it is off or the server
+// keeps no statement on the table to check (logged).
+func checkAnswers(ctx context.Context, db *sql.DB, schema, name string, a AnswersCheck, log *slog.Logger) (*answers.Report, error) {
 	if a.Off {
-		return nil
+		return nil, nil
 	}
 	stmts := a.Statements
 	if stmts == nil {
 		var err error
-		stmts, err = answers.FromServer(ctx, m.db, m.ti.Schema, m.ti.Name)
+		stmts, err = answers.FromServer(ctx, db, schema, name)
 		if errors.Is(err, answers.ErrNoExamples) || errors.Is(err, workload.ErrDigestsOff) || errors.Is(err, workload.ErrNoStatements) {
-			m.log.Info("answers check skipped: the server keeps no statement on the table to check (give --answers FILE)", "reason", err)
-			return nil
+			log.Info("answers check skipped: the server keeps no statement on the table to check (give --answers FILE)", "table", schema+"."+name, "reason", err)
+			return nil, nil
 		}
 		if err != nil {
-			return outcome.New(outcome.FailedSafe, fmt.Errorf("answers check: %w", err), "nothing was changed; --answers off skips the check")
+			return nil, outcome.New(outcome.FailedSafe, fmt.Errorf("answers check: %w", err), "nothing was changed; --answers off skips the check")
 		}
 	}
 	rows := a.Rows
@@ -55,25 +70,69 @@ func (m *migrator) answersGate(ctx context.Context) error {
 	case rows < 0:
 		rows = 0 // answers.Run: every row
 	}
-	rep, err := answers.Run(ctx, m.db, m.ti.Schema, m.ti.Name, stmts, answers.Options{MaxRows: rows, Accepted: a.Accepted})
+	rep, err := answers.Run(ctx, db, schema, name, stmts, answers.Options{MaxRows: rows, Accepted: a.Accepted})
 	if err != nil {
-		return outcome.New(outcome.FailedSafe, fmt.Errorf("answers check: %w", err), "nothing was changed; --answers off skips the check")
+		return nil, outcome.New(outcome.FailedSafe, fmt.Errorf("answers check: %w", err), "nothing was changed; --answers off skips the check")
 	}
-	m.res.Answers = &rep
-	differ := rep.Differing()
-	m.log.Info("answers check", "statements", len(rep.Findings), "differ", len(differ))
+	log.Info("answers check", "table", schema+"."+name, "statements", len(rep.Findings), "differ", len(rep.Differing()))
+	return &rep, nil
+}
+
+// CheckAnswersOfTables runs the answers check on every table before any is converted (apply
+// --plan), so that every statement whose answer changes is named at once, not one table's a
+// night. The tables' runs need not check again. It fails like the per-table check (exit 5,
+// nothing changed) when a statement's answer changes and was not accepted.
+func CheckAnswersOfTables(ctx context.Context, db *sql.DB, tables [][2]string, a AnswersCheck, log *slog.Logger) ([]*answers.Report, error) {
+	log = dbconn.Logger(log)
+	var reps []*answers.Report
+	for _, t := range tables {
+		rep, err := checkAnswers(ctx, db, t[0], t[1], a, log)
+		if err != nil {
+			return reps, fmt.Errorf("%s.%s: %w", t[0], t[1], err)
+		}
+		if rep != nil {
+			reps = append(reps, rep)
+		}
+	}
+	return reps, answersFailed(differing(reps))
+}
+
+// tableFinding is a statement whose answer changes, with its table.
+type tableFinding struct {
+	table string
+	answers.Finding
+}
+
+func differing(reps []*answers.Report) []tableFinding {
+	var out []tableFinding
+	for _, r := range reps {
+		if r == nil {
+			continue
+		}
+		for _, f := range r.Differing() {
+			out = append(out, tableFinding{r.Schema + "." + r.Table, f})
+		}
+	}
+	return out
+}
+
+// answersFailed is the check's verdict: nil, or exit 5 naming every statement whose answer
+// changes, with why and the remedy.
+func answersFailed(differ []tableFinding) error {
 	if len(differ) == 0 {
 		return nil
 	}
 	var b strings.Builder
+	tables := map[string]bool{}
 	for _, f := range differ {
-		fmt.Fprintf(&b, "\n  %s %s", f.Digest, f.Statement)
+		tables[f.table] = true
+		fmt.Fprintf(&b, "\n  %s: %s %s", f.table, f.Digest, f.Statement)
 		for _, c := range f.Causes {
 			fmt.Fprintf(&b, "\n    why [%s]: %s; remedy: %s", c.Code, c.Says, c.Remedy)
 		}
 	}
 	return outcome.New(outcome.GateFailed,
-		fmt.Errorf("answers check failed: %d of the application's statements answer differently on InnoDB:%s", len(differ), b.String()),
+		fmt.Errorf("answers check failed: %d of the application's statements on %d table(s) answer differently on InnoDB:%s", len(differ), len(tables), b.String()),
 		"nothing was changed: change these statements, or accept their new answers by listing their digests in a file given with --answers-accept")
 }
 

@@ -196,7 +196,7 @@ func FromDigests(ctx context.Context, q dbconn.Querier, schema, table string, wi
 	}
 	if ok, err := AddExamples(ctx, q, own); err == nil && ok {
 		for i := range c.Statements {
-			c.Statements[i].Example = own[i].Example
+			c.Statements[i].Example, c.Statements[i].Examples = own[i].Example, own[i].Examples
 		}
 		c.Source += ", examples from events_statements_history_long"
 	}

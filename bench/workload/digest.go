@@ -30,6 +30,32 @@ type Statement struct {
 	Errors int64 `json:"errors,omitempty"`
 	// Example is one literal statement of this shape, when the source has one (history_long, a log).
 	Example string `json:"example,omitempty"`
+	// Examples are the distinct literal statements of this shape the source keeps, newest first
+	// for the server's history, in the log's order for a log, at most MaxExamples; Example is the
+	// first. Statements of one shape can answer differently (a FULLTEXT search whose word is a
+	// stopword on one engine only), so the answers check runs each.
+	Examples []string `json:"examples,omitempty"`
+}
+
+// MaxExamples bounds Examples per statement shape: the answers check runs each on two copies
+// of the table, and a shape the application runs with a million different literals would
+// otherwise be a million checks.
+const MaxExamples = 50
+
+// addExample adds ex to s's distinct examples (up to MaxExamples), setting Example to the first.
+func (s *Statement) addExample(ex string) {
+	if s.Example == "" {
+		s.Example = ex
+	}
+	if len(s.Examples) >= MaxExamples {
+		return
+	}
+	for _, e := range s.Examples {
+		if e == ex {
+			return
+		}
+	}
+	s.Examples = append(s.Examples, ex)
 }
 
 // MeanRowsExamined is rows examined per statement, -1 when unknown.
@@ -189,23 +215,21 @@ func AddExamples(ctx context.Context, q dbconn.Querier, stmts []Statement) (bool
 		return false, fmt.Errorf("read events_statements_history_long: %w", err)
 	}
 	defer rows.Close()
-	examples := map[string]string{}
+	byDigest := map[string][]int{}
+	for i := range stmts {
+		byDigest[stmts[i].Digest] = append(byDigest[stmts[i].Digest], i)
+	}
 	for rows.Next() {
 		var digest, text string
 		if err := rows.Scan(&digest, &text); err != nil {
 			return false, fmt.Errorf("read events_statements_history_long: %w", err)
 		}
-		if _, ok := examples[digest]; !ok {
-			examples[digest] = text
+		for _, i := range byDigest[digest] {
+			stmts[i].addExample(text)
 		}
 	}
 	if err := rows.Err(); err != nil {
 		return false, fmt.Errorf("read events_statements_history_long: %w", err)
-	}
-	for i := range stmts {
-		if ex, ok := examples[stmts[i].Digest]; ok && stmts[i].Example == "" {
-			stmts[i].Example = ex
-		}
 	}
 	return true, nil
 }

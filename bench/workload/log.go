@@ -178,8 +178,8 @@ func parseGeneral(lines []string) []logEntry {
 	return e.out
 }
 
-// group sums entries of the same normalised text and default database, keeping the first as the
-// example.
+// group sums entries of the same normalised text and default database, keeping their distinct
+// literal statements as examples (the first is Example).
 func group(entries []logEntry) []Statement {
 	idx := map[string]int{}
 	var out []Statement
@@ -190,13 +190,14 @@ func group(entries []logEntry) []Statement {
 		if !ok {
 			i = len(out)
 			idx[k] = i
-			st := Statement{Schema: e.schema, Text: text, Example: e.sql}
+			st := Statement{Schema: e.schema, Text: text}
 			if !e.timed {
 				st.RowsExamined, st.RowsSent = -1, -1
 			}
 			out = append(out, st)
 		}
 		s := &out[i]
+		s.addExample(e.sql)
 		s.Count++
 		if e.timed {
 			s.Seconds += e.seconds

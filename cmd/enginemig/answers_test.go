@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/enginemig/enginemig/answers"
 	"github.com/enginemig/enginemig/internal/db/outcome"
 	"github.com/enginemig/enginemig/internal/sandbox"
 	"github.com/enginemig/enginemig/internal/testkit/sandboxtest"
@@ -115,5 +116,60 @@ func TestAnswersCommandNative(t *testing.T) {
 	out, code := runCLI(t, append(args, "--native")...)
 	if code != outcome.GateFailed || !strings.Contains(out, search) || !strings.Contains(out, "fulltext-stopword") {
 		t.Fatalf("--native: want exit 5 naming the search with cause fulltext-stopword, got exit %d:\n%s", code, out)
+	}
+}
+
+// apply --plan checks every table's statements before converting the first, and names every
+// statement whose answer changes at once (exit 5, nothing converted, no shadow); with their new
+// answers accepted it converts the plan.
+func TestApplyPlanNamesEveryChangingAnswerFirst(t *testing.T) {
+	srv := sandboxtest.ForTest(t, sandbox.Options{})
+	schema, db := sandboxtest.FreshDatabase(t, srv)
+	var changing []string
+	for _, tbl := range []string{"events1", "events2"} {
+		sandboxtest.MustExec(t, db, "CREATE TABLE "+tbl+" (id INT PRIMARY KEY, kind INT NOT NULL, note CHAR(20), KEY (kind)) ENGINE=MyISAM",
+			"INSERT INTO "+tbl+" SELECT seq, seq % 6, CONCAT('note ', seq) FROM "+sandboxtest.Seq(600),
+			"DELETE FROM "+tbl+" WHERE id <= 60",
+			"INSERT INTO "+tbl+" SELECT 1000 + seq, seq % 6, CONCAT('again ', seq) FROM "+sandboxtest.Seq(60))
+		changing = append(changing, "SELECT id, note FROM "+tbl+" WHERE kind = 3 LIMIT 5")
+	}
+	sandboxtest.MustExec(t, db, "UPDATE performance_schema.setup_consumers SET ENABLED = 'YES' WHERE NAME IN ('events_statements_current', 'events_statements_history_long')")
+	sandboxtest.MustExec(t, db, changing...)
+	dir := t.TempDir()
+	empty := filepath.Join(dir, "my.cnf")
+	if err := os.WriteFile(empty, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	conn := []string{"--defaults-file", empty, "--host", "127.0.0.1", "--port", strconv.Itoa(srv.Port), "--user", "root", "--ssl-mode", "DISABLED"}
+	planFile := filepath.Join(dir, "plan.json")
+	if out, code := runCLI(t, append(append([]string{"plan"}, conn...), "--database", schema, "--out", planFile)...); code != outcome.OK {
+		t.Fatalf("plan: exit %d\n%s", code, out)
+	}
+	_, code, err := runCLIErr(append(append([]string{"apply"}, conn...), "--plan", planFile, "--no-progress")...)
+	if code != outcome.GateFailed || err == nil {
+		t.Fatalf("apply --plan: exit %d (%v), want %d", code, err, outcome.GateFailed)
+	}
+	for _, stmt := range changing {
+		if !strings.Contains(err.Error(), stmt) {
+			t.Errorf("the refusal does not name %q: %v", stmt, err)
+		}
+	}
+	for _, tbl := range []string{"events1", "events2"} {
+		var engine string
+		if err := db.QueryRow("SELECT ENGINE FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?", schema, tbl).Scan(&engine); err != nil || engine != "MyISAM" {
+			t.Errorf("%s after the refusal: %q (%v), want MyISAM", tbl, engine, err)
+		}
+		var shadows int
+		db.QueryRow("SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?", schema, "_"+tbl+"_new").Scan(&shadows)
+		if shadows != 0 {
+			t.Errorf("a shadow of %s after the refusal", tbl)
+		}
+	}
+	accept := filepath.Join(dir, "accept.txt")
+	if err := os.WriteFile(accept, []byte(answers.Digest(changing[0])+"\n"+answers.Digest(changing[1])+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, code := runCLI(t, append(append([]string{"apply"}, conn...), "--plan", planFile, "--answers-accept", accept, "--no-progress")...); code != outcome.OK || strings.Count(out, " converted: ") != 2 {
+		t.Fatalf("apply --plan with the answers accepted: exit %d\n%s", code, out)
 	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -142,6 +143,11 @@ func runApply(c *cli.Context) error {
 	if err := checkParallel(c, planRun); err != nil {
 		return err
 	}
+	if planRun {
+		if err := checkPlanAnswers(c, db, targets, &answersCheck); err != nil {
+			return reportApply(c, planRun, nil, skipped, nil, "", err)
+		}
+	}
 	run := &planrun.Runner{DB: db, Plan: planRun, StateSchema: c.String("state-schema"), Parallel: c.Int("parallel"), Logger: loggerOf(c),
 		Options: func(tg planrun.Target) (migration.Options, error) {
 			opts, err := applyOptions(c, conn, tg, gates, gateCfg)
@@ -169,6 +175,24 @@ func runApply(c *cli.Context) error {
 		door = doorAfterPlan(c, db, targets)
 	}
 	return reportApply(c, planRun, results, summary, door, failed, err)
+}
+
+// checkPlanAnswers runs the answers check on every table of a plan before the first is
+// converted: every statement whose answer changes is named at once, not one table's at a time.
+// The tables' runs then need not check again (a is turned off).
+func checkPlanAnswers(c *cli.Context, db *sql.DB, targets []planrun.Target, a *migration.AnswersCheck) error {
+	if len(targets) < 2 || a.Off {
+		return nil
+	}
+	var tables [][2]string
+	for _, tg := range targets {
+		tables = append(tables, [2]string{tg.Schema, tg.Table})
+	}
+	if _, err := migration.CheckAnswersOfTables(c.Context, db, tables, *a, loggerOf(c)); err != nil {
+		return err
+	}
+	a.Off = true
+	return nil
 }
 
 // checkParallel refuses what parallel runs cannot do: one control socket controls one migration.
