@@ -22,11 +22,12 @@ type Leftover struct {
 
 // leftoversSQL lists the MyISAM (and MERGE) tables the account can see outside the system schemas,
 // and for each whether a table of the same name without the kept original's `_..._old` wrapping
-// exists in InnoDB beside it.
+// exists in InnoDB beside it (no LIKE: '\_' means another thing under NO_BACKSLASH_ESCAPES).
 const leftoversSQL = `SELECT t.TABLE_SCHEMA, t.TABLE_NAME, t.ENGINE, COALESCE(t.TABLE_ROWS, 0),
 	COALESCE(t.DATA_LENGTH, 0) + COALESCE(t.INDEX_LENGTH, 0),
 	EXISTS (SELECT 1 FROM information_schema.TABLES c WHERE c.TABLE_SCHEMA = t.TABLE_SCHEMA
-		AND t.TABLE_NAME LIKE '\_%\_old' AND c.TABLE_NAME = SUBSTRING(t.TABLE_NAME, 2, CHAR_LENGTH(t.TABLE_NAME) - 5)
+		AND LEFT(t.TABLE_NAME, 1) = '_' AND RIGHT(t.TABLE_NAME, 4) = '_old'
+		AND c.TABLE_NAME = SUBSTRING(t.TABLE_NAME, 2, CHAR_LENGTH(t.TABLE_NAME) - 5)
 		AND c.ENGINE = 'InnoDB')
 	FROM information_schema.TABLES t
 	WHERE t.TABLE_TYPE = 'BASE TABLE' AND t.ENGINE IN ('MyISAM', 'MRG_MYISAM')
