@@ -35,7 +35,13 @@ var compareBin, ghostBin, ghostArgs string
 var skipNative, withControl bool
 
 func run(ctx context.Context, sh shape, rows, threads int, shares []float64, window time.Duration, idleOnly bool) error {
-	bin := filepath.Join(os.TempDir(), "enginemig-applybench")
+	// A directory of this run's own: two benchmarks at once must not build over each other's binary.
+	dir, err := os.MkdirTemp("", "applybench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	bin := filepath.Join(dir, "enginemig")
 	if out, err := exec.Command("go", "build", "-o", bin, "./cmd/enginemig").CombinedOutput(); err != nil {
 		return fmt.Errorf("build: %v\n%s", err, out)
 	}
