@@ -19,7 +19,7 @@ func WriteMarkdown(w io.Writer, p *Plan) error {
 	s := p.Server
 	fmt.Fprintf(&b, "# MyISAM to InnoDB: %s\n\n", strings.Join(p.Databases, ", "))
 	fmt.Fprintf(&b, "Planned %s by enginemig %s on %s (%s %s), as %s.\n\n", p.GeneratedAt.UTC().Format("2006-01-02 15:04 MST"),
-		orDash(p.Tool), mdText(s.Hostname), s.Flavor, s.Version, mdText(s.User))
+		orDash(p.Tool), MarkdownText(s.Hostname), s.Flavor, s.Version, MarkdownText(s.User))
 	writeMarkdownSummary(&b, p)
 	writeMarkdownTables(&b, p)
 	writeMarkdownFindings(&b, p, Blocker, "Blockers", "apply refuses these tables until each is fixed.")
@@ -28,7 +28,7 @@ func WriteMarkdown(w io.Writer, p *Plan) error {
 	if len(p.Skipped) > 0 {
 		b.WriteString("## Not planned\n\n")
 		for _, sk := range p.Skipped {
-			fmt.Fprintf(&b, "- `%s.%s`: %s\n", sk.Schema, sk.Table, mdText(sk.Reason))
+			fmt.Fprintf(&b, "- `%s.%s`: %s\n", sk.Schema, sk.Table, MarkdownText(sk.Reason))
 		}
 		b.WriteString("\n")
 	}
@@ -75,7 +75,7 @@ func writeMarkdownTables(b *strings.Builder, p *Plan) {
 		b.WriteString("## Tables\n\nNo MyISAM tables to convert.\n\n")
 		return
 	}
-	fmt.Fprintf(b, "## Tables, in the order apply converts them\n\nMost lock contention first (ranked by %s).\n\n", mdText(p.RankedBy))
+	fmt.Fprintf(b, "## Tables, in the order apply converts them\n\nMost lock contention first (ranked by %s).\n\n", MarkdownText(p.RankedBy))
 	b.WriteString("| # | table | rows | MyISAM | InnoDB (est.) | extra disk | binlog | copy (est.) | lock wait | copy key | status |\n")
 	b.WriteString("|---:|---|---:|---:|---:|---:|---:|---:|---:|---|---|\n")
 	for _, t := range p.Tables {
@@ -96,9 +96,9 @@ func writeMarkdownFindings(b *strings.Builder, p *Plan, sev Severity, title, lea
 			if f.Severity != sev || answerChecks[f.Check] {
 				continue
 			}
-			line := fmt.Sprintf("- **%s** `%s`: %s", where, f.Check, mdText(f.Message))
+			line := fmt.Sprintf("- **%s** `%s`: %s", where, f.Check, MarkdownText(f.Message))
 			if f.Remedy != "" {
-				line += "  \n  *Remedy:* " + mdText(f.Remedy)
+				line += "  \n  *Remedy:* " + MarkdownText(f.Remedy)
 			}
 			lines = append(lines, line)
 		}
@@ -118,7 +118,7 @@ func writeMarkdownAnswers(b *strings.Builder, p *Plan) {
 	for _, t := range p.Tables {
 		for _, f := range t.Findings {
 			if answerChecks[f.Check] {
-				lines = append(lines, fmt.Sprintf("- `%s.%s` (%s): %s  \n  *Remedy:* %s", t.Schema, t.Table, f.Check, mdText(f.Message), mdText(f.Remedy)))
+				lines = append(lines, fmt.Sprintf("- `%s.%s` (%s): %s  \n  *Remedy:* %s", t.Schema, t.Table, f.Check, MarkdownText(f.Message), MarkdownText(f.Remedy)))
 			}
 		}
 	}
@@ -156,13 +156,13 @@ func writeMarkdownDoor(b *strings.Builder, flavor string) {
 		if s.Persistent != "" {
 			how += "; keep across restarts: " + s.Persistent
 		}
-		fmt.Fprintf(b, "| `%s` | %s | %s | %s |\n", s.Setting, mdText(how), mdText(s.What), mdText(s.Breaks))
+		fmt.Fprintf(b, "| `%s` | %s | %s | %s |\n", s.Setting, MarkdownText(how), MarkdownText(s.What), MarkdownText(s.Breaks))
 	}
 	b.WriteString("\n")
 }
 
-// mdText keeps text from breaking a Markdown table or list: pipes escaped, lines joined.
-func mdText(s string) string {
+// MarkdownText keeps text from breaking a Markdown table or list: pipes escaped, lines joined.
+func MarkdownText(s string) string {
 	s = strings.ReplaceAll(s, "|", `\|`)
 	return strings.Join(strings.Fields(s), " ")
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/enginemig/enginemig/internal/db/outcome"
 	"github.com/enginemig/enginemig/migration"
 	"github.com/enginemig/enginemig/migration/planrun"
+	"github.com/enginemig/enginemig/plan"
 )
 
 // writeApplyMarkdown prints the end of an apply run as a document for the change ticket (apply
@@ -26,7 +27,7 @@ func writeApplyMarkdown(w io.Writer, results []*migration.Result, summary []plan
 	fmt.Fprintf(&b, "# enginemig apply: %d table(s) converted\n\n", converted)
 	fmt.Fprintf(&b, "Finished %s with exit code %d (`%s`).", time.Now().UTC().Format("2006-01-02 15:04 MST"), outcome.CodeOf(err), outcome.CodeOf(err).Name())
 	if err != nil {
-		fmt.Fprintf(&b, " %s", mdCell(err.Error()))
+		fmt.Fprintf(&b, " %s", plan.MarkdownText(err.Error()))
 	}
 	b.WriteString("\n\n## Tables\n\n")
 	b.WriteString("| table | outcome | rows | copy | index build | verification | cut-over lock | total | p99 read before / during | statements/s before / during |\n")
@@ -38,7 +39,7 @@ func writeApplyMarkdown(w io.Writer, results []*migration.Result, summary []plan
 	}
 	for _, o := range summary {
 		if o.Outcome != "converted" {
-			fmt.Fprintf(&b, "| `%s` | %s | | | | | | | | |\n", o.Table, mdCell(strings.TrimSpace(o.Outcome+" "+o.Reason)))
+			fmt.Fprintf(&b, "| `%s` | %s | | | | | | | | |\n", o.Table, plan.MarkdownText(strings.TrimSpace(o.Outcome+" "+o.Reason)))
 		}
 	}
 	b.WriteString("\n")
@@ -93,9 +94,4 @@ func writeResultRow(b *strings.Builder, r *migration.Result) {
 	}
 	fmt.Fprintf(b, "| `%s.%s` | %s | %d | %s | %s | %s | %s | %s | %s | %s |\n", r.Schema, r.Table, verb, r.RowsCopied,
 		d(r.CopyTime), d(r.IndexTime), verify, lock, d(r.TotalTime), latency, rate)
-}
-
-// mdCell keeps text from breaking a Markdown table: pipes escaped, lines joined.
-func mdCell(s string) string {
-	return strings.Join(strings.Fields(strings.ReplaceAll(s, "|", `\|`)), " ")
 }
