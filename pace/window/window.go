@@ -169,7 +169,9 @@ func (s *Schedule) closes(t time.Time) (time.Time, bool) {
 	}
 	t = t.In(s.loc)
 	end, open := t, false
-	for moved := true; moved; {
+	// Spans that cover whole days ("daily 00:00-24:00") touch without end: a period longer than
+	// a week is open for good as far as anyone waits, so it ends there.
+	for moved := true; moved && end.Sub(t) < 8*24*time.Hour; {
 		moved = false
 		for _, iv := range s.intervals(end) {
 			if !iv[0].After(end) && iv[1].After(end) {

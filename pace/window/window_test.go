@@ -125,3 +125,12 @@ func TestOpenBetweenIsFinishReversed(t *testing.T) {
 		t.Errorf("nil schedule: %s", got)
 	}
 }
+
+// A schedule open around the clock has no end to find: its period ends a week on, not never.
+func TestAroundTheClock(t *testing.T) {
+	s := mustParse(t, "daily 00:00-24:00")
+	now := at2026(7, "12:00:00")
+	if !s.Open(now) || s.Closes(now).Before(now.Add(7*24*time.Hour)) || s.Finish(now, time.Hour) != now.Add(time.Hour) {
+		t.Errorf("open %v, closes %s, finish %s", s.Open(now), s.Closes(now), s.Finish(now, time.Hour))
+	}
+}
