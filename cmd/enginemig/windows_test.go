@@ -48,7 +48,7 @@ func TestWindowFlags(t *testing.T) {
 	if err := db.QueryRow("SELECT TIMESTAMPDIFF(SECOND, UTC_TIMESTAMP(), NOW())").Scan(&secs); err != nil {
 		t.Fatal(err)
 	}
-	server := time.FixedZone("server", int((time.Duration(secs) * time.Second).Round(time.Minute)/time.Second))
+	server := time.FixedZone("server", int((time.Duration(secs)*time.Second).Round(time.Minute)/time.Second))
 	opens := time.Now().In(server).Add(3 * time.Second)
 	spec := opens.Format("15:04:05") + "-" + opens.Add(time.Hour).Format("15:04:05")
 	out, code := runCLI(t, append(apply, "--window-zone", "server", "--copy-window", spec, "--cutover-window", "daily 00:00-24:00")...)
