@@ -25,6 +25,7 @@ import (
 	"github.com/enginemig/enginemig/pace/diskspace"
 	"github.com/enginemig/enginemig/pace/lockwait"
 	"github.com/enginemig/enginemig/pace/throttle"
+	"github.com/enginemig/enginemig/pace/window"
 	"github.com/enginemig/enginemig/plan"
 	"github.com/enginemig/enginemig/shadow"
 	"github.com/enginemig/enginemig/shadow/verify"
@@ -59,6 +60,11 @@ type Options struct {
 	PostponeFile string
 	// PostponeUntil releases a postponed cut-over at this time even if the file still exists.
 	PostponeUntil time.Time
+	// CopyWindow, when set, is when the row copy may run: outside it the copy waits (throttle
+	// reason window) while capture keeps the shadow current. CutoverWindow, when set, is when
+	// the swap may start: a finished shadow is held (kept current) until it opens, and attempts
+	// stop when it closes, to go on at the next opening (windows.go). nil: always.
+	CopyWindow, CutoverWindow *window.Schedule
 	// ServerID for the binlog connection; random in [1<<30, 1<<31) when zero.
 	ServerID uint32
 	// Progress is called about every ProgressEvery with a snapshot.

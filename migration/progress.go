@@ -5,6 +5,7 @@ import (
 
 	"github.com/enginemig/enginemig/copier"
 	"github.com/enginemig/enginemig/migration/state"
+	"github.com/enginemig/enginemig/pace/window"
 )
 
 // stageClock turns the counters into each stage's own progress, rate and ETA, and the whole run's
@@ -20,6 +21,9 @@ type stageClock struct {
 	// walks are the copy walk's counts over the last restWindow, for the rests the pace asks for
 	// now (restRatio).
 	walks []walkAt
+	// window is the copy window (nil: none): the copy's rate counts only its open time, and what
+	// is left of the copy ends where that much open time has passed (windowedETA).
+	window *window.Schedule
 }
 
 type walkAt struct {
@@ -61,9 +65,16 @@ func (c *stageClock) fill(p *Progress, verified int64, walk copier.WalkStats, co
 		total = 0
 	}
 	p.StageDone, p.StageTotal = done, total
-	if secs := now.Sub(c.since).Seconds(); secs > 0 && done > c.doneAt0 {
+	ran := now.Sub(c.since)
+	if p.Stage == state.StageCopy && c.window != nil {
+		ran = c.window.OpenBetween(c.since, now)
+	}
+	if secs := ran.Seconds(); secs > 0 && done > c.doneAt0 {
 		p.StageRate = float64(done-c.doneAt0) / secs
 		p.StageETA = seconds(float64(total-done) / p.StageRate)
+		if p.Stage == state.StageCopy {
+			p.StageETA = windowedETA(c.window, now, p.StageETA)
+		}
 	}
 	ratio := 0.0
 	if p.Stage == state.StageCopy {
@@ -77,8 +88,10 @@ func (c *stageClock) fill(p *Progress, verified int64, walk copier.WalkStats, co
 // a row cost a sample of it (sample.go) with the rests the pace gives the copy now; before the
 // sample, verification as long as the copy (0.76 to 1.5 times it, measured at 25 to 75 % load). During the index build (beside which
 // binlog capture verifies), that estimate less the time since the copy ended. During verification,
-// the rest of it at its own rate. The cut-over's own wait (a postponed one, its retries) is not
-// counted: it depends on the application's transactions, not on the table. 0 after verification.
+// the rest of it at its own rate. With a copy window the copy's part is wall time, its pauses
+// outside the window counted (fill). The cut-over's own wait (a postponed one, its window, its
+// retries) is not counted: it depends on the application's transactions and the ticket, not on
+// the table. 0 after verification.
 func (c *stageClock) runETA(p *Progress, cost verifyCost, restRatio float64, now time.Time) time.Duration {
 	switch p.Stage {
 	case state.StageCopy:

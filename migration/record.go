@@ -114,7 +114,7 @@ func (r *recorder) track(ctx context.Context, p *shadow.Pipeline, opts Options, 
 		tick := time.NewTicker(opts.ProgressEvery)
 		defer tick.Stop()
 		lastSave := time.Now()
-		var clock stageClock
+		clock := stageClock{window: opts.CopyWindow}
 		for {
 			select {
 			case <-ctx.Done():

@@ -382,6 +382,12 @@ func (m *migrator) endDryRun(ctx context.Context) (*Result, error) {
 
 func (m *migrator) cutover(ctx context.Context) error {
 	m.stopPace()
+	if w := m.opts.CutoverWindow; w != nil {
+		// Before the budget and the probe: both must be fresh when the swap starts.
+		if err := m.waitCutoverWindow(ctx, w); err != nil {
+			return err
+		}
+	}
 	if m.budget != nil {
 		// The swap, its catch-up and the trigger carry are a burst of statements: they wait,
 		// like the copy and verification, while the account's hourly share is spent.
@@ -395,7 +401,7 @@ func (m *migrator) cutover(ctx context.Context) error {
 	}
 	sw := cutover.Swap{Schema: m.ti.Schema, From: m.ti.Name, To: table.ShadowName(m.ti.Name), Aside: table.OldName(m.ti.Name),
 		Sentry: table.SwapName(m.ti.Name), LockWith: m.pipe.SwapLockWith()}
-	cut, err := cutover.Run(ctx, m.db, sw, m.pipe, m.opts.Cutover, swapHook{m})
+	cut, err := m.swapInWindow(ctx, sw)
 	var swapped *cutover.SwappedError
 	switch {
 	case errors.As(err, &swapped):

@@ -44,6 +44,9 @@ func startThrottle(ctx context.Context, db *sql.DB, opts Options, disk *diskspac
 	if budget != nil {
 		cfg.Account = budget
 	}
+	if opts.CopyWindow != nil { // a nil *Schedule in the interface would not be a nil Window
+		cfg.Window = opts.CopyWindow
+	}
 	var pools []*sql.DB
 	closeAll := func() {
 		for _, p := range pools {

@@ -42,7 +42,7 @@ func applyCommand() *cli.Command {
 		Description: "Copies the table into an InnoDB shadow `_T_new` in short chunks while replaying concurrent\n" +
 			"changes from the binlog, builds secondary indexes, then swaps the tables atomically. The original\n" +
 			"is kept as `_T_old` (MyISAM) for rollback. --dry-run does everything but the swap and drops the shadow.",
-		Flags: append(connectionFlags(),
+		Flags: append(append(connectionFlags(),
 			&cli.StringFlag{Name: "database", Aliases: []string{"D", "d"}, Usage: "database (schema) of the table"},
 			&cli.StringFlag{Name: "table", Aliases: []string{"t"}, Usage: "table to convert"},
 			&cli.StringFlag{Name: "plan", Usage: "plan file written by 'enginemig plan --out FILE': convert its tables in plan order, stopping at the first failure (tables with blockers are skipped and reported)"},
@@ -93,7 +93,7 @@ func applyCommand() *cli.Command {
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "text", Usage: "text, markdown (a summary for the change ticket at the end) or json (a JSON summary on stdout at the end)"},
 			&cli.BoolFlag{Name: "no-progress", Usage: "no progress bar; periodic log lines instead"},
 			&cli.IntFlag{Name: "parallel", Value: 1, Usage: "with --plan: tables converted at a time, sharing one throttle (measured on 2 cores: 2 was no faster than 1, see docs/runbook/special-cases.md)"},
-		),
+		), windowFlags()...),
 		Action: runApply,
 	}
 }
@@ -120,12 +120,19 @@ func runApply(c *cli.Context) error {
 	if err := paceOptions(c, &migration.Options{}); err != nil {
 		return err
 	}
+	if err := checkWindows(c); err != nil {
+		return err
+	}
 	ctx := c.Context
 	db, conn, err := openDB(ctx, c, "", preflight.Pool)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
+	zone, err := zoneOf(ctx, c, db)
+	if err != nil {
+		return err
+	}
 
 	gates, err := migration.ParseGates(c.String("gate"))
 	if err != nil {
@@ -150,7 +157,7 @@ func runApply(c *cli.Context) error {
 	}
 	run := &planrun.Runner{DB: db, Plan: planRun, StateSchema: c.String("state-schema"), Parallel: c.Int("parallel"), Logger: loggerOf(c),
 		Options: func(tg planrun.Target) (migration.Options, error) {
-			opts, err := applyOptions(c, conn, tg, gates, gateCfg)
+			opts, err := applyOptions(c, conn, zone, tg, gates, gateCfg)
 			if err != nil {
 				return opts, err
 			}
@@ -323,7 +330,7 @@ func paceOptions(c *cli.Context, opts *migration.Options) error {
 }
 
 // applyOptions turns the flags into one table's migration options.
-func applyOptions(c *cli.Context, conn dbconn.Config, tg planrun.Target, gates map[migration.Point]bool, gateCfg bench.GateConfig) (migration.Options, error) {
+func applyOptions(c *cli.Context, conn dbconn.Config, zone windowZone, tg planrun.Target, gates map[migration.Point]bool, gateCfg bench.GateConfig) (migration.Options, error) {
 	opts := migration.Options{
 		Conn: conn, Schema: tg.Schema, Table: tg.Table, DryRun: c.Bool("dry-run"),
 		ChunkTime:   c.Duration("chunk-time"),
@@ -362,6 +369,9 @@ func applyOptions(c *cli.Context, conn dbconn.Config, tg planrun.Target, gates m
 		return opts, err
 	}
 	if err := paceOptions(c, &opts); err != nil {
+		return opts, err
+	}
+	if err := windowOptions(c, zone, &opts); err != nil {
 		return opts, err
 	}
 	if opts.CopyWorkers < 0 || opts.CopyWorkers > maxCopyWorkers {

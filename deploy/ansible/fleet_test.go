@@ -53,8 +53,10 @@ func TestConvertFleet(t *testing.T) {
 		t.Fatalf("ansible-playbook --check --diff output:\n%s", out)
 	}
 
-	// 2. The real run.
-	code, out = f.play(t, "convert.yml", nil)
+	// 2. The real run, inside windows open around the clock (given as a span and as a list): the
+	// window variables reach apply as flags it accepts.
+	code, out = f.play(t, "convert.yml", map[string]any{"enginemig_copy_window": "daily 00:00-24:00",
+		"enginemig_cutover_window": []string{"daily 00:00-12:00", "daily 12:00-24:00"}, "enginemig_window_zone": "UTC"})
 	if code == 0 {
 		t.Errorf("the run exited 0 although db2 was refused")
 	}

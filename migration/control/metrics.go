@@ -76,7 +76,7 @@ func init() {
 		{"capture_lag_seconds", "age of the oldest change captured but not yet applied (0 while the capture waits for changes, or cannot tell)", ""},
 		{"capture_lag_bytes", "binlog bytes between the capture's applied position and the server's (binlog capture, same file only)", ""},
 		{"lock_waits_total", "lock waits of the migration's statements seen (another session held the table; cut-over attempts whose lock was not granted count too)", ""},
-		{"blocked", "1 while the migration waits (label on: lock, long_queries, snapshots, throttle, postponed)", "on"},
+		{"blocked", "1 while the migration waits (label on: lock, long_queries, snapshots, throttle, postponed, disk, cutover, window)", "on"},
 		{"blocked_seconds", "how long the current wait has lasted (label on)", "on"},
 		{"blocked_by", "1 for each session holding what the migration waits on (labels on, connection, user)", "on,connection,user"},
 		{"cutover_attempts_total", "cut-over attempts so far", ""},

@@ -220,6 +220,7 @@ const (
 	KindPostponed   = "postponed"    // the cut-over waits for the postpone file to go
 	KindDisk        = "disk"         // a step that writes much waits for free disk space over the reserve
 	KindCutover     = "cutover"      // cut-over attempts fail (the table lock not granted, replay behind): apply retries
+	KindWindow      = "window"       // the cut-over waits for its time window (--cutover-window) to open
 )
 
 // Wait is something enginemig is waiting on, as logs, status and metrics show it.

@@ -99,6 +99,11 @@ func (t *Throttler) evaluateLocked(now time.Time) verdict {
 			v.add("account-hourly", why)
 		}
 	}
+	if t.cfg.Window != nil {
+		if why, low := t.cfg.Window.Low(); low {
+			v.add("window", why)
+		}
+	}
 	hbStale := ""
 	if len(t.replicas) > 0 {
 		if age := now.Sub(t.hb.okAt); age > t.staleAfter() {

@@ -1,5 +1,6 @@
 // Package throttle decides when the row copy must pause: while the primary is busy (Threads_running),
 // while its disk is short of space (Config.Disk), while its share of the account's hourly statements is spent,
+// outside its time window (Config.Window),
 // while a replica lags (measured with a heartbeat enginemig writes), or while an operator paused it.
 package throttle
 
@@ -53,6 +54,10 @@ type Config struct {
 	// Account, when set, holds the copy back while enginemig's share of the account's hourly
 	// statement limit is spent (a dbconn.HourlyBudget).
 	Account interface{ Low() (string, bool) }
+	// Window, when set, holds the copy back outside the hours it may run (a window.Schedule:
+	// reason key window). Nothing is measured for it, so while it is set the verdict is
+	// re-evaluated every Interval: a window that opens releases the copy within one.
+	Window interface{ Low() (string, bool) }
 	// Logger receives a record whenever the throttle state changes (not on every check): Info when
 	// the copy is throttled or resumes, Warn when it waits because something cannot be measured.
 	// Nil discards.
@@ -178,6 +183,9 @@ func (t *Throttler) Start(ctx context.Context) error {
 	t.loop(ctx, t.checkThreads)
 	if t.cfg.Galera {
 		t.loop(ctx, t.checkFlowControl)
+	}
+	if t.cfg.Window != nil {
+		t.loop(ctx, func(context.Context) { t.record(func() {}) })
 	}
 	return nil
 }

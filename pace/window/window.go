@@ -169,7 +169,9 @@ func (s *Schedule) closes(t time.Time) (time.Time, bool) {
 	}
 	t = t.In(s.loc)
 	end, open := t, false
-	for moved := true; moved; {
+	// Spans that cover whole days ("daily 00:00-24:00") touch without end: a period longer than
+	// a week is open for good as far as anyone waits, so it ends there.
+	for moved := true; moved && end.Sub(t) < 8*24*time.Hour; {
 		moved = false
 		for _, iv := range s.intervals(end) {
 			if !iv[0].After(end) && iv[1].After(end) {
@@ -247,4 +249,25 @@ func (s *Schedule) LowAt(t time.Time) (string, bool) {
 	next := s.Next(t)
 	return fmt.Sprintf("outside the window %s; it opens at %s (in %s)", s, next.In(s.loc).Format("Mon 15:04:05"),
 		next.Sub(t).Round(time.Second)), true
+}
+
+// OpenBetween is how much of [from, to) lies inside the schedule: the time a paused-outside copy
+// actually had, for its rate.
+func (s *Schedule) OpenBetween(from, to time.Time) time.Duration {
+	if s == nil || len(s.spans) == 0 {
+		return max(to.Sub(from), 0)
+	}
+	var open time.Duration
+	for t, i := from, 0; t.Before(to) && i < 10000; i++ {
+		if t = s.Next(t); t.IsZero() || !t.Before(to) {
+			break
+		}
+		end, _ := s.closes(t)
+		if end.After(to) {
+			end = to
+		}
+		open += end.Sub(t)
+		t = end
+	}
+	return open
 }

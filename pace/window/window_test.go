@@ -105,3 +105,32 @@ func TestBadWindowsSayWhatIsExpected(t *testing.T) {
 		t.Errorf("no windows: %v, %v", s, err)
 	}
 }
+
+func TestOpenBetweenIsFinishReversed(t *testing.T) {
+	s := mustParse(t, "daily 01:00-05:00")
+	start := at2026(7, "04:00:00")
+	if got := s.OpenBetween(start, at2026(9, "02:00:00")); got != 6*time.Hour {
+		t.Errorf("open between Monday 04:00 and Wednesday 02:00: %s, want 6h", got)
+	}
+	if got := s.OpenBetween(at2026(7, "06:00:00"), at2026(7, "23:00:00")); got != 0 {
+		t.Errorf("a closed afternoon: %s", got)
+	}
+	for _, work := range []time.Duration{time.Minute, 3 * time.Hour, 9*time.Hour + 30*time.Minute} {
+		if got := s.OpenBetween(start, s.Finish(start, work)); got != work {
+			t.Errorf("OpenBetween(Finish(%s)) = %s", work, got)
+		}
+	}
+	var always *Schedule
+	if got := always.OpenBetween(start, start.Add(time.Hour)); got != time.Hour {
+		t.Errorf("nil schedule: %s", got)
+	}
+}
+
+// A schedule open around the clock has no end to find: its period ends a week on, not never.
+func TestAroundTheClock(t *testing.T) {
+	s := mustParse(t, "daily 00:00-24:00")
+	now := at2026(7, "12:00:00")
+	if !s.Open(now) || s.Closes(now).Before(now.Add(7*24*time.Hour)) || s.Finish(now, time.Hour) != now.Add(time.Hour) {
+		t.Errorf("open %v, closes %s, finish %s", s.Open(now), s.Closes(now), s.Finish(now, time.Hour))
+	}
+}
