@@ -50,6 +50,44 @@ func checkAcked(t *testing.T, db *sql.DB, l *ackload.Load, stop func(), schema s
 	t.Logf("%d writes and %d reads acknowledged, %d rows identical", st.Acked, st.Reads, checked)
 }
 
+// reportUnderLock takes LOCK TABLES qt READ on a session of its own, then runs a long report on
+// qt in that same session, under the lock it holds: a report sent on another session would queue
+// for the table behind the application's writes, which wait for that READ lock (seen in CI: the
+// report never ran). endReport ends the report and keeps the lock; unlock releases it (also
+// when the test ends).
+func reportUnderLock(t *testing.T, db *sql.DB, qt string) (id int64, endReport, unlock func()) {
+	t.Helper()
+	conn, err := db.Conn(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn.QueryRowContext(context.Background(), "SELECT CONNECTION_ID()").Scan(&id)
+	if _, err := conn.ExecContext(context.Background(), "LOCK TABLES "+qt+" READ"); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		conn.ExecContext(context.Background(), "SELECT COUNT(*) FROM "+qt+" WHERE SLEEP(0.001) = 0")
+	}()
+	var ended, released sync.Once
+	endReport = func() {
+		ended.Do(func() {
+			db.Exec(fmt.Sprintf("KILL QUERY %d", id))
+			<-done
+		})
+	}
+	unlock = func() {
+		released.Do(func() {
+			endReport()
+			conn.ExecContext(context.Background(), "UNLOCK TABLES")
+			conn.Close()
+		})
+	}
+	t.Cleanup(unlock)
+	return id, endReport, unlock
+}
+
 // holdTable runs stmt (a report, LOCK TABLES ... READ) on a session of its own until release, or
 // until the test ends.
 func holdTable(t *testing.T, db *sql.DB, stmt string) (id int64, release func()) {
@@ -91,14 +129,13 @@ func TestCutoverWaitsOutABlockedSwap(t *testing.T) {
 	opts.Logger = logs.logger()
 	opts.Cutover = cutover.DefaultConfig()
 	opts.Cutover.Backoff = 50 * time.Millisecond // the old give-up: 30 × 50 ms = 1.5 s
-	// Both blockers are in place before the cut-over's first look: a LOCK TABLES ... READ taken
-	// after the report ended queued behind the application's writes, and the swap got in first
-	// (seen in CI).
+	// Both blockers are in place before the cut-over's first look, the report running under the
+	// lock (reportUnderLock): a LOCK TABLES ... READ taken after the report ended queued behind the
+	// application's writes, and the swap got in first (seen in CI).
 	var report int64
 	var endReport, unlock func()
 	opts.Hook = atCutover(func() {
-		_, unlock = holdTable(t, db, "LOCK TABLES "+dbconn.QualifiedName(schema, "t")+" READ")
-		report, endReport = holdTable(t, db, "SELECT COUNT(*) FROM "+dbconn.QualifiedName(schema, "t")+" WHERE SLEEP(0.001) = 0")
+		report, endReport, unlock = reportUnderLock(t, db, dbconn.QualifiedName(schema, "t"))
 	})
 	done := make(chan error, 1)
 	var res *Result
